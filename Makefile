@@ -1,0 +1,59 @@
+# corral: see README.md. Every target installs what it needs first.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc)
+CTEST_ARGS ?=
+
+.PHONY: all deps build test test-asan asan demo serve bench clean format
+
+all: build
+
+deps:
+	@./scripts/install-deps
+
+$(BUILD)/build.ninja: | deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+build: deps $(BUILD)/build.ninja
+	ninja -C $(BUILD) -j $(JOBS)
+
+# Every suite (unit, integration, security, fuzz corpora), then the same
+# suites again under ASan+UBSan with clang.
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j 2 $(CTEST_ARGS)
+	$(MAKE) test-asan
+
+$(ASAN_BUILD)/build.ninja: | deps
+	CC=clang-14 CXX=clang++-14 cmake -S . -B $(ASAN_BUILD) -G Ninja \
+	  -DCMAKE_BUILD_TYPE=Debug -DCORRAL_SANITIZE=ON
+
+asan: deps $(ASAN_BUILD)/build.ninja
+	ninja -C $(ASAN_BUILD) -j $(JOBS)
+
+test-asan: asan
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --output-on-failure -j 2 -L 'unit|integration|security|fuzz' -LE slow $(CTEST_ARGS)
+
+# A real sandboxed command, until the daemon (`make serve`) exists.
+demo: build
+	@echo '--- corral run: a sandboxed shell with 256Mi memory, 64 pids, 5s timeout ---'
+	cd /tmp && $(CURDIR)/$(BUILD)/corral run --memory 256Mi --pids 64 --timeout 5s --json -- \
+	  /bin/sh -c 'echo "hello from $$(hostname) as $$(id -un) in $$(pwd)"; \
+	    echo "visible processes: $$(ls /proc | grep -c "^[0-9]")"; \
+	    grep -E "^(CapEff|NoNewPrivs|Seccomp):" /proc/self/status; \
+	    ls /home /root 2>&1; cat /etc/shadow 2>&1 | head -1; \
+	    echo data > /workspace/out.txt && wc -c /workspace/out.txt'
+
+serve:
+	@echo "corral serve (the daemon) arrives with issue #3; running the demo instead." >&2
+	@$(MAKE) --no-print-directory demo
+
+bench: build
+	./bench/startup.sh
+
+format:
+	clang-format -i $$(git ls-files '*.cc' '*.h')
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,11 @@
+// One function per `corral` verb; main.cc dispatches on argv[1].
+// Each returns the process exit code.
+#pragma once
+
+namespace corral::cli {
+
+int run_command(int argc, char** argv);     // corral run [options] -- CMD...
+int doctor_command(int argc, char** argv);  // corral doctor
+int image_command(int argc, char** argv);   // corral image build|import|ls|rm
+
+}  // namespace corral::cli

@@ -1,0 +1,258 @@
+// corral image build|import|ls|rm: base images (F4). User docs:
+// docs/images.md. Exit codes: 0 success, 1 failure (error and hint on
+// stderr), 2 usage error (with the usage text).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "cli/commands.h"
+#include "image/image_store.h"
+
+namespace corral::cli {
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: corral image build NAME [--packages PKG[,PKG...]]\n"
+    "       corral image import NAME FILE\n"
+    "       corral image ls [--json]\n"
+    "       corral image rm NAME\n"
+    "\n"
+    "Base images: read-only root file systems that `corral run --image NAME` uses\n"
+    "as the shared lower layer of a sandbox.\n"
+    "\n"
+    "  build NAME       debootstrap a minimal Debian bookworm with mmdebstrap\n"
+    "                   (--variant=minbase, needs deb.debian.org); --packages adds\n"
+    "                   Debian packages (comma-separated, repeatable)\n"
+    "  import NAME FILE unpack an OCI image layout tarball (e.g. from\n"
+    "                   `skopeo copy ... oci-archive:FILE:latest`); tag \"latest\" or\n"
+    "                   the only tag in it is used\n"
+    "  ls [--json]      list images (name, size, creation time, source)\n"
+    "  rm NAME          delete an image; refused while a sandbox uses it\n"
+    "\n"
+    "Images live in $CORRAL_DATA_DIR/images (default /var/lib/corral/images).\n"
+    "See docs/images.md.\n";
+
+int usage_error(std::string_view message) {
+  std::cerr << "corral: error: " << message << "\n\n" << kUsage;
+  return 2;
+}
+
+int failure(const Error& e) {
+  std::cerr << "corral: error: " << e.message << "\n";
+  if (!e.hint.empty()) std::cerr << "hint: " << e.hint << "\n";
+  return 1;
+}
+
+std::string human_size(std::uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (v >= 1024 && unit + 1 < std::size(kUnits)) {
+    v /= 1024;
+    ++unit;
+  }
+  char buf[32];
+  if (unit == 0) {
+    snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  } else {
+    snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[unit]);
+  }
+  return buf;
+}
+
+std::string seconds_since(std::chrono::steady_clock::time_point start) {
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.1f s", s);
+  return buf;
+}
+
+ProgressFn prefixed(const char* prefix) {
+  return [prefix](std::string_view line) {
+    std::cerr << prefix << line << "\n";
+    std::cerr.flush();
+  };
+}
+
+// Prints "image NAME <verb> in 12.3 s: 180.4 MiB at PATH" (stderr) once the
+// image is in place.
+int report_done(ImageStore& store, const std::string& name, const char* verb,
+                std::chrono::steady_clock::time_point start) {
+  std::string elapsed = seconds_since(start);
+  auto info = store.get(name);
+  if (!info) return failure(info.error());
+  std::cerr << "image " << name << " " << verb << " in " << elapsed << ": "
+            << human_size(info->size_bytes) << " at " << info->rootfs << "\n";
+  return 0;
+}
+
+bool is_help(std::string_view a) { return a == "--help" || a == "-h" || a == "help"; }
+
+int cmd_build(const std::vector<std::string>& args) {
+  std::vector<std::string> positional;
+  std::vector<std::string> packages;
+  auto add_packages = [&](std::string_view list) -> bool {
+    size_t start = 0;
+    for (;;) {
+      size_t comma = list.find(',', start);
+      std::string_view p = list.substr(start, comma == std::string_view::npos ? list.npos
+                                                                               : comma - start);
+      if (p.empty()) return false;
+      packages.emplace_back(p);
+      if (comma == std::string_view::npos) return true;
+      start = comma + 1;
+    }
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--packages" || a == "-p") {
+      if (i + 1 >= args.size()) return usage_error("--packages needs a value");
+      if (!add_packages(args[++i])) return usage_error("empty package name in --packages");
+    } else if (a.rfind("--packages=", 0) == 0) {
+      if (!add_packages(std::string_view(a).substr(11))) {
+        return usage_error("empty package name in --packages");
+      }
+    } else if (a.size() > 1 && a[0] == '-') {
+      return usage_error("unknown option for image build: " + a);
+    } else {
+      positional.push_back(a);
+    }
+  }
+  if (positional.size() != 1) return usage_error("image build takes exactly one NAME");
+  const std::string& name = positional[0];
+  if (auto s = ImageStore::validate_name(name); !s) return usage_error(s.error().to_string());
+  for (const auto& p : packages) {
+    if (auto s = ImageStore::validate_package(p); !s) return usage_error(s.error().to_string());
+  }
+  ImageStore store(ImageStore::default_dir());
+  auto start = std::chrono::steady_clock::now();
+  std::cerr << "[build] mmdebstrap --variant=minbase bookworm"
+            << (packages.empty() ? "" : " (+ packages)") << " into " << store.dir() << "/"
+            << name << "\n";
+  Status s = store.build(name, packages, prefixed("[build] "));
+  if (!s) return failure(s.error());
+  return report_done(store, name, "built", start);
+}
+
+int cmd_import(const std::vector<std::string>& args) {
+  std::vector<std::string> positional;
+  for (const auto& a : args) {
+    if (a.size() > 1 && a[0] == '-') return usage_error("unknown option for image import: " + a);
+    positional.push_back(a);
+  }
+  if (positional.size() != 2) return usage_error("image import takes NAME and FILE");
+  const std::string& name = positional[0];
+  if (auto s = ImageStore::validate_name(name); !s) return usage_error(s.error().to_string());
+  ImageStore store(ImageStore::default_dir());
+  auto start = std::chrono::steady_clock::now();
+  Status s = store.import_oci(name, positional[1], prefixed("[import] "));
+  if (!s) return failure(s.error());
+  return report_done(store, name, "imported", start);
+}
+
+int cmd_ls(const std::vector<std::string>& args) {
+  bool as_json = false;
+  for (const auto& a : args) {
+    if (a == "--json") {
+      as_json = true;
+    } else {
+      return usage_error("unexpected argument for image ls: " + a);
+    }
+  }
+  ImageStore store(ImageStore::default_dir());
+  auto images = store.list();
+  if (!images) return failure(images.error());
+  if (as_json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& i : *images) {
+      arr.push_back({{"name", i.name},
+                     {"rootfs", i.rootfs},
+                     {"source", i.source},
+                     {"created", i.created},
+                     {"size_bytes", i.size_bytes},
+                     {"env", i.env},
+                     {"workdir", i.workdir}});
+    }
+    std::cout << arr.dump(2) << "\n";
+    return 0;
+  }
+  size_t w_name = 4, w_size = 4, w_created = 7;
+  std::vector<std::string> sizes;
+  for (const auto& i : *images) {
+    sizes.push_back(human_size(i.size_bytes));
+    w_name = std::max(w_name, i.name.size());
+    w_size = std::max(w_size, sizes.back().size());
+    w_created = std::max(w_created, i.created.size());
+  }
+  auto row = [&](const std::string& a, const std::string& b, const std::string& c,
+                 const std::string& d) {
+    std::cout << a << std::string(w_name - a.size() + 2, ' ') << b
+              << std::string(w_size - b.size() + 2, ' ') << c
+              << std::string(w_created - c.size() + 2, ' ') << d << "\n";
+  };
+  row("NAME", "SIZE", "CREATED", "SOURCE");
+  for (size_t k = 0; k < images->size(); ++k) {
+    const auto& i = (*images)[k];
+    row(i.name, sizes[k], i.created, i.source);
+  }
+  return 0;
+}
+
+int cmd_rm(const std::vector<std::string>& args) {
+  std::vector<std::string> positional;
+  for (const auto& a : args) {
+    if (a.size() > 1 && a[0] == '-') return usage_error("unknown option for image rm: " + a);
+    positional.push_back(a);
+  }
+  if (positional.empty()) return usage_error("image rm takes one or more NAMEs");
+  for (const auto& name : positional) {
+    if (auto s = ImageStore::validate_name(name); !s) return usage_error(s.error().to_string());
+  }
+  ImageStore store(ImageStore::default_dir());
+  int rc = 0;
+  for (const auto& name : positional) {
+    Status s = store.remove(name);
+    if (!s) {
+      rc = failure(s.error());
+    } else {
+      std::cerr << "image " << name << " removed\n";
+    }
+  }
+  return rc;
+}
+
+}  // namespace
+
+int image_command(int argc, char** argv) {
+  // argv[0] is "image".
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+  if (args.empty()) return usage_error("image needs a subcommand");
+  std::string sub = args[0];
+  args.erase(args.begin());
+  if (is_help(sub)) {
+    std::cout << kUsage;
+    return 0;
+  }
+  for (const auto& a : args) {
+    if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+  }
+  if (sub == "build") return cmd_build(args);
+  if (sub == "import") return cmd_import(args);
+  if (sub == "ls" || sub == "list") return cmd_ls(args);
+  if (sub == "rm" || sub == "remove") return cmd_rm(args);
+  return usage_error("unknown image subcommand: " + sub);
+}
+
+}  // namespace corral::cli

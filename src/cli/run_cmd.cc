@@ -1,0 +1,268 @@
+// `corral run [options] -- CMD [ARGS...]`: parse flags and the config file
+// into a SandboxSpec, resolve the base layer, run, report.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/paths.h"
+#include "cli/commands.h"
+#include "image/image_store.h"
+#include "jail/sandbox_runner.h"
+#include "spec/config_file.h"
+#include "spec/mount_arg.h"
+#include "spec/units.h"
+
+namespace corral::cli {
+
+namespace {
+
+constexpr const char* kRunUsage =
+    "usage: corral run [options] -- CMD [ARGS...]\n"
+    "\n"
+    "Runs CMD in a new sandbox: its own root file system (read-only base + a\n"
+    "size-limited writable layer), no network but loopback, no capabilities,\n"
+    "seccomp and Landlock, inside cgroup limits. Everything is removed after.\n"
+    "\n"
+    "options:\n"
+    "  --memory SIZE        memory+swap limit (default 2Gi)\n"
+    "  --cpus N             CPU quota in cores, fractions allowed (default 2)\n"
+    "  --pids N             process limit (default 256)\n"
+    "  --disk SIZE          writable layer size (default 2Gi)\n"
+    "  --inodes N           writable layer inode limit (default: disk / 8Ki)\n"
+    "  --timeout DURATION   kill the whole sandbox after this long (default 300s)\n"
+    "  --env K=V            add an environment variable (repeatable)\n"
+    "  --workdir DIR        working directory inside (default /workspace)\n"
+    "  --mount SRC:DST[:ro|:rw]  bind a host path, read-only unless :rw (repeatable)\n"
+    "  --mount-root DIR     allow mount sources below DIR (default: current dir)\n"
+    "  --image NAME         base image from `corral image` (default: host base)\n"
+    "  --root               run as uid 0 inside, with a small capability set\n"
+    "  --hostname NAME      (default sandbox)\n"
+    "  --network none       loopback only (the default and, for now, only mode)\n"
+    "  --config FILE        YAML with cpu_limit, memory_limit, disk_limit, ...\n"
+    "  --tty / --no-tty     force or refuse a pty (default: when on a terminal)\n"
+    "  --json               print the JSON report on stderr at the end\n"
+    "  --report FILE        write the JSON report to FILE\n"
+    "\n"
+    "exit status: the command's; 128+N if killed by signal N; 124 timeout;\n"
+    "137 out of memory; 125 sandbox setup failed; 126/127 command not executable/found.\n";
+
+int usage_error(const std::string& message) {
+  fprintf(stderr, "corral run: %s\n(see corral run --help)\n", message.c_str());
+  return 125;
+}
+
+int print_error(const Error& e) {
+  fprintf(stderr, "corral: error: %s\n", e.message.c_str());
+  if (!e.hint.empty()) fprintf(stderr, "hint: %s\n", e.hint.c_str());
+  return 125;
+}
+
+nlohmann::json to_json(const RunResult& r) {
+  nlohmann::json j;
+  j["sandbox_id"] = r.sandbox_id;
+  j["exit_code"] = r.exit_code;
+  j["signal"] = r.signal != 0 ? nlohmann::json(std::string("SIG") + sigabbrev_np(r.signal))
+                              : nlohmann::json(nullptr);
+  j["timed_out"] = r.timed_out;
+  j["limit_hit"] = r.limit_hit.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.limit_hit);
+  j["oom_killed"] = r.oom_killed;
+  j["oom_kills"] = r.oom_kills;
+  j["pids_max_hits"] = r.pids_max_hits;
+  j["wall_ms"] = r.wall.count();
+  j["cpu_ms"] = r.cpu.count();
+  j["memory_peak_bytes"] = r.memory_peak_bytes;
+  j["disk_used_bytes"] = r.disk_used_bytes;
+  j["residue_bytes"] = r.residue_bytes;
+  j["residue"] = r.residue;
+  if (r.failure) {
+    j["error"] = {{"stage", std::string(stage_name(r.failure->stage))},
+                  {"errno", r.failure->err != 0 ? std::string(errno_name(r.failure->err)) : ""},
+                  {"message", r.failure->message},
+                  {"hint", r.failure->hint}};
+  } else {
+    j["error"] = nullptr;
+  }
+  return j;
+}
+
+struct Flags {
+  std::string config;
+  std::string report;
+  bool json = false;
+  int tty = -1;  // -1 auto
+  std::vector<std::string> mount_roots;
+  bool workdir_set = false;
+};
+
+}  // namespace
+
+int run_command(int argc, char** argv) {
+  SandboxSpec spec;
+  Flags flags;
+  std::vector<std::string_view> args(argv + 1, argv + argc);
+
+  // The config file first, so flags override it wherever they appear.
+  for (size_t i = 0; i < args.size() && args[i] != "--"; ++i) {
+    if (args[i] == "--config") {
+      if (i + 1 >= args.size()) return usage_error("--config needs a FILE");
+      flags.config = std::string(args[i + 1]);
+    }
+  }
+  if (!flags.config.empty()) {
+    if (auto st = apply_config_file(flags.config, spec); !st) return print_error(st.error());
+  }
+
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    std::string_view a = args[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a == "-h" || a == "--help") {
+      fputs(kRunUsage, stdout);
+      return 0;
+    }
+    auto value = [&](std::string_view name) -> Result<std::string_view> {
+      if (i + 1 >= args.size())
+        return make_error(ErrorCode::kInvalidArgument, std::string(name) + " needs a value");
+      return args[++i];
+    };
+    auto fail_on = [&](const auto& r, std::string_view flag) -> bool {
+      if (r) return false;
+      fprintf(stderr, "corral run: %.*s: %s\n", static_cast<int>(flag.size()), flag.data(),
+              r.error().message.c_str());
+      return true;
+    };
+#define CORRAL_FLAG_VALUE(name)            \
+  auto v = value(name);                    \
+  if (fail_on(v, name)) return 125;
+    if (a == "--memory") {
+      CORRAL_FLAG_VALUE("--memory");
+      auto r = parse_size(*v);
+      if (fail_on(r, a)) return 125;
+      spec.limits.memory_bytes = *r;
+    } else if (a == "--cpus") {
+      CORRAL_FLAG_VALUE("--cpus");
+      auto r = parse_cpus(*v);
+      if (fail_on(r, a)) return 125;
+      spec.limits.cpus = *r;
+    } else if (a == "--pids") {
+      CORRAL_FLAG_VALUE("--pids");
+      auto r = parse_count(*v);
+      if (fail_on(r, a)) return 125;
+      spec.limits.pids = *r;
+    } else if (a == "--disk") {
+      CORRAL_FLAG_VALUE("--disk");
+      auto r = parse_size(*v);
+      if (fail_on(r, a)) return 125;
+      spec.limits.disk_bytes = *r;
+    } else if (a == "--inodes") {
+      CORRAL_FLAG_VALUE("--inodes");
+      auto r = parse_count64(*v);
+      if (fail_on(r, a)) return 125;
+      spec.limits.inodes = *r;
+    } else if (a == "--timeout") {
+      CORRAL_FLAG_VALUE("--timeout");
+      auto r = parse_duration(*v);
+      if (fail_on(r, a)) return 125;
+      spec.limits.timeout = *r;
+    } else if (a == "--env") {
+      CORRAL_FLAG_VALUE("--env");
+      auto r = parse_env_arg(*v);
+      if (fail_on(r, a)) return 125;
+      spec.env.push_back(*r);
+    } else if (a == "--workdir") {
+      CORRAL_FLAG_VALUE("--workdir");
+      spec.workdir = std::string(*v);
+      flags.workdir_set = true;
+    } else if (a == "--mount") {
+      CORRAL_FLAG_VALUE("--mount");
+      auto r = parse_mount_arg(*v);
+      if (fail_on(r, a)) return 125;
+      spec.mounts.push_back(*r);
+    } else if (a == "--mount-root") {
+      CORRAL_FLAG_VALUE("--mount-root");
+      flags.mount_roots.emplace_back(*v);
+    } else if (a == "--image") {
+      CORRAL_FLAG_VALUE("--image");
+      spec.image = std::string(*v);
+    } else if (a == "--root") {
+      spec.root = true;
+    } else if (a == "--hostname") {
+      CORRAL_FLAG_VALUE("--hostname");
+      spec.hostname = std::string(*v);
+    } else if (a == "--network") {
+      CORRAL_FLAG_VALUE("--network");
+      spec.network.mode = std::string(*v);
+    } else if (a == "--config") {
+      ++i;  // applied above
+    } else if (a == "--json") {
+      flags.json = true;
+    } else if (a == "--report") {
+      CORRAL_FLAG_VALUE("--report");
+      flags.report = std::string(*v);
+    } else if (a == "--tty") {
+      flags.tty = 1;
+    } else if (a == "--no-tty") {
+      flags.tty = 0;
+    } else {
+      return usage_error("unknown option \"" + std::string(a) + "\"");
+    }
+#undef CORRAL_FLAG_VALUE
+  }
+  for (; i < args.size(); ++i) spec.argv.emplace_back(args[i]);
+  if (spec.argv.empty()) return usage_error("no command given: put it after --");
+  if (spec.hostname.empty() || spec.hostname.size() > 63 ||
+      spec.hostname.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") !=
+          std::string::npos)
+    return usage_error("--hostname must be 1-63 letters, digits, '-' or '.'");
+
+  RunOptions options;
+  char cwd[4096];
+  options.cwd = getcwd(cwd, sizeof cwd) != nullptr ? cwd : "/";
+  options.mount_roots = flags.mount_roots.empty() ? std::vector<std::string>{options.cwd}
+                                                  : flags.mount_roots;
+  options.tty = flags.tty == 1 || (flags.tty == -1 && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO));
+
+  ImageStore images(data_dir() + "/images");
+  UniqueFd image_lock;
+  if (!spec.image.empty()) {
+    auto info = images.get(spec.image);
+    if (!info) return print_error(info.error());
+    auto lock = images.lock_shared(spec.image);
+    if (!lock) return print_error(lock.error());
+    image_lock = std::move(*lock);
+    options.base.rootfs = info->rootfs;
+    options.base.env = info->env;
+    options.base.passwd_source = info->rootfs + "/etc";
+    if (!flags.workdir_set && !info->workdir.empty()) spec.workdir = info->workdir;
+  }
+
+  RunResult result = run_sandbox(spec, options);
+
+  for (const std::string& n : result.notices) fprintf(stderr, "corral: %s\n", n.c_str());
+  if (result.failure) {
+    fprintf(stderr, "corral: error: %s\n", result.failure->message.c_str());
+    if (!result.failure->hint.empty())
+      fprintf(stderr, "hint: %s\n", result.failure->hint.c_str());
+  }
+  for (const std::string& r : result.residue)
+    fprintf(stderr, "corral: warning: left behind after cleanup: %s\n", r.c_str());
+  nlohmann::json report = to_json(result);
+  if (!flags.report.empty()) {
+    std::ofstream out(flags.report, std::ios::trunc);
+    out << report.dump() << "\n";
+    if (!out) fprintf(stderr, "corral: warning: could not write %s\n", flags.report.c_str());
+  }
+  if (flags.json) fprintf(stderr, "%s\n", report.dump().c_str());
+  return result.exit_code;
+}
+
+}  // namespace corral::cli

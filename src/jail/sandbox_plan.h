@@ -1,0 +1,102 @@
+// Everything the sandbox's processes need, computed by the launcher before
+// any fork (plan first, then act). The post-fork code in init_process.cc
+// and workload.cc only reads this: no allocation, no logging, no parsing.
+#pragma once
+
+#include <linux/filter.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "jail/landlock.h"
+
+namespace corral {
+
+// A tree to bind into the new root: `source_fd` is a detached mount made
+// by the launcher (open_tree clone of a confined source, with read-only,
+// nosuid and nodev already applied); `target` is relative to the new root.
+struct BindStep {
+  int source_fd = -1;
+  std::string target;  // no leading '/', no "..", checked by the planner
+  bool is_dir = true;
+  bool writable = false;
+  bool from_base = false;  // a system directory of the host base
+};
+
+// A path under the new root to hide (file: bind /dev/null over it; dir:
+// empty read-only tmpfs) or to make read-only.
+struct ProcStep {
+  enum Kind { kMaskFile, kMaskDir, kReadOnly } kind;
+  std::string path;  // absolute, under root_dir
+};
+
+struct DevNode {
+  const char* name;
+  unsigned major;
+  unsigned minor;
+};
+
+struct RlimitSetting {
+  int resource;
+  rlim_t value;  // soft = hard = min(value, current hard)
+};
+
+// Messages on the launcher <-> init control socket (SOCK_SEQPACKET).
+enum class ControlType : int { kGo = 1, kFailure, kExited, kPtyMaster };
+struct ControlMessage {
+  ControlType type;
+  int wait_status;  // kExited: the workload's wait status
+  int stage;        // kFailure
+  int err;          // kFailure
+  char detail[240];
+};
+
+struct SandboxPlan {
+  // Control channel (child's end) and how init joins its cgroup namespace.
+  int control_fd = -1;
+  bool unshare_cgroup_ns = true;  // v1: after the launcher placed init
+
+  // File system.
+  int layer_mount_fd = -1;        // detached tmpfs (WritableLayer)
+  std::string stage_dir;          // where init attaches the layer (private mount ns)
+  std::string root_dir;           // stage_dir + "/root": the overlay, later "/"
+  std::string overlay_options;
+  std::vector<BindStep> binds;    // base binds first, then user mounts
+  std::string dev_dir, proc_dir, tmp_dir, shm_dir, pts_dir;  // under root_dir
+  std::string layer_tmp, layer_shm;                          // under stage_dir
+  std::string devpts_options;
+  std::vector<ProcStep> proc_steps;
+
+  // Identity.
+  std::string hostname;
+  std::string uid_map, gid_map;  // written by init for the workload
+  uid_t uid = 1000;              // inside
+  gid_t gid = 1000;
+  uid_t host_uid = 0;            // the same user seen from the host (pty owner)
+  std::uint64_t capabilities = 0;  // kept capability mask (root only)
+  bool tty = false;
+
+  // Workload.
+  std::vector<std::string> exec_candidates;  // PATH search, precomputed
+  std::vector<char*> argv;                   // null-terminated
+  std::vector<char*> envp;                   // null-terminated
+  std::string workdir;
+  std::vector<RlimitSetting> rlimits;
+  LandlockPlan landlock;
+  std::vector<sock_filter> seccomp;
+
+  // Storage for argv/envp/landlock strings (pointers above point here).
+  std::vector<std::string> strings;
+};
+
+// Post-fork entry points. Both report failures on plan.control_fd and exit.
+[[noreturn]] void run_init(SandboxPlan& plan);
+[[noreturn]] void run_workload(const SandboxPlan& plan, int go_fd, int pty_slave);
+
+// Post-fork helper: sends a kFailure message and _exits(125).
+[[noreturn]] void child_fail(int control_fd, int stage, int err, const char* detail);
+
+}  // namespace corral

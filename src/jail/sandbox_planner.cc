@@ -1,0 +1,353 @@
+#include "jail/sandbox_planner.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "base/paths.h"
+#include "jail/capabilities.h"
+#include "jail/fs_util.h"
+#include "jail/host_base.h"
+#include "jail/landlock.h"
+#include "jail/seccomp_policy.h"
+
+namespace corral {
+
+namespace {
+
+constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+constexpr uid_t kSandboxUid = 1000;
+constexpr gid_t kTtyGid = 5;
+
+const char* const kMaskedProcFiles[] = {"kcore",         "keys",          "timer_list",
+                                        "sysrq-trigger", "latency_stats", "sched_debug",
+                                        "kallsyms",      "kmsg",          "config.gz",
+                                        "kpagecount",    "kpageflags",    "kpagecgroup"};
+const char* const kMaskedProcDirs[] = {"acpi", "scsi", "asound", "driver", "firmware"};
+const char* const kReadOnlyProc[] = {"sys", "irq", "bus", "fs"};
+
+// A target inside the sandbox: absolute, no "..", returned without the
+// leading slash.
+Result<std::string> relative_target(const std::string& target) {
+  if (target.empty() || target[0] != '/')
+    return make_error(ErrorCode::kInvalidArgument,
+                      "mount target \"" + target + "\" must be an absolute path");
+  std::string rel;
+  std::stringstream ss(target);
+  std::string part;
+  while (std::getline(ss, part, '/')) {
+    if (part.empty() || part == ".") continue;
+    if (part == "..")
+      return make_error(ErrorCode::kInvalidArgument,
+                        "mount target \"" + target + "\" must not contain \"..\"");
+    rel += (rel.empty() ? "" : "/") + part;
+  }
+  if (rel.empty())
+    return make_error(ErrorCode::kInvalidArgument, "cannot mount over the sandbox's root /");
+  for (const char* reserved : {"proc", "dev", "sys"}) {
+    std::string r(reserved);
+    if (rel == r || rel.rfind(r + "/", 0) == 0)
+      return make_error(ErrorCode::kInvalidArgument,
+                        "mount target \"" + target + "\" is under /" + r + ", which corral owns");
+  }
+  return rel;
+}
+
+// A detached copy of the mount tree at `source_fd`, with the sandbox's
+// mount flags applied, ready for init to attach (open_tree only clones
+// mounts of the caller's own namespace, so it is done here, on the host).
+Result<UniqueFd> clone_tree(int source_fd, bool writable, const std::string& what) {
+  UniqueFd tree(open_tree(source_fd, "",
+                          OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE));
+  if (!tree) return errno_error("open_tree(" + what + ")");
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (writable ? 0 : MOUNT_ATTR_RDONLY);
+  if (mount_setattr(tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
+    return errno_error("mount_setattr(" + what + ")");
+  return tree;
+}
+
+std::string read_small_file(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 20)) return {};
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// /etc/passwd and /etc/group for the sandbox: the image's own (if any)
+// with the sandbox user added, else a minimal one.
+std::pair<std::string, std::string> make_account_files(const BaseLayerRef& base, bool root) {
+  std::string passwd, group;
+  if (!base.passwd_source.empty()) {
+    passwd = read_small_file(base.passwd_source + "/passwd");
+    group = read_small_file(base.passwd_source + "/group");
+  }
+  if (passwd.empty()) {
+    passwd = "root:x:0:0:root:/root:/bin/sh\n"
+             "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+  }
+  if (group.empty()) {
+    group = "root:x:0:\ntty:x:5:\nnogroup:x:65534:\n";
+  }
+  if (!passwd.empty() && passwd.back() != '\n') passwd += '\n';
+  if (!group.empty() && group.back() != '\n') group += '\n';
+  if (passwd.find(":x:1000:") == std::string::npos)
+    passwd += "sandbox:x:1000:1000:corral sandbox:/home/sandbox:/bin/sh\n";
+  if (group.find(":x:1000:") == std::string::npos) group += "sandbox:x:1000:\n";
+  (void)root;
+  return {passwd, group};
+}
+
+void add_string(SandboxPlan& plan, std::vector<char*>& into, std::string s) {
+  plan.strings.push_back(std::move(s));
+  into.push_back(nullptr);  // patched in finalize_pointers
+}
+
+}  // namespace
+
+std::string new_sandbox_id() {
+  std::random_device rd;
+  std::uint64_t v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  char buf[32];
+  snprintf(buf, sizeof buf, "sb-%012llx", static_cast<unsigned long long>(v & 0xffffffffffffULL));
+  return buf;
+}
+
+Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec,
+                                                         const RunOptions& options,
+                                                         Stage& failed_stage) {
+  auto prepared = std::make_unique<PreparedSandbox>();
+  PreparedSandbox& p = *prepared;
+  SandboxPlan& plan = p.plan;
+  p.id = new_sandbox_id();
+
+  failed_stage = Stage::kPlan;
+  if (spec.argv.empty())
+    return make_error(ErrorCode::kInvalidArgument, "no command given",
+                      "put the command after --, e.g. corral run -- echo hi");
+  if (spec.network.mode != "none")
+    return make_error(ErrorCode::kUnavailable,
+                      "network mode \"" + spec.network.mode + "\" is not available yet",
+                      "only --network none (loopback only) is implemented; corral never "
+                      "silently grants more network than asked");
+  if (spec.workdir.empty() || spec.workdir[0] != '/')
+    return make_error(ErrorCode::kInvalidArgument,
+                      "workdir \"" + spec.workdir + "\" must be an absolute path");
+  int abi = landlock_abi();
+  if (abi < 1)
+    return make_error(ErrorCode::kUnavailable, "Landlock is not available on this kernel",
+                      "enable Landlock (CONFIG_SECURITY_LANDLOCK, lsm=landlock,...); run "
+                      "`corral doctor`");
+
+  failed_stage = Stage::kUidRange;
+  auto uids = UidRange::acquire();
+  if (!uids) return tl::unexpected(uids.error());
+  p.uids.emplace(std::move(*uids));
+  const uid_t base = p.uids->host_base();
+  plan.uid = spec.root ? 0 : kSandboxUid;
+  plan.gid = spec.root ? 0 : kSandboxUid;
+  plan.host_uid = base + plan.uid;
+  char map[64];
+  snprintf(map, sizeof map, "0 %u %u\n", base, kUidBlockSize);
+  plan.uid_map = plan.gid_map = map;
+  plan.capabilities = spec.root ? root_capability_mask() : 0;
+
+  failed_stage = Stage::kBaseLayer;
+  std::string lower;
+  std::vector<std::string> base_binds;
+  if (options.base.rootfs.empty()) {
+    auto host = ensure_host_base();
+    if (!host) return tl::unexpected(host.error());
+    lower = host->rootfs;
+    base_binds = host->bind_dirs;
+  } else {
+    lower = options.base.rootfs;
+  }
+  if (lower.find_first_of(",:\\") != std::string::npos)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "base layer path \"" + lower + "\" contains ',', ':' or '\\'",
+                      "set CORRAL_DATA_DIR to a plain path");
+
+  failed_stage = Stage::kMountSources;
+  for (const std::string& dir : base_binds) {
+    UniqueFd fd(open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+    if (!fd) return errno_error("open(" + dir + ")");
+    auto tree = clone_tree(fd.get(), false, dir);
+    if (!tree) return tl::unexpected(tree.error());
+    plan.binds.push_back(BindStep{tree->get(), dir.substr(1), true, false, true});
+    p.bind_fds.push_back(std::move(*tree));
+  }
+  std::vector<std::string> landlock_writable;
+  for (const MountSpec& m : spec.mounts) {
+    auto rel = relative_target(m.target);
+    if (!rel) return tl::unexpected(rel.error());
+    auto opened = open_mount_source(m, options.mount_roots, options.cwd);
+    if (!opened) return tl::unexpected(opened.error());
+    auto tree = clone_tree(opened->fd.get(), m.writable, opened->source);
+    if (!tree) return tl::unexpected(tree.error());
+    plan.binds.push_back(BindStep{tree->get(), *rel, opened->is_dir, m.writable, false});
+    if (m.writable) landlock_writable.push_back("/" + *rel);
+    p.bind_fds.push_back(std::move(*tree));
+  }
+
+  failed_stage = Stage::kWritableLayer;
+  auto layer = WritableLayer::create(spec.limits.disk_bytes, effective_inodes(spec.limits));
+  if (!layer) return tl::unexpected(layer.error());
+  p.layer.emplace(std::move(*layer));
+  WritableLayer& L = *p.layer;
+  const uid_t user = base + plan.uid;
+  const std::string home = spec.root ? "/root" : "/home/sandbox";
+  auto [passwd, group] = make_account_files(options.base, spec.root);
+  std::string hosts = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+                      "127.0.1.1\t" + spec.hostname + "\n";
+  Status s = ok();
+  auto step = [&](Status st) {
+    if (s && !st) s = std::move(st);
+  };
+  step(L.make_dir("upper", 0755, 0, 0));
+  step(L.make_dir("work", 0700, 0, 0));
+  step(L.make_dir("root", 0755, 0, 0));
+  step(L.make_dir("tmp", 01777, base, base));
+  step(L.make_dir("shm", 01777, base, base));
+  step(L.make_dir("upper/etc", 0755, 0, 0));
+  step(L.make_file("upper/etc/passwd", passwd, 0644, 0, 0));
+  step(L.make_file("upper/etc/group", group, 0644, 0, 0));
+  step(L.make_file("upper/etc/hostname", spec.hostname + "\n", 0644, 0, 0));
+  step(L.make_file("upper/etc/hosts", hosts, 0644, 0, 0));
+  step(L.make_dir("upper/workspace", 0755, user, user));
+  if (spec.root) {
+    step(L.make_dir("upper/root", 0700, base, base));
+  } else {
+    step(L.make_dir("upper/home", 0755, 0, 0));
+    step(L.make_dir("upper/home/sandbox", 0700, user, user));
+  }
+  if (!s) return tl::unexpected(s.error());
+
+  failed_stage = Stage::kSeccompCompile;
+  auto filter = compile_seccomp_filter(SeccompOptions{});
+  if (!filter) return tl::unexpected(filter.error());
+  plan.seccomp = std::move(*filter);
+
+  failed_stage = Stage::kPlan;
+  plan.layer_mount_fd = L.mount_fd();
+  plan.stage_dir = run_dir() + "/stage";
+  CORRAL_TRY(mkdir_p(plan.stage_dir, 0700));
+  plan.root_dir = plan.stage_dir + "/root";
+  plan.overlay_options = "lowerdir=" + lower + ",upperdir=" + plan.stage_dir +
+                         "/upper,workdir=" + plan.stage_dir + "/work";
+  plan.dev_dir = plan.root_dir + "/dev";
+  plan.proc_dir = plan.root_dir + "/proc";
+  plan.tmp_dir = plan.root_dir + "/tmp";
+  plan.shm_dir = plan.root_dir + "/dev/shm";
+  plan.pts_dir = plan.root_dir + "/dev/pts";
+  plan.layer_tmp = plan.stage_dir + "/tmp";
+  plan.layer_shm = plan.stage_dir + "/shm";
+  plan.devpts_options = "newinstance,ptmxmode=0666,mode=0620,gid=" + std::to_string(base + kTtyGid);
+  for (const char* f : kMaskedProcFiles)
+    plan.proc_steps.push_back({ProcStep::kMaskFile, plan.proc_dir + "/" + f});
+  for (const char* d : kMaskedProcDirs)
+    plan.proc_steps.push_back({ProcStep::kMaskDir, plan.proc_dir + "/" + d});
+  for (const char* r : kReadOnlyProc)
+    plan.proc_steps.push_back({ProcStep::kReadOnly, plan.proc_dir + "/" + r});
+  plan.hostname = spec.hostname;
+  plan.tty = options.tty;
+
+  // Environment: nothing from the host, so no host secret can leak in.
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"PATH", kDefaultPath},
+      {"HOME", home},
+      {"USER", spec.root ? "root" : "sandbox"},
+      {"LOGNAME", spec.root ? "root" : "sandbox"},
+      {"SHELL", "/bin/sh"},
+      {"HOSTNAME", spec.hostname},
+      {"LANG", "C.UTF-8"},
+  };
+  if (options.tty) {
+    const char* term = getenv("TERM");
+    env.emplace_back("TERM", term != nullptr ? term : "xterm");
+  }
+  auto set_env = [&env](const std::string& k, const std::string& v) {
+    for (auto& kv : env) {
+      if (kv.first == k) {
+        kv.second = v;
+        return;
+      }
+    }
+    env.emplace_back(k, v);
+  };
+  for (const std::string& kv : options.base.env) {
+    auto eq = kv.find('=');
+    if (eq != std::string::npos && eq > 0) set_env(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  for (const auto& [k, v] : spec.env) set_env(k, v);
+
+  std::string path_value = kDefaultPath;
+  for (const auto& [k, v] : env) {
+    if (k == "PATH") path_value = v;
+  }
+  const std::string& cmd = spec.argv[0];
+  if (cmd.find('/') != std::string::npos) {
+    plan.exec_candidates.push_back(cmd);
+  } else {
+    std::stringstream ss(path_value);
+    std::string dir;
+    while (std::getline(ss, dir, ':')) {
+      if (dir.empty()) dir = ".";
+      plan.exec_candidates.push_back(dir + "/" + cmd);
+    }
+  }
+  plan.workdir = spec.workdir;
+  plan.rlimits = {
+      {RLIMIT_CORE, 0},
+      {RLIMIT_NOFILE, 4096},
+      {RLIMIT_NPROC, spec.limits.pids},
+      {RLIMIT_FSIZE, static_cast<rlim_t>(spec.limits.disk_bytes)},
+      {RLIMIT_MEMLOCK, 8 * kMiB},
+  };
+
+  // Landlock: read everywhere; write only where the sandbox is meant to.
+  plan.landlock = make_landlock_plan(abi);
+  std::vector<std::pair<std::string, bool>> rules = {{"/", false}};
+  for (const char* w : {"/workspace", "/tmp", "/var/tmp", "/dev/shm", "/dev/pts", "/dev/null",
+                        "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx"})
+    rules.emplace_back(w, true);
+  rules.emplace_back(home, true);
+  if (spec.root) {
+    // Root may change the writable layer anywhere but /proc, /dev, /sys.
+    std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir(lower.c_str()), closedir);
+    if (dir) {
+      while (dirent* e = readdir(dir.get())) {
+        std::string name = e->d_name;
+        if (name == "." || name == ".." || name == "proc" || name == "dev" || name == "sys")
+          continue;
+        rules.emplace_back("/" + name, true);
+      }
+    }
+  }
+  for (const auto& w : landlock_writable) rules.emplace_back(w, true);
+  for (const auto& [path, writable] : rules) plan.strings.push_back(path);
+  // argv and envp strings follow; pointers are taken once `strings` is final.
+  size_t argv_start = plan.strings.size();
+  for (const auto& a : spec.argv) add_string(plan, plan.argv, a);
+  size_t envp_start = plan.strings.size();
+  for (const auto& [k, v] : env) add_string(plan, plan.envp, k + "=" + v);
+  for (size_t i = 0; i < rules.size(); ++i)
+    plan.landlock.rules.push_back({plan.strings[i].c_str(), rules[i].second});
+  for (size_t i = 0; i < plan.argv.size(); ++i) plan.argv[i] = plan.strings[argv_start + i].data();
+  for (size_t i = 0; i < plan.envp.size(); ++i) plan.envp[i] = plan.strings[envp_start + i].data();
+  plan.argv.push_back(nullptr);
+  plan.envp.push_back(nullptr);
+  return prepared;
+}
+
+}  // namespace corral

@@ -1,0 +1,37 @@
+// Turns a SandboxSpec into a SandboxPlan plus the host resources it needs
+// (uid block, writable layer, opened mount sources), before any process
+// is created. Everything that can be checked is checked here, so a bad
+// spec fails with a clear message and nothing to undo.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "base/unique_fd.h"
+#include "jail/mount_source.h"
+#include "jail/sandbox_plan.h"
+#include "jail/sandbox_runner.h"
+#include "jail/uid_range.h"
+#include "jail/writable_layer.h"
+
+namespace corral {
+
+struct PreparedSandbox {
+  std::string id;
+  std::optional<UidRange> uids;
+  std::optional<WritableLayer> layer;
+  std::vector<UniqueFd> bind_fds;  // base dirs and user mount sources
+  SandboxPlan plan;
+};
+
+// Stage of the error is reported through `failed_stage`.
+Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec,
+                                                         const RunOptions& options,
+                                                         Stage& failed_stage);
+
+// "sb-" + 12 random hex digits.
+std::string new_sandbox_id();
+
+}  // namespace corral

@@ -1,0 +1,61 @@
+// Runs one command in a fresh sandbox and tears it down, verified
+// (`corral run`). The order of every isolation step lives in
+// sandbox_runner.cc (host side) and init_process.cc / workload.cc (inside).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "jail/stage.h"
+#include "spec/sandbox_spec.h"
+
+namespace corral {
+
+// The base layer to use (resolved by the caller: host base or an image).
+struct BaseLayerRef {
+  std::string rootfs;                  // empty: the embedded host base
+  std::vector<std::string> env;        // "K=V" from an image's config
+  std::string passwd_source;           // image /etc dir to take passwd/group from
+};
+
+struct RunOptions {
+  BaseLayerRef base;
+  std::vector<std::string> mount_roots;  // allowed roots for --mount sources
+  std::string cwd;                       // resolves relative paths
+  bool tty = false;                      // give the sandbox a pty relayed to our terminal
+};
+
+struct SetupFailure {
+  Stage stage = Stage::kPlan;
+  int err = 0;
+  std::string message;  // full sentence for the user
+  std::string hint;
+};
+
+struct RunResult {
+  std::string sandbox_id;
+  int exit_code = 125;  // what `corral run` exits with
+  int signal = 0;       // signal that ended the command, 0 if none
+  bool timed_out = false;
+  bool oom_killed = false;
+  std::string limit_hit;  // "", "timeout", "memory", "pids"
+  std::chrono::milliseconds wall{0};
+  std::chrono::milliseconds cpu{0};
+  std::uint64_t memory_peak_bytes = 0;
+  std::uint64_t disk_used_bytes = 0;   // writable layer in use when the command ended
+  std::uint64_t residue_bytes = 0;     // still allocated after cleanup (F3): must be 0
+  std::vector<std::string> residue;    // anything of the sandbox left on the host
+  std::uint64_t oom_kills = 0;
+  std::uint64_t pids_max_hits = 0;
+  std::optional<SetupFailure> failure;  // set when exit_code is 125 (or 126/127)
+  std::vector<std::string> notices;     // limit reports etc., for stderr
+};
+
+// Runs spec.argv in a new sandbox. Never throws; every failure is in the
+// result (exit 125 with the stage and a hint).
+RunResult run_sandbox(const SandboxSpec& spec, const RunOptions& options);
+
+}  // namespace corral

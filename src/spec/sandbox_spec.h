@@ -1,0 +1,58 @@
+// SandboxSpec: everything a sandbox is made from, after parsing and before
+// planning. Defaults follow the design source (REQUIREMENTS.md C1, N1, N7).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace corral {
+
+inline constexpr std::uint64_t kKiB = 1024;
+inline constexpr std::uint64_t kMiB = 1024 * kKiB;
+inline constexpr std::uint64_t kGiB = 1024 * kMiB;
+
+struct Limits {
+  double cpus = 2.0;                        // cpu_limit: CPU quota in cores
+  std::uint64_t memory_bytes = 2 * kGiB;    // memory_limit: RAM + swap
+  std::uint64_t disk_bytes = 2 * kGiB;      // disk_limit: writable layer size
+  std::uint64_t inodes = 0;                 // inodes_limit; 0 = derived from disk
+  std::uint32_t pids = 256;                 // pids_limit: fork-bomb guard
+  std::chrono::milliseconds timeout{300'000};       // timeout: one task (N7)
+  std::chrono::milliseconds max_lifetime{600'000};  // max_lifetime: one instance (N7)
+};
+
+// Inode limit actually applied: explicit, else one inode per 8 KiB of disk
+// (at least 4096), like a small ext4.
+std::uint64_t effective_inodes(const Limits& limits);
+
+// A host directory or file made visible inside (F4 persistent mounts, F6).
+struct MountSpec {
+  std::string source;     // host path, confined (see jail/mount_source.h)
+  std::string target;     // absolute path inside the sandbox
+  bool writable = false;  // read-only unless asked
+};
+
+// Network policy. Issue 2 implements mode "none" (N1); other modes are
+// refused until the network engine exists, never silently weakened.
+struct NetworkSpec {
+  std::string mode = "none";  // "none" | "allowlist" | "open"
+  std::vector<std::string> allow_domains;
+  std::vector<std::string> dns_servers;
+};
+
+struct SandboxSpec {
+  Limits limits;
+  std::vector<std::string> argv;  // command to run
+  std::vector<std::pair<std::string, std::string>> env;  // added to the default env
+  std::string workdir = "/workspace";
+  std::vector<MountSpec> mounts;
+  std::string image;  // empty: the embedded host base
+  bool root = false;  // uid 0 inside with the documented small capability set
+  std::string hostname = "sandbox";
+  NetworkSpec network;
+};
+
+}  // namespace corral

@@ -1,0 +1,43 @@
+#include "sys/syscalls.h"
+
+#include <linux/openat2.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace corral::sys {
+
+int pivot_root(const char* new_root, const char* put_old) {
+  return static_cast<int>(::syscall(SYS_pivot_root, new_root, put_old));
+}
+pid_t clone3(void* clone_args, std::size_t size) {
+  return static_cast<pid_t>(::syscall(SYS_clone3, clone_args, size));
+}
+int pidfd_open(pid_t pid, unsigned int flags) {
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, flags));
+}
+int pidfd_send_signal(int pidfd, int sig, siginfo_t* info, unsigned int flags) {
+  return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, info, flags));
+}
+int close_range(unsigned int first, unsigned int last, unsigned int flags) {
+  return static_cast<int>(::syscall(SYS_close_range, first, last, flags));
+}
+int openat2(int dirfd, const char* path, int flags, std::uint64_t mode, std::uint64_t resolve) {
+  open_how how{};
+  how.flags = static_cast<std::uint64_t>(flags);
+  how.mode = mode;
+  how.resolve = resolve;
+  return static_cast<int>(::syscall(SYS_openat2, dirfd, path, &how, sizeof how));
+}
+int landlock_create_ruleset(const void* attr, std::size_t size, std::uint32_t flags) {
+  return static_cast<int>(::syscall(SYS_landlock_create_ruleset, attr, size, flags));
+}
+int landlock_add_rule(int ruleset_fd, int rule_type, const void* rule_attr,
+                      std::uint32_t flags) {
+  return static_cast<int>(
+      ::syscall(SYS_landlock_add_rule, ruleset_fd, rule_type, rule_attr, flags));
+}
+int landlock_restrict_self(int ruleset_fd, std::uint32_t flags) {
+  return static_cast<int>(::syscall(SYS_landlock_restrict_self, ruleset_fd, flags));
+}
+
+}  // namespace corral::sys

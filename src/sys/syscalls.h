@@ -1,0 +1,37 @@
+// Raw syscalls that glibc 2.36 does not wrap (or wraps badly for C++).
+// This directory is the only place that calls syscall(2) directly: each
+// wrapper returns -1 and sets errno like libc does, and is safe to call
+// after fork (no allocation).
+#pragma once
+
+#include <linux/types.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace corral::sys {
+
+// The new mount API (fsopen, fsmount, move_mount, open_tree,
+// mount_setattr) is wrapped by glibc 2.36 in <sys/mount.h>.
+int pivot_root(const char* new_root, const char* put_old);
+
+// --- processes ---
+// clone3 with a caller-built clone_args; returns like fork().
+pid_t clone3(void* clone_args, std::size_t size);
+int pidfd_open(pid_t pid, unsigned int flags);
+int pidfd_send_signal(int pidfd, int sig, siginfo_t* info, unsigned int flags);
+int close_range(unsigned int first, unsigned int last, unsigned int flags);
+
+// --- open with resolution flags (Linux 5.6+) ---
+int openat2(int dirfd, const char* path, int flags, std::uint64_t mode, std::uint64_t resolve);
+
+// --- Landlock ---
+int landlock_create_ruleset(const void* attr, std::size_t size, std::uint32_t flags);
+int landlock_add_rule(int ruleset_fd, int rule_type, const void* rule_attr,
+                      std::uint32_t flags);
+int landlock_restrict_self(int ruleset_fd, std::uint32_t flags);
+
+}  // namespace corral::sys
