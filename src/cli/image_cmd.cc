@@ -103,8 +103,8 @@ int cmd_build(const std::vector<std::string>& args) {
     size_t start = 0;
     for (;;) {
       size_t comma = list.find(',', start);
-      std::string_view p = list.substr(start, comma == std::string_view::npos ? list.npos
-                                                                               : comma - start);
+      std::string_view p =
+          list.substr(start, comma == std::string_view::npos ? list.npos : comma - start);
       if (p.empty()) return false;
       packages.emplace_back(p);
       if (comma == std::string_view::npos) return true;
@@ -135,8 +135,8 @@ int cmd_build(const std::vector<std::string>& args) {
   ImageStore store(ImageStore::default_dir());
   auto start = std::chrono::steady_clock::now();
   std::cerr << "[build] mmdebstrap --variant=minbase bookworm"
-            << (packages.empty() ? "" : " (+ packages)") << " into " << store.dir() << "/"
-            << name << "\n";
+            << (packages.empty() ? "" : " (+ packages)") << " into " << store.dir() << "/" << name
+            << "\n";
   Status s = store.build(name, packages, prefixed("[build] "));
   if (!s) return failure(s.error());
   return report_done(store, name, "built", start);

@@ -13,9 +13,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
-#include <cctype>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -123,7 +123,7 @@ class SignalScope {
   }
 
  private:
-  struct sigaction old_[std::size(kForwardedSignals)] {};
+  struct sigaction old_[std::size(kForwardedSignals)]{};
 };
 
 // ---------------------------------------------------------------------------
@@ -135,6 +135,7 @@ struct RunOptions {
   bool capture_stdout = false;  // else stdout joins the line stream
   std::size_t stdout_limit = 64u << 20;
   const SignalScope* signals = nullptr;  // forward signals to the tool
+  int inherit_fd = -1;                   // an fd the tool and its descendants keep open
 };
 
 struct ToolResult {
@@ -196,6 +197,7 @@ Result<ToolResult> run_tool(const std::vector<std::string>& args, const Progress
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   const char* cwd = opts.cwd.empty() ? nullptr : opts.cwd.c_str();
+  const int inherit_fd = opts.inherit_fd;
 
   int err_pipe[2], out_pipe[2] = {-1, -1}, exec_pipe[2];
   if (pipe2(err_pipe, O_CLOEXEC) != 0) return errno_error("pipe2");
@@ -227,6 +229,7 @@ Result<ToolResult> run_tool(const std::vector<std::string>& args, const Progress
     if (dup2(out_w.valid() ? out_w.get() : err_w.get(), 1) < 0) goto fail;
     if (dup2(err_w.get(), 2) < 0) goto fail;
     if (cwd != nullptr && chdir(cwd) != 0) goto fail;
+    if (inherit_fd >= 0 && fcntl(inherit_fd, F_SETFD, 0) != 0) goto fail;
     execvp(argv[0], argv.data());
   fail:
     int e = errno;
@@ -323,9 +326,9 @@ Result<ToolResult> run_tool(const std::vector<std::string>& args, const Progress
   if (out_open) drain(out_r.get(), true, out_open);
   lines.flush();
   if (overflow) {
-    return make_error(ErrorCode::kResourceExhausted,
-                      args[0] + ": output larger than " + std::to_string(opts.stdout_limit) +
-                          " bytes");
+    return make_error(
+        ErrorCode::kResourceExhausted,
+        args[0] + ": output larger than " + std::to_string(opts.stdout_limit) + " bytes");
   }
   return result;
 }
@@ -353,8 +356,8 @@ struct Stat {
   bool has_mnt_id() const { return (stx.stx_mask & STATX_MNT_ID) != 0; }
 };
 
-constexpr unsigned kStatxMask = STATX_TYPE | STATX_MODE | STATX_INO | STATX_NLINK |
-                                STATX_BLOCKS | STATX_MNT_ID;
+constexpr unsigned kStatxMask =
+    STATX_TYPE | STATX_MODE | STATX_INO | STATX_NLINK | STATX_BLOCKS | STATX_MNT_ID;
 
 int stat_at(int dirfd, const char* name, Stat* st) {
   int flags = AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | (name[0] == '\0' ? AT_EMPTY_PATH : 0);
@@ -436,8 +439,8 @@ Status mkdir_p(const std::string& path, mode_t mode) {
 Status remove_tree_at(int parent_fd, const Stat& parent_st, const std::string& name,
                       const std::string& shown, int depth) {
   if (depth > kMaxDepth) {
-    return make_error(ErrorCode::kResourceExhausted, "tree deeper than " +
-                                                         std::to_string(kMaxDepth) + ": " + shown);
+    return make_error(ErrorCode::kResourceExhausted,
+                      "tree deeper than " + std::to_string(kMaxDepth) + ": " + shown);
   }
   int fd = openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
@@ -491,8 +494,8 @@ using VisitFn = std::function<Status(const std::string& rel, const Stat& st)>;
 Status walk_at(int dirfd, const Stat& dir_st, const std::string& rel, const std::string& shown,
                const VisitFn& visit, int depth) {
   if (depth > kMaxDepth) {
-    return make_error(ErrorCode::kResourceExhausted, "tree deeper than " +
-                                                         std::to_string(kMaxDepth) + ": " + shown);
+    return make_error(ErrorCode::kResourceExhausted,
+                      "tree deeper than " + std::to_string(kMaxDepth) + ": " + shown);
   }
   auto names = read_names(dirfd, shown);
   if (!names) return tl::unexpected(names.error());
@@ -555,8 +558,8 @@ std::vector<std::string> mounts_under(const std::string& path) {
     for (size_t i = 0; i < mount_point.size(); ++i) {
       if (mount_point[i] == '\\' && i + 3 < mount_point.size() &&
           std::isdigit(static_cast<unsigned char>(mount_point[i + 1]))) {
-        mp.push_back(static_cast<char>(std::strtol(mount_point.substr(i + 1, 3).c_str(),
-                                                   nullptr, 8)));
+        mp.push_back(
+            static_cast<char>(std::strtol(mount_point.substr(i + 1, 3).c_str(), nullptr, 8)));
         i += 3;
       } else {
         mp.push_back(mount_point[i]);
@@ -597,7 +600,12 @@ pid_t owner_pid(std::string_view entry) {
 bool process_alive(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
 
 // A build or import in progress: <images>/.partial-<name>-<pid>. Removed
-// on destruction unless committed.
+// on destruction unless committed. Its .building file is flock()ed by us and
+// inherited by the tools we run, so a partial tree counts as stale only when
+// its owner is gone *and* no tool it started is still writing into it (a
+// SIGKILLed corral can leave mmdebstrap running for a while).
+constexpr const char* kBuildingFile = ".building";
+
 class PartialDir {
  public:
   PartialDir(const std::string& images_dir, int images_fd, std::string_view name)
@@ -620,8 +628,15 @@ class PartialDir {
     auto fd = open_dir_at(images_fd_, entry_, path_);
     if (!fd) return tl::unexpected(fd.error());
     fd_ = std::move(*fd);
+    int lock = openat(fd_.get(), kBuildingFile,
+                      O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (lock < 0) return errno_error("create(" + path(kBuildingFile) + ")");
+    lock_.reset(lock);
+    if (flock(lock_.get(), LOCK_EX) != 0) return errno_error("flock(" + path(kBuildingFile) + ")");
     return ok();
   }
+  // Passed to the tools as RunOptions::inherit_fd.
+  int lock_fd() const { return lock_.get(); }
   const std::string& path() const { return path_; }
   std::string path(std::string_view sub) const { return join_path(path_, sub); }
   int fd() const { return fd_.get(); }
@@ -629,6 +644,7 @@ class PartialDir {
   Status discard() {
     done_ = true;
     fd_.reset();
+    lock_.reset();
     detach_mounts_under(path_);
     return remove_tree(images_fd_, entry_, path_);
   }
@@ -641,6 +657,9 @@ class PartialDir {
     std::string text = j.dump(2) + "\n";
     CORRAL_TRY(write_file("image.json", text, 0644));
     CORRAL_TRY(write_file(".lock", "", 0644));
+    if (unlinkat(fd_.get(), kBuildingFile, 0) != 0) {
+      return errno_error("unlink(" + path(kBuildingFile) + ")");
+    }
     if (fchmod(fd_.get(), 0755) != 0) return errno_error("chmod(" + path_ + ")");
     if (fsync(fd_.get()) != 0) return errno_error("fsync(" + path_ + ")");
     if (renameat2(images_fd_, entry_.c_str(), images_fd_, name_.c_str(), RENAME_NOREPLACE) != 0) {
@@ -679,6 +698,7 @@ class PartialDir {
   std::string entry_;
   std::string path_;
   UniqueFd fd_;
+  UniqueFd lock_;
   bool created_ = false;
   bool done_ = false;
 };
@@ -763,6 +783,49 @@ Status replace_file(int dirfd, const std::string& name, const std::string& text,
 
 constexpr const char* kRefNameAnnotation = "org.opencontainers.image.ref.name";
 
+// "sha256:<hex>" -> "blobs/sha256/<hex>", or "" if it is not that shape.
+std::string blob_path(const std::string& digest) {
+  size_t colon = digest.find(':');
+  if (colon == std::string::npos || colon == 0 || digest.size() - colon - 1 < 32 ||
+      digest.size() - colon - 1 > 128) {
+    return "";
+  }
+  for (size_t i = 0; i < digest.size(); ++i) {
+    char c = digest[i];
+    bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    if (i != colon && !ok) return "";
+  }
+  return "blobs/" + digest.substr(0, colon) + "/" + digest.substr(colon + 1);
+}
+
+// The "config" object (Env, WorkingDir, ...) of the image `tag` names in
+// the extracted layout.
+Result<json> oci_image_config(int layout_fd, const json& index, const std::string& tag) {
+  const json* manifests = member(index, "manifests");
+  if (manifests == nullptr || !manifests->is_array()) {
+    return make_error(ErrorCode::kInvalidArgument, "index.json has no manifests");
+  }
+  std::string manifest_digest;
+  for (const auto& desc : *manifests) {
+    const json* ann = member(desc, "annotations");
+    if (ann != nullptr && string_member(*ann, kRefNameAnnotation) == tag) {
+      manifest_digest = string_member(desc, "digest");
+    }
+  }
+  std::string path = blob_path(manifest_digest);
+  if (path.empty()) return make_error(ErrorCode::kInvalidArgument, "no manifest for " + tag);
+  auto manifest = read_json_file(layout_fd, path, path);
+  if (!manifest) return manifest;
+  const json* config_desc = member(*manifest, "config");
+  path = config_desc != nullptr ? blob_path(string_member(*config_desc, "digest")) : "";
+  if (path.empty()) return make_error(ErrorCode::kInvalidArgument, "manifest has no config");
+  auto config = read_json_file(layout_fd, path, path);
+  if (!config) return config;
+  const json* inner = member(*config, "config");
+  if (inner == nullptr || !inner->is_object()) return json::object();
+  return *inner;
+}
+
 std::string convert_hint() {
   return "an OCI image tarball is made with `skopeo copy SOURCE oci-archive:IMAGE.tar:latest` "
          "or, from an OCI layout directory, `tar -C LAYOUT -cf IMAGE.tar .` (docs/images.md)";
@@ -784,8 +847,7 @@ std::string ImageStore::default_dir() { return join_path(data_dir(), "images"); 
 
 Status ImageStore::validate_name(std::string_view name) {
   auto bad = [&](std::string why) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      "invalid image name " + dq(name) + ": " + why,
+    return make_error(ErrorCode::kInvalidArgument, "invalid image name " + dq(name) + ": " + why,
                       "use 1-63 characters from a-z 0-9 . _ - starting with a letter or digit");
   };
   if (name.empty()) return bad("empty");
@@ -802,8 +864,7 @@ Status ImageStore::validate_name(std::string_view name) {
 
 Status ImageStore::validate_package(std::string_view pkg) {
   auto bad = [&](std::string why) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      "invalid package name " + dq(pkg) + ": " + why,
+    return make_error(ErrorCode::kInvalidArgument, "invalid package name " + dq(pkg) + ": " + why,
                       "Debian package names use a-z 0-9 + . - and start with a letter or digit");
   };
   if (pkg.empty()) return bad("empty");
@@ -898,6 +959,12 @@ Status ImageStore::remove_stale() const {
     pid_t pid = owner_pid(entry);
     if (pid <= 0 || process_alive(pid)) continue;
     std::string path = join_path(dir_, entry);
+    // Held while we remove it, so that two cleaners do not race.
+    UniqueFd building(openat(dfd->get(), (entry + "/" + kBuildingFile).c_str(),
+                             O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (building.valid() && flock(building.get(), LOCK_EX | LOCK_NB) != 0) {
+      continue;  // a tool of that build is still running
+    }
     detach_mounts_under(path);
     Status r = remove_tree(dfd->get(), entry, path);
     if (!r && first_error) first_error = tl::unexpected(r.error().wrap("removing stale " + path));
@@ -931,7 +998,8 @@ Result<UniqueFd> ImageStore::lock_shared(std::string_view name) const {
   }
   // remove() renames the image away while holding LOCK_EX: if that
   // happened between our open and our flock, the path no longer leads here.
-  struct stat held {}, now {};
+  struct stat held {
+  }, now{};
   if (fstat(lock.get(), &held) != 0) return errno_error("fstat(" + shown + ")");
   Stat image_dir_st;
   if (fstatat(dfd->get(), rel.c_str(), &now, AT_SYMLINK_NOFOLLOW) != 0 ||
@@ -960,10 +1028,9 @@ Status ImageStore::remove(std::string_view name) {
   while (flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EINTR) continue;
     if (errno == EWOULDBLOCK) {
-      return make_error(ErrorCode::kUnavailable,
-                        "image " + n + " is in use by a running sandbox",
-                        "wait until the sandboxes using it have ended, then run corral image rm " +
-                            n + " again");
+      return make_error(
+          ErrorCode::kUnavailable, "image " + n + " is in use by a running sandbox",
+          "wait until the sandboxes using it have ended, then run corral image rm " + n + " again");
     }
     return errno_error("flock(" + join_path(image_dir, ".lock") + ", LOCK_EX)");
   }
@@ -1018,6 +1085,7 @@ Status ImageStore::build(std::string_view name, const std::vector<std::string>& 
 
   RunOptions opts;
   opts.signals = &signals;
+  opts.inherit_fd = partial.lock_fd();
   auto r = run_tool(argv, progress, opts);
   CORRAL_TRY(signals.check("build of image " + n));
   if (!r) return tl::unexpected(r.error().wrap("building image " + n));
@@ -1098,10 +1166,10 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
     std::string part;
     while (std::getline(parts, part, '/')) {
       if (part == "..") {
-        return make_error(ErrorCode::kInvalidArgument,
-                          "refusing " + file + ": member " + dq(m) +
-                              " leads outside the archive with '..'",
-                          "an OCI image tarball never needs '..'; " + convert_hint());
+        return make_error(
+            ErrorCode::kInvalidArgument,
+            "refusing " + file + ": member " + dq(m) + " leads outside the archive with '..'",
+            "an OCI image tarball never needs '..'; " + convert_hint());
       }
     }
     while (rel.rfind("./", 0) == 0) rel.erase(0, 2);
@@ -1111,28 +1179,37 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
   }
   if (!has_layout && has_manifest) {
     return make_error(ErrorCode::kInvalidArgument,
-                      file + " is a docker-archive (manifest.json without oci-layout), not an "
-                             "OCI image layout",
+                      file +
+                          " is a docker-archive (manifest.json without oci-layout), not an "
+                          "OCI image layout",
                       "convert it: skopeo copy docker-archive:" + file +
                           " oci-archive:IMAGE.tar:latest, then corral image import " + n +
                           " IMAGE.tar");
   }
   if (!has_layout || !has_index) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      file + " is not an OCI image layout (no oci-layout and index.json at its top)",
-                      convert_hint());
+    return make_error(
+        ErrorCode::kInvalidArgument,
+        file + " is not an OCI image layout (no oci-layout and index.json at its top)",
+        convert_hint());
   }
 
   PartialDir partial(dir_, dfd->get(), n);
   CORRAL_TRY_CTX(partial.create(), what);
+  opts.inherit_fd = partial.lock_fd();
 
   // 2. Extract into the private partial tree. GNU tar also refuses '..' and
   // strips leading '/' on its own; the listing check above makes it an error.
   if (mkdirat(partial.fd(), "layout", 0700) != 0) {
     return errno_error("mkdir(" + partial.path("layout") + ")");
   }
-  std::vector<std::string> x_argv = {"tar", "-x", "-f", file, "-C", partial.path("layout"),
-                                     "--no-same-owner", "--no-overwrite-dir"};
+  std::vector<std::string> x_argv = {"tar",
+                                     "-x",
+                                     "-f",
+                                     file,
+                                     "-C",
+                                     partial.path("layout"),
+                                     "--no-same-owner",
+                                     "--no-overwrite-dir"};
   say("extracting the OCI layout");
   auto extracted = run_tool(x_argv, progress, opts);
   CORRAL_TRY(signals.check(what));
@@ -1141,13 +1218,14 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
 
   // 3. The layout holds only directories and regular files: a symlink or
   // device in it would make umoci read something outside the archive.
-  Status shape = walk(partial.path("layout"), [&](const std::string& rel, const Stat& st) -> Status {
-    if (st.is_dir() || st.is_reg()) return ok();
-    return make_error(ErrorCode::kInvalidArgument,
-                      "refusing " + file + ": " + dq(rel) +
-                          " is neither a file nor a directory (an OCI layout has only those)",
-                      convert_hint());
-  });
+  Status shape =
+      walk(partial.path("layout"), [&](const std::string& rel, const Stat& st) -> Status {
+        if (st.is_dir() || st.is_reg()) return ok();
+        return make_error(ErrorCode::kInvalidArgument,
+                          "refusing " + file + ": " + dq(rel) +
+                              " is neither a file nor a directory (an OCI layout has only those)",
+                          convert_hint());
+      });
   if (!shape) return shape;
 
   // 4. Which tag to unpack.
@@ -1190,9 +1268,10 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
   } else {
     std::string all;
     for (const auto& t : tags) all += (all.empty() ? "" : ", ") + t;
-    return make_error(ErrorCode::kInvalidArgument,
-                      file + " holds several tags (" + all + ") and none is \"latest\"",
-                      "keep one: skopeo copy oci-archive:" + file + ":TAG oci-archive:IMAGE.tar:latest");
+    return make_error(
+        ErrorCode::kInvalidArgument,
+        file + " holds several tags (" + all + ") and none is \"latest\"",
+        "keep one: skopeo copy oci-archive:" + file + ":TAG oci-archive:IMAGE.tar:latest");
   }
   if (!valid_tag(tag)) {
     return make_error(ErrorCode::kInvalidArgument,
@@ -1211,21 +1290,33 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
   if (!unpacked) return tl::unexpected(unpacked.error().wrap("unpacking " + file));
   if (!unpacked->ok()) return tool_failed(u_argv, *unpacked, convert_hint());
 
-  // 6. env and workdir from the runtime config umoci generated.
+  // 6. env and workdir: from the image's own config blob (umoci checked
+  // its digest), else from the runtime config umoci generated, which adds
+  // defaults of its own (cwd "/", TERM) that are dropped here.
   auto bundle_fd = open_dir_at(partial.fd(), "bundle", partial.path("bundle"));
   if (!bundle_fd) return tl::unexpected(bundle_fd.error());
   ImageInfo info;
-  auto config = read_json_file(bundle_fd->get(), "config.json", partial.path("bundle/config.json"));
-  if (!config) return tl::unexpected(config.error().wrap(what));
-  if (const json* process = member(*config, "process")) {
-    info.env = string_list_member(*process, "env");
-    info.workdir = string_member(*process, "cwd");
+  auto image_config = oci_image_config(layout_fd->get(), *index, tag);
+  if (image_config) {
+    info.env = string_list_member(*image_config, "Env");
+    info.workdir = string_member(*image_config, "WorkingDir");
+  } else {
+    auto config =
+        read_json_file(bundle_fd->get(), "config.json", partial.path("bundle/config.json"));
+    if (!config) return tl::unexpected(config.error().wrap(what));
+    if (const json* process = member(*config, "process")) {
+      for (auto& e : string_list_member(*process, "env")) {
+        if (e != "TERM=xterm") info.env.push_back(std::move(e));
+      }
+      info.workdir = string_member(*process, "cwd");
+      if (info.workdir == "/") info.workdir.clear();
+    }
   }
 
   // 7. Keep the rootfs, drop the rest.
   if (renameat(bundle_fd->get(), "rootfs", partial.fd(), "rootfs") != 0) {
-    return errno_error("rename(" + partial.path("bundle/rootfs") + " -> " +
-                       partial.path("rootfs") + ")");
+    return errno_error("rename(" + partial.path("bundle/rootfs") + " -> " + partial.path("rootfs") +
+                       ")");
   }
   bundle_fd->reset();
   layout_fd->reset();

@@ -24,9 +24,9 @@ namespace corral {
 
 struct ImageInfo {
   std::string name;
-  std::string rootfs;         // absolute path of the root file system
-  std::string source;         // "mmdebstrap bookworm +pkg,..." or "oci:<file>:<tag>"
-  std::string created;        // RFC 3339 UTC
+  std::string rootfs;            // absolute path of the root file system
+  std::string source;            // "mmdebstrap bookworm +pkg,..." or "oci:<file>:<tag>"
+  std::string created;           // RFC 3339 UTC
   std::uint64_t size_bytes = 0;  // allocated blocks of the rootfs (hard links once)
   std::vector<std::string> env;  // from the OCI config ("K=V"), may be empty
   std::string workdir;           // from the OCI config, may be empty
@@ -61,8 +61,7 @@ class ImageStore {
   // An OCI image layout tarball (index.json + oci-layout + blobs/; a
   // docker-archive is refused with a hint) unpacked with umoci; the tag
   // "latest" or the only one present is used. Same interruption rules.
-  Status import_oci(std::string_view name, const std::string& tarball,
-                    const ProgressFn& progress);
+  Status import_oci(std::string_view name, const std::string& tarball, const ProgressFn& progress);
 
   // Held (flock LOCK_SH on <images>/<name>/.lock) by a running sandbox
   // for as long as it uses the image; remove() fails while any is held.

@@ -80,6 +80,7 @@ class Cgroup {
   // v2 only: an O_PATH|O_DIRECTORY fd for clone3(CLONE_INTO_CGROUP), -1 on v1.
   // Owned by the Cgroup; valid until destroy().
   virtual int clone_into_fd() const = 0;
+  // Counters of a controller the manager does not use (v2_at) read 0.
   virtual Result<CgroupStats> stats() const = 0;
   // Processes in the cgroup and in any cgroup below it.
   virtual Result<std::vector<pid_t>> processes() const = 0;

@@ -2,7 +2,6 @@
 // and kill helpers both backends share (cgroup_files.h).
 #include <dirent.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,7 +11,6 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstring>
 #include <thread>
 
 #include "base/unique_fd.h"
@@ -70,8 +68,8 @@ Status write_file(const std::string& path, std::string_view value, std::string h
   } while (n < 0 && errno == EINTR);
   if (n < 0) return errno_error(call, errno, std::move(hint));
   if (static_cast<size_t>(n) != value.size()) {
-    return make_error(ErrorCode::kSystem, call + ": short write of " + std::to_string(n) +
-                                              " bytes", std::move(hint));
+    return make_error(ErrorCode::kSystem, call + ": short write of " + std::to_string(n) + " bytes",
+                      std::move(hint));
   }
   return ok();
 }
@@ -441,18 +439,18 @@ using cgroup_internal::split_words;
 // The v1 controllers the kernel knows; other super options (rw, name=,
 // noprefix, clone_children, release_agent=, xattr, ...) are not controllers.
 constexpr std::array<std::string_view, 14> kV1Controllers = {
-    "cpu",     "cpuacct", "cpuset",  "memory", "devices", "freezer", "net_cls",
-    "blkio",   "perf_event", "net_prio", "hugetlb", "pids", "rdma",   "misc"};
+    "cpu",   "cpuacct",    "cpuset",   "memory",  "devices", "freezer", "net_cls",
+    "blkio", "perf_event", "net_prio", "hugetlb", "pids",    "rdma",    "misc"};
 
 // mountinfo escapes space, tab, newline and backslash as \ooo.
 std::string unescape_octal(std::string_view s) {
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '3' && s[i + 2] >= '0' && s[i + 2] <= '7' &&
-        s[i + 3] >= '0' && s[i + 3] <= '7') {
-      out.push_back(static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 +
-                                      (s[i + 3] - '0')));
+    if (s[i] == '\\' && i + 3 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '3' && s[i + 2] >= '0' &&
+        s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7') {
+      out.push_back(
+          static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0')));
       i += 3;
     } else {
       out.push_back(s[i]);
@@ -608,12 +606,14 @@ Result<std::unique_ptr<CgroupManager>> CgroupManager::detect(const CgroupOptions
   msg += "; cgroup v1 hierarchies [" + v1_seen + "] lack [" + join_words(missing_v1) + "]";
   std::string hint;
   if (!v2_seen.empty()) {
-    hint = "enable memory, pids and cpu in cgroup2 (a controller bound to a v1 hierarchy is not "
-           "offered in cgroup.controllers: boot with systemd.unified_cgroup_hierarchy=1, or ask "
-           "for them to be delegated), or mount the missing v1 hierarchies";
+    hint =
+        "enable memory, pids and cpu in cgroup2 (a controller bound to a v1 hierarchy is not "
+        "offered in cgroup.controllers: boot with systemd.unified_cgroup_hierarchy=1, or ask "
+        "for them to be delegated), or mount the missing v1 hierarchies";
   } else {
-    hint = "mount cgroup2 (mount -t cgroup2 none /sys/fs/cgroup), or mount the missing v1 "
-           "hierarchies";
+    hint =
+        "mount cgroup2 (mount -t cgroup2 none /sys/fs/cgroup), or mount the missing v1 "
+        "hierarchies";
   }
   hint += ", e.g. mount -t cgroup -o " + missing_v1.front() + " cgroup /sys/fs/cgroup/" +
           missing_v1.front();
@@ -626,8 +626,7 @@ Result<std::unique_ptr<CgroupManager>> CgroupManager::v2_at(std::string mount_po
   CORRAL_TRY(cgroup_internal::check_parent_name(options.parent_name));
   auto ctl = cgroup_internal::read_file(join_path(mount_point, "cgroup.controllers"));
   if (!ctl) {
-    return tl::unexpected<Error>(
-        std::move(ctl).error().wrap("opening cgroup2 at " + mount_point));
+    return tl::unexpected<Error>(std::move(ctl).error().wrap("opening cgroup2 at " + mount_point));
   }
   std::vector<std::string> offered = split_words(*ctl);
   for (const std::string& c : controllers) {

@@ -67,11 +67,11 @@ class CgroupV1 final : public Cgroup {
       // memsw counts RAM + swap, like the limit; plain memory.* when the
       // kernel has no swap accounting.
       bool memsw = file_exists(join_path(mem, "memory.memsw.usage_in_bytes"));
-      auto cur = read_u64(join_path(
-          mem, memsw ? "memory.memsw.usage_in_bytes" : "memory.usage_in_bytes"));
+      auto cur =
+          read_u64(join_path(mem, memsw ? "memory.memsw.usage_in_bytes" : "memory.usage_in_bytes"));
       if (!cur) return fail(cur.error());
-      auto peak = read_u64(join_path(
-          mem, memsw ? "memory.memsw.max_usage_in_bytes" : "memory.max_usage_in_bytes"));
+      auto peak = read_u64(
+          join_path(mem, memsw ? "memory.memsw.max_usage_in_bytes" : "memory.max_usage_in_bytes"));
       if (!peak) return fail(peak.error());
       auto oom = read_keyed(join_path(mem, "memory.oom_control"), "oom_kill");
       if (!oom) return fail(oom.error());
@@ -242,8 +242,8 @@ class CgroupV1Manager final : public CgroupManager {
         !st) {
       return undo(st.error());
     }
-    if (auto st = write_file(join_path(cpu, "cpu.cfs_quota_us"),
-                             *quota ? std::to_string(*quota) : "-1");
+    if (auto st =
+            write_file(join_path(cpu, "cpu.cfs_quota_us"), *quota ? std::to_string(*quota) : "-1");
         !st) {
       return undo(st.error());
     }
@@ -258,9 +258,8 @@ class CgroupV1Manager final : public CgroupManager {
       if (file_exists(d.path)) present.push_back(std::move(d));
     }
     if (present.empty()) {
-      return make_error(ErrorCode::kNotFound,
-                        "opening cgroup: no hierarchy has " + options_.parent_name + "/" +
-                            std::string(name));
+      return make_error(ErrorCode::kNotFound, "opening cgroup: no hierarchy has " +
+                                                  options_.parent_name + "/" + std::string(name));
     }
     return std::unique_ptr<Cgroup>(
         std::make_unique<CgroupV1>(std::string(name), std::move(present), options_));
@@ -278,8 +277,8 @@ class CgroupV1Manager final : public CgroupManager {
   std::vector<V1Dir> dirs_for(std::string_view name) const {
     std::vector<V1Dir> dirs;
     for (const auto& h : hierarchies_) {
-      dirs.push_back({join_path(join_path(h.mount_point, options_.parent_name), name),
-                      h.controllers});
+      dirs.push_back(
+          {join_path(join_path(h.mount_point, options_.parent_name), name), h.controllers});
     }
     return dirs;
   }

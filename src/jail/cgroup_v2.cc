@@ -37,8 +37,7 @@ Result<std::uint64_t> events_value(int fd, const std::string& path, std::string_
     if (nl == std::string_view::npos) nl = text.size();
     std::string_view line = text.substr(pos, nl - pos);
     pos = nl + 1;
-    if (line.size() > key.size() && line.substr(0, key.size()) == key &&
-        line[key.size()] == ' ') {
+    if (line.size() > key.size() && line.substr(0, key.size()) == key && line[key.size()] == ' ') {
       return parse_u64(line.substr(key.size() + 1), path);
     }
   }
@@ -72,8 +71,8 @@ Status wait_events(const std::string& dir, std::string_view key, std::uint64_t w
 
 class CgroupV2 final : public Cgroup {
  public:
-  CgroupV2(std::string name, std::string dir, std::vector<std::string> controllers,
-           UniqueFd dir_fd, const CgroupOptions& options)
+  CgroupV2(std::string name, std::string dir, std::vector<std::string> controllers, UniqueFd dir_fd,
+           const CgroupOptions& options)
       : name_(std::move(name)),
         dir_(std::move(dir)),
         controllers_(std::move(controllers)),
@@ -142,8 +141,8 @@ class CgroupV2 final : public Cgroup {
     std::string errors;
     auto killed = kill_all();
     if (!killed) errors = killed.error().message;
-    auto removed = remove_cgroup_dir(dir_, options_.fake_kernel,
-                                     Clock::now() + std::chrono::seconds(1));
+    auto removed =
+        remove_cgroup_dir(dir_, options_.fake_kernel, Clock::now() + std::chrono::seconds(1));
     if (!removed) {
       if (!errors.empty()) errors += "; ";
       errors += removed.error().message;
@@ -240,8 +239,8 @@ class CgroupV2Manager final : public CgroupManager {
     }
     // Fail closed: any limit that cannot be written removes the cgroup.
     auto undo = [&](Error e) {
-      auto removed = remove_cgroup_dir(dir, options_.fake_kernel,
-                                       Clock::now() + std::chrono::seconds(1));
+      auto removed =
+          remove_cgroup_dir(dir, options_.fake_kernel, Clock::now() + std::chrono::seconds(1));
       if (!removed) e.message += "; removing it again also failed: " + removed.error().message;
       return tl::unexpected<Error>(std::move(e).wrap("creating cgroup " + dir));
     };
@@ -257,7 +256,7 @@ class CgroupV2Manager final : public CgroupManager {
         }
       } else if (limits.memory_bytes != 0 && swap_active()) {
         return undo(Error{ErrorCode::kUnavailable,
-                          swap_file + " is missing, so swap use cannot be limited", 
+                          swap_file + " is missing, so swap use cannot be limited",
                           "enable memory swap accounting (CONFIG_MEMCG_SWAP, boot without "
                           "swapaccount=0) or turn swap off (swapoff -a)"});
       }
@@ -276,8 +275,8 @@ class CgroupV2Manager final : public CgroupManager {
     }
     auto fd = open_dir(dir);
     if (!fd) return undo(fd.error());
-    return std::unique_ptr<Cgroup>(std::make_unique<CgroupV2>(
-        std::string(name), dir, controllers_, std::move(*fd), options_));
+    return std::unique_ptr<Cgroup>(
+        std::make_unique<CgroupV2>(std::string(name), dir, controllers_, std::move(*fd), options_));
   }
 
   Result<std::unique_ptr<Cgroup>> open(std::string_view name) override {
@@ -285,8 +284,8 @@ class CgroupV2Manager final : public CgroupManager {
     std::string dir = join_path(parent_dir_, name);
     auto fd = open_dir(dir);
     if (!fd) return tl::unexpected<Error>(std::move(fd).error().wrap("opening cgroup"));
-    return std::unique_ptr<Cgroup>(std::make_unique<CgroupV2>(
-        std::string(name), dir, controllers_, std::move(*fd), options_));
+    return std::unique_ptr<Cgroup>(
+        std::make_unique<CgroupV2>(std::string(name), dir, controllers_, std::move(*fd), options_));
   }
 
   Result<std::vector<std::string>> list() const override { return list_children({parent_dir_}); }
@@ -320,9 +319,10 @@ class CgroupV2Manager final : public CgroupManager {
     auto st = write_file(path, add);
     if (!st && st.error().sys_errno == EBUSY) {
       return make_error(ErrorCode::kUnavailable, st.error().message,
-                        dir + " holds processes, and cgroup v2 lets only a cgroup without "
-                              "processes hand controllers to its children: move them to a leaf "
-                              "cgroup, or use a parent cgroup that has none (Delegate=yes)");
+                        dir +
+                            " holds processes, and cgroup v2 lets only a cgroup without "
+                            "processes hand controllers to its children: move them to a leaf "
+                            "cgroup, or use a parent cgroup that has none (Delegate=yes)");
     }
     return st;
   }
@@ -344,8 +344,7 @@ class CgroupV2Manager final : public CgroupManager {
 std::unique_ptr<CgroupManager> make_v2_manager(std::string mount_point,
                                                std::vector<std::string> controllers,
                                                const CgroupOptions& options) {
-  return std::make_unique<CgroupV2Manager>(std::move(mount_point), std::move(controllers),
-                                           options);
+  return std::make_unique<CgroupV2Manager>(std::move(mount_point), std::move(controllers), options);
 }
 
 }  // namespace corral::cgroup_internal

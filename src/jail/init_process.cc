@@ -57,9 +57,9 @@ void bring_up_loopback(const SandboxPlan& plan) {
   close(sock);
 }
 
-void write_proc_file(const SandboxPlan& plan, pid_t pid, const char* name, const char* content) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/%s", pid, name);
+void write_id_map(const SandboxPlan& plan, pid_t pid, const char* name, const char* content) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%d/%s", plan.stage_proc.c_str(), pid, name);
   int fd = open(path, O_WRONLY | O_CLOEXEC);
   if (fd < 0) fail(plan, Stage::kIdMap, path);
   size_t len = strlen(content);
@@ -67,22 +67,29 @@ void write_proc_file(const SandboxPlan& plan, pid_t pid, const char* name, const
   close(fd);
 }
 
-// Closes every fd except the ones init still needs: nothing of the host
-// stays open in the sandbox.
-void close_other_fds(const SandboxPlan& plan, int keep_a, int keep_b) {
-  int keep[2] = {keep_a < keep_b ? keep_a : keep_b, keep_a < keep_b ? keep_b : keep_a};
-  unsigned next = 3;
-  for (int k : keep) {
-    if (k < 0 || static_cast<unsigned>(k) < next) continue;
-    if (static_cast<unsigned>(k) > next &&
-        sys::close_range(next, static_cast<unsigned>(k) - 1, 0) != 0)
-      fail(plan, Stage::kCloseFds, "close_range");
-    next = static_cast<unsigned>(k) + 1;
-  }
-  if (sys::close_range(next, ~0U, 0) != 0) fail(plan, Stage::kCloseFds, "close_range");
-}
-
 }  // namespace
+
+int close_fds_except(const int* keep, int count) {
+  int sorted[8];
+  int n = 0;
+  for (int i = 0; i < count && n < 8; ++i) {
+    if (keep[i] < 3) continue;
+    int j = n++;
+    while (j > 0 && sorted[j - 1] > keep[i]) {
+      sorted[j] = sorted[j - 1];
+      --j;
+    }
+    sorted[j] = keep[i];
+  }
+  unsigned next = 3;
+  for (int i = 0; i < n; ++i) {
+    unsigned k = static_cast<unsigned>(sorted[i]);
+    if (k < next) continue;
+    if (k > next && sys::close_range(next, k - 1, 0) != 0) return -1;
+    next = k + 1;
+  }
+  return sys::close_range(next, ~0U, 0);
+}
 
 void run_init(SandboxPlan& plan) {
   // If the launcher dies, so does the sandbox: the pid namespace goes with us.
@@ -92,41 +99,54 @@ void run_init(SandboxPlan& plan) {
   if (recv(plan.control_fd, &go, sizeof go, 0) != sizeof go || go.type != ControlType::kGo)
     _exit(125);
   if (setsid() < 0) fail(plan, Stage::kSession, "setsid");
+  for (int n = 0; n < 3; ++n) {
+    if (plan.stdio[n] != n && dup2(plan.stdio[n], n) < 0) fail(plan, Stage::kSession, "dup2 stdio");
+  }
   umask(0);
   if (plan.unshare_cgroup_ns && unshare(CLONE_NEWCGROUP) != 0)
     fail(plan, Stage::kCgroupNamespace, "unshare(CLONE_NEWCGROUP)");
-
-  setup_rootfs(plan);
-  int pty_slave = plan.tty ? open_sandbox_pty(plan) : -1;
-  if (sethostname(plan.hostname.c_str(), plan.hostname.size()) != 0)
-    fail(plan, Stage::kHostname, plan.hostname.c_str());
-  bring_up_loopback(plan);
-  enter_rootfs(plan);
-
-  close_other_fds(plan, plan.control_fd, pty_slave);
-  int go_pipe[2];
-  if (pipe2(go_pipe, O_CLOEXEC) != 0) fail(plan, Stage::kUserNamespace, "pipe");
+  stage_writable_layer(plan);
 
   // Signals are taken through a signalfd; the workload unblocks them.
   sigset_t all;
   sigfillset(&all);
   sigprocmask(SIG_BLOCK, &all, nullptr);
 
-  // The user namespace is created last, after every other namespace, so
-  // the sandbox's root owns none of them (it cannot touch the network or
-  // mounts even with --root).
+  // The workload is born now, in the sandbox's user namespace: created
+  // after every other namespace, so the sandbox's root owns none of them
+  // (it cannot touch the network or mounts, even with --root). It waits
+  // until the root file system is ready; pivot_root moves it along.
+  int go_pipe[2];
+  if (pipe2(go_pipe, O_CLOEXEC) != 0) fail(plan, Stage::kUserNamespace, "pipe");
   pid_t workload = static_cast<pid_t>(syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0));
   if (workload < 0) fail(plan, Stage::kUserNamespace, "clone(CLONE_NEWUSER)");
   if (workload == 0) {
     close(go_pipe[1]);
-    run_workload(plan, go_pipe[0], pty_slave);
+    run_workload(plan, go_pipe[0]);
   }
   close(go_pipe[0]);
-  write_proc_file(plan, workload, "uid_map", plan.uid_map.c_str());
-  write_proc_file(plan, workload, "gid_map", plan.gid_map.c_str());
-  if (write(go_pipe[1], "g", 1) != 1) fail(plan, Stage::kIdMap, "release workload");
+  write_id_map(plan, workload, "uid_map", plan.uid_map.c_str());
+  write_id_map(plan, workload, "gid_map", plan.gid_map.c_str());
+  char ns_path[4200];
+  snprintf(ns_path, sizeof ns_path, "%s/%d/ns/user", plan.stage_proc.c_str(), workload);
+  int userns = open(ns_path, O_RDONLY | O_CLOEXEC);
+  if (userns < 0) fail(plan, Stage::kUserNamespace, ns_path);
+
+  setup_rootfs(plan, userns);
+  WorkloadGo release{-1};
+  int pty_slave = plan.tty ? open_sandbox_pty(plan, &release.pty_index) : -1;
+  if (sethostname(plan.hostname.c_str(), plan.hostname.size()) != 0)
+    fail(plan, Stage::kHostname, plan.hostname.c_str());
+  bring_up_loopback(plan);
+  enter_rootfs(plan);
+  // Nothing of the host stays open in the sandbox: init keeps only the
+  // control socket, the pty slave (so the pty outlives a short command
+  // until the launcher has read it all) and the release pipe.
+  const int keep[] = {plan.control_fd, pty_slave, go_pipe[1]};
+  if (close_fds_except(keep, 3) != 0) fail(plan, Stage::kCloseFds, "close_range");
+  if (write(go_pipe[1], &release, sizeof release) != sizeof release)
+    fail(plan, Stage::kIdMap, "release workload");
   close(go_pipe[1]);
-  if (pty_slave >= 0) close(pty_slave);
 
   int sfd = signalfd(-1, &all, SFD_CLOEXEC);
   if (sfd < 0) fail(plan, Stage::kSession, "signalfd");

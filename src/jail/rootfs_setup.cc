@@ -32,7 +32,7 @@ struct DevLink {
 constexpr DevLink kDevLinks[] = {
     {"fd", "/proc/self/fd"},         {"stdin", "/proc/self/fd/0"},
     {"stdout", "/proc/self/fd/1"},   {"stderr", "/proc/self/fd/2"},
-    {"ptmx", "pts/ptmx"},            {"core", "/proc/kcore"},
+    {"ptmx", "pts/ptmx"},
 };
 
 [[noreturn]] void fail(const SandboxPlan& plan, Stage stage, const char* detail) {
@@ -83,6 +83,14 @@ int open_target(int root_fd, const char* rel, bool is_dir) {
   return dir;
 }
 
+void idmap_tree(const SandboxPlan& plan, int tree, int userns_fd, Stage stage, const char* what) {
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_IDMAP;
+  attr.userns_fd = static_cast<std::uint64_t>(userns_fd);
+  if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
+    fail(plan, stage, what);
+}
+
 void bind_tree(const SandboxPlan& plan, int root_fd, const BindStep& step, Stage stage) {
   int target = open_target(root_fd, step.target.c_str(), step.is_dir);
   if (target < 0) fail(plan, stage, step.target.c_str());
@@ -100,18 +108,23 @@ void bind_path(const SandboxPlan& plan, const char* from, const char* to, Stage 
 
 void setup_dev(const SandboxPlan& plan) {
   const char* dev = plan.dev_dir.c_str();
-  if (mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755") != 0)
+  if (mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, plan.dev_options.c_str()) != 0)
     fail(plan, Stage::kDev, dev);
   int dev_fd = open(dev, O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (dev_fd < 0) fail(plan, Stage::kDev, dev);
   for (const DevNode& node : kDevNodes) {
-    if (mknodat(dev_fd, node.name, S_IFCHR | 0666, makedev(node.major, node.minor)) != 0)
+    if (mknodat(dev_fd, node.name, S_IFCHR | 0666, makedev(node.major, node.minor)) != 0 ||
+        fchownat(dev_fd, node.name, plan.host_root, plan.host_root, AT_SYMLINK_NOFOLLOW) != 0)
       fail(plan, Stage::kDev, node.name);
   }
   for (const DevLink& link : kDevLinks) {
-    if (symlinkat(link.target, dev_fd, link.name) != 0) fail(plan, Stage::kDev, link.name);
+    if (symlinkat(link.target, dev_fd, link.name) != 0 ||
+        fchownat(dev_fd, link.name, plan.host_root, plan.host_root, AT_SYMLINK_NOFOLLOW) != 0)
+      fail(plan, Stage::kDev, link.name);
   }
-  if (mkdirat(dev_fd, "pts", 0755) != 0 || mkdirat(dev_fd, "shm", 01777) != 0)
+  if (mkdirat(dev_fd, "pts", 0755) != 0 || mkdirat(dev_fd, "shm", 01777) != 0 ||
+      fchownat(dev_fd, "pts", plan.host_root, plan.host_root, 0) != 0 ||
+      fchownat(dev_fd, "shm", plan.host_root, plan.host_root, 0) != 0)
     fail(plan, Stage::kDev, "pts/shm");
   close(dev_fd);
   if (mount("devpts", plan.pts_dir.c_str(), "devpts", MS_NOSUID | MS_NOEXEC,
@@ -121,9 +134,8 @@ void setup_dev(const SandboxPlan& plan) {
 }
 
 void setup_proc(const SandboxPlan& plan) {
-  if (mount("proc", plan.proc_dir.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-            "hidepid=invisible") != 0)
-    fail(plan, Stage::kProc, "mount proc");
+  if (mount(plan.stage_proc.c_str(), plan.proc_dir.c_str(), nullptr, MS_MOVE, nullptr) != 0)
+    fail(plan, Stage::kProc, "move proc");
   for (const ProcStep& step : plan.proc_steps) {
     const char* path = step.path.c_str();
     struct stat st;
@@ -151,20 +163,40 @@ void setup_proc(const SandboxPlan& plan) {
 
 }  // namespace
 
-void setup_rootfs(const SandboxPlan& plan) {
+void stage_writable_layer(const SandboxPlan& plan) {
   // Nothing we mount may propagate back to the host.
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
     fail(plan, Stage::kMountPropagation, "/");
   if (move_mount(plan.layer_mount_fd, "", AT_FDCWD, plan.stage_dir.c_str(),
                  MOVE_MOUNT_F_EMPTY_PATH) != 0)
     fail(plan, Stage::kStageWritableLayer, plan.stage_dir.c_str());
+  if (mount("proc", plan.stage_proc.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+            "hidepid=invisible") != 0)
+    fail(plan, Stage::kProc, "mount proc");
+}
+
+void setup_rootfs(const SandboxPlan& plan, int userns_fd) {
+  // The base layer, idmapped and read-only, becomes the overlay's lower dir.
+  int lower = open_tree(AT_FDCWD, plan.lower_dir.c_str(),
+                        OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+  if (lower < 0) fail(plan, Stage::kOverlay, plan.lower_dir.c_str());
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  if (mount_setattr(lower, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
+    fail(plan, Stage::kOverlay, "lower attributes");
+  idmap_tree(plan, lower, userns_fd, Stage::kOverlay, "idmap lower");
+  if (move_mount(lower, "", AT_FDCWD, plan.stage_lower.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
+    fail(plan, Stage::kOverlay, plan.stage_lower.c_str());
+  close(lower);
   if (mount("overlay", plan.root_dir.c_str(), "overlay", MS_NOSUID | MS_NODEV,
             plan.overlay_options.c_str()) != 0)
     fail(plan, Stage::kOverlay, plan.overlay_options.c_str());
   int root_fd = open(plan.root_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (root_fd < 0) fail(plan, Stage::kOverlay, plan.root_dir.c_str());
   for (const BindStep& step : plan.binds) {
-    bind_tree(plan, root_fd, step, step.from_base ? Stage::kBaseBinds : Stage::kUserMounts);
+    Stage stage = step.from_base ? Stage::kBaseBinds : Stage::kUserMounts;
+    if (step.from_base) idmap_tree(plan, step.source_fd, userns_fd, stage, step.target.c_str());
+    bind_tree(plan, root_fd, step, stage);
   }
   close(root_fd);
   setup_dev(plan);
@@ -172,7 +204,7 @@ void setup_rootfs(const SandboxPlan& plan) {
   bind_path(plan, plan.layer_tmp.c_str(), plan.tmp_dir.c_str(), Stage::kTmp);
 }
 
-int open_sandbox_pty(const SandboxPlan& plan) {
+int open_sandbox_pty(const SandboxPlan& plan, int* index) {
   char ptmx[4096];
   snprintf(ptmx, sizeof ptmx, "%s/ptmx", plan.pts_dir.c_str());
   int master = open(ptmx, O_RDWR | O_NOCTTY | O_CLOEXEC);
@@ -183,6 +215,9 @@ int open_sandbox_pty(const SandboxPlan& plan) {
   if (slave < 0) fail(plan, Stage::kPty, "TIOCGPTPEER");
   if (fchown(slave, plan.host_uid, static_cast<gid_t>(-1)) != 0)
     fail(plan, Stage::kPty, "fchown pty");
+  unsigned int number = 0;
+  if (ioctl(master, TIOCGPTN, &number) != 0) fail(plan, Stage::kPty, "TIOCGPTN");
+  *index = static_cast<int>(number);
   // Send the master to the launcher, which relays it to the user's terminal.
   ControlMessage msg{};
   msg.type = ControlType::kPtyMaster;

@@ -57,17 +57,22 @@ struct ControlMessage {
 struct SandboxPlan {
   // Control channel (child's end) and how init joins its cgroup namespace.
   int control_fd = -1;
+  int stdio[3] = {0, 1, 2};       // what becomes the sandbox's fds 0, 1, 2
   bool unshare_cgroup_ns = true;  // v1: after the launcher placed init
 
   // File system.
   int layer_mount_fd = -1;        // detached tmpfs (WritableLayer)
   std::string stage_dir;          // where init attaches the layer (private mount ns)
   std::string root_dir;           // stage_dir + "/root": the overlay, later "/"
+  std::string lower_dir;          // host path of the base layer (image or skeleton)
+  std::string stage_lower;        // stage_dir + "/lower": the base, idmapped
+  std::string stage_proc;         // stage_dir + "/proc": the sandbox's proc, early
   std::string overlay_options;
   std::vector<BindStep> binds;    // base binds first, then user mounts
   std::string dev_dir, proc_dir, tmp_dir, shm_dir, pts_dir;  // under root_dir
   std::string layer_tmp, layer_shm;                          // under stage_dir
   std::string devpts_options;
+  std::string dev_options;        // the /dev tmpfs: small, owned by the sandbox's root
   std::vector<ProcStep> proc_steps;
 
   // Identity.
@@ -76,6 +81,7 @@ struct SandboxPlan {
   uid_t uid = 1000;              // inside
   gid_t gid = 1000;
   uid_t host_uid = 0;            // the same user seen from the host (pty owner)
+  uid_t host_root = 0;           // the sandbox's root seen from the host
   std::uint64_t capabilities = 0;  // kept capability mask (root only)
   bool tty = false;
 
@@ -92,9 +98,18 @@ struct SandboxPlan {
   std::vector<std::string> strings;
 };
 
+// What init sends the workload once its namespace is ready.
+struct WorkloadGo {
+  int pty_index;  // -1: no pty; else open /dev/pts/<index>
+};
+
 // Post-fork entry points. Both report failures on plan.control_fd and exit.
 [[noreturn]] void run_init(SandboxPlan& plan);
-[[noreturn]] void run_workload(const SandboxPlan& plan, int go_fd, int pty_slave);
+[[noreturn]] void run_workload(const SandboxPlan& plan, int go_fd);
+
+// Post-fork: closes every fd >= 3 except the `count` listed in `keep`
+// (at most 8; negative entries are ignored).
+int close_fds_except(const int* keep, int count);
 
 // Post-fork helper: sends a kFailure message and _exits(125).
 [[noreturn]] void child_fail(int control_fd, int stage, int err, const char* detail);

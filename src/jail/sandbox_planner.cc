@@ -157,6 +157,7 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
   plan.uid = spec.root ? 0 : kSandboxUid;
   plan.gid = spec.root ? 0 : kSandboxUid;
   plan.host_uid = base + plan.uid;
+  plan.host_root = base;
   char map[64];
   snprintf(map, sizeof map, "0 %u %u\n", base, kUidBlockSize);
   plan.uid_map = plan.gid_map = map;
@@ -214,21 +215,23 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
   auto step = [&](Status st) {
     if (s && !st) s = std::move(st);
   };
-  step(L.make_dir("upper", 0755, 0, 0));
+  step(L.make_dir("upper", 0755, base, base));
   step(L.make_dir("work", 0700, 0, 0));
   step(L.make_dir("root", 0755, 0, 0));
+  step(L.make_dir("lower", 0755, 0, 0));
+  step(L.make_dir("proc", 0555, 0, 0));
   step(L.make_dir("tmp", 01777, base, base));
   step(L.make_dir("shm", 01777, base, base));
-  step(L.make_dir("upper/etc", 0755, 0, 0));
-  step(L.make_file("upper/etc/passwd", passwd, 0644, 0, 0));
-  step(L.make_file("upper/etc/group", group, 0644, 0, 0));
-  step(L.make_file("upper/etc/hostname", spec.hostname + "\n", 0644, 0, 0));
-  step(L.make_file("upper/etc/hosts", hosts, 0644, 0, 0));
+  step(L.make_dir("upper/etc", 0755, base, base));
+  step(L.make_file("upper/etc/passwd", passwd, 0644, base, base));
+  step(L.make_file("upper/etc/group", group, 0644, base, base));
+  step(L.make_file("upper/etc/hostname", spec.hostname + "\n", 0644, base, base));
+  step(L.make_file("upper/etc/hosts", hosts, 0644, base, base));
   step(L.make_dir("upper/workspace", 0755, user, user));
   if (spec.root) {
     step(L.make_dir("upper/root", 0700, base, base));
   } else {
-    step(L.make_dir("upper/home", 0755, 0, 0));
+    step(L.make_dir("upper/home", 0755, base, base));
     step(L.make_dir("upper/home/sandbox", 0700, user, user));
   }
   if (!s) return tl::unexpected(s.error());
@@ -243,7 +246,10 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
   plan.stage_dir = run_dir() + "/stage";
   CORRAL_TRY(mkdir_p(plan.stage_dir, 0700));
   plan.root_dir = plan.stage_dir + "/root";
-  plan.overlay_options = "lowerdir=" + lower + ",upperdir=" + plan.stage_dir +
+  plan.lower_dir = lower;
+  plan.stage_lower = plan.stage_dir + "/lower";
+  plan.stage_proc = plan.stage_dir + "/proc";
+  plan.overlay_options = "lowerdir=" + plan.stage_lower + ",upperdir=" + plan.stage_dir +
                          "/upper,workdir=" + plan.stage_dir + "/work";
   plan.dev_dir = plan.root_dir + "/dev";
   plan.proc_dir = plan.root_dir + "/proc";
@@ -252,6 +258,8 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
   plan.pts_dir = plan.root_dir + "/dev/pts";
   plan.layer_tmp = plan.stage_dir + "/tmp";
   plan.layer_shm = plan.stage_dir + "/shm";
+  plan.dev_options = "size=64k,nr_inodes=64,mode=0755,uid=" + std::to_string(base) +
+                     ",gid=" + std::to_string(base);
   plan.devpts_options = "newinstance,ptmxmode=0666,mode=0620,gid=" + std::to_string(base + kTtyGid);
   for (const char* f : kMaskedProcFiles)
     plan.proc_steps.push_back({ProcStep::kMaskFile, plan.proc_dir + "/" + f});
@@ -307,10 +315,11 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
     }
   }
   plan.workdir = spec.workdir;
+  // No RLIMIT_NPROC: the cgroup's pids.max is the process limit, and it
+  // is the one that counts refusals for the report.
   plan.rlimits = {
       {RLIMIT_CORE, 0},
       {RLIMIT_NOFILE, 4096},
-      {RLIMIT_NPROC, spec.limits.pids},
       {RLIMIT_FSIZE, static_cast<rlim_t>(spec.limits.disk_bytes)},
       {RLIMIT_MEMLOCK, 8 * kMiB},
   };

@@ -25,6 +25,7 @@
 #include "jail/cgroup.h"
 #include "jail/fs_util.h"
 #include "jail/sandbox_planner.h"
+#include "jail/stdio_relay.h"
 #include "jail/tty_relay.h"
 #include "sys/syscalls.h"
 
@@ -167,6 +168,14 @@ RunResult run_sandbox(const SandboxSpec& spec, const RunOptions& options) {
   UniqueFd control(sv[0]);
   plan.control_fd = sv[1];
 
+  auto stdio_or = StdioRelay::create(options.tty);
+  if (!stdio_or) {
+    set_failure(result, Stage::kClone, stdio_or.error().sys_errno, stdio_or.error().message, "");
+    return result;
+  }
+  StdioRelay& stdio = *stdio_or;
+  for (int n = 0; n < 3; ++n) plan.stdio[n] = stdio.child_fd(n);
+
   const bool v2 = cgroup.clone_into_fd() >= 0;
   plan.unshare_cgroup_ns = !v2;
   int pidfd = -1;
@@ -187,6 +196,7 @@ RunResult run_sandbox(const SandboxSpec& spec, const RunOptions& options) {
     run_init(plan);  // never returns
   }
   close(sv[1]);
+  stdio.close_child_ends();
   UniqueFd child_pidfd(pidfd);
   if (child < 0 && !result.failure) {
     set_failure(result, Stage::kClone, errno,
@@ -262,17 +272,19 @@ RunResult run_sandbox(const SandboxSpec& spec, const RunOptions& options) {
   };
 
   while (child_alive) {
-    pollfd fds[6] = {{child_pidfd.get(), POLLIN, 0},
+    pollfd fds[9] = {{child_pidfd.get(), POLLIN, 0},
                      {control.get(), POLLIN, 0},
                      {sigfd.get(), POLLIN, 0},
-                     {timer.get(), POLLIN, 0},
-                     {-1, 0, 0},
-                     {-1, 0, 0}};
+                     {timer.get(), POLLIN, 0}};
     int nfds = 4;
-    if (relay) nfds += relay->add_poll_fds(fds + 4, 2);
+    const int stdio_at = nfds;
+    nfds += stdio.add_poll_fds(fds + nfds, 3);
+    const int tty_at = nfds;
+    if (relay) nfds += relay->add_poll_fds(fds + nfds, 2);
     if (poll(fds, static_cast<nfds_t>(nfds), -1) < 0 && errno != EINTR) break;
     if (fds[1].revents != 0) handle_control();
-    if (relay) relay->on_poll(fds + 4);
+    stdio.on_poll(fds + stdio_at);
+    if (relay) relay->on_poll(fds + tty_at);
     if (fds[2].revents & POLLIN) {
       signalfd_siginfo si;
       while (read(sigfd.get(), &si, sizeof si) == sizeof si) {
@@ -308,6 +320,7 @@ RunResult run_sandbox(const SandboxSpec& spec, const RunOptions& options) {
     }
   }
   if (relay) relay->drain();
+  stdio.drain();
   result.wall = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
 
   // What happened, in order of precedence.

@@ -28,8 +28,7 @@ Status install_seccomp_filter(std::span<const sock_filter> program) {
   return errno_error("prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, " +
                          std::to_string(program.size()) + " instructions)",
                      err,
-                     err == EACCES ? "set PR_SET_NO_NEW_PRIVS before installing the filter"
-                                   : "");
+                     err == EACCES ? "set PR_SET_NO_NEW_PRIVS before installing the filter" : "");
 }
 
 }  // namespace corral

@@ -27,8 +27,7 @@ namespace {
 // purpose: for clone(2) that bit (0x80) is part of the exit-signal byte,
 // and the kernel only honours it in clone3/unshare, both denied outright.
 constexpr std::uint64_t kCloneNewFlags = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS |
-                                         CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID |
-                                         CLONE_NEWNET;
+                                         CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET;
 
 // The kernel reads these arguments as int / unsigned int.
 constexpr std::uint64_t kLow32 = 0xffffffffULL;
@@ -75,14 +74,12 @@ std::vector<SeccompRule> build_policy() {
               "sandbox's view"},
       {.syscall = "mount",
        .why = "remounting could lift a read-only bind or uncover a masked /proc path"},
-      {.syscall = "umount2",
-       .why = "unmounting uncovers what corral's masks and binds hide"},
+      {.syscall = "umount2", .why = "unmounting uncovers what corral's masks and binds hide"},
       {.syscall = "pivot_root",
        .why = "only a container runtime needs to swap roots; it exercises mount internals"},
       {.syscall = "chroot",
        .why = "nested roots are a classic escape primitive and confuse path-based checks"},
-      {.syscall = "move_mount",
-       .why = "new mount API: attaches a mount like mount(2) does"},
+      {.syscall = "move_mount", .why = "new mount API: attaches a mount like mount(2) does"},
       {.syscall = "open_tree",
        .why = "new mount API: clones a mount tree into an fd that can be reattached or changed"},
       {.syscall = "open_tree_attr",
@@ -93,8 +90,7 @@ std::vector<SeccompRule> build_policy() {
        .why = "new mount API: creates a filesystem context, the parser behind CVE-2022-0185"},
       {.syscall = "fsconfig",
        .why = "new mount API: feeds mount options to a filesystem context's parser"},
-      {.syscall = "fsmount",
-       .why = "new mount API: turns a configured context into a mount"},
+      {.syscall = "fsmount", .why = "new mount API: turns a configured context into a mount"},
       {.syscall = "fspick",
        .why = "new mount API: reopens an existing superblock for reconfiguration"},
       {.syscall = "mount_setattr",
@@ -120,14 +116,13 @@ std::vector<SeccompRule> build_policy() {
 
       // --- reaching into other processes
       {.syscall = "ptrace",
-       .why = "a tracer rewrites another task's memory and syscalls; seccomp runs before a "
-              "tracer on old kernels"},
+       .why = "a tracer rewrites another task's memory and syscalls (before Linux 4.8 that "
+              "also undid the tracee's seccomp checks)"},
       {.syscall = "process_vm_readv", .why = "reads another process's memory (ptrace-like)"},
       {.syscall = "process_vm_writev", .why = "writes another process's memory (ptrace-like)"},
       {.syscall = "kcmp",
        .why = "compares kernel objects of two processes, leaking kernel pointer order"},
-      {.syscall = "pidfd_getfd",
-       .why = "copies a file descriptor out of another process"},
+      {.syscall = "pidfd_getfd", .why = "copies a file descriptor out of another process"},
 
       // --- host administration: the kernel, modules, power, swap, accounting
       {.syscall = "kexec_load", .why = "replaces the running kernel"},
@@ -135,7 +130,8 @@ std::vector<SeccompRule> build_policy() {
       {.syscall = "init_module", .why = "loads code into the kernel"},
       {.syscall = "finit_module", .why = "loads code into the kernel"},
       {.syscall = "delete_module", .why = "unloads kernel modules the host relies on"},
-      {.syscall = "reboot", .why = "reboots or halts (in a pid namespace: kills the sandbox's init)"},
+      {.syscall = "reboot",
+       .why = "reboots or halts (in a pid namespace: kills the sandbox's init)"},
       {.syscall = "swapon", .why = "adds host swap"},
       {.syscall = "swapoff", .why = "removes host swap"},
       {.syscall = "acct",
@@ -270,11 +266,16 @@ using FilterCtx = std::unique_ptr<void, FilterDeleter>;
 
 std::string arch_name(std::uint32_t token) {
   switch (token) {
-    case SCMP_ARCH_X86_64: return "x86_64";
-    case SCMP_ARCH_AARCH64: return "aarch64";
-    case SCMP_ARCH_X86: return "x86";
-    case SCMP_ARCH_ARM: return "arm";
-    default: break;
+    case SCMP_ARCH_X86_64:
+      return "x86_64";
+    case SCMP_ARCH_AARCH64:
+      return "aarch64";
+    case SCMP_ARCH_X86:
+      return "x86";
+    case SCMP_ARCH_ARM:
+      return "arm";
+    default:
+      break;
   }
   char buf[32];
   std::snprintf(buf, sizeof buf, "arch 0x%x", token);
@@ -405,6 +406,10 @@ int seccomp_rule_syscall_nr(const SeccompRule& rule) {
 
 Result<std::vector<sock_filter>> compile_seccomp_filter(const SeccompOptions& options) {
   (void)options;  // no option changes the table yet
+  return compile_seccomp_rules(seccomp_policy());
+}
+
+Result<std::vector<sock_filter>> compile_seccomp_rules(std::span<const SeccompRule> rules) {
   FilterCtx ctx(seccomp_init(SCMP_ACT_ALLOW));
   if (!ctx) {
     return make_error(ErrorCode::kInternal, "seccomp_init(SCMP_ACT_ALLOW) failed");
@@ -421,7 +426,7 @@ Result<std::vector<sock_filter>> compile_seccomp_filter(const SeccompOptions& op
   if (rc < 0) return errno_error("seccomp_attr_set(CTL_OPTIMIZE, 2)", -rc);
 
   const std::string arch = arch_name(seccomp_arch_native());
-  for (const SeccompRule& rule : seccomp_policy()) {
+  for (const SeccompRule& rule : rules) {
     if (rule.action == SeccompAction::kAllow) continue;
     const int nr = seccomp_rule_syscall_nr(rule);
     if (nr < 0) {
@@ -431,11 +436,13 @@ Result<std::vector<sock_filter>> compile_seccomp_filter(const SeccompOptions& op
                             "' is unknown to " + libseccomp_version() + " on " + arch,
                         "the sandbox would run without this rule, so corral refuses; use a "
                         "libseccomp that knows the syscall, or mark the rule optional if it "
-                        "does not exist on " + arch);
+                        "does not exist on " +
+                            arch);
     }
     std::uint32_t action = 0;
     switch (rule.action) {
-      case SeccompAction::kAllow: continue;
+      case SeccompAction::kAllow:
+        continue;
       case SeccompAction::kErrno:
         if (rule.errno_value <= 0 || rule.errno_value > 4095) {
           return make_error(ErrorCode::kInternal,
@@ -443,7 +450,9 @@ Result<std::vector<sock_filter>> compile_seccomp_filter(const SeccompOptions& op
         }
         action = SCMP_ACT_ERRNO(static_cast<std::uint32_t>(rule.errno_value));
         break;
-      case SeccompAction::kKillProcess: action = SCMP_ACT_KILL_PROCESS; break;
+      case SeccompAction::kKillProcess:
+        action = SCMP_ACT_KILL_PROCESS;
+        break;
     }
     auto comparisons = rule_comparisons(rule);
     if (!comparisons) return tl::unexpected(std::move(comparisons).error());
@@ -451,9 +460,9 @@ Result<std::vector<sock_filter>> compile_seccomp_filter(const SeccompOptions& op
       rc = seccomp_rule_add_array(ctx.get(), action, nr, static_cast<unsigned int>(cmps.size()),
                                   cmps.empty() ? nullptr : cmps.data());
       if (rc < 0) {
-        return make_error(ErrorCode::kInternal,
-                          "seccomp_rule_add(" + rule_label(rule) + ", nr " + std::to_string(nr) +
-                              "): " + std::string(errno_name(-rc)));
+        return make_error(ErrorCode::kInternal, "seccomp_rule_add(" + rule_label(rule) + ", nr " +
+                                                    std::to_string(nr) +
+                                                    "): " + std::string(errno_name(-rc)));
       }
     }
   }
@@ -467,9 +476,9 @@ Result<std::vector<sock_filter>> compile_seccomp_filter(const SeccompOptions& op
   const auto bytes = static_cast<std::size_t>(st.st_size);
   if (bytes == 0 || bytes % sizeof(sock_filter) != 0 ||
       bytes / sizeof(sock_filter) > BPF_MAXINSNS) {
-    return make_error(ErrorCode::kInternal,
-                      "seccomp_export_bpf wrote " + std::to_string(bytes) +
-                          " bytes, not 1.." + std::to_string(BPF_MAXINSNS) + " instructions");
+    return make_error(ErrorCode::kInternal, "seccomp_export_bpf wrote " + std::to_string(bytes) +
+                                                " bytes, not 1.." + std::to_string(BPF_MAXINSNS) +
+                                                " instructions");
   }
   std::vector<sock_filter> program(bytes / sizeof(sock_filter));
   auto* dst = reinterpret_cast<char*>(program.data());

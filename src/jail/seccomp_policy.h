@@ -72,4 +72,7 @@ int seccomp_rule_syscall_nr(const SeccompRule& rule);
 // architecture, unless the rule is marked optional.
 Result<std::vector<sock_filter>> compile_seccomp_filter(const SeccompOptions& options);
 
+// The same for any table (tests use it to check the compiler itself).
+Result<std::vector<sock_filter>> compile_seccomp_rules(std::span<const SeccompRule> rules);
+
 }  // namespace corral

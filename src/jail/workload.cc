@@ -5,17 +5,19 @@
 // and execs the command. Order matters and is fixed here.
 #include <fcntl.h>
 #include <grp.h>
-#include <linux/seccomp.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 
 #include "jail/capabilities.h"
 #include "jail/sandbox_plan.h"
+#include "jail/seccomp_install.h"
 #include "jail/stage.h"
 
 namespace corral {
@@ -28,10 +30,20 @@ namespace {
 
 }  // namespace
 
-void run_workload(const SandboxPlan& plan, int go_fd, int pty_slave) {
-  char go;
-  if (read(go_fd, &go, 1) != 1) _exit(125);  // init failed before mapping us
+void run_workload(const SandboxPlan& plan, int go_fd) {
+  WorkloadGo go{};
+  if (read(go_fd, &go, sizeof go) != sizeof go) _exit(125);  // init failed
   close(go_fd);
+  // Born before init closed the launcher's fds: close them here too.
+  const int keep[] = {plan.control_fd};
+  if (close_fds_except(keep, 1) != 0) fail(plan, Stage::kCloseFds, "close_range");
+  int pty_slave = -1;
+  if (go.pty_index >= 0) {
+    char path[32];
+    snprintf(path, sizeof path, "/dev/pts/%d", go.pty_index);
+    pty_slave = open(path, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (pty_slave < 0) fail(plan, Stage::kPty, path);
+  }
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -63,14 +75,12 @@ void run_workload(const SandboxPlan& plan, int go_fd, int pty_slave) {
     rlimit next{v, v};
     if (setrlimit(r.resource, &next) != 0) fail(plan, Stage::kRlimits, "setrlimit");
   }
+  umask(022);  // init runs with 0 to create /dev; the command gets the usual
   if (chdir(plan.workdir.c_str()) != 0) fail(plan, Stage::kWorkdir, plan.workdir.c_str());
   if (apply_landlock(plan.landlock) != 0) fail(plan, Stage::kLandlock, "landlock");
 
   // seccomp goes last: everything above uses calls the filter denies.
-  sock_fprog prog{static_cast<unsigned short>(plan.seccomp.size()),
-                  const_cast<sock_filter*>(plan.seccomp.data())};
-  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0)
-    fail(plan, Stage::kSeccomp, "install filter");
+  if (install_seccomp_filter_raw(plan.seccomp) != 0) fail(plan, Stage::kSeccomp, "install filter");
 
   int first_error = 0;
   for (const std::string& candidate : plan.exec_candidates) {

@@ -2,6 +2,8 @@
 // hybrid development hosts, v2 on most others) with real processes, real
 // limits and real kills; and, on hybrid hosts, the v2 kill/processes path on
 // the cgroup2 mount that holds none of memory/pids/cpu.
+#include "jail/cgroup.h"
+
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <signal.h>
@@ -21,7 +23,6 @@
 #include <vector>
 
 #include "base/scope_guard.h"
-#include "jail/cgroup.h"
 #include "support/sandbox_harness.h"
 #include "sys/syscalls.h"
 
@@ -136,9 +137,7 @@ std::unique_ptr<CgroupManager> detect_or_skip(std::string* why) {
   return std::move(*m);
 }
 
-std::string test_name(const char* tag) {
-  return "test-" + std::to_string(getpid()) + "-" + tag;
-}
+std::string test_name(const char* tag) { return "test-" + std::to_string(getpid()) + "-" + tag; }
 
 bool contains(const std::vector<pid_t>& v, pid_t p) {
   return std::find(v.begin(), v.end(), p) != v.end();
@@ -160,7 +159,9 @@ TEST(CgroupReal, LifecycleLimitsStatsKillDestroy) {
   if (m->version() == CgroupVersion::kV1) {
     EXPECT_EQ(read_text(find_file(paths, "memory.limit_in_bytes")), "268435456");
     std::string memsw = find_file(paths, "memory.memsw.limit_in_bytes");
-    if (!memsw.empty()) EXPECT_EQ(read_text(memsw), "268435456");
+    if (!memsw.empty()) {
+      EXPECT_EQ(read_text(memsw), "268435456");
+    }
     EXPECT_EQ(read_text(find_file(paths, "pids.max")), "64");
     EXPECT_EQ(read_text(find_file(paths, "cpu.cfs_period_us")), "100000");
     EXPECT_EQ(read_text(find_file(paths, "cpu.cfs_quota_us")), "50000");
@@ -168,7 +169,9 @@ TEST(CgroupReal, LifecycleLimitsStatsKillDestroy) {
   } else {
     EXPECT_EQ(read_text(find_file(paths, "memory.max")), "268435456");
     std::string swap = find_file(paths, "memory.swap.max");
-    if (!swap.empty()) EXPECT_EQ(read_text(swap), "0");
+    if (!swap.empty()) {
+      EXPECT_EQ(read_text(swap), "0");
+    }
     EXPECT_EQ(read_text(find_file(paths, "memory.oom.group")), "1");
     EXPECT_EQ(read_text(find_file(paths, "pids.max")), "64");
     EXPECT_EQ(read_text(find_file(paths, "cpu.max")), "50000 100000");
@@ -179,9 +182,9 @@ TEST(CgroupReal, LifecycleLimitsStatsKillDestroy) {
   EXPECT_TRUE(std::find(listed->begin(), listed->end(), name) != listed->end());
 
   // A child that burns a little CPU, forks three sleepers, and sleeps.
-  Child child([](int rep) {
+  Child child([](int rep) -> int {
     volatile std::uint64_t x = 0;
-    for (std::uint64_t i = 0; i < 20'000'000; ++i) x += i;
+    for (std::uint64_t i = 0; i < 20'000'000; ++i) x = x + i;
     for (int i = 0; i < 3; ++i) {
       if (fork() == 0) sleep_forever();
     }
@@ -267,7 +270,7 @@ TEST(CgroupReal, PidsLimitRefusesForks) {
   ScopeGuard cleanup([&] { (void)(*cg)->destroy(); });
 
   // Tries ten forks; with itself counted, only two fit under pids.max = 3.
-  Child child([](int rep) {
+  Child child([](int rep) -> int {
     int ok = 0, eagain = 0, other = 0;
     for (int i = 0; i < 10; ++i) {
       pid_t p = fork();
@@ -298,6 +301,77 @@ TEST(CgroupReal, PidsLimitRefusesForks) {
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
   auto destroyed = (*cg)->destroy();
   EXPECT_TRUE(destroyed) << destroyed.error().to_string();
+}
+
+// Every process forks as fast as it can (up to pids.max): kill_all must
+// still leave nothing behind.
+void fork_bomb_then_kill(CgroupManager& m, const std::string& name) {
+  auto cg = m.create(name, {256u << 20, 1, 200});
+  ASSERT_TRUE(cg) << cg.error().to_string();
+  ScopeGuard cleanup([&] { (void)(*cg)->destroy(); });
+  Child child([](int rep) -> int {
+    report(rep, "go");
+    for (;;) (void)fork();
+  });
+  ASSERT_TRUE((*cg)->add_process(child.pid()));
+  child.start();
+  ASSERT_EQ(child.read_report(), "go");
+  ::usleep(300 * 1000);
+  auto s = (*cg)->stats();
+  ASSERT_TRUE(s) << s.error().to_string();
+  EXPECT_GT(s->pids_current, 10u);
+  EXPECT_GE(s->pids_max_hits, 1u);
+
+  auto killed = (*cg)->kill_all();
+  ASSERT_TRUE(killed) << killed.error().to_string();
+  int status = child.wait();
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+  auto procs = (*cg)->processes();
+  ASSERT_TRUE(procs);
+  EXPECT_TRUE(procs->empty()) << procs->size() << " left";
+  auto destroyed = (*cg)->destroy();
+  ASSERT_TRUE(destroyed) << destroyed.error().to_string();
+  for (const auto& p : (*cg)->paths()) EXPECT_FALSE(path_exists(p)) << p;
+}
+
+// cgroup.kill on v2; freeze, kill, thaw on v1.
+TEST(CgroupReal, KillAllStopsAForkBomb) {
+  std::string why;
+  auto m = detect_or_skip(&why);
+  if (!m) CORRAL_SKIP_OR_FAIL(why);
+  fork_bomb_then_kill(*m, test_name("bomb"));
+}
+
+// v1 with the freezer hierarchy hidden (a mountinfo copy without it): the
+// kill loop alone, racing the forks, must still win.
+TEST(CgroupReal, V1KillLoopWithoutFreezer) {
+  std::string why;
+  auto m = detect_or_skip(&why);
+  if (!m) CORRAL_SKIP_OR_FAIL(why);
+  if (m->version() != CgroupVersion::kV1) GTEST_SKIP() << "v1 backend only; this host uses v2";
+  std::string dir = testing::make_temp_dir("cgroup");
+  std::string fixture = dir + "/mountinfo";
+  ScopeGuard rm([&] {
+    ::unlink(fixture.c_str());
+    ::rmdir(dir.c_str());
+  });
+  {
+    std::ifstream in("/proc/self/mountinfo");
+    std::ofstream out(fixture);
+    for (std::string line; std::getline(in, line);) {
+      if (line.find(" - cgroup ") != std::string::npos &&
+          line.find("freezer") != std::string::npos) {
+        continue;
+      }
+      out << line << "\n";
+    }
+  }
+  CgroupOptions o;
+  o.mountinfo_path = fixture;
+  auto plain = CgroupManager::detect(o);
+  ASSERT_TRUE(plain) << plain.error().to_string();
+  ASSERT_NE((*plain)->describe().find("no freezer"), std::string::npos) << (*plain)->describe();
+  fork_bomb_then_kill(**plain, test_name("bomb-nofreeze"));
 }
 
 TEST(CgroupReal, ReopenByNameForStaleCleanup) {
@@ -369,7 +443,7 @@ TEST(CgroupReal, V2KillAndCloneIntoCgroupWithoutControllers) {
   std::string rel = dir.substr(v2->mount_point.size());  // as /proc/<pid>/cgroup shows it
 
   // One child moved in with cgroup.procs, one born inside with clone3.
-  Child moved([](int rep) {
+  Child moved([](int rep) -> int {
     if (fork() == 0) sleep_forever();
     report(rep, "ready");
     sleep_forever();

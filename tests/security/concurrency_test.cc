@@ -33,8 +33,10 @@ TEST(Concurrency, SandboxesDoNotSeeEachOther) {
     EXPECT_EQ(r.value("ok", true), false) << "B sees A's file: " << r.dump();
     EXPECT_EQ(r.value("errno", json()), "ENOENT") << r.dump();
   }
+  // A's workload is "corral_probe sleep 20 /tmp/<token> ..." (B's own
+  // command line names the token too, so look for A's).
   for (const json& p : b.all("proc")) {
-    EXPECT_EQ(p.value("cmdline", "").find(token), std::string::npos)
+    EXPECT_EQ(p.value("cmdline", "").find("sleep 20 " + tmp_marker), std::string::npos)
         << "B sees A's process: " << p.dump();
   }
   EXPECT_EQ(b.first("kill0").value("errno", json()), "ESRCH") << b.describe();
@@ -65,7 +67,8 @@ TEST(Concurrency, RootSandboxesDoNotSeeEachOther) {
   ASSERT_EQ(b.outcome.exit_code, 0) << b.describe();
   EXPECT_EQ(b.first("read").value("ok", true), false) << b.describe();
   for (const json& p : b.all("proc")) {
-    EXPECT_EQ(p.value("cmdline", "").find(token), std::string::npos) << p.dump();
+    EXPECT_EQ(p.value("cmdline", "").find("sleep 20 /tmp/" + token), std::string::npos)
+        << p.dump();
   }
   EXPECT_EQ(b.first("kill0").value("errno", json()), "ESRCH") << b.describe();
   a.stop(SIGTERM, std::chrono::seconds(15));

@@ -25,7 +25,43 @@ TEST_F(LimitsTest, ForkBombStopsAtPidsLimit) {
   ASSERT_TRUE(fb.is_object()) << run.describe();
   EXPECT_LT(fb.value("forked", 100000), 32) << fb.dump();
   EXPECT_EQ(fb.value("errno", json()), "EAGAIN") << fb.dump();
-  std::cout << "report: " << run.outcome.report.dump() << "\n";
+  // T1: the report says which limit stopped it.
+  EXPECT_EQ(run.outcome.report.value("limit_hit", json()), "pids") << run.describe();
+  EXPECT_GE(run.outcome.report.value("pids_max_hits", 0), 1) << run.describe();
+}
+
+// N7: the task timeout ends everything: exit 124, and no process of the
+// sandbox is left on the host, not even one that daemonized (double fork,
+// new session) before the main process went to sleep.
+TEST_F(LimitsTest, TimeoutKillsEverythingIncludingDaemons) {
+  std::string token = unique_token("timeout");
+  ProbeRun run = run_probe({"--timeout", "2s"},
+                           {"daemon", "60", token, "+", "sleep", "60", "/tmp/" + token});
+  EXPECT_EQ(run.outcome.exit_code, 124) << run.describe();
+  EXPECT_TRUE(run.first("daemon").value("ok", false)) << run.describe();
+  if (run.outcome.report.is_object()) {
+    EXPECT_EQ(run.outcome.report.value("timed_out", false), true) << run.describe();
+  }
+  std::vector<pid_t> left = find_host_processes(token);
+  EXPECT_TRUE(left.empty()) << left.size() << " sandbox process(es) survived the timeout";
+  for (pid_t pid : left) kill(pid, SIGKILL);  // ours (started by this test), by id
+}
+
+// When the workload exits normally, a daemon it left behind dies with the
+// sandbox too.
+TEST_F(LimitsTest, DaemonDiesWithTheSandbox) {
+  std::string token = unique_token("daemon");
+  ProbeRun run = run_probe({}, {"daemon", "60", token});
+  EXPECT_EQ(run.outcome.exit_code, 0) << run.describe();
+  EXPECT_TRUE(run.first("daemon").value("ok", false)) << run.describe();
+  std::vector<pid_t> left;
+  for (int i = 0; i < 50; ++i) {
+    left = find_host_processes(token);
+    if (left.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(left.empty()) << "a daemonized process outlived its sandbox";
+  for (pid_t pid : left) kill(pid, SIGKILL);
 }
 
 // F2: the writable layer is full at --disk: ENOSPC (or EDQUOT) inside, in
@@ -40,7 +76,7 @@ TEST_F(LimitsTest, DiskLimitGivesEnospcInside) {
   ASSERT_EQ(files.size(), 2u) << run.describe();
   long long total = 0;
   for (const json& f : files) {
-    std::string e = f.value("errno", std::string());
+    json e = f.value("errno", json());
     EXPECT_TRUE(e == "ENOSPC" || e == "EDQUOT") << f.dump();
     total += f.value("written", 0LL);
   }
@@ -55,7 +91,7 @@ TEST_F(LimitsTest, InodeLimitGivesEnospcInside) {
   ASSERT_EQ(run.outcome.exit_code, 0) << run.describe();
   json m = run.first("mkinodes");
   EXPECT_LT(m.value("created", 5000), 200) << m.dump();
-  std::string e = m.value("errno", std::string());
+  json e = m.value("errno", json());
   EXPECT_TRUE(e == "ENOSPC" || e == "EDQUOT") << m.dump();
 }
 
@@ -63,8 +99,11 @@ TEST_F(LimitsTest, InodeLimitGivesEnospcInside) {
 TEST_F(LimitsTest, MemoryLimitKills) {
   ProbeRun run = run_probe({"--memory", "64Mi", "--timeout", "60s"}, {"alloc", "512"});
   EXPECT_EQ(run.outcome.exit_code, 137) << run.describe();
+  // Killed before the end: no final "alloc" line, or one that failed.
   json a = run.first("alloc");
-  EXPECT_FALSE(a.value("ok", false)) << "allocated 512 MiB under a 64 MiB limit: " << a.dump();
+  if (a.is_object()) {
+    EXPECT_FALSE(a.value("ok", false)) << "allocated 512 MiB under a 64 MiB limit: " << a.dump();
+  }
   if (run.outcome.report.is_object()) {
     EXPECT_EQ(run.outcome.report.value("oom_killed", false), true) << run.describe();
   }

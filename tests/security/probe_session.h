@@ -71,7 +71,9 @@ class ProbeDir {
       std::ofstream out(dir + "/data");
       out << "probe data\n";
     }
-    chmod((dir + "/data").c_str(), 0644);
+    // World-writable on the host: inside, only the mount's read-only flag
+    // can refuse a write (checked by the visibility tests).
+    chmod((dir + "/data").c_str(), 0666);
   }
   std::string root_;
 };

@@ -105,11 +105,12 @@ TEST_P(VisibilityTest, HostTmpInvisible) {
 
 // F1/F4: the base is read-only for everyone inside, root included; user
 // mounts are read-only unless asked (:rw). The probe opens O_WRONLY and
-// never writes.
+// never writes. (/etc is the sandbox's own generated copy in its writable
+// layer, so root may write it; see WritesStayInTheLayer.)
 TEST_P(VisibilityTest, BaseAndMountsNotWritable) {
   const std::vector<std::string> targets = {
-      "/usr/bin/env", "/bin/sh",   "/etc/passwd", "/etc/hosts",
-      "/usr/lib/os-release", "/probe/data", "/probe/corral_probe"};
+      "/usr/bin/env", "/bin/sh", "/usr/lib/os-release", "/lib/x86_64-linux-gnu/libc.so.6",
+      "/usr/bin", "/probe/data", "/probe/corral_probe"};
   std::vector<std::string> args;
   for (const auto& t : targets) {
     if (!args.empty()) args.push_back("+");
@@ -122,16 +123,51 @@ TEST_P(VisibilityTest, BaseAndMountsNotWritable) {
   for (const auto& t : targets) {
     json w = run.find("write-probe", "path", t);
     ASSERT_TRUE(w.is_object()) << t << "\n" << run.describe();
-    if (w.value("errno", json()) == "ENOENT") continue;  // not in this base
+    json e = w.value("errno", json());
+    if (e == "ENOENT") continue;  // not in this base
     EXPECT_EQ(w.value("ok", true), false) << GetParam().name << " can open " << t
                                           << " for writing: " << w.dump();
-    std::string e = w.value("errno", std::string());
-    EXPECT_TRUE(e == "EROFS" || e == "EACCES" || e == "EPERM" || e == "ETXTBSY") << w.dump();
+    // EISDIR: a directory cannot be opened for writing at all; the
+    // directory's mount flag is checked by WritesStayInTheLayer.
+    EXPECT_TRUE(e == "EROFS" || e == "EACCES" || e == "EPERM" || e == "ETXTBSY" ||
+                e == "EISDIR")
+        << w.dump();
   }
+  // /probe/data is 0666 on the host, so only the mount's ro flag refuses.
   EXPECT_EQ(run.find("write-probe", "path", "/probe/data").value("errno", json()), "EROFS")
       << "a mount without :rw must be read-only (F4)";
   EXPECT_TRUE(run.find("read", "path", "/usr/bin/env").value("ok", false)) << run.describe();
   EXPECT_TRUE(run.find("read", "path", "/probe/data").value("ok", false)) << run.describe();
+}
+
+// F1: what the sandbox writes stays in its writable layer: root inside
+// creates (empty) files in its /etc, /usr/local and /tmp; none appears on
+// the host. Creating a new base file under /usr must fail.
+TEST_P(VisibilityTest, WritesStayInTheLayer) {
+  std::string token = unique_token("canary");
+  const std::vector<std::string> paths = {"/etc/" + token, "/tmp/" + token, "/usr/" + token,
+                                          "/usr/local/" + token, "/workspace/" + token};
+  std::vector<std::string> args;
+  for (const auto& p : paths) {
+    if (!args.empty()) args.push_back("+");
+    args.insert(args.end(), {"mkfile", p, "0"});
+  }
+  ProbeRun run = run_probe(GetParam().opts, args);
+  for (const auto& p : paths) {
+    // A broken sandbox would have created it on the host: report, clean up.
+    EXPECT_FALSE(path_exists(p)) << "sandbox write reached the host: " << p;
+    if (path_exists(p)) unlink(p.c_str());
+  }
+  ASSERT_EQ(run.outcome.exit_code, 0) << run.describe();
+  for (const char* base : {"/usr/", "/usr/local/"}) {
+    json m = run.find("mkfile", "path", base + token);
+    EXPECT_NE(m.value("errno", json()), json()) << "created a file in the base: " << m.dump();
+  }
+  std::cout << "[" << GetParam().name << "] ";
+  for (const json& m : run.all("mkfile")) {
+    std::cout << m.value("path", "") << "=" << m.value("errno", json()).dump() << " ";
+  }
+  std::cout << "\n";
 }
 
 // Controls for the write checks: the places meant to be writable are.

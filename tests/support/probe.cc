@@ -1232,6 +1232,40 @@ int cmd_sleep(const char* seconds, const std::vector<const char*>& markers) {
   return 0;
 }
 
+// daemon SECONDS: the classic escape from a supervisor: double fork, new
+// session, stdio closed, parent gone. The grandchild sleeps SECONDS (its
+// command line is the probe's, so the test finds it by a token argument)
+// and must die with the sandbox. Bounded: it ends by itself after SECONDS.
+int cmd_daemon(const char* seconds) {
+  long n = parse_long(seconds, -1);
+  if (n < 0 || n > 600) {
+    usage_error("daemon: seconds must be 0..600");
+    return 2;
+  }
+  pid_t child = fork();
+  if (child < 0) {
+    Line("daemon").boolean("ok", false).err(errno).emit();
+    return 1;
+  }
+  if (child == 0) {
+    setsid();
+    pid_t grandchild = fork();
+    if (grandchild != 0) _exit(grandchild < 0 ? 1 : 0);
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    for (int fd = 0; fd <= 2; ++fd) {
+      if (null >= 0) dup3(null, fd, 0);
+    }
+    timespec ts{static_cast<time_t>(n), 0};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  Line("daemon").boolean("ok", WIFEXITED(status) && WEXITSTATUS(status) == 0).num("seconds", n).emit();
+  return 0;
+}
+
 // ---------------------------------------------------------------- limits
 
 int cmd_fork_bomb(const char* max_s) {
@@ -1350,7 +1384,7 @@ const Command kCommands[] = {
     {"ps", 0, 0},         {"kill0", 1, -1},     {"tiocsti", 0, 0},     {"net", 0, 0},
     {"tcp-connect", 2, 2}, {"abstract-connect", 1, 1}, {"x32", 0, 0},  {"proc-exe", 0, 0},
     {"sleep", 1, -1},     {"fork-bomb", 0, 1},  {"mkfile", 2, 2},      {"mkinodes", 2, 2},
-    {"alloc", 1, 1},
+    {"alloc", 1, 1},      {"daemon", 1, 2},
 };
 
 int run_one(const std::vector<const char*>& argv) {
@@ -1394,6 +1428,7 @@ int run_one(const std::vector<const char*>& argv) {
   if (name == "mkfile") return cmd_mkfile(a1, a2);
   if (name == "mkinodes") return cmd_mkinodes(a1, a2);
   if (name == "alloc") return cmd_alloc(a1);
+  if (name == "daemon") return cmd_daemon(a1);  // a2: free-form token, unused
   usage_error("unhandled command: " + name);
   return 2;
 }

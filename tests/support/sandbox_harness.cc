@@ -1,8 +1,12 @@
 #include "support/sandbox_harness.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +15,8 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+
+#include "base/paths.h"
 
 namespace corral::testing {
 
@@ -167,6 +173,198 @@ std::string host_sh(const std::string& script, int* status) {
   int st = pclose(f);
   if (status) *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return out;
+}
+
+// ---------------------------------------------------------------------------
+// Added for the `corral run` integration tests.
+
+CorralProcess::CorralProcess(std::vector<std::string> args) {
+  report_dir_ = make_temp_dir("report");
+  report_path_ = report_dir_ + "/report.json";
+  if (!args.empty() && args[0] == "run") {
+    auto dashdash = std::find(args.begin(), args.end(), "--");
+    args.insert(dashdash, {"--report", report_path_});
+  }
+  std::string bin = corral_bin();
+  std::vector<char*> argv;
+  argv.push_back(bin.data());
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  int in_pipe[2], out_pipe[2], err_pipe[2];
+  if (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0 ||
+      pipe2(err_pipe, O_CLOEXEC) != 0) {
+    ADD_FAILURE() << "pipe2: " << strerror(errno);
+    return;
+  }
+  start_ = std::chrono::steady_clock::now();
+  pid_ = fork();
+  if (pid_ == 0) {
+    dup2(in_pipe[0], 0);
+    dup2(out_pipe[1], 1);
+    dup2(err_pipe[1], 2);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(in_pipe[0]);
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  if (pid_ < 0) {
+    ADD_FAILURE() << "fork: " << strerror(errno);
+    close(in_pipe[1]);
+    close(out_pipe[0]);
+    close(err_pipe[0]);
+    return;
+  }
+  in_fd_ = in_pipe[1];
+  out_fd_ = out_pipe[0];
+  err_fd_ = err_pipe[0];
+}
+
+CorralProcess::~CorralProcess() {
+  close_stdin();
+  if (pid_ > 0 && !reaped_) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  if (out_fd_ >= 0) close(out_fd_);
+  if (err_fd_ >= 0) close(err_fd_);
+  if (!report_path_.empty()) unlink(report_path_.c_str());
+  if (!report_dir_.empty()) rmdir(report_dir_.c_str());
+}
+
+void CorralProcess::close_stdin() {
+  if (in_fd_ >= 0) close(in_fd_);
+  in_fd_ = -1;
+}
+
+bool CorralProcess::send_signal(int sig) {
+  if (pid_ <= 0 || reaped_) return false;
+  return kill(pid_, sig) == 0;
+}
+
+bool CorralProcess::pump(int ms) {
+  pollfd fds[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
+  if (out_fd_ < 0 && err_fd_ < 0) return false;
+  int r = poll(fds, 2, ms);
+  if (r <= 0) return true;
+  char buf[65536];
+  for (int i = 0; i < 2; ++i) {
+    if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+    ssize_t n = read(fds[i].fd, buf, sizeof buf);
+    if (n <= 0) {
+      close(fds[i].fd);
+      (i == 0 ? out_fd_ : err_fd_) = -1;
+    } else {
+      (i == 0 ? out_ : err_).append(buf, static_cast<size_t>(n));
+    }
+  }
+  return out_fd_ >= 0 || err_fd_ >= 0;
+}
+
+bool CorralProcess::wait_for_stdout(std::string_view needle, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (out_.find(needle) != std::string::npos) return true;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    if (!pump(static_cast<int>(left.count()))) return out_.find(needle) != std::string::npos;
+  }
+}
+
+RunOutcome CorralProcess::wait(std::chrono::seconds timeout) {
+  RunOutcome outcome;
+  close_stdin();
+  if (pid_ <= 0 || reaped_) return outcome;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool killed = false;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      if (killed) break;  // the outputs stay open (a leaked writer): give up on them
+      kill(pid_, SIGKILL);
+      killed = true;
+      deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      continue;
+    }
+    if (!pump(static_cast<int>(left.count()))) break;
+  }
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  reaped_ = true;
+  outcome.wall = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - start_);
+  outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (killed) ADD_FAILURE() << "corral did not finish within " << timeout.count() << "s";
+  outcome.out = out_;
+  outcome.err = err_;
+  std::string report = read_file(report_path_);
+  if (!report.empty()) {
+    outcome.report = nlohmann::json::parse(report, nullptr, /*allow_exceptions=*/false);
+  }
+  return outcome;
+}
+
+std::vector<std::string> host_processes_matching(std::string_view needle, bool exact) {
+  std::vector<std::string> found;
+  DIR* d = opendir("/proc");
+  if (d == nullptr) return found;
+  const pid_t self = getpid();
+  while (dirent* e = readdir(d)) {
+    char* end = nullptr;
+    long pid = strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || pid == self) continue;
+    std::string cmdline = read_file(std::string("/proc/") + e->d_name + "/cmdline");
+    while (!cmdline.empty() && cmdline.back() == '\0') cmdline.pop_back();
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (exact ? cmdline == needle : cmdline.find(needle) != std::string::npos) {
+      found.push_back(std::string(e->d_name) + ": " + cmdline);
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+std::uint64_t free_disk_bytes(const std::string& path) {
+  struct statvfs st;
+  if (statvfs(path.c_str(), &st) != 0) return 0;
+  return static_cast<std::uint64_t>(st.f_bavail) * st.f_frsize;
+}
+
+void expect_sandbox_cleaned_up(const nlohmann::json& report, std::string_view what) {
+  SCOPED_TRACE(std::string("cleanup after: ") + std::string(what));
+  ASSERT_TRUE(report.is_object()) << "no JSON report";
+  EXPECT_EQ(report.value("residue_bytes", std::uint64_t{1}), 0u) << report.dump();
+  ASSERT_TRUE(report.contains("residue") && report["residue"].is_array()) << report.dump();
+  EXPECT_TRUE(report["residue"].empty()) << report["residue"].dump();
+
+  const std::string id = report.value("sandbox_id", std::string());
+  const std::string stage_dir = run_dir() + "/stage";
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(mountinfo, line)) {
+    EXPECT_EQ(line.find(stage_dir + "/"), std::string::npos)
+        << "corral's staging area is in the host mount table: " << line;
+    if (!id.empty()) {
+      EXPECT_EQ(line.find(id), std::string::npos) << "mount of " << id << " left: " << line;
+    }
+  }
+  if (id.empty()) return;  // no sandbox was started: nothing else to look for
+  for (const std::string& pattern :
+       {"/sys/fs/cgroup/*/corral/" + id, "/sys/fs/cgroup/corral/" + id}) {
+    glob_t g{};
+    if (glob(pattern.c_str(), 0, nullptr, &g) == 0) {
+      for (size_t i = 0; i < g.gl_pathc; ++i) {
+        ADD_FAILURE() << "cgroup left after the sandbox ended: " << g.gl_pathv[i];
+      }
+    }
+    globfree(&g);
+  }
+  const std::string lock = run_dir() + "/sandboxes/" + id + ".lock";
+  struct stat st;
+  EXPECT_NE(lstat(lock.c_str(), &st), 0) << "lock file left: " << lock;
 }
 
 }  // namespace corral::testing

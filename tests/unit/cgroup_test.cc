@@ -4,8 +4,8 @@
 // assert exactly which file got which value.
 #include "jail/cgroup.h"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,7 +29,8 @@ namespace fs = std::filesystem;
 constexpr const char* kHybridHost =
     "22 27 0:21 / /proc rw,relatime - proc proc rw\n"
     "23 27 0:22 / /sys rw,relatime - sysfs sysfs rw\n"
-    "24 27 0:6 / /dev rw,relatime - devtmpfs devtmpfs rw,size=12334492k,nr_inodes=3083623,mode=755\n"
+    "24 27 0:6 / /dev rw,relatime - devtmpfs devtmpfs "
+    "rw,size=12334492k,nr_inodes=3083623,mode=755\n"
     "25 24 0:23 / /dev/shm rw,relatime - tmpfs tmpfs rw,size=24684092k\n"
     "26 24 0:24 / /dev/pts rw,relatime - devpts devpts rw,mode=600,ptmxmode=000\n"
     "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw,discard,resv_strict,resuid=65534,resgid=65534\n"
@@ -316,8 +317,8 @@ class FakeTree {
 TEST(CgroupDetect, HybridHostPicksV1WithSeparateCpuAndCpuacct) {
   FakeTree t;
   std::string sys = t.at("/sys/fs/cgroup");
-  for (const char* c : {"cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "blkio",
-                        "pids"}) {
+  for (const char* c :
+       {"cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "blkio", "pids"}) {
     t.add_v1_hierarchy(sys + "/" + c, {c});
   }
   fs::create_directories(sys + "/systemd");
@@ -437,12 +438,10 @@ TEST(CgroupDetect, V2WithoutPidsAndNoV1IsUnavailableWithHint) {
   auto m = CgroupManager::detect(o);
   ASSERT_FALSE(m);
   EXPECT_EQ(m.error().code, ErrorCode::kUnavailable);
-  EXPECT_NE(m.error().message.find("offers [cpu memory]"), std::string::npos)
-      << m.error().message;
+  EXPECT_NE(m.error().message.find("offers [cpu memory]"), std::string::npos) << m.error().message;
   EXPECT_NE(m.error().hint.find("systemd.unified_cgroup_hierarchy=1"), std::string::npos)
       << m.error().hint;
-  EXPECT_NE(m.error().hint.find("mount -t cgroup -o memory"), std::string::npos)
-      << m.error().hint;
+  EXPECT_NE(m.error().hint.find("mount -t cgroup -o memory"), std::string::npos) << m.error().hint;
 }
 
 TEST(CgroupDetect, V1MissingPidsSaysWhatToMount) {
@@ -465,8 +464,9 @@ TEST(CgroupDetect, V1MissingPidsSaysWhatToMount) {
 TEST(CgroupDetect, BrokenMountinfoIsAClearError) {
   FakeTree t;
   CgroupOptions o;
-  o.mountinfo_path = t.write_mountinfo("27 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n"
-                                       "41 31 0:38 /sys/fs/cgroup/unified\n");
+  o.mountinfo_path = t.write_mountinfo(
+      "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n"
+      "41 31 0:38 /sys/fs/cgroup/unified\n");
   auto m = CgroupManager::detect(o);
   ASSERT_FALSE(m);
   EXPECT_NE(m.error().message.find(o.mountinfo_path), std::string::npos) << m.error().message;
@@ -748,8 +748,7 @@ TEST_F(CgroupV2Fake, NestedParentGetsControllersAtEachLevel) {
   auto cg = m->create("sb", {1u << 30, 1, 5});
   ASSERT_TRUE(cg) << cg.error().to_string();
   EXPECT_EQ(FakeTree::read(mount_ + "/corral/cgroup.subtree_control"), "+memory +pids +cpu");
-  EXPECT_EQ(FakeTree::read(mount_ + "/corral/pool/cgroup.subtree_control"),
-            "+memory +pids +cpu");
+  EXPECT_EQ(FakeTree::read(mount_ + "/corral/pool/cgroup.subtree_control"), "+memory +pids +cpu");
   EXPECT_EQ(FakeTree::read(mount_ + "/corral/pool/sb/pids.max"), "5");
   ASSERT_TRUE((*cg)->destroy());
 }
@@ -759,8 +758,8 @@ TEST_F(CgroupV2Fake, V2AtWithoutControllers) {
   auto m = CgroupManager::v2_at(mount_, {}, options_);
   ASSERT_TRUE(m) << m.error().to_string();
   EXPECT_NE((*m)->describe().find("controllers used: none"), std::string::npos);
-  for (CgroupLimits l : {CgroupLimits{1u << 20, 0, 0}, CgroupLimits{0, 1, 0},
-                         CgroupLimits{0, 0, 5}}) {
+  for (CgroupLimits l :
+       {CgroupLimits{1u << 20, 0, 0}, CgroupLimits{0, 1, 0}, CgroupLimits{0, 0, 5}}) {
     auto cg = (*m)->create("x", l);
     ASSERT_FALSE(cg);
     EXPECT_EQ(cg.error().code, ErrorCode::kUnavailable) << cg.error().message;
@@ -769,7 +768,7 @@ TEST_F(CgroupV2Fake, V2AtWithoutControllers) {
   auto cg = (*m)->create("x", {});
   ASSERT_TRUE(cg) << cg.error().to_string();
   EXPECT_EQ(FakeTree::read(mount_ + "/cgroup.subtree_control"), "");  // nothing enabled
-  auto s = (*cg)->stats();  // cpu.stat only
+  auto s = (*cg)->stats();                                            // cpu.stat only
   ASSERT_TRUE(s) << s.error().to_string();
   ASSERT_TRUE((*cg)->destroy());
 

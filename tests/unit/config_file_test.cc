@@ -354,6 +354,12 @@ TEST(ConfigFile, HostileTextIsQuotedSafely) {
   std::string msg = config_error("memory_limit: \"\\e[31m2GG\"\n");
   EXPECT_EQ(msg.find('\x1b'), std::string::npos) << msg;
   EXPECT_NE(msg.find("\\x1b"), std::string::npos) << msg;
+
+  // Keys that are not plain names are quoted in the key path.
+  EXPECT_EQ(config_error("\"a\\nb\": 1\n"), "config.yaml:1: \"a\\x0ab\": unknown key");
+  EXPECT_EQ(config_error("env:\n  \"my var\": 1\n"),
+            "config.yaml:2: env.\"my var\": invalid variable name: it must start with a letter or "
+            "'_' and contain only letters, digits and '_'");
 }
 
 // --- apply_config_file ---

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <linux/audit.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
@@ -25,6 +26,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdlib>
@@ -37,8 +39,6 @@
 #include <string>
 #include <tuple>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "jail/seccomp_install.h"
 
@@ -55,12 +55,12 @@ bool must_work() {
 }
 
 // A skip that CORRAL_MUST_WORK=1 turns into a failure (STYLE.md "Tests").
-#define CORRAL_SKIP_OR_FAIL(reason)          \
-  do {                                       \
-    if (must_work()) {                       \
-      FAIL() << (reason);                    \
-    }                                        \
-    GTEST_SKIP() << (reason);                \
+#define CORRAL_SKIP_OR_FAIL(reason) \
+  do {                              \
+    if (must_work()) {              \
+      FAIL() << (reason);           \
+    }                               \
+    GTEST_SKIP() << (reason);       \
   } while (0)
 
 const SeccompRule* find_rule(std::string_view syscall) {
@@ -126,16 +126,16 @@ TEST(SeccompPolicyTable, NamedFamiliesArePresentWithTheirAction) {
       "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree",
       "open_tree_attr", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "clone",
       // kernel subsystems
-      "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
-      "io_uring_setup", "io_uring_enter", "io_uring_register",
+      "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd", "io_uring_setup",
+      "io_uring_enter", "io_uring_register",
       // other processes
       "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
       // host administration
       "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot",
       "swapon", "swapoff", "acct", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
-      "syslog", "quotactl", "quotactl_fd", "lookup_dcookie", "iopl", "ioperm", "uselib",
-      "vhangup", "open_by_handle_at", "name_to_handle_at", "fanotify_init", "nfsservctl",
-      "personality", "ioctl"};
+      "syslog", "quotactl", "quotactl_fd", "lookup_dcookie", "iopl", "ioperm", "uselib", "vhangup",
+      "open_by_handle_at", "name_to_handle_at", "fanotify_init", "nfsservctl", "personality",
+      "ioctl"};
   for (std::string_view name : eperm) {
     const SeccompRule* rule = find_rule(name);
     ASSERT_NE(rule, nullptr) << name << " is missing from the policy";
@@ -171,8 +171,7 @@ TEST(SeccompPolicyTable, NamedFamiliesArePresentWithTheirAction) {
 TEST(SeccompPolicyTable, RequiredSyscallsResolveOnThisArchitecture) {
   for (const SeccompRule& rule : seccomp_policy()) {
     if (rule.optional) continue;
-    EXPECT_GE(seccomp_rule_syscall_nr(rule), 0)
-        << rule.syscall << " is required but unknown here";
+    EXPECT_GE(seccomp_rule_syscall_nr(rule), 0) << rule.syscall << " is required but unknown here";
   }
 #if defined(__x86_64__)
   // open_tree_attr is newer than libseccomp 2.5.4: the fallback number
@@ -282,15 +281,32 @@ Verdict run_bpf(const std::vector<sock_filter>& prog, const seccomp_data& data) 
         break;
       case BPF_ALU:
         switch (BPF_OP(in.code)) {
-          case BPF_ADD: a += src; break;
-          case BPF_SUB: a -= src; break;
-          case BPF_AND: a &= src; break;
-          case BPF_OR: a |= src; break;
-          case BPF_XOR: a ^= src; break;
-          case BPF_LSH: a = src < 32 ? a << src : 0; break;
-          case BPF_RSH: a = src < 32 ? a >> src : 0; break;
-          case BPF_NEG: a = 0u - a; break;
-          default: return {};
+          case BPF_ADD:
+            a += src;
+            break;
+          case BPF_SUB:
+            a -= src;
+            break;
+          case BPF_AND:
+            a &= src;
+            break;
+          case BPF_OR:
+            a |= src;
+            break;
+          case BPF_XOR:
+            a ^= src;
+            break;
+          case BPF_LSH:
+            a = src < 32 ? a << src : 0;
+            break;
+          case BPF_RSH:
+            a = src < 32 ? a >> src : 0;
+            break;
+          case BPF_NEG:
+            a = 0u - a;
+            break;
+          default:
+            return {};
         }
         break;
       case BPF_JMP: {
@@ -300,11 +316,20 @@ Verdict run_bpf(const std::vector<sock_filter>& prog, const seccomp_data& data) 
         }
         bool taken = false;
         switch (BPF_OP(in.code)) {
-          case BPF_JEQ: taken = a == src; break;
-          case BPF_JGT: taken = a > src; break;
-          case BPF_JGE: taken = a >= src; break;
-          case BPF_JSET: taken = (a & src) != 0; break;
-          default: return {};
+          case BPF_JEQ:
+            taken = a == src;
+            break;
+          case BPF_JGT:
+            taken = a > src;
+            break;
+          case BPF_JGE:
+            taken = a >= src;
+            break;
+          case BPF_JSET:
+            taken = (a & src) != 0;
+            break;
+          default:
+            return {};
         }
         pc += taken ? in.jt : in.jf;
         break;
@@ -336,20 +361,27 @@ constexpr std::uint32_t kNativeArch =
     0;
 #endif
 
-std::uint32_t verdict(int nr, std::array<std::uint64_t, 6> args = {},
-                      std::uint32_t arch = kNativeArch) {
+std::uint32_t verdict_of(const std::vector<sock_filter>& prog, int nr,
+                         std::array<std::uint64_t, 6> args = {}, std::uint32_t arch = kNativeArch) {
   seccomp_data data{};
   data.nr = nr;
   data.arch = arch;
   for (int i = 0; i < 6; ++i) data.args[i] = args[static_cast<std::size_t>(i)];
-  Verdict v = run_bpf(program(), data);
+  Verdict v = run_bpf(prog, data);
   EXPECT_TRUE(v.ok) << "the interpreter could not run the program for nr " << nr;
   return v.ret;
 }
 
+std::uint32_t verdict(int nr, std::array<std::uint64_t, 6> args = {},
+                      std::uint32_t arch = kNativeArch) {
+  return verdict_of(program(), nr, args, arch);
+}
+
 constexpr std::uint32_t kAllow = SECCOMP_RET_ALLOW;
 constexpr std::uint32_t kKill = SECCOMP_RET_KILL_PROCESS;
-constexpr std::uint32_t ret_errno(int e) { return SECCOMP_RET_ERRNO | static_cast<std::uint32_t>(e); }
+constexpr std::uint32_t ret_errno(int e) {
+  return SECCOMP_RET_ERRNO | static_cast<std::uint32_t>(e);
+}
 
 class SeccompProgramLogic : public ::testing::Test {
  protected:
@@ -386,14 +418,15 @@ TEST_F(SeccompProgramLogic, ForeignArchitectureAndX32AreKilled) {
 TEST_F(SeccompProgramLogic, SocketFamiliesOutsideUnixInetInet6AnswerEafnosupport) {
   for (std::uint64_t family = 0; family < 4096; ++family) {
     const bool allowed = family == AF_UNIX || family == AF_INET || family == AF_INET6;
-    for (std::uint64_t high : {0ULL, kHigh, 0xffffffff00000000ULL}) {
+    for (std::uint64_t high : std::array<std::uint64_t, 3>{0, kHigh, 0xffffffff00000000ULL}) {
       const std::uint32_t want = allowed ? kAllow : ret_errno(EAFNOSUPPORT);
       ASSERT_EQ(verdict(SYS_socket, {family | high, SOCK_STREAM}), want) << family << " " << high;
       ASSERT_EQ(verdict(SYS_socketpair, {family | high, SOCK_STREAM}), want) << family;
     }
   }
-  for (std::uint64_t family : {0x7fffffffULL, 0x80000000ULL, 0xfffffffeULL, 0xffffffffULL,
-                               0x10000ULL | AF_INET, 0x100ULL | AF_UNIX, kMinus1}) {
+  for (std::uint64_t family :
+       std::array<std::uint64_t, 7>{0x7fffffff, 0x80000000, 0xfffffffe, 0xffffffff,
+                                    0x10000 | AF_INET, 0x100 | AF_UNIX, kMinus1}) {
     EXPECT_EQ(verdict(SYS_socket, {family}), ret_errno(EAFNOSUPPORT)) << std::hex << family;
   }
 }
@@ -431,21 +464,118 @@ TEST_F(SeccompProgramLogic, CloneIsRefusedExactlyWhenANamespaceFlagIsSet) {
   EXPECT_EQ(verdict(SYS_clone, {ns | SIGCHLD}), ret_errno(EPERM));
   // What glibc's fork() and pthread_create() fall back to.
   EXPECT_EQ(verdict(SYS_clone, {CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID | SIGCHLD}), kAllow);
-  EXPECT_EQ(verdict(SYS_clone, {CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND |
-                                CLONE_THREAD | CLONE_SYSVSEM | CLONE_SETTLS |
-                                CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID}),
+  EXPECT_EQ(verdict(SYS_clone,
+                    {CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD |
+                     CLONE_SYSVSEM | CLONE_SETTLS | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID}),
             kAllow);
   EXPECT_EQ(verdict(SYS_clone3, {0, 0}), ret_errno(ENOSYS));
 }
 
 TEST_F(SeccompProgramLogic, IoctlRefusesTiocstiAndTioclinuxWhateverTheUpperHalf) {
-  for (std::uint64_t high : {0ULL, kHigh, 0xdeadbeef00000000ULL}) {
+  for (std::uint64_t high : std::array<std::uint64_t, 3>{0, kHigh, 0xdeadbeef00000000ULL}) {
     EXPECT_EQ(verdict(SYS_ioctl, {0, TIOCSTI | high}), ret_errno(EPERM)) << std::hex << high;
     EXPECT_EQ(verdict(SYS_ioctl, {0, TIOCLINUX | high}), ret_errno(EPERM)) << std::hex << high;
     EXPECT_EQ(verdict(SYS_ioctl, {0, TCGETS | high}), kAllow);
     EXPECT_EQ(verdict(SYS_ioctl, {0, (TIOCSTI + 1) | high}), kAllow);
     EXPECT_EQ(verdict(SYS_ioctl, {0, FIONREAD | high}), kAllow);
   }
+}
+
+// ------------------------------------------------------------- compiler
+
+TEST(SeccompCompiler, RequiredUnknownSyscallFailsClosedWithItsName) {
+  const std::vector<SeccompRule> rules = {{.syscall = "corral_no_such_syscall", .why = "test"}};
+  auto compiled = compile_seccomp_rules(rules);
+  ASSERT_FALSE(compiled);
+  EXPECT_EQ(compiled.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(compiled.error().message.find("corral_no_such_syscall"), std::string::npos)
+      << compiled.error().message;
+  EXPECT_FALSE(compiled.error().hint.empty());
+}
+
+TEST(SeccompCompiler, OptionalUnknownSyscallIsSkipped) {
+  const std::vector<SeccompRule> rules = {
+      {.syscall = "corral_no_such_syscall", .optional = true, .why = "test"},
+      {.syscall = "getppid", .why = "test"}};
+  auto compiled = compile_seccomp_rules(rules);
+  ASSERT_TRUE(compiled) << compiled.error().to_string();
+  if (kNativeArch == 0) return;
+  EXPECT_EQ(verdict_of(*compiled, SYS_getppid), ret_errno(EPERM));
+  EXPECT_EQ(verdict_of(*compiled, SYS_getpid), kAllow);
+}
+
+#if defined(__x86_64__) || defined(__aarch64__)
+TEST(SeccompCompiler, FallbackNumberIsUsedWhenTheNameIsUnknown) {
+  const std::vector<SeccompRule> rules = {{.syscall = "corral_no_such_syscall",
+                                           .errno_value = EXDEV,
+                                           .fallback_nr = 467,
+                                           .why = "test"}};
+  auto compiled = compile_seccomp_rules(rules);
+  ASSERT_TRUE(compiled) << compiled.error().to_string();
+  EXPECT_EQ(verdict_of(*compiled, 467), ret_errno(EXDEV));
+  EXPECT_EQ(verdict_of(*compiled, 466), kAllow);
+}
+#endif
+
+TEST(SeccompCompiler, MalformedArgumentRulesAreOurBug) {
+  const std::vector<std::vector<SeccompRule>> bad = {
+      {{.syscall = "getppid", .arg_op = SeccompArgOp::kEqual, .arg_index = 0, .why = "no value"}},
+      {{.syscall = "getppid",
+        .arg_op = SeccompArgOp::kEqual,
+        .arg_index = 6,
+        .arg_values = {1},
+        .why = "no such argument"}},
+      {{.syscall = "getppid",
+        .arg_op = SeccompArgOp::kNotInSet,
+        .arg_index = 0,
+        .arg_mask = 0xff00,
+        .arg_values = {1},
+        .why = "mask is not 2^k-1"}},
+      {{.syscall = "getppid",
+        .arg_op = SeccompArgOp::kNotInSet,
+        .arg_index = 0,
+        .why = "empty set"}},
+      {{.syscall = "getppid",
+        .arg_op = SeccompArgOp::kMaskedAnyBitSet,
+        .arg_index = 0,
+        .arg_mask = 0,
+        .why = "no bits"}},
+      {{.syscall = "getppid", .errno_value = 0, .why = "errno 0 would look like success"}},
+  };
+  for (const auto& rules : bad) {
+    auto compiled = compile_seccomp_rules(rules);
+    ASSERT_FALSE(compiled) << rules[0].why;
+    EXPECT_EQ(compiled.error().code, ErrorCode::kInternal) << rules[0].why;
+  }
+}
+
+TEST(SeccompCompiler, NotInSetOverAll64BitsCoversTheComplementExactly) {
+  if (kNativeArch == 0) GTEST_SKIP() << "no audit arch constant for this architecture";
+  const std::vector<std::uint64_t> allowed = {5, 7, 8, 1000, 0x10000};
+  const std::vector<SeccompRule> rules = {{.syscall = "getppid",
+                                           .errno_value = EXDEV,
+                                           .arg_op = SeccompArgOp::kNotInSet,
+                                           .arg_index = 2,
+                                           .arg_values = allowed,
+                                           .why = "test"}};
+  auto compiled = compile_seccomp_rules(rules);
+  ASSERT_TRUE(compiled) << compiled.error().to_string();
+  auto want = [&](std::uint64_t v) {
+    return std::find(allowed.begin(), allowed.end(), v) != allowed.end() ? kAllow
+                                                                         : ret_errno(EXDEV);
+  };
+  for (std::uint64_t v = 0; v < 0x12000; ++v) {
+    ASSERT_EQ(verdict_of(*compiled, SYS_getppid, {0, 0, v}), want(v)) << v;
+  }
+  for (int bit = 0; bit < 64; ++bit) {
+    for (std::uint64_t low : allowed) {
+      const std::uint64_t v = low | (1ULL << bit);
+      EXPECT_EQ(verdict_of(*compiled, SYS_getppid, {0, 0, v}), want(v)) << std::hex << v;
+    }
+  }
+  EXPECT_EQ(verdict_of(*compiled, SYS_getppid, {0, 0, kMinus1}), ret_errno(EXDEV));
+  // Other arguments do not matter.
+  EXPECT_EQ(verdict_of(*compiled, SYS_getppid, {kMinus1, 9, 7, 1, 2, 3}), kAllow);
 }
 
 // ------------------------------------------------------------ live kernel
@@ -578,8 +708,7 @@ const std::vector<Probe>& probes() {
       {"add_key_null", "add_key", {0, 0, 0, 0, 0}, EPERM},
       {"request_key_null", "request_key", {0, 0, 0, 0}, EPERM},
       {"bpf_unknown_cmd", "bpf", {0x7fffffff, 0, 0}, EPERM},
-      {"perf_event_open_invalid_flags", "perf_event_open", {0, 0, bad_fd, bad_fd, kMinus1},
-       EPERM},
+      {"perf_event_open_invalid_flags", "perf_event_open", {0, 0, bad_fd, bad_fd, kMinus1}, EPERM},
       {"userfaultfd_invalid_flags", "userfaultfd", {0xffffffff}, EPERM},
       {"io_uring_setup_null", "io_uring_setup", {0, 0}, EPERM},
       {"io_uring_enter_bad_fd", "io_uring_enter", {bad_fd, 0, 0, 0xffffffff, 0, 0}, EPERM},
@@ -592,7 +721,9 @@ const std::vector<Probe>& probes() {
       {"pidfd_getfd_invalid_flags", "pidfd_getfd", {bad_fd, 0, 1}, EPERM},
       // host administration
       {"kexec_load_invalid_flags", "kexec_load", {0, 0, 0, 0x8000}, EPERM},
-      {"kexec_file_load_invalid_flags", "kexec_file_load", {bad_fd, bad_fd, 0, 0, 0xffffffff},
+      {"kexec_file_load_invalid_flags",
+       "kexec_file_load",
+       {bad_fd, bad_fd, 0, 0, 0xffffffff},
        EPERM},
       {"init_module_empty", "init_module", {0, 0, 0}, EPERM},
       {"finit_module_invalid_flags", "finit_module", {bad_fd, 0, 0xffffffff}, EPERM},
@@ -617,7 +748,9 @@ const std::vector<Probe>& probes() {
       {"nfsservctl", "nfsservctl", {0, 0, 0}, EPERM},
       // file handles
       {"open_by_handle_at_bad_fd", "open_by_handle_at", {bad_fd, 0, 0}, EPERM},
-      {"name_to_handle_at_invalid_flags", "name_to_handle_at", {bad_fd, 0, 0, 0, 0xffffffff},
+      {"name_to_handle_at_invalid_flags",
+       "name_to_handle_at",
+       {bad_fd, 0, 0, 0, 0xffffffff},
        EPERM},
       {"fanotify_init_invalid_flags", "fanotify_init", {0xffffffff, 0}, EPERM},
       // personality: the child's own personality, gone when it exits
@@ -684,16 +817,23 @@ TEST(SeccompProbeTable, EveryRuleIsProbed) {
   }
 }
 
+// gtest prints a failing parameter with this instead of its bytes.
+void PrintTo(const Probe& p, std::ostream* os) { *os << p.label; }
+
 class SeccompProbe : public SeccompKernel, public ::testing::WithParamInterface<Probe> {};
 
 TEST_P(SeccompProbe, FilterAnswersThePolicyAndTheKernelAnswersTheRest) {
   const Probe& p = GetParam();
-  const int nr = seccomp_rule_syscall_nr(*find_rule(p.syscall));
+  const SeccompRule* rule = find_rule(p.syscall);
+  ASSERT_NE(rule, nullptr) << p.syscall << " is not in the policy table";
+  const int nr = seccomp_rule_syscall_nr(*rule);
   if (nr < 0) GTEST_SKIP() << p.syscall << " does not exist on this architecture";
   const auto& a = p.args;
   auto call = [nr, &a] { return syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]); };
   const Outcome kernel = in_child(false, call);
   const Outcome filtered = in_child(true, call);
+  RecordProperty("unfiltered", describe(kernel));  // in --gtest_output=xml, for the record
+  RecordProperty("filtered", describe(filtered));
   ASSERT_TRUE(kernel.reported) << "unfiltered probe: " << describe(kernel);
   ASSERT_TRUE(filtered.reported) << "filtered probe: " << describe(filtered);
   if (p.denied_errno != 0) {
@@ -715,10 +855,29 @@ TEST_P(SeccompProbe, FilterAnswersThePolicyAndTheKernelAnswersTheRest) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Policy, SeccompProbe, ::testing::ValuesIn(probes()),
+INSTANTIATE_TEST_SUITE_P(seccomp, SeccompProbe, ::testing::ValuesIn(probes()),
                          [](const ::testing::TestParamInfo<Probe>& info) {
                            return std::string(info.param.label);
                          });
+
+// Makes the call on a second thread while the first waits for it: with
+// KILL_PROCESS the whole process dies with SIGSYS; a mere KILL_THREAD would
+// let the first thread report.
+template <long (*Call)()>
+long on_second_thread() {
+  pthread_t thread;
+  auto fn = [](void*) -> void* { return reinterpret_cast<void*>(Call()); };
+  const int rc = pthread_create(&thread, nullptr, fn, nullptr);
+  if (rc != 0) {
+    errno = rc;
+    return -1;
+  }
+  void* result = nullptr;
+  pthread_join(thread, &result);
+  return reinterpret_cast<long>(result);
+}
+
+long answer_42() { return 42; }
 
 TEST_F(SeccompKernel, ForkAndThreadsStillWork) {
   // fork(): glibc's clone(SIGCHLD | CLONE_CHILD_*) has no namespace flag.
@@ -732,18 +891,7 @@ TEST_F(SeccompKernel, ForkAndThreadsStillWork) {
   });
   EXPECT_TRUE(forked.reported && forked.ret == 7) << describe(forked);
   // pthread_create(): glibc tries clone3, gets ENOSYS, falls back to clone.
-  const Outcome threaded = in_child(true, [] {
-    pthread_t thread;
-    auto fn = [](void*) -> void* { return reinterpret_cast<void*>(42); };
-    const int rc = pthread_create(&thread, nullptr, fn, nullptr);
-    if (rc != 0) {
-      errno = rc;
-      return -1L;
-    }
-    void* result = nullptr;
-    pthread_join(thread, &result);
-    return reinterpret_cast<long>(result);
-  });
+  const Outcome threaded = in_child(true, on_second_thread<answer_42>);
   EXPECT_TRUE(threaded.reported && threaded.ret == 42) << describe(threaded);
 }
 
@@ -767,30 +915,32 @@ TEST_F(SeccompKernel, RealInetAndUnixSocketsStillWork) {
 }
 
 #if defined(__x86_64__)
-TEST_F(SeccompKernel, X32SyscallKillsTheProcessWithSigsys) {
+long x32_getpid() { return syscall(static_cast<long>(kX32Bit | SYS_getpid)); }
+
+long i386_getpid() {
+  long ret = 20;  // getpid in the i386 table, through int $0x80
+  asm volatile("int $0x80" : "+a"(ret) : : "memory", "r8", "r9", "r10", "r11");
+  return ret;
+}
+
+TEST_F(SeccompKernel, X32SyscallKillsTheWholeProcessWithSigsys) {
   // getpid through the x32 ABI: harmless whatever happens.
-  auto call = [] { return syscall(static_cast<long>(kX32Bit | SYS_getpid)); };
-  const Outcome kernel = in_child(false, call);
-  const Outcome filtered = in_child(true, call);
+  const Outcome kernel = in_child(false, on_second_thread<x32_getpid>);
+  const Outcome filtered = in_child(true, on_second_thread<x32_getpid>);
   ASSERT_TRUE(kernel.reported) << describe(kernel);  // ENOSYS, or the pid with x32 enabled
+  RecordProperty("unfiltered", describe(kernel));
   EXPECT_FALSE(filtered.reported) << describe(filtered);
   ASSERT_TRUE(WIFSIGNALED(filtered.wait_status)) << describe(filtered);
   EXPECT_EQ(WTERMSIG(filtered.wait_status), SIGSYS);
 }
 
-TEST_F(SeccompKernel, Int80SyscallOfTheI386AbiKillsTheProcessWithSigsys) {
-  // i386 getpid (20) via int $0x80 from 64-bit code.
-  auto call = [] {
-    long ret = 20;
-    asm volatile("int $0x80" : "+a"(ret) : : "memory", "r8", "r9", "r10", "r11");
-    return ret;
-  };
-  const Outcome kernel = in_child(false, call);
+TEST_F(SeccompKernel, I386SyscallKillsTheWholeProcessWithSigsys) {
+  const Outcome kernel = in_child(false, on_second_thread<i386_getpid>);
   if (!kernel.reported) {
     CORRAL_SKIP_OR_FAIL("this kernel has no i386 emulation (" + describe(kernel) +
                         "), so the architecture check cannot be observed");
   }
-  const Outcome filtered = in_child(true, call);
+  const Outcome filtered = in_child(true, on_second_thread<i386_getpid>);
   EXPECT_FALSE(filtered.reported) << describe(filtered);
   ASSERT_TRUE(WIFSIGNALED(filtered.wait_status)) << describe(filtered);
   EXPECT_EQ(WTERMSIG(filtered.wait_status), SIGSYS);
