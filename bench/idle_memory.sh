@@ -98,15 +98,15 @@ mem_kib_settled() {
 }
 
 # Network namespaces in the kernel, dead ones not yet freed included.
-netns_count() { awk '$1 == "net_namespace" {print $2}' /proc/slabinfo 2>/dev/null || echo 0; }
+netns_count() {
+  awk '$1 == "net_namespace" {n = $2} END {print n + 0}' /proc/slabinfo 2>/dev/null || echo 0
+}
 
-pss_kib() {  # sum of Pss of the given pids
-  local total=0 p v
+pss_kib() {  # "PID PSS" for each of the given pids still alive
+  local p
   for p in "$@"; do
-    v=$(awk '/^Pss:/ {print $2}' "/proc/$p/smaps_rollup" 2>/dev/null || true)
-    total=$((total + ${v:-0}))
+    awk -v p="$p" '/^Pss:/ {print p, $2}' "/proc/$p/smaps_rollup" 2>/dev/null || true
   done
-  echo "$total"
 }
 
 bwrap_cmd() {
@@ -179,17 +179,15 @@ measure() {
   up_s=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}')
   sleep 1  # let the launchers finish their set-up work
   after=$(mem_kib_settled)
-  local snapshot pids procs pss roles
+  local snapshot pids procs pss_by_pid pss roles
   snapshot=$(tree "${roots[@]}")
   mapfile -t pids < <(awk '{print $1}' <<<"$snapshot")
   procs=${#pids[@]}
-  pss=$(pss_kib "${pids[@]}")
+  pss_by_pid=$(pss_kib "${pids[@]}")
+  pss=$(awk '{s += $2} END {print s + 0}' <<<"$pss_by_pid")
   # PSS by role: the launcher (what we started), the command (sleep), and
   # whatever is between them (the sandbox's init).
-  roles=$(
-    for p in "${pids[@]}"; do
-      awk -v p="$p" '/^Pss:/ {print p, $2}' "/proc/$p/smaps_rollup" 2>/dev/null || true
-    done | awk -v roots="${roots[*]}" -v snap="$snapshot" -v n="$N" '
+  roles=$(awk -v roots="${roots[*]}" -v snap="$snapshot" -v n="$N" '
       BEGIN {
         k = split(roots, r, " "); for (i = 1; i <= k; i++) root[r[i]] = 1
         m = split(snap, lines, "\n")
@@ -198,7 +196,7 @@ measure() {
       { role = ($1 in root) ? "launcher" : (comm[$1] == "sleep" ? "command" : "init")
         sum[role] += $2 }
       END { printf "launcher %d, init %d, command %d", sum["launcher"] / n, sum["init"] / n,
-            sum["command"] / n }')
+            sum["command"] / n }' <<<"$pss_by_pid")
   local per_comm
   per_comm=$(awk '{c[$2]++} END {for (k in c) printf "%s%s x%d", (n++ ? ", " : ""), k, c[k]}' \
     <<<"$snapshot")

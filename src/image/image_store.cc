@@ -189,9 +189,29 @@ std::string install_hint(const std::string& tool) {
   return "install it: apt-get install -y " + tool;
 }
 
+// Looks `tool` up in PATH in the parent, so that the child only has to
+// call execv (async-signal-safe, unlike execvp).
+Result<std::string> find_tool(const std::string& tool) {
+  if (tool.find('/') != std::string::npos) return tool;
+  const char* env_path = getenv("PATH");
+  std::string path = (env_path != nullptr && *env_path != '\0')
+                         ? env_path
+                         : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  std::istringstream dirs(path);
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    if (dir.empty() || dir[0] != '/') continue;  // never the current directory
+    std::string candidate = join_path(dir, tool);
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return errno_error("exec " + tool + " (not found in PATH)", ENOENT, install_hint(tool));
+}
+
 Result<ToolResult> run_tool(const std::vector<std::string>& args, const ProgressFn& progress,
                             const RunOptions& opts) {
   if (args.empty()) return make_error(ErrorCode::kInternal, "run_tool: empty argv");
+  auto exe = find_tool(args[0]);
+  if (!exe) return tl::unexpected(exe.error());
   std::vector<char*> argv;
   argv.reserve(args.size() + 1);
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -230,7 +250,7 @@ Result<ToolResult> run_tool(const std::vector<std::string>& args, const Progress
     if (dup2(err_w.get(), 2) < 0) goto fail;
     if (cwd != nullptr && chdir(cwd) != 0) goto fail;
     if (inherit_fd >= 0 && fcntl(inherit_fd, F_SETFD, 0) != 0) goto fail;
-    execvp(argv[0], argv.data());
+    execv(exe->c_str(), argv.data());
   fail:
     int e = errno;
     ssize_t ignored = write(exec_w.get(), &e, sizeof e);

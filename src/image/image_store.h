@@ -55,7 +55,9 @@ class ImageStore {
   // mmdebstrap --variant=minbase --mode=root bookworm, plus `packages`.
   // Output lines are passed to `progress` while it runs. SIGINT/SIGTERM
   // during the build are forwarded to mmdebstrap, then the partial tree is
-  // removed and the build fails.
+  // removed and the build fails. build and import install process-wide
+  // handlers for SIGINT/SIGTERM/SIGHUP while they run (restored after):
+  // one build or import at a time per process.
   Status build(std::string_view name, const std::vector<std::string>& packages,
                const ProgressFn& progress);
   // An OCI image layout tarball (index.json + oci-layout + blobs/; a

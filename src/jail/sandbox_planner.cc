@@ -16,6 +16,7 @@
 #include "jail/capabilities.h"
 #include "jail/fs_util.h"
 #include "jail/host_base.h"
+#include "jail/idmap_userns.h"
 #include "jail/landlock.h"
 #include "jail/seccomp_policy.h"
 
@@ -73,6 +74,39 @@ Result<UniqueFd> clone_tree(int source_fd, bool writable, const std::string& wha
   if (mount_setattr(tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
     return errno_error("mount_setattr(" + what + ")");
   return tree;
+}
+
+// Shows the owner of a --mount source as the sandbox's user, so the
+// sandbox can use a directory it was given, and what it writes there
+// belongs to the directory's owner on the host. Host root is never mapped
+// for a writable mount: the sandbox could otherwise leave setuid-root files
+// on the host. Such a source keeps the plain mount (what the sandbox writes
+// is owned by its own unprivileged host uid). Returns a notice when the
+// idmap is not applied; isolation is the same either way.
+Result<std::string> idmap_user_mount(int tree, int source_fd, bool writable, uid_t host_base,
+                                     uid_t sandbox_uid, const std::string& what) {
+  struct stat st;
+  if (fstat(source_fd, &st) != 0) return errno_error("fstat(" + what + ")");
+  if (writable && (st.st_uid == 0 || st.st_gid == 0)) {
+    return "mount " + what + " is owned by host root: files the sandbox writes there are "
+           "owned by its own host uid " + std::to_string(host_base + sandbox_uid) +
+           " (give the directory to an unprivileged owner to have them owned by that user)";
+  }
+  auto line = [&](unsigned owner) {
+    return std::to_string(owner) + " " + std::to_string(host_base + sandbox_uid) + " 1\n";
+  };
+  auto ns = make_idmap_userns(line(st.st_uid), line(st.st_gid));
+  if (!ns) return tl::unexpected(ns.error().wrap("idmapping " + what));
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_IDMAP;
+  attr.userns_fd = static_cast<std::uint64_t>(ns->get());
+  if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0) {
+    if (errno == EINVAL || errno == EPERM || errno == EOPNOTSUPP)
+      return "mount " + what + ": its file system cannot do idmapped mounts (" +
+             std::string(errno_name(errno)) + "); files keep their host owners";
+    return errno_error("mount_setattr(" + what + ", MOUNT_ATTR_IDMAP)");
+  }
+  return std::string();
 }
 
 std::string read_small_file(const std::string& path) {
@@ -196,6 +230,10 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
     if (!opened) return tl::unexpected(opened.error());
     auto tree = clone_tree(opened->fd.get(), m.writable, opened->source);
     if (!tree) return tl::unexpected(tree.error());
+    auto notice = idmap_user_mount(tree->get(), opened->fd.get(), m.writable, base, plan.uid,
+                                   opened->source);
+    if (!notice) return tl::unexpected(notice.error());
+    if (!notice->empty()) p.notices.push_back(*notice);
     plan.binds.push_back(BindStep{tree->get(), *rel, opened->is_dir, m.writable, false});
     if (m.writable) landlock_writable.push_back("/" + *rel);
     p.bind_fds.push_back(std::move(*tree));
@@ -227,6 +265,10 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
   step(L.make_file("upper/etc/group", group, 0644, base, base));
   step(L.make_file("upper/etc/hostname", spec.hostname + "\n", 0644, base, base));
   step(L.make_file("upper/etc/hosts", hosts, 0644, base, base));
+  // Mount points corral needs, for images that lack them (scratch images).
+  step(L.make_dir("upper/dev", 0755, base, base));
+  step(L.make_dir("upper/proc", 0555, base, base));
+  step(L.make_dir("upper/tmp", 01777, base, base));
   step(L.make_dir("upper/workspace", 0755, user, user));
   if (spec.root) {
     step(L.make_dir("upper/root", 0700, base, base));

@@ -24,6 +24,7 @@ struct PreparedSandbox {
   std::optional<WritableLayer> layer;
   std::vector<UniqueFd> bind_fds;  // base dirs and user mount sources
   SandboxPlan plan;
+  std::vector<std::string> notices;  // for the user; nothing was weakened
 };
 
 // Stage of the error is reported through `failed_stage`.

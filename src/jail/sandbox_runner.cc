@@ -127,6 +127,7 @@ RunResult run_sandbox(const SandboxSpec& spec, const RunOptions& options) {
   PreparedSandbox& prepared = **prepared_or;
   SandboxPlan& plan = prepared.plan;
   result.sandbox_id = prepared.id;
+  result.notices = prepared.notices;
 
   // The lock that marks this sandbox as alive (see reap_stale_cgroups).
   const std::string locks_dir = run_dir() + "/sandboxes";
@@ -236,6 +237,7 @@ RunResult run_sandbox(const SandboxSpec& spec, const RunOptions& options) {
   auto kill_sandbox = [&]() {
     if (child_alive) sys::pidfd_send_signal(child_pidfd.get(), SIGKILL, nullptr, 0);
   };
+  bool control_open = true;
   auto handle_control = [&]() {
     for (;;) {
       ControlMessage msg{};
@@ -247,6 +249,7 @@ RunResult run_sandbox(const SandboxSpec& spec, const RunOptions& options) {
       mh.msg_control = cbuf;
       mh.msg_controllen = sizeof cbuf;
       ssize_t n = recvmsg(control.get(), &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+      if (n == 0) control_open = false;  // init closed its end: stop polling it
       if (n <= 0) return;
       if (msg.type == ControlType::kFailure && !result.failure) {
         msg.detail[sizeof msg.detail - 1] = '\0';
@@ -273,7 +276,7 @@ RunResult run_sandbox(const SandboxSpec& spec, const RunOptions& options) {
 
   while (child_alive) {
     pollfd fds[9] = {{child_pidfd.get(), POLLIN, 0},
-                     {control.get(), POLLIN, 0},
+                     {control_open ? control.get() : -1, POLLIN, 0},
                      {sigfd.get(), POLLIN, 0},
                      {timer.get(), POLLIN, 0}};
     int nfds = 4;

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <exception>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -685,6 +687,44 @@ class Applier {
   SandboxSpec& spec_;
 };
 
+// Walks the documents of a text through yaml-cpp's event interface, to
+// count the ones that hold something, before any node is built. This also
+// guards against a yaml-cpp 0.7 bug: at a stray ',' between documents the
+// parser reports an empty document without consuming anything, over and
+// over, so that YAML::LoadAll never returns (and YAML::Load silently stops
+// there). Such a document starts where the previous one did.
+class DocumentScan : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    start_ = mark;
+    content_ = false;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override { content_ = true; }
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    content_ = true;
+  }
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    content_ = true;
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    content_ = true;
+  }
+  void OnMapEnd() override {}
+
+  const YAML::Mark& start() const { return start_; }
+  bool has_content() const { return content_; }
+
+ private:
+  YAML::Mark start_;
+  bool content_ = false;
+};
+
 }  // namespace
 
 Status apply_config_yaml(std::string_view yaml_text, std::string_view source_name,
@@ -700,16 +740,38 @@ Status apply_config_yaml(std::string_view yaml_text, std::string_view source_nam
                       "check the YAML syntax near that line");
   };
   try {
-    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(yaml_text));
-    const YAML::Node* doc = nullptr;
-    for (const YAML::Node& d : docs) {
-      if (d.IsNull()) continue;
-      if (doc != nullptr) {
-        return located(d.Mark(), "a second YAML document; a config file holds one");
+    const std::string text(yaml_text);
+    std::optional<std::size_t> content_index;  // the document that holds the settings
+    {
+      std::istringstream in(text);
+      YAML::Parser parser(in);
+      DocumentScan scan;
+      std::size_t index = 0;
+      int previous_start = -1;
+      while (parser.HandleNextDocument(scan)) {
+        if (index > 0 && scan.start().pos == previous_start) {
+          return located(scan.start(), "invalid YAML: unexpected character at column " +
+                                           std::to_string(scan.start().column + 1));
+        }
+        previous_start = scan.start().pos;
+        if (scan.has_content()) {
+          if (content_index) {
+            return located(scan.start(), "a second YAML document; a config file holds one");
+          }
+          content_index = index;
+        }
+        ++index;
       }
-      doc = &d;
     }
-    if (doc != nullptr) CORRAL_TRY(applier.apply_root(*doc));
+    if (content_index) {
+      // The scan above has shown that every document ends, so LoadAll does.
+      std::vector<YAML::Node> docs = YAML::LoadAll(text);
+      if (*content_index >= docs.size()) {
+        return make_error(ErrorCode::kInternal,
+                          std::string(source_name) + ": YAML documents changed between reads");
+      }
+      CORRAL_TRY(applier.apply_root(docs[*content_index]));
+    }
   } catch (const YAML::Exception& e) {
     return located(e.mark, "invalid YAML: " + printable(e.msg));
   } catch (const std::exception& e) {

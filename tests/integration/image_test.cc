@@ -79,8 +79,19 @@ bool have_static_busybox() {
 enum class TinyKind { kConventional, kScratch };
 
 std::string tiny_oci_tarball(TinyKind kind, std::string* why) {
-  static std::string tarballs[2], errors[2];
-  static bool done[2] = {false, false};
+  // Made once, removed when the test binary exits.
+  static struct Cache {
+    std::string tarballs[2], errors[2], dirs[2];
+    bool done[2] = {false, false};
+    ~Cache() {
+      for (const auto& d : dirs) {
+        if (!d.empty()) host_sh("rm -rf " + shq(d));
+      }
+    }
+  } cache;
+  auto& tarballs = cache.tarballs;
+  auto& errors = cache.errors;
+  auto& done = cache.done;
   int k = kind == TinyKind::kScratch ? 1 : 0;
   if (!done[k]) {
     done[k] = true;
@@ -90,6 +101,7 @@ std::string tiny_oci_tarball(TinyKind kind, std::string* why) {
       errors[k] = "/bin/busybox (static) missing (apt-get install -y busybox-static)";
     } else {
       std::string dir = make_temp_dir("image-oci");
+      cache.dirs[k] = dir;
       std::string dirs = k == 0 ? " bundle/rootfs/dev bundle/rootfs/proc bundle/rootfs/sys"
                                   " bundle/rootfs/tmp"
                                 : "";

@@ -65,15 +65,21 @@ TEST_F(LimitsTest, DaemonDiesWithTheSandbox) {
 }
 
 // F2: the writable layer is full at --disk: ENOSPC (or EDQUOT) inside, in
-// /workspace and in /tmp.
+// every writable place together (/workspace, /tmp, /dev/shm, /var/tmp,
+// $HOME): one budget, not one per directory.
 TEST_F(LimitsTest, DiskLimitGivesEnospcInside) {
   const long long disk = 16LL << 20;
-  ProbeRun run = run_probe({"--disk", "16Mi", "--timeout", "60s"},
-                           {"mkfile", "/workspace/big", std::to_string(4 * disk), "+", "mkfile",
-                            "/tmp/big", std::to_string(4 * disk)});
+  const std::vector<std::string> places = {"/workspace/big", "/tmp/big", "/dev/shm/big",
+                                           "/var/tmp/big", "/home/sandbox/big"};
+  std::vector<std::string> args;
+  for (const auto& p : places) {
+    if (!args.empty()) args.push_back("+");
+    args.insert(args.end(), {"mkfile", p, std::to_string(4 * disk)});
+  }
+  ProbeRun run = run_probe({"--disk", "16Mi", "--timeout", "60s"}, args);
   ASSERT_EQ(run.outcome.exit_code, 0) << run.describe();
   std::vector<json> files = run.all("mkfile");
-  ASSERT_EQ(files.size(), 2u) << run.describe();
+  ASSERT_EQ(files.size(), places.size()) << run.describe();
   long long total = 0;
   for (const json& f : files) {
     json e = f.value("errno", json());

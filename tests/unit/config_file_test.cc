@@ -344,7 +344,16 @@ TEST(ConfigFile, SyntaxErrorsCarryTheLine) {
 
   std::string two_docs = config_error("cpu_limit: 1\n---\ncpu_limit: 2\n");
   EXPECT_EQ(two_docs,
-            "config.yaml:3: a second YAML document; a config file holds one");
+            "config.yaml:2: a second YAML document; a config file holds one");
+
+  // yaml-cpp 0.7 would loop forever (LoadAll) or stop silently (Load) at a
+  // stray ',' between documents.
+  for (std::string_view stray : {",", ",\ncpu_limit: 2\n", "cpu_limit: 2\n---\n,\n", "---\n,\n"}) {
+    std::string msg = config_error(stray);
+    EXPECT_NE(msg.find("invalid YAML: unexpected character"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(config_error("\n\n  ,\n"),
+            "config.yaml:3: invalid YAML: unexpected character at column 3");
 
   std::string deep = config_error(std::string(3000, '[') + std::string(3000, ']'));
   EXPECT_NE(deep.find("config.yaml"), std::string::npos) << deep;
