@@ -38,8 +38,8 @@ constexpr std::array<std::string_view, 14> kSettingKeys = {
     "cpu_limit", "memory_limit", "disk_limit", "inodes_limit", "pids_limit",
     "timeout",   "max_lifetime", "network",    "image",        "hostname",
     "root",      "workdir",      "env",        "mounts"};
-constexpr std::array<std::string_view, 4> kNetworkKeys = {"default", "allow_domains",
-                                                          "dns_servers", "mode"};
+constexpr std::array<std::string_view, 4> kNetworkKeys = {"default", "allow_domains", "dns_servers",
+                                                          "mode"};
 constexpr std::array<std::string_view, 3> kMountKeys = {"source", "target", "writable"};
 constexpr std::string_view kWrapperKey = "sandbox";
 
@@ -138,11 +138,16 @@ std::string printable(std::string_view text) {
 
 std::string describe(const YAML::Node& node) {
   switch (node.Type()) {
-    case YAML::NodeType::Null: return "no value";
-    case YAML::NodeType::Scalar: return "the value " + quote_for_message(node.Scalar());
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Map: return "a map";
-    case YAML::NodeType::Undefined: break;
+    case YAML::NodeType::Null:
+      return "no value";
+    case YAML::NodeType::Scalar:
+      return "the value " + quote_for_message(node.Scalar());
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a map";
+    case YAML::NodeType::Undefined:
+      break;
   }
   return "nothing";
 }
@@ -162,7 +167,8 @@ bool is_domain_pattern(std::string_view domain) {
   std::size_t start = 0;
   while (true) {
     std::size_t dot = domain.find('.', start);
-    std::string_view label = domain.substr(start, dot == std::string_view::npos ? dot : dot - start);
+    std::string_view label =
+        domain.substr(start, dot == std::string_view::npos ? dot : dot - start);
     if (!is_domain_label(label)) return false;
     if (dot == std::string_view::npos) return true;
     start = dot + 1;
@@ -206,9 +212,9 @@ class Applier {
   Status apply_root(const YAML::Node& root) {
     if (root.IsNull()) return ok();  // an empty file, or only comments
     if (!root.IsMap()) {
-      return fail(root.Mark().line, "",
-                  "expected a map of settings (such as memory_limit: 2Gi), found " +
-                      describe(root));
+      return fail(
+          root.Mark().line, "",
+          "expected a map of settings (such as memory_limit: 2Gi), found " + describe(root));
     }
     bool wrapped = false;
     for (auto it = root.begin(); it != root.end(); ++it) {
@@ -237,9 +243,9 @@ class Applier {
                     "setting at the top level");
       }
       std::vector<Candidate> candidates = {{kWrapperKey, std::string(kWrapperKey)}};
-      for (std::string_view k : kSettingKeys) candidates.push_back({k, "sandbox." + std::string(k)});
-      return unknown_key(line, path, key, candidates,
-                         std::array<std::string_view, 1>{kWrapperKey});
+      for (std::string_view k : kSettingKeys)
+        candidates.push_back({k, "sandbox." + std::string(k)});
+      return unknown_key(line, path, key, candidates, std::array<std::string_view, 1>{kWrapperKey});
     }
     return ok();
   }
@@ -277,14 +283,15 @@ class Applier {
       return fail(key.Mark().line, where, "keys must be plain names, found " + describe(key));
     }
     if (!seen.insert(key.Scalar()).second) {
-      return fail(key.Mark().line, join_path(parent, key.Scalar()), "duplicate key (each key may appear once in a map)");
+      return fail(key.Mark().line, join_path(parent, key.Scalar()),
+                  "duplicate key (each key may appear once in a map)");
     }
     return ok();
   }
 
   // The value of a key that takes a single value.
-  Result<std::string> scalar(const YAML::Node& key, const YAML::Node& value,
-                             std::string_view path, std::string_view expected) const {
+  Result<std::string> scalar(const YAML::Node& key, const YAML::Node& value, std::string_view path,
+                             std::string_view expected) const {
     if (!value.IsScalar()) {
       return fail(key.Mark().line, path,
                   "expected " + std::string(expected) + ", found " + describe(value));
@@ -308,8 +315,8 @@ class Applier {
                                                std::string_view item_expected) const {
     if (!value.IsSequence()) {
       return fail(key.Mark().line, path,
-                  "expected a list of " + std::string(item_expected) + " (use [] for none), found " +
-                      describe(value));
+                  "expected a list of " + std::string(item_expected) +
+                      " (use [] for none), found " + describe(value));
     }
     std::vector<std::string> items;
     std::size_t index = 0;
@@ -371,8 +378,8 @@ class Applier {
         (name == "timeout" ? limits.timeout : limits.max_lifetime) = *duration;
       } else if (name == "network") {
         if (!value.IsMap()) {
-          return fail(line, path, "expected a map (default, allow_domains, ...), found " +
-                                      describe(value));
+          return fail(line, path,
+                      "expected a map (default, allow_domains, ...), found " + describe(value));
         }
         CORRAL_TRY(apply_network(value, path));
       } else if (name == "image") {
@@ -458,9 +465,9 @@ class Applier {
                     "letters, digits and '_'");
       }
       if (!it->second.IsScalar()) {
-        return fail(line, var_path,
-                    "expected a string (write \"\" for an empty value), found " +
-                        describe(it->second));
+        return fail(
+            line, var_path,
+            "expected a string (write \"\" for an empty value), found " + describe(it->second));
       }
       std::string text = it->second.Scalar();
       if (text.find('\0') != std::string::npos) {
@@ -636,9 +643,9 @@ class Applier {
       bool mode_allows = *keys.mode == "open";
       if (mode_allows != *keys.default_allow) {
         return fail(keys.mode_line, path + ".mode",
-                    "mode " + *keys.mode + " contradicts default: " +
-                        (*keys.default_allow ? "allow" : "deny") + " on line " +
-                        std::to_string(keys.default_line + 1),
+                    "mode " + *keys.mode +
+                        " contradicts default: " + (*keys.default_allow ? "allow" : "deny") +
+                        " on line " + std::to_string(keys.default_line + 1),
                     "give only one of mode and default");
       }
     }
@@ -674,8 +681,7 @@ class Applier {
       domains.clear();  // a list from an earlier layer does not apply to this mode
     }
     if (mode == "allowlist" && domains.empty()) {
-      return fail(mode_line, path + ".mode",
-                  "allowlist needs at least one entry in allow_domains",
+      return fail(mode_line, path + ".mode", "allowlist needs at least one entry in allow_domains",
                   "add the domains to allow, or use mode: none");
     }
     net.mode = std::move(mode);
@@ -775,11 +781,11 @@ Status apply_config_yaml(std::string_view yaml_text, std::string_view source_nam
   } catch (const YAML::Exception& e) {
     return located(e.mark, "invalid YAML: " + printable(e.msg));
   } catch (const std::exception& e) {
-    return make_error(ErrorCode::kInternal,
-                      std::string(source_name) + ": reading the YAML failed: " + printable(e.what()));
+    return make_error(
+        ErrorCode::kInternal,
+        std::string(source_name) + ": reading the YAML failed: " + printable(e.what()));
   } catch (...) {
-    return make_error(ErrorCode::kInternal,
-                      std::string(source_name) + ": reading the YAML failed");
+    return make_error(ErrorCode::kInternal, std::string(source_name) + ": reading the YAML failed");
   }
   spec = std::move(next);
   return ok();

@@ -54,8 +54,7 @@ Result<std::string> normalize_mount_target(std::string_view target) {
                       "target " + quoted + " is longer than 4095 bytes");
   }
   if (target.front() != '/') {
-    return make_error(ErrorCode::kInvalidArgument,
-                      "target " + quoted + " is not an absolute path",
+    return make_error(ErrorCode::kInvalidArgument, "target " + quoted + " is not an absolute path",
                       "targets are paths inside the sandbox and start with '/', such as /data");
   }
   std::string normalized;
@@ -118,9 +117,8 @@ Result<MountSpec> parse_mount_arg(std::string_view text) {
     if (parts[2] == "rw") {
       mount.writable = true;
     } else if (parts[2] != "ro") {
-      return invalid_mount(text,
-                           "mode " + quote_for_message(parts[2]) +
-                               " must be ro or rw (paths cannot contain ':')");
+      return invalid_mount(text, "mode " + quote_for_message(parts[2]) +
+                                     " must be ro or rw (paths cannot contain ':')");
     }
   }
   if (auto st = check_mount_source(parts[0]); !st) {

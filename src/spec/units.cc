@@ -40,11 +40,11 @@ bool is_digit(char c) { return c >= '0' && c <= '9'; }
 // numbers here.
 struct Decimal {
   std::uint64_t whole = 0;
-  std::uint64_t fraction = 0;      // the first `fraction_digits` digits
+  std::uint64_t fraction = 0;  // the first `fraction_digits` digits
   std::uint32_t fraction_digits = 0;
   bool has_point = false;
-  bool whole_overflow = false;     // the whole part does not fit 64 bits
-  std::size_t length = 0;          // characters consumed; 0 = no number
+  bool whole_overflow = false;  // the whole part does not fit 64 bits
+  std::size_t length = 0;       // characters consumed; 0 = no number
 };
 
 Decimal scan_decimal(std::string_view text) {
@@ -92,8 +92,8 @@ Wide scale(const Decimal& d, std::uint64_t multiplier) {
   return value;
 }
 
-tl::unexpected<Error> invalid(std::string_view what, std::string_view text,
-                              std::string_view why, std::string_view hint = {}) {
+tl::unexpected<Error> invalid(std::string_view what, std::string_view text, std::string_view why,
+                              std::string_view hint = {}) {
   std::string msg;
   msg.append("invalid ").append(what).append(" ").append(quote_for_message(text));
   msg.append(": ").append(why);
@@ -199,9 +199,9 @@ Result<std::uint64_t> parse_size(std::string_view text) {
     return invalid("size", text, "too large (at most 2^64-1 bytes)");
   }
   if (value == 0) {
-    return invalid("size", text,
-                   d.whole == 0 && d.fraction == 0 ? "must be greater than zero"
-                                                   : "must be at least 1 byte");
+    return invalid(
+        "size", text,
+        d.whole == 0 && d.fraction == 0 ? "must be greater than zero" : "must be at least 1 byte");
   }
   return static_cast<std::uint64_t>(value);
 }
@@ -246,8 +246,9 @@ Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
       }
       if (index == kComponents.size()) {
         return invalid("duration", text,
-                       unit.empty() ? std::string(kDurationExpected) + " (a number inside a "
-                                                                       "duration needs a unit)"
+                       unit.empty() ? std::string(kDurationExpected) +
+                                          " (a number inside a "
+                                          "duration needs a unit)"
                                     : std::string(kDurationExpected));
       }
       if (index < next_allowed) {
@@ -286,8 +287,8 @@ Result<double> parse_cpus(std::string_view text) {
   } else if (suffix.empty()) {
     // The text is known to be digits[.digits] here, which from_chars reads
     // without any locale.
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), cpus,
-                                     std::chars_format::fixed);
+    auto [end, ec] =
+        std::from_chars(text.data(), text.data() + text.size(), cpus, std::chars_format::fixed);
     if (ec == std::errc::result_out_of_range) return invalid("CPU count", text, kRange);
     if (ec != std::errc() || end != text.data() + text.size()) {
       return invalid("CPU count", text, kCpusExpected);

@@ -316,8 +316,13 @@ void fork_bomb_then_kill(CgroupManager& m, const std::string& name) {
   ASSERT_TRUE((*cg)->add_process(child.pid()));
   child.start();
   ASSERT_EQ(child.read_report(), "go");
-  ::usleep(300 * 1000);
+  // Wait (bounded) until the bomb has hit pids.max: slower builds (ASan)
+  // fork more slowly.
   auto s = (*cg)->stats();
+  for (int i = 0; i < 200 && s && s->pids_max_hits == 0; ++i) {
+    ::usleep(50 * 1000);
+    s = (*cg)->stats();
+  }
   ASSERT_TRUE(s) << s.error().to_string();
   EXPECT_GT(s->pids_current, 10u);
   EXPECT_GE(s->pids_max_hits, 1u);

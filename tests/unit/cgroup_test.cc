@@ -243,7 +243,9 @@ class FakeTree {
 
  private:
   void populate(const std::string& dir) {
-    for (const auto& [mount, controllers] : v1_) {
+    for (const auto& entry : v1_) {
+      const std::string& mount = entry.first;
+      const std::vector<std::string>& controllers = entry.second;  // clang 14: no capture of bindings
       if (dir.rfind(mount + "/", 0) != 0) continue;
       auto has = [&](const char* c) {
         return std::find(controllers.begin(), controllers.end(), c) != controllers.end();

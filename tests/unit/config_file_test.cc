@@ -1,10 +1,9 @@
 #include "spec/config_file.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -48,7 +47,7 @@ SandboxSpec config_ok(std::string_view yaml) {
   return spec;
 }
 
-TEST(ConfigFile, SourceExampleVerbatim) {
+TEST(config_file, SourceExampleVerbatim) {
   SandboxSpec spec;
   spec.limits.cpus = 7;  // every key of the example must overwrite
   spec.limits.timeout = milliseconds(1);
@@ -65,7 +64,7 @@ TEST(ConfigFile, SourceExampleVerbatim) {
   EXPECT_EQ(spec.network.dns_servers, (std::vector<std::string>{"10.0.0.53"}));
 }
 
-TEST(ConfigFile, TopLevelLayout) {
+TEST(config_file, TopLevelLayout) {
   SandboxSpec spec = config_ok(R"(cpu_limit: 1.5
 memory_limit: 512Mi
 disk_limit: 1G
@@ -83,7 +82,7 @@ max_lifetime: 2h
   EXPECT_EQ(spec.limits.max_lifetime, milliseconds(7200'000));
 }
 
-TEST(ConfigFile, Extensions) {
+TEST(config_file, Extensions) {
   SandboxSpec spec = config_ok(R"(sandbox:
   cpu_limit: 500m
   image: python-3.12
@@ -125,7 +124,7 @@ TEST(ConfigFile, Extensions) {
   EXPECT_EQ(spec.network.mode, "none");
 }
 
-TEST(ConfigFile, AbsentKeysKeepTheirValues) {
+TEST(config_file, AbsentKeysKeepTheirValues) {
   SandboxSpec spec;
   spec.limits.pids = 99;
   spec.image = "keep";
@@ -136,7 +135,7 @@ TEST(ConfigFile, AbsentKeysKeepTheirValues) {
   EXPECT_EQ(spec.limits.cpus, 2.0);
 }
 
-TEST(ConfigFile, EmptyAndCommentOnlyFilesChangeNothing) {
+TEST(config_file, EmptyAndCommentOnlyFilesChangeNothing) {
   SandboxSpec defaults;
   for (std::string_view text : {"", "# nothing yet\n", "---\n", "sandbox:\n  # cpu_limit: 2\n"}) {
     SandboxSpec spec = config_ok(text);
@@ -145,14 +144,14 @@ TEST(ConfigFile, EmptyAndCommentOnlyFilesChangeNothing) {
   }
 }
 
-TEST(ConfigFile, AnErrorChangesNothing) {
+TEST(config_file, AnErrorChangesNothing) {
   SandboxSpec spec;
   Status st = apply_config_yaml("memory_limit: 1Gi\npids_limit: lots\n", "c.yaml", spec);
   ASSERT_FALSE(st.has_value());
   EXPECT_EQ(spec.limits.memory_bytes, 2 * kGiB);
 }
 
-TEST(ConfigFile, NetworkModes) {
+TEST(config_file, NetworkModes) {
   EXPECT_EQ(config_ok("network:\n  default: deny\n").network.mode, "none");
   EXPECT_EQ(config_ok("network:\n  default: deny\n  allow_domains: []\n").network.mode, "none");
   SandboxSpec allow = config_ok("network:\n  default: deny\n  allow_domains: [pypi.org]\n");
@@ -160,8 +159,7 @@ TEST(ConfigFile, NetworkModes) {
   EXPECT_EQ(allow.network.allow_domains, (std::vector<std::string>{"pypi.org"}));
   EXPECT_EQ(config_ok("network:\n  default: allow\n").network.mode, "open");
   EXPECT_EQ(config_ok("network:\n  mode: open\n").network.mode, "open");
-  EXPECT_EQ(config_ok("network:\n  allow_domains: ['*.example.com']\n").network.mode,
-            "allowlist");
+  EXPECT_EQ(config_ok("network:\n  allow_domains: ['*.example.com']\n").network.mode, "allowlist");
   EXPECT_EQ(config_ok("network:\n  mode: allowlist\n  allow_domains: [a.io]\n").network.mode,
             "allowlist");
   EXPECT_EQ(config_ok("network:\n  mode: none\n  default: deny\n").network.mode, "none");
@@ -176,7 +174,7 @@ TEST(ConfigFile, NetworkModes) {
   EXPECT_TRUE(layered.network.allow_domains.empty());
 }
 
-TEST(ConfigFile, NetworkErrors) {
+TEST(config_file, NetworkErrors) {
   EXPECT_EQ(config_error("network:\n  default: maybe\n"),
             "config.yaml:2: network.default: expected deny or allow, found \"maybe\"");
   EXPECT_EQ(config_error("network:\n  mode: half\n"),
@@ -207,7 +205,7 @@ TEST(ConfigFile, NetworkErrors) {
             "value \"none\"");
 }
 
-TEST(ConfigFile, UnknownKeyNamesPathLineAndSuggestion) {
+TEST(config_file, UnknownKeyNamesPathLineAndSuggestion) {
   EXPECT_EQ(config_error("sandbox:\n  cpu_limit: 2\n  memroy_limit: 1Gi\n"),
             "config.yaml:3: sandbox.memroy_limit: unknown key (did you mean memory_limit?)");
   EXPECT_EQ(config_error("cpu_limit: 2\n\n\nmemory_limt: 1Gi\n"),
@@ -230,7 +228,7 @@ TEST(ConfigFile, UnknownKeyNamesPathLineAndSuggestion) {
   EXPECT_NE(st.error().hint.find("memory_limit"), std::string::npos);
 }
 
-TEST(ConfigFile, SettingsBesideTheSandboxMap) {
+TEST(config_file, SettingsBesideTheSandboxMap) {
   EXPECT_EQ(config_error("sandbox:\n  cpu_limit: 2\nmemory_limit: 1Gi\n"),
             "config.yaml:3: memory_limit: belongs inside the sandbox: map (this file uses the "
             "sandbox: layout)");
@@ -240,7 +238,7 @@ TEST(ConfigFile, SettingsBesideTheSandboxMap) {
             "config.yaml:1: sandbox: expected a map of settings, found the value \"2\"");
 }
 
-TEST(ConfigFile, WrongTypesNameKeyAndLine) {
+TEST(config_file, WrongTypesNameKeyAndLine) {
   EXPECT_EQ(config_error("sandbox:\n  memory_limit:\n    size: 2Gi\n"),
             "config.yaml:2: sandbox.memory_limit: expected a size (512Mi, 2Gi), found a map");
   EXPECT_EQ(config_error("cpu_limit: [1, 2]\n"),
@@ -272,7 +270,7 @@ TEST(ConfigFile, WrongTypesNameKeyAndLine) {
             "config.yaml:1: (top level): keys must be plain names, found a list");
 }
 
-TEST(ConfigFile, BadValuesCarryTheParserMessage) {
+TEST(config_file, BadValuesCarryTheParserMessage) {
   EXPECT_EQ(config_error("sandbox:\n  cpu_limit: \"2\"\n  memory_limit: \"2GG\"\n"),
             "config.yaml:3: sandbox.memory_limit: invalid size \"2GG\": expected a number with "
             "an optional unit (512Mi, 2Gi, 1G)");
@@ -304,7 +302,7 @@ TEST(ConfigFile, BadValuesCarryTheParserMessage) {
             "and contain only letters, digits and '_'");
 }
 
-TEST(ConfigFile, MountErrors) {
+TEST(config_file, MountErrors) {
   EXPECT_EQ(config_error("mounts:\n  - ./a:/proc/x\n"),
             "config.yaml:2: mounts[0]: invalid mount \"./a:/proc/x\": target \"/proc/x\" is "
             "inside /proc, which corral sets up itself");
@@ -323,7 +321,7 @@ TEST(ConfigFile, MountErrors) {
             "writable}, found no value");
 }
 
-TEST(ConfigFile, DuplicateKeys) {
+TEST(config_file, DuplicateKeys) {
   EXPECT_EQ(config_error("cpu_limit: 1\nmemory_limit: 1Gi\ncpu_limit: 2\n"),
             "config.yaml:3: cpu_limit: duplicate key (each key may appear once in a map)");
   EXPECT_EQ(config_error("sandbox:\n  network:\n    default: deny\n    default: allow\n"),
@@ -335,7 +333,7 @@ TEST(ConfigFile, DuplicateKeys) {
             "config.yaml:2: sandbox: duplicate key (each key may appear once in a map)");
 }
 
-TEST(ConfigFile, SyntaxErrorsCarryTheLine) {
+TEST(config_file, SyntaxErrorsCarryTheLine) {
   std::string msg = config_error("cpu_limit: 2\nnetwork:\n  allow_domains: [a.org\n");
   EXPECT_EQ(msg.rfind("config.yaml:", 0), 0u) << msg;
   EXPECT_NE(msg.find("invalid YAML: "), std::string::npos) << msg;
@@ -343,8 +341,7 @@ TEST(ConfigFile, SyntaxErrorsCarryTheLine) {
   EXPECT_NE(tab.find("invalid YAML"), std::string::npos) << tab;
 
   std::string two_docs = config_error("cpu_limit: 1\n---\ncpu_limit: 2\n");
-  EXPECT_EQ(two_docs,
-            "config.yaml:2: a second YAML document; a config file holds one");
+  EXPECT_EQ(two_docs, "config.yaml:2: a second YAML document; a config file holds one");
 
   // yaml-cpp 0.7 would loop forever (LoadAll) or stop silently (Load) at a
   // stray ',' between documents.
@@ -359,7 +356,7 @@ TEST(ConfigFile, SyntaxErrorsCarryTheLine) {
   EXPECT_NE(deep.find("config.yaml"), std::string::npos) << deep;
 }
 
-TEST(ConfigFile, HostileTextIsQuotedSafely) {
+TEST(config_file, HostileTextIsQuotedSafely) {
   std::string msg = config_error("memory_limit: \"\\e[31m2GG\"\n");
   EXPECT_EQ(msg.find('\x1b'), std::string::npos) << msg;
   EXPECT_NE(msg.find("\\x1b"), std::string::npos) << msg;
@@ -391,8 +388,10 @@ class ConfigFileOnDisk : public ::testing::Test {
   }
   std::string dir_;
 };
+// Named like the file, so that `ctest -R config_file` selects these tests.
+using config_file_on_disk = ConfigFileOnDisk;
 
-TEST_F(ConfigFileOnDisk, ReadsAndNamesTheFile) {
+TEST_F(config_file_on_disk, ReadsAndNamesTheFile) {
   SandboxSpec spec;
   std::string path = write("ok.yaml", std::string(kSourceExample));
   ASSERT_TRUE(apply_config_file(path, spec).has_value());
@@ -404,7 +403,7 @@ TEST_F(ConfigFileOnDisk, ReadsAndNamesTheFile) {
   EXPECT_EQ(st.error().message, bad + ":4: sandbox.pids: unknown key (did you mean pids_limit?)");
 }
 
-TEST_F(ConfigFileOnDisk, MissingFile) {
+TEST_F(config_file_on_disk, MissingFile) {
   SandboxSpec spec;
   std::string path = dir_ + "/absent.yaml";
   Status st = apply_config_file(path, spec);
@@ -414,7 +413,7 @@ TEST_F(ConfigFileOnDisk, MissingFile) {
   EXPECT_NE(st.error().message.find("ENOENT"), std::string::npos) << st.error().message;
 }
 
-TEST_F(ConfigFileOnDisk, RefusesLargeFiles) {
+TEST_F(config_file_on_disk, RefusesLargeFiles) {
   SandboxSpec spec;
   std::string big = write("big.yaml", "# " + std::string(1024 * 1024, 'x') + "\n");
   Status st = apply_config_file(big, spec);
@@ -428,7 +427,7 @@ TEST_F(ConfigFileOnDisk, RefusesLargeFiles) {
   EXPECT_TRUE(apply_config_file(edge, spec).has_value());
 }
 
-TEST_F(ConfigFileOnDisk, RefusesNonRegularFiles) {
+TEST_F(config_file_on_disk, RefusesNonRegularFiles) {
   SandboxSpec spec;
   Status dir = apply_config_file(dir_, spec);
   ASSERT_FALSE(dir.has_value());

@@ -15,7 +15,7 @@ std::string mount_error(std::string_view text) {
   return r.error().message;
 }
 
-TEST(ParseMountArg, ReadOnlyByDefault) {
+TEST(mount_arg, ParseMountArgReadOnlyByDefault) {
   auto m = parse_mount_arg("./data:/data");
   ASSERT_TRUE(m.has_value()) << m.error().message;
   EXPECT_EQ(m->source, "./data");
@@ -23,7 +23,7 @@ TEST(ParseMountArg, ReadOnlyByDefault) {
   EXPECT_FALSE(m->writable);
 }
 
-TEST(ParseMountArg, ExplicitModes) {
+TEST(mount_arg, ParseMountArgExplicitModes) {
   auto ro = parse_mount_arg("/srv/in:/input:ro");
   ASSERT_TRUE(ro.has_value());
   EXPECT_FALSE(ro->writable);
@@ -36,7 +36,7 @@ TEST(ParseMountArg, ExplicitModes) {
   EXPECT_EQ(rw->target, "/workspace/out");
 }
 
-TEST(ParseMountArg, TargetIsNormalized) {
+TEST(mount_arg, ParseMountArgTargetIsNormalized) {
   EXPECT_EQ(parse_mount_arg("a://data//x/").value().target, "/data/x");
   EXPECT_EQ(parse_mount_arg("a:/./data/./x").value().target, "/data/x");
   // Names that merely start like a reserved directory are fine.
@@ -47,7 +47,7 @@ TEST(ParseMountArg, TargetIsNormalized) {
   EXPECT_EQ(parse_mount_arg("a:/x/..y").value().target, "/x/..y");
 }
 
-TEST(ParseMountArg, Shape) {
+TEST(mount_arg, ParseMountArgShape) {
   EXPECT_EQ(mount_error("data"),
             "invalid mount \"data\": expected SRC:DST, SRC:DST:ro or SRC:DST:rw");
   EXPECT_EQ(mount_error(""), "invalid mount \"\": expected SRC:DST, SRC:DST:ro or SRC:DST:rw");
@@ -58,12 +58,12 @@ TEST(ParseMountArg, Shape) {
   EXPECT_FALSE(parse_mount_arg("a:/b:RW").has_value());
 }
 
-TEST(ParseMountArg, Source) {
+TEST(mount_arg, ParseMountArgSource) {
   EXPECT_EQ(mount_error(":/data"), "invalid mount \":/data\": source is empty");
   EXPECT_NE(mount_error(std::string_view("a\0b:/data", 9)).find("NUL"), std::string::npos);
 }
 
-TEST(ParseMountArg, TargetRules) {
+TEST(mount_arg, ParseMountArgTargetRules) {
   EXPECT_EQ(mount_error("a:"), "invalid mount \"a:\": target is empty");
   EXPECT_EQ(mount_error("a:data"),
             "invalid mount \"a:data\": target \"data\" is not an absolute path");
@@ -86,13 +86,13 @@ TEST(ParseMountArg, TargetRules) {
   EXPECT_FALSE(parse_mount_arg("a:/" + std::string(5000, 'x')).has_value());
 }
 
-TEST(NormalizeMountTarget, Direct) {
+TEST(mount_arg, NormalizeMountTargetDirect) {
   EXPECT_EQ(normalize_mount_target("/a/b/").value(), "/a/b");
   EXPECT_FALSE(normalize_mount_target("relative").has_value());
   EXPECT_FALSE(normalize_mount_target("/sys/x").has_value());
 }
 
-TEST(ParseEnvArg, Values) {
+TEST(mount_arg, ParseEnvArgValues) {
   auto kv = parse_env_arg("LANG=C.UTF-8");
   ASSERT_TRUE(kv.has_value());
   EXPECT_EQ(kv->first, "LANG");
@@ -104,7 +104,7 @@ TEST(ParseEnvArg, Values) {
   EXPECT_EQ(parse_env_arg("A=with space").value().second, "with space");
 }
 
-TEST(ParseEnvArg, Errors) {
+TEST(mount_arg, ParseEnvArgErrors) {
   auto missing = parse_env_arg("FOO");
   ASSERT_FALSE(missing.has_value());
   EXPECT_EQ(missing.error().code, ErrorCode::kInvalidArgument);
@@ -121,7 +121,7 @@ TEST(ParseEnvArg, Errors) {
   EXPECT_FALSE(parse_env_arg(std::string_view("A=x\0y", 5)).has_value());
 }
 
-TEST(IsValidEnvName, Grammar) {
+TEST(mount_arg, IsValidEnvNameGrammar) {
   EXPECT_TRUE(is_valid_env_name("PATH"));
   EXPECT_TRUE(is_valid_env_name("_"));
   EXPECT_TRUE(is_valid_env_name("a1_B2"));

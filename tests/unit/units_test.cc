@@ -22,7 +22,7 @@ Error error_of(const Result<T>& r) {
 
 // --- sizes ---
 
-TEST(ParseSize, BinaryUnits) {
+TEST(units, ParseSizeBinaryUnits) {
   EXPECT_EQ(parse_size("512Mi").value(), 512 * kMiB);
   EXPECT_EQ(parse_size("2Gi").value(), 2 * kGiB);
   EXPECT_EQ(parse_size("1Ki").value(), kKiB);
@@ -33,7 +33,7 @@ TEST(ParseSize, BinaryUnits) {
   EXPECT_EQ(parse_size("1TiB").value(), kTiB);
 }
 
-TEST(ParseSize, DecimalUnits) {
+TEST(units, ParseSizeDecimalUnits) {
   EXPECT_EQ(parse_size("1G").value(), 1000'000'000u);
   EXPECT_EQ(parse_size("1GB").value(), 1000'000'000u);
   EXPECT_EQ(parse_size("5k").value(), 5000u);
@@ -46,7 +46,7 @@ TEST(ParseSize, DecimalUnits) {
   EXPECT_EQ(parse_size("2TB").value(), 2000'000'000'000u);
 }
 
-TEST(ParseSize, BareNumberIsBytes) {
+TEST(units, ParseSizeBareNumberIsBytes) {
   EXPECT_EQ(parse_size("17").value(), 17u);
   EXPECT_EQ(parse_size("2147483648").value(), 2 * kGiB);
   EXPECT_EQ(parse_size("0017").value(), 17u);
@@ -54,7 +54,7 @@ TEST(ParseSize, BareNumberIsBytes) {
   EXPECT_EQ(parse_size("18446744073709551615").value(), 18446744073709551615u);
 }
 
-TEST(ParseSize, FractionsWithUnit) {
+TEST(units, ParseSizeFractionsWithUnit) {
   EXPECT_EQ(parse_size("1.5Gi").value(), 3 * kGiB / 2);
   EXPECT_EQ(parse_size("0.5Ki").value(), 512u);
   EXPECT_EQ(parse_size("0.1G").value(), 100'000'000u);
@@ -65,33 +65,33 @@ TEST(ParseSize, FractionsWithUnit) {
   EXPECT_EQ(parse_size("1.50000000000000000000000001Gi").value(), 3 * kGiB / 2);
 }
 
-TEST(ParseSize, EmptyIsAnError) {
+TEST(units, ParseSizeEmptyIsAnError) {
   Error e = error_of(parse_size(""));
   EXPECT_EQ(e.code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(e.message,
             "invalid size \"\": expected a number with an optional unit (512Mi, 2Gi, 1G)");
 }
 
-TEST(ParseSize, GarbageSuffix) {
+TEST(units, ParseSizeGarbageSuffix) {
   Error e = error_of(parse_size("2GG"));
   EXPECT_EQ(e.code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(e.message,
             "invalid size \"2GG\": expected a number with an optional unit (512Mi, 2Gi, 1G)");
   EXPECT_NE(e.hint.find("Ki Mi Gi Ti"), std::string::npos);
-  for (const char* bad : {"2gi", "2 Gi", " 2Gi", "2Gi ", "Gi", "2Gix", "2mb", "1e9", "0x10",
-                          "+5", "1.Gi", ".5Gi", "1..5Gi", "inf", "nan", "2Pi", "2 "}) {
+  for (const char* bad : {"2gi", "2 Gi", " 2Gi", "2Gi ", "Gi", "2Gix", "2mb", "1e9", "0x10", "+5",
+                          "1.Gi", ".5Gi", "1..5Gi", "inf", "nan", "2Pi", "2 "}) {
     EXPECT_FALSE(parse_size(bad).has_value()) << bad;
   }
 }
 
-TEST(ParseSize, Negative) {
+TEST(units, ParseSizeNegative) {
   Error e = error_of(parse_size("-1Gi"));
   EXPECT_EQ(e.code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(e.message, "invalid size \"-1Gi\": must be greater than zero");
   EXPECT_FALSE(parse_size("-0").has_value());
 }
 
-TEST(ParseSize, Zero) {
+TEST(units, ParseSizeZero) {
   EXPECT_EQ(error_of(parse_size("0")).message, "invalid size \"0\": must be greater than zero");
   EXPECT_FALSE(parse_size("0Gi").has_value());
   EXPECT_FALSE(parse_size("0.0Mi").has_value());
@@ -100,7 +100,7 @@ TEST(ParseSize, Zero) {
             "invalid size \"0.0001Ki\": must be at least 1 byte");
 }
 
-TEST(ParseSize, FractionWithoutUnitIsRefused) {
+TEST(units, ParseSizeFractionWithoutUnitIsRefused) {
   Error e = error_of(parse_size("1.5"));
   EXPECT_EQ(e.code, ErrorCode::kInvalidArgument);
   EXPECT_NE(e.message.find("invalid size \"1.5\": a fraction needs a unit"), std::string::npos)
@@ -108,7 +108,7 @@ TEST(ParseSize, FractionWithoutUnitIsRefused) {
   EXPECT_FALSE(parse_size("1.5B").has_value());
 }
 
-TEST(ParseSize, Overflow) {
+TEST(units, ParseSizeOverflow) {
   Error e = error_of(parse_size("18446744073709551616"));
   EXPECT_EQ(e.message, "invalid size \"18446744073709551616\": too large (at most 2^64-1 bytes)");
   EXPECT_FALSE(parse_size("16777216Ti").has_value());  // exactly 2^64
@@ -117,7 +117,7 @@ TEST(ParseSize, Overflow) {
   EXPECT_FALSE(parse_size("18446744073709551615.5Ki").has_value());
 }
 
-TEST(ParseSize, LongOrBinaryInputIsQuotedSafely) {
+TEST(units, ParseSizeLongOrBinaryInputIsQuotedSafely) {
   std::string long_text(500, '7');
   long_text += "X";
   Error e = error_of(parse_size(long_text));
@@ -129,7 +129,7 @@ TEST(ParseSize, LongOrBinaryInputIsQuotedSafely) {
 
 // --- durations ---
 
-TEST(ParseDuration, Components) {
+TEST(units, ParseDurationComponents) {
   EXPECT_EQ(parse_duration("300s").value(), milliseconds(300'000));
   EXPECT_EQ(parse_duration("5m").value(), milliseconds(300'000));
   EXPECT_EQ(parse_duration("1h30m").value(), milliseconds(5400'000));
@@ -142,22 +142,21 @@ TEST(ParseDuration, Components) {
   EXPECT_EQ(parse_duration("0.5h").value(), milliseconds(1800'000));
 }
 
-TEST(ParseDuration, BareNumberIsSeconds) {
+TEST(units, ParseDurationBareNumberIsSeconds) {
   EXPECT_EQ(parse_duration("300").value(), milliseconds(300'000));
   EXPECT_EQ(parse_duration("600").value(), milliseconds(600'000));
   EXPECT_EQ(parse_duration("1").value(), milliseconds(1000));
   EXPECT_EQ(parse_duration("0.25").value(), milliseconds(250));
 }
 
-TEST(ParseDuration, Errors) {
+TEST(units, ParseDurationErrors) {
   Error e = error_of(parse_duration(""));
   EXPECT_EQ(e.code, ErrorCode::kInvalidArgument);
   EXPECT_NE(e.message.find("invalid duration \"\": expected"), std::string::npos);
 
   EXPECT_EQ(error_of(parse_duration("-5s")).message,
             "invalid duration \"-5s\": must be greater than zero");
-  EXPECT_EQ(error_of(parse_duration("0")).message,
-            "invalid duration \"0\": must be at least 1ms");
+  EXPECT_EQ(error_of(parse_duration("0")).message, "invalid duration \"0\": must be at least 1ms");
   EXPECT_FALSE(parse_duration("0s").has_value());
   EXPECT_FALSE(parse_duration("0h0m").has_value());
   EXPECT_FALSE(parse_duration("0.0001s").has_value());  // below a millisecond
@@ -172,18 +171,17 @@ TEST(ParseDuration, Errors) {
             std::string::npos);
 }
 
-TEST(ParseDuration, Overflow) {
+TEST(units, ParseDurationOverflow) {
   EXPECT_EQ(error_of(parse_duration("99999999999999999999")).message,
             "invalid duration \"99999999999999999999\": too long");
   EXPECT_FALSE(parse_duration("9999999999999999h").has_value());
   EXPECT_FALSE(parse_duration("9223372036854775808ms").has_value());
-  EXPECT_EQ(parse_duration("9223372036854775807ms").value(),
-            milliseconds(9223372036854775807LL));
+  EXPECT_EQ(parse_duration("9223372036854775807ms").value(), milliseconds(9223372036854775807LL));
 }
 
 // --- CPUs ---
 
-TEST(ParseCpus, Values) {
+TEST(units, ParseCpusValues) {
   EXPECT_DOUBLE_EQ(parse_cpus("1.5").value(), 1.5);
   EXPECT_DOUBLE_EQ(parse_cpus("2").value(), 2.0);
   EXPECT_DOUBLE_EQ(parse_cpus("500m").value(), 0.5);
@@ -193,7 +191,7 @@ TEST(ParseCpus, Values) {
   EXPECT_DOUBLE_EQ(parse_cpus("1024000m").value(), 1024.0);
 }
 
-TEST(ParseCpus, Errors) {
+TEST(units, ParseCpusErrors) {
   Error e = error_of(parse_cpus("abc"));
   EXPECT_EQ(e.code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(e.message,
@@ -210,13 +208,13 @@ TEST(ParseCpus, Errors) {
 
 // --- counts ---
 
-TEST(ParseCount, Values) {
+TEST(units, ParseCountValues) {
   EXPECT_EQ(parse_count("256").value(), 256u);
   EXPECT_EQ(parse_count("4294967295").value(), 4294967295u);
   EXPECT_EQ(parse_count64("4294967296").value(), 4294967296u);
 }
 
-TEST(ParseCount, Errors) {
+TEST(units, ParseCountErrors) {
   EXPECT_EQ(error_of(parse_count("0")).message, "invalid count \"0\": must be greater than zero");
   EXPECT_EQ(error_of(parse_count("4294967296")).message,
             "invalid count \"4294967296\": too large (at most 4294967295)");
@@ -231,7 +229,7 @@ TEST(ParseCount, Errors) {
 
 // --- formatting ---
 
-TEST(FormatSize, ShortestExactBinaryForm) {
+TEST(units, FormatSizeShortestExactBinaryForm) {
   EXPECT_EQ(format_size(2 * kGiB), "2Gi");
   EXPECT_EQ(format_size(512 * kMiB), "512Mi");
   EXPECT_EQ(format_size(1536 * kKiB), "1536Ki");
@@ -242,14 +240,14 @@ TEST(FormatSize, ShortestExactBinaryForm) {
   EXPECT_EQ(format_size(1000 * kKiB), "1000Ki");
 }
 
-TEST(FormatSize, RoundTrips) {
-  for (std::uint64_t v : {std::uint64_t{1}, std::uint64_t{1023}, kKiB, 3 * kMiB + kKiB,
-                          2 * kGiB, 5 * kTiB, std::uint64_t{18446744073709551615u}}) {
+TEST(units, FormatSizeRoundTrips) {
+  for (std::uint64_t v : {std::uint64_t{1}, std::uint64_t{1023}, kKiB, 3 * kMiB + kKiB, 2 * kGiB,
+                          5 * kTiB, std::uint64_t{18446744073709551615u}}) {
     EXPECT_EQ(parse_size(format_size(v)).value(), v) << v;
   }
 }
 
-TEST(QuoteForMessage, EscapesAndTruncates) {
+TEST(units, QuoteForMessageEscapesAndTruncates) {
   EXPECT_EQ(quote_for_message("abc"), "\"abc\"");
   EXPECT_EQ(quote_for_message("a\"b\\c"), "\"a\\\"b\\\\c\"");
   EXPECT_EQ(quote_for_message("\n\x7f"), "\"\\x0a\\x7f\"");
@@ -259,7 +257,7 @@ TEST(QuoteForMessage, EscapesAndTruncates) {
 
 // --- effective_inodes (sandbox_spec.h) ---
 
-TEST(EffectiveInodes, ExplicitDerivedAndMinimum) {
+TEST(units, EffectiveInodesExplicitDerivedAndMinimum) {
   Limits limits;
   EXPECT_EQ(effective_inodes(limits), 2 * kGiB / (8 * kKiB));  // 262144 for the 2Gi default
   limits.inodes = 1000;
