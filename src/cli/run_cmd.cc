@@ -219,10 +219,20 @@ int run_command(int argc, char** argv) {
   }
   for (; i < args.size(); ++i) spec.argv.emplace_back(args[i]);
   if (spec.argv.empty()) return usage_error("no command given: put it after --");
-  if (spec.hostname.empty() || spec.hostname.size() > 63 ||
-      spec.hostname.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") !=
-          std::string::npos)
-    return usage_error("--hostname must be 1-63 letters, digits, '-' or '.'");
+  if (!is_valid_hostname(spec.hostname))
+    return usage_error("--hostname \"" + spec.hostname +
+                       "\" is not a host name: use letters, digits, '-' and '.' (at most 64)");
+  if (spec.network.mode != "none" && spec.network.mode != "allowlist" &&
+      spec.network.mode != "open")
+    return usage_error("--network \"" + spec.network.mode +
+                       "\" is not a network mode: use none, allowlist or open");
+  if (geteuid() != 0) {
+    fprintf(stderr,
+            "corral: error: corral run must run as root\n"
+            "hint: it creates namespaces owned by the host and per-sandbox uid ranges; run it "
+            "with sudo (the sandboxed command itself never runs as host root)\n");
+    return 125;
+  }
 
   RunOptions options;
   char cwd[4096];
@@ -258,10 +268,12 @@ int run_command(int argc, char** argv) {
   nlohmann::json report = to_json(result);
   if (!flags.report.empty()) {
     std::ofstream out(flags.report, std::ios::trunc);
-    out << report.dump() << "\n";
+    out << report.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     if (!out) fprintf(stderr, "corral: warning: could not write %s\n", flags.report.c_str());
   }
-  if (flags.json) fprintf(stderr, "%s\n", report.dump().c_str());
+  if (flags.json)
+    fprintf(stderr, "%s\n",
+            report.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   return result.exit_code;
 }
 

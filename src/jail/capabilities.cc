@@ -1,7 +1,8 @@
 #include "jail/capabilities.h"
 
+#include "sys/syscalls.h"
+
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace corral {
@@ -24,12 +25,6 @@ int drop_bounding_set(std::uint64_t keep) {
   return 0;
 }
 
-int set_capabilities(std::uint64_t keep) {
-  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct data[2] = {};
-  data[0].effective = data[0].permitted = static_cast<std::uint32_t>(keep);
-  data[1].effective = data[1].permitted = static_cast<std::uint32_t>(keep >> 32);
-  return static_cast<int>(syscall(SYS_capset, &header, data));
-}
+int set_capabilities(std::uint64_t keep) { return sys::capset_mask(keep); }
 
 }  // namespace corral

@@ -1,7 +1,8 @@
-// PID 1 of every sandbox: corral's own init (the forked launcher, never
-// re-executed, so no host binary is reachable through /proc/1/exe; it is
-// host root and not dumpable, so the sandbox cannot ptrace it or open its
-// /proc entries, and hidepid=invisible hides it). It builds the root,
+// PID 1 of every sandbox: corral's own init, the forked launcher, never
+// re-executed. Its /proc/1/exe does point at the corral binary, so it must
+// be out of the sandbox's reach (CVE-2019-5736): it is host root in the
+// host's user namespace and not dumpable, so the sandbox can neither
+// ptrace it nor open its /proc entries, and hidepid=invisible hides it. It builds the root,
 // starts the workload in a fresh user namespace, forwards signals to it,
 // reaps every orphan, and exits when the workload exits; the kernel then
 // kills whatever is left in the pid namespace (double-forked daemons too).
@@ -118,7 +119,7 @@ void run_init(SandboxPlan& plan) {
   // until the root file system is ready; pivot_root moves it along.
   int go_pipe[2];
   if (pipe2(go_pipe, O_CLOEXEC) != 0) fail(plan, Stage::kUserNamespace, "pipe");
-  pid_t workload = static_cast<pid_t>(syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0));
+  pid_t workload = sys::fork_into_new_userns();
   if (workload < 0) fail(plan, Stage::kUserNamespace, "clone(CLONE_NEWUSER)");
   if (workload == 0) {
     close(go_pipe[1]);
@@ -145,7 +146,7 @@ void run_init(SandboxPlan& plan) {
   const int keep[] = {plan.control_fd, pty_slave, go_pipe[1]};
   if (close_fds_except(keep, 3) != 0) fail(plan, Stage::kCloseFds, "close_range");
   if (write(go_pipe[1], &release, sizeof release) != sizeof release)
-    fail(plan, Stage::kIdMap, "release workload");
+    fail(plan, Stage::kUserNamespace, "release workload");
   close(go_pipe[1]);
 
   int sfd = signalfd(-1, &all, SFD_CLOEXEC);

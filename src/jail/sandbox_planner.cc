@@ -174,6 +174,11 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
                       "network mode \"" + spec.network.mode + "\" is not available yet",
                       "only --network none (loopback only) is implemented; corral never "
                       "silently grants more network than asked");
+  if (spec.limits.disk_bytes < kMiB)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "disk limit " + std::to_string(spec.limits.disk_bytes) +
+                          " bytes is too small to hold the sandbox's own files",
+                      "use at least 1Mi");
   if (spec.workdir.empty() || spec.workdir[0] != '/')
     return make_error(ErrorCode::kInvalidArgument,
                       "workdir \"" + spec.workdir + "\" must be an absolute path");

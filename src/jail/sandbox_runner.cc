@@ -94,9 +94,16 @@ void reap_stale_cgroups(CgroupManager& manager, const std::string& locks_dir) {
     if (name.rfind("sb-", 0) != 0) continue;
     std::string lock_path = locks_dir + "/" + name + ".lock";
     UniqueFd lock(open(lock_path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
-    if (lock && flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // alive
+    if (lock && flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // its launcher is alive
     auto cg = manager.open(name);
-    if (cg && (*cg)->destroy()) unlink(lock_path.c_str());
+    if (!cg) continue;
+    if (!lock) {
+      // No lock here: maybe a launcher with another CORRAL_RUN_DIR. Only an
+      // empty cgroup is certainly stale.
+      auto procs = (*cg)->processes();
+      if (!procs || !procs->empty()) continue;
+    }
+    if ((*cg)->destroy()) unlink(lock_path.c_str());
   }
 }
 
@@ -128,6 +135,13 @@ RunResult run_sandbox(const SandboxSpec& spec, const RunOptions& options) {
   SandboxPlan& plan = prepared.plan;
   result.sandbox_id = prepared.id;
   result.notices = prepared.notices;
+
+  auto stdio_or = StdioRelay::create(options.tty);
+  if (!stdio_or) {
+    set_failure(result, Stage::kPlan, stdio_or.error().sys_errno, stdio_or.error().message, "");
+    return result;
+  }
+  StdioRelay& stdio = *stdio_or;
 
   // The lock that marks this sandbox as alive (see reap_stale_cgroups).
   const std::string locks_dir = run_dir() + "/sandboxes";
@@ -162,19 +176,11 @@ RunResult run_sandbox(const SandboxSpec& spec, const RunOptions& options) {
   }
   Cgroup& cgroup = **cgroup_or;
 
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+  int sv[2] = {-1, -1};
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
     set_failure(result, Stage::kClone, errno, std::string("socketpair: ") + strerror(errno), "");
-  }
   UniqueFd control(sv[0]);
   plan.control_fd = sv[1];
-
-  auto stdio_or = StdioRelay::create(options.tty);
-  if (!stdio_or) {
-    set_failure(result, Stage::kClone, stdio_or.error().sys_errno, stdio_or.error().message, "");
-    return result;
-  }
-  StdioRelay& stdio = *stdio_or;
   for (int n = 0; n < 3; ++n) plan.stdio[n] = stdio.child_fd(n);
 
   const bool v2 = cgroup.clone_into_fd() >= 0;
@@ -196,7 +202,7 @@ RunResult run_sandbox(const SandboxSpec& spec, const RunOptions& options) {
     control.reset();
     run_init(plan);  // never returns
   }
-  close(sv[1]);
+  if (sv[1] >= 0) close(sv[1]);
   stdio.close_child_ends();
   UniqueFd child_pidfd(pidfd);
   if (child < 0 && !result.failure) {

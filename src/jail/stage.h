@@ -21,6 +21,8 @@ enum class Stage : int {
   kCgroupNamespace,
   kMountPropagation,
   kStageWritableLayer,
+  kUserNamespace,  // the workload is born here, waiting; its namespace is needed to idmap
+  kIdMap,
   kOverlay,
   kBaseBinds,
   kUserMounts,
@@ -32,8 +34,6 @@ enum class Stage : int {
   kLoopback,
   kPivotRoot,
   kCloseFds,
-  kUserNamespace,
-  kIdMap,
   // In the workload process (inside the user namespace).
   kSession,
   kCredentials,

@@ -59,7 +59,14 @@ bool TtyRelay::copy(int from, int to) {
 void TtyRelay::on_poll(const pollfd* fds) {
   int i = 0;
   if (polled_ & 1) {
-    if (fds[i].revents != 0 && !copy(STDIN_FILENO, master_.get())) stdin_open_ = false;
+    if (fds[i].revents != 0 && !copy(STDIN_FILENO, master_.get())) {
+      // Our input ended (a pipe into --tty): pass it on as the terminal's
+      // end-of-file character, as typing Ctrl-D would.
+      stdin_open_ = false;
+      termios t;
+      char eof = tcgetattr(master_.get(), &t) == 0 ? static_cast<char>(t.c_cc[VEOF]) : '\x04';
+      (void)!write(master_.get(), &eof, 1);
+    }
     ++i;
   }
   if (polled_ & 2) {

@@ -79,7 +79,8 @@ void run_workload(const SandboxPlan& plan, int go_fd) {
   if (chdir(plan.workdir.c_str()) != 0) fail(plan, Stage::kWorkdir, plan.workdir.c_str());
   if (apply_landlock(plan.landlock) != 0) fail(plan, Stage::kLandlock, "landlock");
 
-  // seccomp goes last: everything above uses calls the filter denies.
+  // seccomp goes last, so that the filter is as strict as the command
+  // needs and not loosened for the setup steps above.
   if (install_seccomp_filter_raw(plan.seccomp) != 0) fail(plan, Stage::kSeccomp, "install filter");
 
   int first_error = 0;

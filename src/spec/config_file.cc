@@ -175,10 +175,14 @@ bool is_domain_pattern(std::string_view domain) {
   }
 }
 
-bool is_hostname(std::string_view name) {
+}  // namespace
+
+bool is_valid_hostname(std::string_view name) {
   return !name.empty() && name.size() <= kMaxHostnameBytes && !name.starts_with("*.") &&
          is_domain_pattern(name);
 }
+
+namespace {
 
 bool is_ip_address(const std::string& text) {
   in6_addr buf{};
@@ -393,7 +397,7 @@ class Applier {
       } else if (name == "hostname") {
         auto text = scalar(key, value, path, "a host name");
         if (!text) return tl::unexpected<Error>(text.error());
-        if (!is_hostname(*text)) {
+        if (!is_valid_hostname(*text)) {
           return fail(value_line, path,
                       "invalid host name " + quote_for_message(*text) +
                           ": expected at most 64 letters, digits, '-' and '.'");

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -27,6 +28,10 @@ struct Limits {
 // Inode limit actually applied: explicit, else one inode per 8 KiB of disk
 // (at least 4096), like a small ext4.
 std::uint64_t effective_inodes(const Limits& limits);
+
+// Letters, digits, '-' and '.', labels not starting or ending with '-',
+// at most 64 bytes (HOST_NAME_MAX). Shared by the CLI and the config file.
+bool is_valid_hostname(std::string_view name);
 
 // A host directory or file made visible inside (F4 persistent mounts, F6).
 struct MountSpec {

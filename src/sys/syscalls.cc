@@ -1,6 +1,9 @@
 #include "sys/syscalls.h"
 
+#include <linux/capability.h>
 #include <linux/openat2.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -11,6 +14,16 @@ int pivot_root(const char* new_root, const char* put_old) {
 }
 pid_t clone3(void* clone_args, std::size_t size) {
   return static_cast<pid_t>(::syscall(SYS_clone3, clone_args, size));
+}
+pid_t fork_into_new_userns() {
+  return static_cast<pid_t>(::syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0));
+}
+int capset_mask(std::uint64_t mask) {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  data[0].effective = data[0].permitted = static_cast<std::uint32_t>(mask);
+  data[1].effective = data[1].permitted = static_cast<std::uint32_t>(mask >> 32);
+  return static_cast<int>(::syscall(SYS_capset, &header, data));
 }
 int pidfd_open(pid_t pid, unsigned int flags) {
   return static_cast<int>(::syscall(SYS_pidfd_open, pid, flags));

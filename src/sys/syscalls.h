@@ -21,6 +21,12 @@ int pivot_root(const char* new_root, const char* put_old);
 // --- processes ---
 // clone3 with a caller-built clone_args; returns like fork().
 pid_t clone3(void* clone_args, std::size_t size);
+// fork(2) semantics, the child in a new user namespace (clone(2) with
+// CLONE_NEWUSER | SIGCHLD, no shared memory).
+pid_t fork_into_new_userns();
+// capset(2) with version 3 headers: permitted = effective = `mask`,
+// inheritable = 0.
+int capset_mask(std::uint64_t mask);
 int pidfd_open(pid_t pid, unsigned int flags);
 int pidfd_send_signal(int pidfd, int sig, siginfo_t* info, unsigned int flags);
 int close_range(unsigned int first, unsigned int last, unsigned int flags);
