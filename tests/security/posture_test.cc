@@ -14,7 +14,7 @@ namespace corral::testing {
 namespace {
 
 // The --root capability set, from the engine's own table
-// (src/jail/capabilities.h; docs/cli-contract.md "--root").
+// (src/jail/capabilities.h; docs/cli.md "--root").
 std::uint64_t documented_root_caps() {
   std::uint64_t mask = 0;
   for (const auto& c : kRootCapabilities) mask |= 1ULL << c.value;
@@ -29,7 +29,7 @@ TEST(Posture, RootCapabilityTableIsTheReviewedSet) {
                                  (1ULL << CAP_KILL) | (1ULL << CAP_SETGID) |
                                  (1ULL << CAP_SETUID) | (1ULL << CAP_NET_BIND_SERVICE);
   EXPECT_EQ(documented_root_caps(), reviewed)
-      << "kRootCapabilities changed; update docs/cli-contract.md and this test together";
+      << "kRootCapabilities changed; update docs/cli.md and this test together";
 }
 
 std::string caps_names(std::uint64_t mask) {
@@ -59,7 +59,7 @@ TEST(Posture, DefaultUserHasNoPrivilege) {
   json s = run.first("status");
   ASSERT_TRUE(s.is_object()) << run.describe();
 
-  // docs/cli-contract.md "Inside": user sandbox, uid/gid 1000.
+  // docs/cli.md "Inside": user sandbox, uid/gid 1000.
   EXPECT_EQ(s["uid"], 1000);
   EXPECT_EQ(s["euid"], 1000);
   EXPECT_EQ(s["gid"], 1000);
@@ -114,7 +114,7 @@ TEST(Posture, RootHasOnlyTheDocumentedCapabilities) {
   expect_map_avoids_host_root(s.value("gid_map", ""), "gid_map");
 }
 
-// Custom hostname (docs/cli-contract.md --hostname) is applied and only
+// Custom hostname (docs/cli.md --hostname) is applied and only
 // inside: the host's name is unchanged.
 TEST(Posture, HostnameIsPrivate) {
   if (!is_root()) CORRAL_SKIP_OR_FAIL("security tests run as root");

@@ -44,7 +44,7 @@ TEST_P(VisibilityTest, HostSecretsUnreadable) {
 }
 
 // F1: /root and /home hold nothing of the host. /home may hold the
-// sandbox user's own home (docs/cli-contract.md: HOME=/home/sandbox).
+// sandbox user's own home (docs/cli.md: HOME=/home/sandbox).
 TEST_P(VisibilityTest, HomesHoldNothingOfTheHost) {
   ProbeRun run = run_probe(GetParam().opts, {"ls", "/root", "+", "ls", "/home"});
   ASSERT_EQ(run.outcome.exit_code, 0) << run.describe();
