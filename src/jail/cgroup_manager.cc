@@ -352,6 +352,9 @@ bool swap_active() {
 Status kill_loop(const std::vector<std::string>& dirs, const FreezeOps* freezer,
                  Clock::time_point deadline) {
   for (;;) {
+    // Nothing left (the usual case after the pid namespace died): skip the
+    // freeze, which patches kernel text on every CPU and costs ~0.2 ms.
+    if (auto quick = collect_procs(dirs); quick && quick->empty()) return ok();
     bool frozen = freezer != nullptr && freezer->freeze(deadline);
     auto thaw = [&] {
       if (frozen) freezer->thaw();

@@ -18,7 +18,7 @@
 #include "jail/host_base.h"
 #include "jail/idmap_userns.h"
 #include "jail/landlock.h"
-#include "jail/seccomp_policy.h"
+#include "jail/seccomp_cache.h"
 
 namespace corral {
 
@@ -284,7 +284,7 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
   if (!s) return tl::unexpected(s.error());
 
   failed_stage = Stage::kSeccompCompile;
-  auto filter = compile_seccomp_filter(SeccompOptions{});
+  auto filter = load_seccomp_program(run_dir());
   if (!filter) return tl::unexpected(filter.error());
   plan.seccomp = std::move(*filter);
 
