@@ -1,4 +1,8 @@
 // corral: run untrusted code in Linux sandboxes. Dispatches on the verb.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string_view>
@@ -21,6 +25,18 @@ constexpr const char* kUsage =
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A closed stdin/stdout/stderr would be reused by the next open(), and
+  // that host fd would then be handed to the sandbox as its stdio.
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+      int null_fd = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+      if (null_fd < 0) return 125;
+      if (null_fd != fd) {
+        dup2(null_fd, fd);
+        close(null_fd);
+      }
+    }
+  }
   if (argc < 2) {
     fputs(kUsage, stderr);
     return 2;
