@@ -7,6 +7,7 @@
 #include <linux/capability.h>
 
 #include <array>
+#include <cstdint>
 #include <string_view>
 
 #include "base/result.h"
@@ -29,6 +30,10 @@ inline constexpr std::array<NamedCapability, 8> kRootCapabilities{{
     {CAP_SETUID, "CAP_SETUID", "switch to another uid of the sandbox's own range"},
     {CAP_NET_BIND_SERVICE, "CAP_NET_BIND_SERVICE", "documented; ports < 1024 are opened for everyone inside"},
 }};
+
+// What the sandbox's init keeps once the sandbox runs: it only signals the
+// workload (which runs as another uid) and reaps.
+inline constexpr std::uint64_t kInitCapabilities = 1ULL << CAP_KILL;
 
 // Bit mask of kRootCapabilities.
 std::uint64_t root_capability_mask();

@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "jail/capabilities.h"
 #include "jail/rootfs_setup.h"
 #include "jail/sandbox_plan.h"
 #include "jail/stage.h"
@@ -148,6 +149,14 @@ void run_init(SandboxPlan& plan) {
   if (write(go_pipe[1], &release, sizeof release) != sizeof release)
     fail(plan, Stage::kUserNamespace, "release workload");
   close(go_pipe[1]);
+  close(userns);
+
+  // Setup is over: from here init only reaps, forwards signals to the
+  // workload (another uid: CAP_KILL) and reports. It keeps nothing else,
+  // so a bug in this loop is not a bug in full host root.
+  if (drop_bounding_set(kInitCapabilities) != 0 || set_capabilities(kInitCapabilities) != 0 ||
+      prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    fail(plan, Stage::kCapabilities, "init drops its capabilities");
 
   int sfd = signalfd(-1, &all, SFD_CLOEXEC);
   if (sfd < 0) fail(plan, Stage::kSession, "signalfd");

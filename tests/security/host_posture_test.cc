@@ -144,8 +144,8 @@ TEST(HostPosture, WorkloadMatchesPolicy) {
 
   check_workload_posture(pid, /*root_inside=*/false);
 
-  // Its init (PID 1 inside) for the record: by design host root in the
-  // host user namespace, not dumpable, hidden from the workload.
+  // Its init (PID 1 inside): host root in the host user namespace (it
+  // built the sandbox), not dumpable, hidden from the workload.
   pid_t init = proc_ppid(pid);
   std::string init_status = slurp("/proc/" + std::to_string(init) + "/status");
   std::cout << "init " << init << ": CapEff " << status_value(init_status, "CapEff")
@@ -159,6 +159,12 @@ TEST(HostPosture, WorkloadMatchesPolicy) {
                       : "!= host")
               << "\n";
   }
+  // Once the workload runs, init keeps only CAP_KILL (bounding set too),
+  // has no_new_privs, and stays non-dumpable.
+  EXPECT_EQ(status_value(init_status, "CapEff"), "0000000000000020") << init_status;
+  EXPECT_EQ(status_value(init_status, "CapPrm"), "0000000000000020") << init_status;
+  EXPECT_EQ(status_value(init_status, "CapBnd"), "0000000000000020") << init_status;
+  EXPECT_EQ(status_value(init_status, "NoNewPrivs"), "1") << init_status;
   // init shares every namespace but user with the workload.
   for (const char* ns : {"mnt", "pid", "ipc", "uts", "net"}) {
     EXPECT_EQ(ns_link("/proc/" + std::to_string(init), ns),
