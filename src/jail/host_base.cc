@@ -6,7 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <signal.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string_view>
@@ -107,6 +110,40 @@ Status build_skeleton(const std::string& dir) {
   return ok();
 }
 
+// Takes the shared "in use" lock of a complete skeleton.
+Result<UniqueFd> lock_in_use(const std::string& dir) {
+  const std::string path = dir + "/in-use.lock";
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
+  if (!fd) return errno_error("open(" + path + ")");
+  if (flock(fd.get(), LOCK_SH) != 0) return errno_error("flock(" + path + ", LOCK_SH)");
+  return fd;
+}
+
+// Old skeletons no sandbox uses any more, and partial builds of dead
+// builders. Called with the base lock held.
+void collect_old_skeletons(const std::string& base_dir, const std::string& current) {
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir(base_dir.c_str()), closedir);
+  if (!dir) return;
+  std::vector<std::string> doomed;
+  while (dirent* e = readdir(dir.get())) {
+    std::string name = e->d_name;
+    if (name.rfind("host-", 0) != 0) continue;
+    std::string path = base_dir + "/" + name;
+    if (path == current) continue;
+    auto partial = name.find(".partial-");
+    if (partial != std::string::npos) {
+      pid_t pid = static_cast<pid_t>(atoi(name.c_str() + partial + 9));
+      if (pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH)) continue;  // still building
+      doomed.push_back(path);
+      continue;
+    }
+    UniqueFd lock(open((path + "/in-use.lock").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (lock && flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // a sandbox uses it
+    doomed.push_back(path);
+  }
+  for (const std::string& path : doomed) (void)remove_tree(path);
+}
+
 }  // namespace
 
 const std::vector<std::string>& host_base_etc_entries() {
@@ -133,23 +170,34 @@ Result<HostBase> ensure_host_base() {
     struct stat st;
     if (lstat(host.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) base.bind_dirs.push_back(host);
   }
-  if (access((dir + "/complete").c_str(), F_OK) == 0) return base;
+  if (access((dir + "/complete").c_str(), F_OK) == 0) {
+    auto in_use = lock_in_use(dir);
+    if (!in_use) return tl::unexpected(in_use.error());
+    base.in_use = std::move(*in_use);
+    return base;
+  }
 
   // Build under a lock, into a temporary name, and publish with rename.
   UniqueFd lock(open((base_dir + "/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
   if (!lock) return errno_error("open(" + base_dir + "/.lock)");
   if (flock(lock.get(), LOCK_EX) != 0) return errno_error("flock(base lock)");
-  if (access((dir + "/complete").c_str(), F_OK) == 0) return base;
-  const std::string tmp = dir + ".partial-" + std::to_string(getpid());
-  (void)remove_tree(tmp);
-  (void)remove_tree(dir);
-  Status built = build_skeleton(tmp);
-  if (built) built = write_file(tmp + "/complete", host_fingerprint() + "\n", 0644);
-  if (built && rename(tmp.c_str(), dir.c_str()) != 0) built = errno_error("rename(" + dir + ")");
-  if (!built) {
+  if (access((dir + "/complete").c_str(), F_OK) != 0) {
+    const std::string tmp = dir + ".partial-" + std::to_string(getpid());
     (void)remove_tree(tmp);
-    return tl::unexpected(built.error().wrap("building the host base in " + dir));
+    (void)remove_tree(dir);
+    Status built = build_skeleton(tmp);
+    if (built) built = write_file(tmp + "/in-use.lock", "", 0644);
+    if (built) built = write_file(tmp + "/complete", host_fingerprint() + "\n", 0644);
+    if (built && rename(tmp.c_str(), dir.c_str()) != 0) built = errno_error("rename(" + dir + ")");
+    if (!built) {
+      (void)remove_tree(tmp);
+      return tl::unexpected(built.error().wrap("building the host base in " + dir));
+    }
   }
+  auto in_use = lock_in_use(dir);
+  if (!in_use) return tl::unexpected(in_use.error());
+  base.in_use = std::move(*in_use);
+  collect_old_skeletons(base_dir, dir);
   return base;
 }
 

@@ -210,6 +210,7 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
     if (!host) return tl::unexpected(host.error());
     lower = host->rootfs;
     base_binds = host->bind_dirs;
+    p.base_in_use = std::move(host->in_use);
   } else {
     lower = options.base.rootfs;
   }
