@@ -123,6 +123,30 @@ std::vector<HostCheck> run_host_checks() {
                       manager ? "" : manager.error().hint});
   }
   {
+    // Start-up speed, not safety: on cgroup v1 every sandbox start moves
+    // init into its cgroups, which waits for an RCU grace period (often
+    // 5-12 ms) unless the hierarchies are mounted with favordynmods.
+    auto manager = CgroupManager::detect();
+    if (manager && (*manager)->version() == CgroupVersion::kV1) {
+      std::string mounts = read_text("/proc/self/mountinfo");
+      bool fast = false;
+      std::istringstream lines(mounts);
+      std::string line;
+      while (std::getline(lines, line)) {
+        if (line.find(" - cgroup ") != std::string::npos &&
+            line.find("memory") != std::string::npos &&
+            line.find("favordynmods") != std::string::npos)
+          fast = true;
+      }
+      checks.push_back({"cgroup attach", fast, false,
+                        fast ? "v1 hierarchies mounted with favordynmods"
+                             : "cgroup v1 without favordynmods: each sandbox start waits for an "
+                               "RCU grace period when init joins its cgroups",
+                        "for faster starts use cgroup v2 (CLONE_INTO_CGROUP, no wait), or mount "
+                        "the v1 hierarchies with -o favordynmods (costs every fork/exit a little)"});
+    }
+  }
+  {
     std::string dir = data_dir();
     bool ok = access(dir.c_str(), W_OK) == 0 || (errno == ENOENT && geteuid() == 0);
     checks.push_back({"data dir", ok, true, dir, "make " + dir + " writable or set CORRAL_DATA_DIR"});
