@@ -7,5 +7,6 @@ namespace corral::cli {
 int run_command(int argc, char** argv);     // corral run [options] -- CMD...
 int doctor_command(int argc, char** argv);  // corral doctor
 int image_command(int argc, char** argv);   // corral image build|import|ls|rm
+int audit_command(int argc, char** argv);   // corral audit verify|tail
 
 }  // namespace corral::cli

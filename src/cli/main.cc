@@ -18,6 +18,7 @@ constexpr const char* kUsage =
     "  run [options] -- CMD [ARGS...]   run one command in a new sandbox\n"
     "  image build|import|ls|rm ...     manage base images\n"
     "  doctor                           check that this host can run sandboxes\n"
+    "  audit verify|tail ...            check or show the daemon's audit log\n"
     "  version                          print the version\n"
     "\n"
     "`corral <command> --help` describes each command.\n";
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
   std::string_view verb = argv[1];
   if (verb == "run") return corral::cli::run_command(argc - 1, argv + 1);
   if (verb == "image") return corral::cli::image_command(argc - 1, argv + 1);
+  if (verb == "audit") return corral::cli::audit_command(argc - 1, argv + 1);
   if (verb == "doctor") return corral::cli::doctor_command(argc - 1, argv + 1);
   if (verb == "version" || verb == "--version") {
     puts("corral 0.1.0");

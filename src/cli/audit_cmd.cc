@@ -1,0 +1,140 @@
+// corral audit verify|tail: the daemon's hash-chained audit log. User docs:
+// docs/audit.md. Exit codes: 0 success (chain intact), 1 the log is damaged
+// or cannot be read (first bad line and reason on stderr), 2 usage error.
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/paths.h"
+#include "base/result.h"
+#include "cli/commands.h"
+#include "store/audit_log.h"
+
+namespace corral::cli {
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: corral audit verify [--log PATH]\n"
+    "       corral audit tail [-n N] [--log PATH]\n"
+    "\n"
+    "The daemon's audit log: one JSON record per line, each carrying the hash of\n"
+    "the line before it.\n"
+    "\n"
+    "  verify   check every record and the chain; prints \"N records, chain intact\"\n"
+    "           (exit 0) or the first bad line and why (exit 1)\n"
+    "  tail     print the last N records (default 10)\n"
+    "\n"
+    "  --log PATH   the log (default $CORRAL_DATA_DIR/audit.log,\n"
+    "               i.e. /var/lib/corral/audit.log)\n"
+    "\n"
+    "See docs/audit.md.\n";
+
+int usage_error(std::string_view message) {
+  std::cerr << "corral: error: " << message << "\n\n" << kUsage;
+  return 2;
+}
+
+int failure(const Error& e) {
+  std::cerr << "corral: error: " << e.message << "\n";
+  if (!e.hint.empty()) std::cerr << "hint: " << e.hint << "\n";
+  return 1;
+}
+
+bool is_help(std::string_view a) { return a == "--help" || a == "-h" || a == "help"; }
+
+// Takes --log PATH / --log=PATH out of args; false on a missing value.
+bool take_log(std::vector<std::string>& args, std::string& log, std::string& error) {
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--log") {
+      if (i + 1 >= args.size()) {
+        error = "--log needs a path";
+        return false;
+      }
+      log = args[++i];
+    } else if (args[i].rfind("--log=", 0) == 0) {
+      log = args[i].substr(6);
+    } else {
+      rest.push_back(args[i]);
+    }
+  }
+  if (log.empty()) {
+    error = "--log needs a non-empty path";
+    return false;
+  }
+  args = std::move(rest);
+  return true;
+}
+
+int cmd_verify(std::vector<std::string> args, std::string log) {
+  std::string error;
+  if (!take_log(args, log, error)) return usage_error(error);
+  if (!args.empty()) return usage_error("unexpected argument for audit verify: " + args[0]);
+  auto report = verify_audit_log(log);
+  if (!report) return failure(report.error());
+  if (report->ok) {
+    std::cout << report->records << (report->records == 1 ? " record" : " records")
+              << ", chain intact\n"
+              << "last line sha256: " << report->last_line_hash << "\n";
+    return 0;
+  }
+  std::cerr << "corral: audit log " << log << ": line " << report->bad_line << ": "
+            << audit_problem_name(report->problem) << ": " << report->reason << "\n"
+            << report->records << (report->records == 1 ? " record" : " records")
+            << " before it verified\n";
+  return 1;
+}
+
+int cmd_tail(std::vector<std::string> args, std::string log) {
+  std::string error;
+  if (!take_log(args, log, error)) return usage_error(error);
+  std::size_t n = 10;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string value;
+    if (args[i] == "-n") {
+      if (i + 1 >= args.size()) return usage_error("-n needs a number");
+      value = args[++i];
+    } else if (args[i].rfind("-n", 0) == 0 && args[i].size() > 2) {
+      value = args[i].substr(2);
+    } else {
+      return usage_error("unexpected argument for audit tail: " + args[i]);
+    }
+    if (value.empty() || value.size() > 9 ||
+        value.find_first_not_of("0123456789") != std::string::npos) {
+      return usage_error("-n needs a non-negative number, not \"" + value + "\"");
+    }
+    n = std::stoul(value);
+  }
+  auto lines = tail_audit_log(log, n);
+  if (!lines) return failure(lines.error());
+  for (const auto& l : *lines) std::cout << l << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int audit_command(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) return usage_error("audit needs a subcommand: verify or tail");
+  if (is_help(args[0])) {
+    std::cout << kUsage;
+    return 0;
+  }
+  for (const auto& a : args) {
+    if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+  }
+  std::string sub = args[0];
+  args.erase(args.begin());
+  std::string log = data_dir() + "/audit.log";
+  if (sub == "verify") return cmd_verify(std::move(args), std::move(log));
+  if (sub == "tail") return cmd_tail(std::move(args), std::move(log));
+  return usage_error("unknown audit subcommand: " + sub);
+}
+
+}  // namespace corral::cli

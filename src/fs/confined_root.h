@@ -1,0 +1,145 @@
+// ConfinedRoot: file access confined to one sandbox's root directory, for
+// the daemon's file API (REQUIREMENTS.md F5, F6; docs/file-api.md).
+//
+// Every operation takes a sandbox path ("/workspace/in.txt" or
+// "workspace/in.txt", both meaning the same file below the root) and
+// resolves it by file descriptor, never by a host path string:
+//   1. the path is checked as text: no NUL, no ".." component, at most
+//      kMaxPathBytes bytes and kMaxNameBytes per component;
+//   2. its parent directory is opened with openat2(root_fd, parent,
+//      RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV): symlinks
+//      in the middle of the path are followed, but as if the root were "/"
+//      (an absolute target or a ".." in a target never climbs above it), and
+//      resolution never crosses a mount point;
+//   3. the last component is used relative to that parent fd with
+//      RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV (or the *at()
+//      call with AT_SYMLINK_NOFOLLOW): a symlink as the last component is
+//      reported (stat, list) or refused (read, write, list of it), never
+//      followed.
+// A symlink swapped in during the call changes which in-root file is used,
+// never whether a host file is reached: the kernel does each walk under
+// RESOLVE_IN_ROOT against the fd, not against a string we checked earlier.
+//
+// Regular files with more than one hard link are refused for reading and
+// writing: a hard link keeps no trace of where its other names are, so one
+// inside the root may be a name for a host file (made before the sandbox was
+// created, or by a host process on the same filesystem). Refusing every
+// st_nlink > 1 file is the only check that does not need to know the rest of
+// the filesystem. Removing or renaming such a name is allowed (it changes
+// only the name inside the root).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "base/unique_fd.h"
+
+namespace corral {
+
+inline constexpr std::size_t kMaxSandboxPathBytes = 4096;  // PATH_MAX
+inline constexpr std::size_t kMaxSandboxNameBytes = 255;   // NAME_MAX
+inline constexpr std::size_t kDefaultListLimit = 10000;
+// Depth below which remove(recursive) refuses to descend: each level holds
+// one open directory, so the fds and memory of a removal stay bounded.
+inline constexpr int kMaxRemoveDepth = 256;
+// The only userspace buffer copy_stream() ever allocates.
+inline constexpr std::size_t kCopyBufferBytes = std::size_t{1} << 20;
+
+enum class FileType { kRegular, kDirectory, kSymlink, kOther };
+std::string_view file_type_name(FileType type);
+
+struct FileInfo {
+  std::string name;  // last component ("" for the root)
+  FileType type = FileType::kOther;
+  std::uint64_t size = 0;     // bytes (for a symlink: length of its target)
+  std::uint32_t mode = 0;     // permission bits (07777)
+  std::int64_t mtime_ns = 0;  // since the epoch
+  std::uint64_t nlink = 0;
+  std::string link_target;  // only for kSymlink; shown, never followed
+};
+
+struct Listing {
+  std::vector<FileInfo> entries;  // sorted by name
+  bool truncated = false;         // more entries than max_entries existed
+};
+
+struct WriteOptions {
+  mode_t mode = 0644;      // for a new file; masked to 0777
+  bool truncate = true;    // an existing file is emptied (after the checks)
+  bool exclusive = false;  // the file must not exist yet (O_EXCL)
+};
+
+// Splits a sandbox path into its components, refusing what the file API
+// never accepts: NUL bytes, "..", over-long paths or names, an empty path.
+// "/" and "." give no components (the root). Exposed for the API layer.
+Result<std::vector<std::string>> split_sandbox_path(std::string_view path);
+
+class ConfinedRoot {
+ public:
+  // host_dir is chosen by corral (the sandbox's root directory), not by the
+  // user; it is opened O_PATH | O_DIRECTORY and everything after goes
+  // through that fd.
+  static Result<ConfinedRoot> open(const std::string& host_dir);
+
+  // lstat semantics: a symlink is described, not followed.
+  Result<FileInfo> stat(std::string_view path) const;
+  // At most max_entries entries (in directory order, then sorted by name);
+  // `truncated` says whether more existed. A symlink to a directory is not
+  // listed through (list its target instead).
+  Result<Listing> list(std::string_view path, std::size_t max_entries = kDefaultListLimit) const;
+  // mode is masked to 0777. With parents, missing directories on the way
+  // are created and an existing directory is not an error.
+  Status mkdir(std::string_view path, mode_t mode = 0755, bool parents = false) const;
+  // A file, a symlink (the link itself) or an empty directory. With
+  // recursive, a directory tree is removed by an fd walk that never follows
+  // a symlink and never crosses a mount point.
+  Status remove(std::string_view path, bool recursive = false) const;
+  // renameat2 between two in-root parents; no_replace: RENAME_NOREPLACE.
+  Status rename(std::string_view from, std::string_view to, bool no_replace = true) const;
+  // A regular file with a single link, opened O_RDONLY | O_CLOEXEC.
+  Result<UniqueFd> open_read(std::string_view path) const;
+  // A regular file with a single link (or a new one), opened
+  // O_WRONLY | O_CLOEXEC. A symlink as the last component is refused.
+  Result<UniqueFd> open_write(std::string_view path, const WriteOptions& options = {}) const;
+
+  int root_fd() const { return root_.get(); }
+
+ private:
+  explicit ConfinedRoot(UniqueFd root, dev_t dev) : root_(std::move(root)), dev_(dev) {}
+
+  struct Resolved {
+    UniqueFd parent;   // O_PATH directory inside the root
+    std::string name;  // last component; "" when the path is the root
+  };
+  // Opens the parent directory of `path` inside the root.
+  Result<Resolved> resolve(std::string_view op, std::string_view path) const;
+  // openat2(root_fd, rel, flags, RESOLVE_IN_ROOT | ...), retried on EAGAIN.
+  int open_in_root(const std::string& rel, int flags) const;
+  Status remove_tree(int dir_fd, std::string_view op, std::string_view path, int depth) const;
+
+  UniqueFd root_;
+  dev_t dev_ = 0;  // st_dev of the root, for the recursive removal
+};
+
+struct CopyStats {
+  std::uint64_t bytes = 0;
+  std::size_t buffer_bytes = 0;  // userspace buffer allocated (0 or kCopyBufferBytes)
+  std::string_view method;       // "copy_file_range", "splice" or "read/write"
+};
+
+// Copies from_fd to to_fd until end of input, with bounded memory (one
+// kCopyBufferBytes buffer at most; copy_file_range or splice when the fds
+// allow it, which use none). More than max_bytes of input stops the copy
+// with kResourceExhausted (at most max_bytes are written); ENOSPC/EDQUOT
+// while writing is kResourceExhausted "the sandbox's disk limit is full".
+// Returns the number of bytes copied.
+Result<std::uint64_t> copy_stream(int from_fd, int to_fd, std::uint64_t max_bytes,
+                                  CopyStats* stats = nullptr);
+
+}  // namespace corral

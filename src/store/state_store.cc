@@ -1,0 +1,802 @@
+#include "store/state_store.h"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+namespace corral {
+
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr int kBusyTimeoutMs = 5000;
+constexpr std::size_t kMaxIdBytes = 128;
+constexpr std::size_t kMaxKeyBytes = 256;
+
+// Migrations[v] brings a database from user_version v to v + 1. Append only:
+// a released step is never edited.
+constexpr const char* kMigrations[] = {
+    // 0 -> 1: the first schema.
+    R"sql(
+CREATE TABLE sandboxes (
+  id TEXT PRIMARY KEY NOT NULL,
+  state TEXT NOT NULL CHECK (state IN
+    ('creating','initializing','ready','running','destroying','cleaned','failed')),
+  spec_json TEXT NOT NULL,
+  idempotency_key TEXT UNIQUE,
+  host_uid_base INTEGER,
+  cgroup TEXT,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  expires_at INTEGER,
+  error TEXT
+) STRICT;
+CREATE INDEX sandboxes_by_state ON sandboxes(state);
+CREATE INDEX sandboxes_by_expiry ON sandboxes(expires_at) WHERE expires_at IS NOT NULL;
+CREATE TABLE transitions (
+  id INTEGER PRIMARY KEY,
+  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,
+  from_state TEXT CHECK (from_state IN
+    ('creating','initializing','ready','running','destroying','cleaned','failed')),
+  to_state TEXT NOT NULL CHECK (to_state IN
+    ('creating','initializing','ready','running','destroying','cleaned','failed')),
+  at INTEGER NOT NULL,
+  reason TEXT NOT NULL
+) STRICT;
+CREATE INDEX transitions_by_sandbox ON transitions(sandbox_id, id);
+CREATE TABLE processes (
+  id TEXT PRIMARY KEY NOT NULL,
+  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,
+  argv_json TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('starting','running','exited','lost')),
+  exit_code INTEGER,
+  signal INTEGER,
+  started_at INTEGER NOT NULL,
+  ended_at INTEGER
+) STRICT;
+CREATE INDEX processes_by_sandbox ON processes(sandbox_id);
+)sql",
+};
+static_assert(std::size(kMigrations) == StateStore::kSchemaVersion,
+              "one migration per schema version");
+
+constexpr const char* kSandboxColumns =
+    "id, state, spec_json, idempotency_key, host_uid_base, cgroup, created_at, updated_at, "
+    "expires_at, error";
+
+// An sqlite3 failure as an Error: what we were doing, SQLite's message, and
+// a hint for the causes an operator can fix.
+Error sqlite_error(sqlite3* db, std::string_view what, int rc) {
+  Error e;
+  e.message = std::string(what) + ": " + (db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc)) +
+              " (sqlite code " + std::to_string(rc) + ")";
+  e.sys_errno = db != nullptr ? sqlite3_system_errno(db) : 0;
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      e.code = ErrorCode::kUnavailable;
+      e.hint = "another process holds the state database's write lock for longer than " +
+               std::to_string(kBusyTimeoutMs) + " ms: is a second corral daemon using it?";
+      break;
+    case SQLITE_FULL:
+      e.code = ErrorCode::kResourceExhausted;
+      e.hint = "the file system of the state database is full: free space there";
+      break;
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+      e.code = ErrorCode::kPermissionDenied;
+      e.hint = "the state database (and its -wal/-shm files and directory) must be writable by "
+               "the daemon";
+      break;
+    case SQLITE_CANTOPEN:
+      e.code = ErrorCode::kSystem;
+      e.hint = "check that the directory of the state database exists and is writable";
+      break;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      e.code = ErrorCode::kUnavailable;
+      e.hint = "the file is not a corral state database or is damaged: move it aside (keep it for "
+               "diagnosis) and restart";
+      break;
+    case SQLITE_CONSTRAINT:
+      e.code = ErrorCode::kInvalidArgument;
+      break;
+    case SQLITE_IOERR:
+      e.code = ErrorCode::kSystem;
+      e.hint = "the disk of the state database reported an I/O error";
+      break;
+    default:
+      e.code = ErrorCode::kInternal;
+      break;
+  }
+  return e;
+}
+
+tl::unexpected<Error> fail(sqlite3* db, std::string_view what, int rc) {
+  return tl::unexpected<Error>(sqlite_error(db, what, rc));
+}
+
+// A prepared statement, finalized on scope exit.
+class Stmt {
+ public:
+  Stmt() = default;
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  Stmt(Stmt&& o) noexcept : db_(o.db_), s_(std::exchange(o.s_, nullptr)) {}
+  ~Stmt() { sqlite3_finalize(s_); }
+
+  static Result<Stmt> prepare(sqlite3* db, std::string_view sql) {
+    Stmt st;
+    st.db_ = db;
+    int rc = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &st.s_, nullptr);
+    if (rc != SQLITE_OK) return fail(db, "preparing `" + std::string(sql) + "`", rc);
+    return st;
+  }
+
+  Stmt& bind(int i, std::string_view v) {
+    sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& bind(int i, std::int64_t v) {
+    sqlite3_bind_int64(s_, i, v);
+    return *this;
+  }
+  Stmt& bind(int i, std::nullopt_t) {
+    sqlite3_bind_null(s_, i);
+    return *this;
+  }
+  template <typename T>
+  Stmt& bind(int i, const std::optional<T>& v) {
+    if (v) return bind(i, *v);
+    return bind(i, std::nullopt);
+  }
+  Stmt& bind(int i, SandboxState s) { return bind(i, sandbox_state_name(s)); }
+  Stmt& bind(int i, ProcessState s) { return bind(i, process_state_name(s)); }
+
+  // true: a row is available; false: done.
+  Result<bool> step(std::string_view what) {
+    int rc = sqlite3_step(s_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    // The extended code tells a foreign key from a unique violation.
+    return fail(db_, what, sqlite3_extended_errcode(db_));
+  }
+  Status run(std::string_view what) {
+    auto r = step(what);
+    if (!r) return tl::unexpected<Error>(std::move(r).error());
+    return ok();
+  }
+
+  bool is_null(int c) const { return sqlite3_column_type(s_, c) == SQLITE_NULL; }
+  std::string text(int c) const {
+    const unsigned char* p = sqlite3_column_text(s_, c);
+    int n = sqlite3_column_bytes(s_, c);
+    return p != nullptr ? std::string(reinterpret_cast<const char*>(p), static_cast<std::size_t>(n))
+                        : std::string();
+  }
+  std::int64_t int64(int c) const { return sqlite3_column_int64(s_, c); }
+  std::optional<std::string> opt_text(int c) const {
+    if (is_null(c)) return std::nullopt;
+    return text(c);
+  }
+  std::optional<std::int64_t> opt_int64(int c) const {
+    if (is_null(c)) return std::nullopt;
+    return int64(c);
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+  sqlite3_stmt* s_ = nullptr;
+};
+
+// BEGIN IMMEDIATE ... COMMIT; rolled back on scope exit unless committed.
+// IMMEDIATE takes the write lock first, so a read-check-write sequence
+// cannot interleave with another writer (another process on the file).
+class Txn {
+ public:
+  explicit Txn(sqlite3* db) : db_(db) {}
+  Txn(const Txn&) = delete;
+  Txn& operator=(const Txn&) = delete;
+  ~Txn() {
+    if (open_ && sqlite3_get_autocommit(db_) == 0) {
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    }
+  }
+  Status begin() {
+    int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) return fail(db_, "BEGIN IMMEDIATE", rc);
+    open_ = true;
+    return ok();
+  }
+  // Returns once the commit is durable (synchronous=FULL).
+  Status commit() {
+    int rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) return fail(db_, "COMMIT", rc);
+    open_ = false;
+    return ok();
+  }
+
+ private:
+  sqlite3* db_;
+  bool open_ = false;
+};
+
+Status exec_sql(sqlite3* db, const char* sql, std::string_view what) {
+  char* msg = nullptr;
+  int rc = sqlite3_exec(db, sql, nullptr, nullptr, &msg);
+  sqlite3_free(msg);
+  if (rc != SQLITE_OK) return fail(db, what, rc);
+  return ok();
+}
+
+Result<std::string> pragma_text(sqlite3* db, std::string_view sql) {
+  auto st = Stmt::prepare(db, sql);
+  if (!st) return tl::unexpected<Error>(std::move(st).error());
+  auto row = st->step(sql);
+  if (!row) return tl::unexpected<Error>(std::move(row).error());
+  if (!*row) return std::string();
+  return st->text(0);
+}
+
+Result<std::string> canonical_json(std::string_view text) {
+  Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return make_error(ErrorCode::kInvalidArgument, "spec_json is not valid JSON",
+                      "pass the sandbox spec serialized as JSON");
+  }
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+Status check_id(std::string_view what, std::string_view id) {
+  if (id.empty() || id.size() > kMaxIdBytes) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      std::string(what) + " id must be 1-" + std::to_string(kMaxIdBytes) +
+                          " bytes, got " + std::to_string(id.size()));
+  }
+  return ok();
+}
+
+tl::unexpected<Error> bad_row(std::string_view table, std::string_view column,
+                              std::string_view value) {
+  return make_error(ErrorCode::kInternal,
+                    "state store: " + std::string(table) + "." + std::string(column) +
+                        " holds unknown value '" + std::string(value) + "'",
+                    "the database was written by another program or a newer corral");
+}
+
+Result<SandboxRecord> read_sandbox(const Stmt& st) {
+  SandboxRecord r;
+  r.id = st.text(0);
+  std::string state = st.text(1);
+  auto s = parse_sandbox_state(state);
+  if (!s) return bad_row("sandboxes", "state", state);
+  r.state = *s;
+  r.spec_json = st.text(2);
+  r.idempotency_key = st.opt_text(3);
+  r.host_uid_base = st.opt_int64(4);
+  r.cgroup = st.opt_text(5);
+  r.created_at_ms = st.int64(6);
+  r.updated_at_ms = st.int64(7);
+  r.expires_at_ms = st.opt_int64(8);
+  r.error = st.opt_text(9);
+  return r;
+}
+
+Result<std::vector<SandboxRecord>> read_sandboxes(Stmt& st, std::string_view what) {
+  std::vector<SandboxRecord> out;
+  for (;;) {
+    auto row = st.step(what);
+    if (!row) return tl::unexpected<Error>(std::move(row).error());
+    if (!*row) break;
+    auto r = read_sandbox(st);
+    if (!r) return tl::unexpected<Error>(std::move(r).error());
+    out.push_back(std::move(*r));
+  }
+  return out;
+}
+
+tl::unexpected<Error> no_sandbox(std::string_view id) {
+  return make_error(ErrorCode::kNotFound, "sandbox '" + std::string(id) + "' does not exist",
+                    "list the existing sandboxes with GET /v1/sandboxes");
+}
+
+}  // namespace
+
+std::string_view process_state_name(ProcessState state) {
+  switch (state) {
+    case ProcessState::kStarting: return "starting";
+    case ProcessState::kRunning: return "running";
+    case ProcessState::kExited: return "exited";
+    case ProcessState::kLost: return "lost";
+  }
+  return "unknown";
+}
+
+std::optional<ProcessState> parse_process_state(std::string_view name) {
+  for (ProcessState s : {ProcessState::kStarting, ProcessState::kRunning, ProcessState::kExited,
+                         ProcessState::kLost}) {
+    if (process_state_name(s) == name) return s;
+  }
+  return std::nullopt;
+}
+
+struct StateStore::Db {
+  std::string path;
+  sqlite3* handle = nullptr;
+  std::mutex mu;  // one writer connection, shared by all threads
+  ~Db() { sqlite3_close_v2(handle); }
+};
+
+StateStore::StateStore(std::unique_ptr<Db> db) : db_(std::move(db)) {}
+StateStore::StateStore(StateStore&&) noexcept = default;
+StateStore& StateStore::operator=(StateStore&&) noexcept = default;
+StateStore::~StateStore() = default;
+
+const std::string& StateStore::path() const { return db_->path; }
+
+std::int64_t StateStore::now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Result<StateStore> StateStore::open(const std::string& path) {
+  if (path.empty()) {
+    return make_error(ErrorCode::kInvalidArgument, "state store path is empty",
+                      "give the path of the state database file");
+  }
+  // Create the file ourselves so that it (and the -wal/-shm files SQLite
+  // makes with the same mode) is private to the daemon: it holds specs.
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    return errno_error("open(" + path + ")", errno,
+                       "the directory of the state database must exist and be writable");
+  }
+  ::close(fd);
+
+  auto db = std::make_unique<Db>();
+  db->path = path;
+  std::string where = "state store " + path;
+  int rc = sqlite3_open_v2(path.c_str(), &db->handle,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
+                           nullptr);
+  if (rc != SQLITE_OK) return fail(db->handle, "opening " + where, rc);
+  sqlite3* h = db->handle;
+  sqlite3_busy_timeout(h, kBusyTimeoutMs);
+
+  auto mode = pragma_text(h, "PRAGMA journal_mode=WAL");
+  if (!mode) return tl::unexpected<Error>(std::move(mode).error().wrap("opening " + where));
+  if (*mode != "wal") {
+    return make_error(ErrorCode::kUnavailable,
+                      "opening " + where + ": journal_mode=WAL refused (mode is '" + *mode + "')",
+                      "put the state database on a local file system that supports shared "
+                      "memory (not NFS)");
+  }
+  CORRAL_TRY_CTX(exec_sql(h, "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
+                          "setting synchronous=FULL and foreign_keys=ON"),
+                 "opening " + where);
+  auto fk = pragma_text(h, "PRAGMA foreign_keys");
+  if (!fk || *fk != "1") {
+    return make_error(ErrorCode::kUnavailable,
+                      "opening " + where + ": this SQLite cannot enforce foreign keys",
+                      "link corral against an SQLite built without SQLITE_OMIT_FOREIGN_KEY");
+  }
+
+  // Schema: created or migrated in one transaction, so a kill leaves either
+  // the old version or the new one.
+  {
+    Txn txn(h);
+    CORRAL_TRY_CTX(txn.begin(), "migrating " + where);
+    auto v = pragma_text(h, "PRAGMA user_version");
+    if (!v) return tl::unexpected<Error>(std::move(v).error().wrap("migrating " + where));
+    int version = std::atoi(v->c_str());
+    if (version > kSchemaVersion || version < 0) {
+      return make_error(ErrorCode::kUnavailable,
+                        where + " has schema version " + std::to_string(version) +
+                            ", newer than this corral knows (" + std::to_string(kSchemaVersion) +
+                            ")",
+                        "run the corral version that wrote it, or upgrade corral");
+    }
+    if (version < kSchemaVersion) {
+      for (int i = version; i < kSchemaVersion; ++i) {
+        CORRAL_TRY_CTX(exec_sql(h, kMigrations[i], "schema step " + std::to_string(i + 1)),
+                       "migrating " + where);
+      }
+      std::string set = "PRAGMA user_version=" + std::to_string(kSchemaVersion);
+      CORRAL_TRY_CTX(exec_sql(h, set.c_str(), set), "migrating " + where);
+    }
+    CORRAL_TRY_CTX(txn.commit(), "migrating " + where);
+  }
+  return StateStore(std::move(db));
+}
+
+Result<CreateResult> StateStore::create_sandbox(std::string_view id, std::string_view spec_json,
+                                                std::optional<std::string_view> idempotency_key,
+                                                std::optional<std::int64_t> expires_at_ms) {
+  CORRAL_TRY(check_id("sandbox", id));
+  if (idempotency_key && (idempotency_key->empty() || idempotency_key->size() > kMaxKeyBytes)) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "Idempotency-Key must be 1-" + std::to_string(kMaxKeyBytes) +
+                          " bytes, got " + std::to_string(idempotency_key->size()),
+                      "send a short unique key, such as a UUID, or none");
+  }
+  auto spec = canonical_json(spec_json);
+  if (!spec) return tl::unexpected<Error>(std::move(spec).error());
+
+  std::lock_guard lock(db_->mu);
+  sqlite3* h = db_->handle;
+  std::string what = "creating sandbox " + std::string(id);
+  Txn txn(h);
+  CORRAL_TRY_CTX(txn.begin(), what);
+
+  if (idempotency_key) {
+    auto st = Stmt::prepare(h, std::string("SELECT ") + kSandboxColumns +
+                                   " FROM sandboxes WHERE idempotency_key = ?1");
+    if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
+    st->bind(1, *idempotency_key);
+    auto found = read_sandboxes(*st, "looking up the idempotency key");
+    if (!found) return tl::unexpected<Error>(std::move(found).error().wrap(what));
+    if (!found->empty()) {
+      SandboxRecord& prev = found->front();
+      if (prev.spec_json != *spec) {
+        return make_error(ErrorCode::kAlreadyExists,
+                          "Idempotency-Key '" + std::string(*idempotency_key) +
+                              "' was already used for another request (sandbox " + prev.id +
+                              ", with a different spec)",
+                          "use a new Idempotency-Key for a new request; a retry must resend the "
+                          "original request unchanged");
+      }
+      return CreateResult{std::move(prev), false};
+    }
+  }
+
+  std::int64_t now = now_ms();
+  auto ins = Stmt::prepare(h,
+                           "INSERT INTO sandboxes (id, state, spec_json, idempotency_key, "
+                           "created_at, updated_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)");
+  if (!ins) return tl::unexpected<Error>(std::move(ins).error().wrap(what));
+  ins->bind(1, id).bind(2, SandboxState::kCreating).bind(3, *spec).bind(5, now).bind(6, expires_at_ms);
+  if (idempotency_key) {
+    ins->bind(4, *idempotency_key);
+  } else {
+    ins->bind(4, std::nullopt);
+  }
+  if (auto r = ins->run("INSERT INTO sandboxes"); !r) {
+    if (sqlite3_extended_errcode(h) == SQLITE_CONSTRAINT_PRIMARYKEY) {
+      return make_error(ErrorCode::kAlreadyExists,
+                        "sandbox id '" + std::string(id) + "' is already in the state store",
+                        "sandbox ids must be unique: generate a new one");
+    }
+    return tl::unexpected<Error>(std::move(r).error().wrap(what));
+  }
+  auto tr = Stmt::prepare(h,
+                          "INSERT INTO transitions (sandbox_id, from_state, to_state, at, reason) "
+                          "VALUES (?1, NULL, ?2, ?3, 'created')");
+  if (!tr) return tl::unexpected<Error>(std::move(tr).error().wrap(what));
+  tr->bind(1, id).bind(2, SandboxState::kCreating).bind(3, now);
+  CORRAL_TRY_CTX(tr->run("INSERT INTO transitions"), what);
+  CORRAL_TRY_CTX(txn.commit(), what);
+
+  SandboxRecord r;
+  r.id = std::string(id);
+  r.state = SandboxState::kCreating;
+  r.spec_json = std::move(*spec);
+  if (idempotency_key) r.idempotency_key = std::string(*idempotency_key);
+  r.created_at_ms = now;
+  r.updated_at_ms = now;
+  r.expires_at_ms = expires_at_ms;
+  return CreateResult{std::move(r), true};
+}
+
+Result<TransitionRecord> StateStore::transition(std::string_view id, SandboxState to,
+                                                std::string_view reason) {
+  CORRAL_TRY(check_id("sandbox", id));
+  std::lock_guard lock(db_->mu);
+  sqlite3* h = db_->handle;
+  std::string what = "moving sandbox " + std::string(id) + " to " +
+                     std::string(sandbox_state_name(to));
+  Txn txn(h);
+  CORRAL_TRY_CTX(txn.begin(), what);
+
+  auto sel = Stmt::prepare(h, "SELECT state FROM sandboxes WHERE id = ?1");
+  if (!sel) return tl::unexpected<Error>(std::move(sel).error().wrap(what));
+  sel->bind(1, id);
+  auto row = sel->step("SELECT state");
+  if (!row) return tl::unexpected<Error>(std::move(row).error().wrap(what));
+  if (!*row) return no_sandbox(id);
+  std::string from_name = sel->text(0);
+  auto from = parse_sandbox_state(from_name);
+  if (!from) return bad_row("sandboxes", "state", from_name);
+  if (!transition_allowed(*from, to)) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "sandbox " + std::string(id) + ": transition " + from_name + " -> " +
+                          std::string(sandbox_state_name(to)) + " is not allowed (from " +
+                          from_name + ": " + allowed_targets(*from) + ")",
+                      "re-read the sandbox: another request may have changed its state");
+  }
+
+  std::int64_t now = now_ms();
+  auto upd = Stmt::prepare(h,
+                           "UPDATE sandboxes SET state = ?2, updated_at = ?3, "
+                           "error = CASE WHEN ?2 = 'failed' THEN ?4 ELSE error END WHERE id = ?1");
+  if (!upd) return tl::unexpected<Error>(std::move(upd).error().wrap(what));
+  upd->bind(1, id).bind(2, to).bind(3, now).bind(4, reason);
+  CORRAL_TRY_CTX(upd->run("UPDATE sandboxes"), what);
+
+  auto ins = Stmt::prepare(h,
+                           "INSERT INTO transitions (sandbox_id, from_state, to_state, at, reason) "
+                           "VALUES (?1, ?2, ?3, ?4, ?5)");
+  if (!ins) return tl::unexpected<Error>(std::move(ins).error().wrap(what));
+  ins->bind(1, id).bind(2, *from).bind(3, to).bind(4, now).bind(5, reason);
+  CORRAL_TRY_CTX(ins->run("INSERT INTO transitions"), what);
+  std::int64_t tid = sqlite3_last_insert_rowid(h);
+  CORRAL_TRY_CTX(txn.commit(), what);
+
+  return TransitionRecord{tid, std::string(id), *from, to, now, std::string(reason)};
+}
+
+Status StateStore::set_resources(std::string_view id, std::optional<std::int64_t> host_uid_base,
+                                 std::optional<std::string_view> cgroup) {
+  CORRAL_TRY(check_id("sandbox", id));
+  std::lock_guard lock(db_->mu);
+  sqlite3* h = db_->handle;
+  std::string what = "recording the resources of sandbox " + std::string(id);
+  auto st = Stmt::prepare(h,
+                          "UPDATE sandboxes SET host_uid_base = ?2, cgroup = ?3, updated_at = ?4 "
+                          "WHERE id = ?1");
+  if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
+  st->bind(1, id).bind(2, host_uid_base).bind(4, now_ms());
+  if (cgroup) {
+    st->bind(3, *cgroup);
+  } else {
+    st->bind(3, std::nullopt);
+  }
+  CORRAL_TRY_CTX(st->run("UPDATE sandboxes"), what);
+  if (sqlite3_changes(h) == 0) return no_sandbox(id);
+  return ok();
+}
+
+Result<SandboxRecord> StateStore::get(std::string_view id) {
+  std::lock_guard lock(db_->mu);
+  sqlite3* h = db_->handle;
+  auto st = Stmt::prepare(h, std::string("SELECT ") + kSandboxColumns +
+                                 " FROM sandboxes WHERE id = ?1");
+  if (!st) return tl::unexpected<Error>(std::move(st).error());
+  st->bind(1, id);
+  auto rows = read_sandboxes(*st, "reading sandbox " + std::string(id));
+  if (!rows) return tl::unexpected<Error>(std::move(rows).error());
+  if (rows->empty()) return no_sandbox(id);
+  return std::move(rows->front());
+}
+
+Result<std::vector<SandboxRecord>> StateStore::list(std::span<const SandboxState> states) {
+  std::string sql = std::string("SELECT ") + kSandboxColumns + " FROM sandboxes";
+  if (!states.empty()) {
+    sql += " WHERE state IN (";
+    for (std::size_t i = 0; i < states.size(); ++i) sql += i == 0 ? "?" : ", ?";
+    sql += ")";
+  }
+  sql += " ORDER BY rowid";
+  std::lock_guard lock(db_->mu);
+  auto st = Stmt::prepare(db_->handle, sql);
+  if (!st) return tl::unexpected<Error>(std::move(st).error());
+  for (std::size_t i = 0; i < states.size(); ++i) st->bind(static_cast<int>(i + 1), states[i]);
+  return read_sandboxes(*st, "listing sandboxes");
+}
+
+Result<std::vector<TransitionRecord>> StateStore::transitions(std::string_view id) {
+  std::lock_guard lock(db_->mu);
+  auto st = Stmt::prepare(db_->handle,
+                          "SELECT id, sandbox_id, from_state, to_state, at, reason FROM transitions "
+                          "WHERE sandbox_id = ?1 ORDER BY id");
+  if (!st) return tl::unexpected<Error>(std::move(st).error());
+  st->bind(1, id);
+  std::vector<TransitionRecord> out;
+  for (;;) {
+    auto row = st->step("reading the transitions of sandbox " + std::string(id));
+    if (!row) return tl::unexpected<Error>(std::move(row).error());
+    if (!*row) break;
+    TransitionRecord t;
+    t.id = st->int64(0);
+    t.sandbox_id = st->text(1);
+    if (auto f = st->opt_text(2)) {
+      auto s = parse_sandbox_state(*f);
+      if (!s) return bad_row("transitions", "from_state", *f);
+      t.from = *s;
+    }
+    std::string to = st->text(3);
+    auto s = parse_sandbox_state(to);
+    if (!s) return bad_row("transitions", "to_state", to);
+    t.to = *s;
+    t.at_ms = st->int64(4);
+    t.reason = st->text(5);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Status StateStore::add_process(const ProcessRecord& p) {
+  CORRAL_TRY(check_id("process", p.id));
+  CORRAL_TRY(check_id("sandbox", p.sandbox_id));
+  Json argv = Json::array();
+  for (const std::string& a : p.argv) argv.push_back(a);
+  // argv arrives through the JSON API, so it is UTF-8; anything else is
+  // stored with U+FFFD rather than refused.
+  std::string argv_json = argv.dump(-1, ' ', false, Json::error_handler_t::replace);
+
+  std::lock_guard lock(db_->mu);
+  sqlite3* h = db_->handle;
+  std::string what = "recording process " + p.id + " of sandbox " + p.sandbox_id;
+  Txn txn(h);
+  CORRAL_TRY_CTX(txn.begin(), what);
+  auto sel = Stmt::prepare(h, "SELECT state FROM sandboxes WHERE id = ?1");
+  if (!sel) return tl::unexpected<Error>(std::move(sel).error().wrap(what));
+  sel->bind(1, p.sandbox_id);
+  auto row = sel->step("SELECT state");
+  if (!row) return tl::unexpected<Error>(std::move(row).error().wrap(what));
+  if (!*row) return no_sandbox(p.sandbox_id);
+  std::string state = sel->text(0);
+  if (state != sandbox_state_name(SandboxState::kReady) &&
+      state != sandbox_state_name(SandboxState::kRunning)) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      what + ": the sandbox is " + state +
+                          "; processes start only in a ready or running sandbox",
+                      "wait until the sandbox is ready");
+  }
+  auto ins = Stmt::prepare(h,
+                           "INSERT INTO processes (id, sandbox_id, argv_json, state, exit_code, "
+                           "signal, started_at, ended_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+  if (!ins) return tl::unexpected<Error>(std::move(ins).error().wrap(what));
+  ins->bind(1, p.id).bind(2, p.sandbox_id).bind(3, argv_json).bind(4, p.state);
+  ins->bind(5, p.exit_code ? std::optional<std::int64_t>(*p.exit_code) : std::nullopt);
+  ins->bind(6, p.signal ? std::optional<std::int64_t>(*p.signal) : std::nullopt);
+  ins->bind(7, p.started_at_ms != 0 ? p.started_at_ms : now_ms()).bind(8, p.ended_at_ms);
+  if (auto r = ins->run("INSERT INTO processes"); !r) {
+    if (sqlite3_extended_errcode(h) == SQLITE_CONSTRAINT_PRIMARYKEY) {
+      return make_error(ErrorCode::kAlreadyExists,
+                        "process id '" + p.id + "' is already in the state store",
+                        "process ids must be unique: generate a new one");
+    }
+    return tl::unexpected<Error>(std::move(r).error().wrap(what));
+  }
+  CORRAL_TRY_CTX(txn.commit(), what);
+  return ok();
+}
+
+Status StateStore::update_process(std::string_view id, ProcessState state,
+                                  std::optional<int> exit_code, std::optional<int> signal) {
+  CORRAL_TRY(check_id("process", id));
+  std::lock_guard lock(db_->mu);
+  sqlite3* h = db_->handle;
+  std::string what = "updating process " + std::string(id);
+  Txn txn(h);
+  CORRAL_TRY_CTX(txn.begin(), what);
+  auto sel = Stmt::prepare(h, "SELECT state FROM processes WHERE id = ?1");
+  if (!sel) return tl::unexpected<Error>(std::move(sel).error().wrap(what));
+  sel->bind(1, id);
+  auto row = sel->step("SELECT state");
+  if (!row) return tl::unexpected<Error>(std::move(row).error().wrap(what));
+  if (!*row) {
+    return make_error(ErrorCode::kNotFound, "process '" + std::string(id) + "' does not exist");
+  }
+  std::string cur_name = sel->text(0);
+  auto cur = parse_process_state(cur_name);
+  if (!cur) return bad_row("processes", "state", cur_name);
+  bool cur_ended = *cur == ProcessState::kExited || *cur == ProcessState::kLost;
+  if (cur_ended) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      what + " to " + std::string(process_state_name(state)) +
+                          ": it has already ended (" + cur_name + ")",
+                      "an ended process is never updated again");
+  }
+  bool ends = state == ProcessState::kExited || state == ProcessState::kLost;
+  auto upd = Stmt::prepare(h,
+                           "UPDATE processes SET state = ?2, exit_code = ?3, signal = ?4, "
+                           "ended_at = CASE WHEN ?5 THEN ?6 ELSE ended_at END WHERE id = ?1");
+  if (!upd) return tl::unexpected<Error>(std::move(upd).error().wrap(what));
+  upd->bind(1, id).bind(2, state);
+  upd->bind(3, exit_code ? std::optional<std::int64_t>(*exit_code) : std::nullopt);
+  upd->bind(4, signal ? std::optional<std::int64_t>(*signal) : std::nullopt);
+  upd->bind(5, std::int64_t{ends ? 1 : 0}).bind(6, now_ms());
+  CORRAL_TRY_CTX(upd->run("UPDATE processes"), what);
+  CORRAL_TRY_CTX(txn.commit(), what);
+  return ok();
+}
+
+Result<std::vector<ProcessRecord>> StateStore::list_processes(std::string_view sandbox_id) {
+  std::lock_guard lock(db_->mu);
+  auto st = Stmt::prepare(db_->handle,
+                          "SELECT id, sandbox_id, argv_json, state, exit_code, signal, started_at, "
+                          "ended_at FROM processes WHERE sandbox_id = ?1 ORDER BY rowid");
+  if (!st) return tl::unexpected<Error>(std::move(st).error());
+  st->bind(1, sandbox_id);
+  std::vector<ProcessRecord> out;
+  for (;;) {
+    auto row = st->step("listing the processes of sandbox " + std::string(sandbox_id));
+    if (!row) return tl::unexpected<Error>(std::move(row).error());
+    if (!*row) break;
+    ProcessRecord p;
+    p.id = st->text(0);
+    p.sandbox_id = st->text(1);
+    std::string argv_text = st->text(2);
+    Json argv = Json::parse(argv_text, nullptr, /*allow_exceptions=*/false);
+    if (argv.is_discarded() || !argv.is_array()) {
+      return bad_row("processes", "argv_json", argv_text);
+    }
+    for (const Json& a : argv) {
+      if (!a.is_string()) return bad_row("processes", "argv_json", argv_text);
+      p.argv.push_back(a.get<std::string>());
+    }
+    std::string state = st->text(3);
+    auto s = parse_process_state(state);
+    if (!s) return bad_row("processes", "state", state);
+    p.state = *s;
+    if (auto v = st->opt_int64(4)) p.exit_code = static_cast<int>(*v);
+    if (auto v = st->opt_int64(5)) p.signal = static_cast<int>(*v);
+    p.started_at_ms = st->int64(6);
+    p.ended_at_ms = st->opt_int64(7);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+Result<std::vector<SandboxRecord>> StateStore::sandboxes_to_reconcile() {
+  std::vector<SandboxState> states;
+  for (SandboxState s : kAllSandboxStates) {
+    if (!is_final(s)) states.push_back(s);
+  }
+  return list(states);
+}
+
+Result<std::vector<SandboxRecord>> StateStore::expired(std::int64_t now) {
+  std::lock_guard lock(db_->mu);
+  auto st = Stmt::prepare(db_->handle,
+                          std::string("SELECT ") + kSandboxColumns +
+                              " FROM sandboxes WHERE expires_at IS NOT NULL AND expires_at <= ?1 "
+                              "AND state IN ('creating', 'initializing', 'ready', 'running') "
+                              "ORDER BY expires_at, rowid");
+  if (!st) return tl::unexpected<Error>(std::move(st).error());
+  st->bind(1, now);
+  return read_sandboxes(*st, "listing expired sandboxes");
+}
+
+Result<std::string> StateStore::integrity_check() {
+  std::lock_guard lock(db_->mu);
+  auto st = Stmt::prepare(db_->handle, "PRAGMA integrity_check");
+  if (!st) return tl::unexpected<Error>(std::move(st).error());
+  std::string out;
+  for (;;) {
+    auto row = st->step("PRAGMA integrity_check");
+    if (!row) return tl::unexpected<Error>(std::move(row).error());
+    if (!*row) break;
+    if (!out.empty()) out += "\n";
+    out += st->text(0);
+  }
+  return out;
+}
+
+Result<std::string> StateStore::pragma(std::string_view name) {
+  static constexpr std::string_view kAllowed[] = {"journal_mode", "synchronous", "foreign_keys",
+                                                  "user_version", "busy_timeout"};
+  bool allowed = false;
+  for (std::string_view a : kAllowed) allowed = allowed || a == name;
+  if (!allowed) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "PRAGMA " + std::string(name) + " is not readable through the state store",
+                      "use journal_mode, synchronous, foreign_keys, user_version or busy_timeout");
+  }
+  std::lock_guard lock(db_->mu);
+  return pragma_text(db_->handle, "PRAGMA " + std::string(name));
+}
+
+}  // namespace corral

@@ -1,0 +1,141 @@
+// StateStore: the daemon's durable state (sandboxes, their transitions and
+// processes) in one SQLite database in WAL mode. See docs/adr/0003-state-store.md.
+//
+// Every write is one transaction committed with synchronous=FULL before the
+// call returns: what a method acknowledged survives a kill -9 of the daemon
+// (and a power cut). A state change is checked against transition_table()
+// and stored with its transition row in the same transaction.
+//
+// One connection, guarded by a mutex: safe to share between threads.
+// Times are unix milliseconds.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "store/sandbox_state.h"
+
+namespace corral {
+
+struct SandboxRecord {
+  std::string id;
+  SandboxState state = SandboxState::kCreating;
+  std::string spec_json;  // canonical form (keys sorted, no spaces)
+  std::optional<std::string> idempotency_key;
+  std::optional<std::int64_t> host_uid_base;
+  std::optional<std::string> cgroup;
+  std::int64_t created_at_ms = 0;
+  std::int64_t updated_at_ms = 0;
+  std::optional<std::int64_t> expires_at_ms;
+  std::optional<std::string> error;  // reason of the last move to kFailed
+};
+
+struct TransitionRecord {
+  std::int64_t id = 0;  // increases with time: orders transitions across sandboxes
+  std::string sandbox_id;
+  std::optional<SandboxState> from;  // empty for the row that records creation
+  SandboxState to = SandboxState::kCreating;
+  std::int64_t at_ms = 0;
+  std::string reason;
+};
+
+enum class ProcessState {
+  kStarting,  // requested, not yet confirmed running by PID 1
+  kRunning,
+  kExited,    // ended: exit_code or signal is set
+  kLost,      // its end was never observed (daemon restarted, sandbox gone)
+};
+
+std::string_view process_state_name(ProcessState state);
+std::optional<ProcessState> parse_process_state(std::string_view name);
+
+struct ProcessRecord {
+  std::string id;
+  std::string sandbox_id;
+  std::vector<std::string> argv;
+  ProcessState state = ProcessState::kStarting;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::int64_t started_at_ms = 0;
+  std::optional<std::int64_t> ended_at_ms;
+};
+
+struct CreateResult {
+  SandboxRecord sandbox;
+  bool created = false;  // false: an earlier request with the same idempotency key
+};
+
+class StateStore {
+ public:
+  static constexpr int kSchemaVersion = 1;
+
+  // Opens (creating if needed, mode 0600) the database at `path` and brings
+  // its schema to kSchemaVersion. Refuses a database written by a newer corral.
+  static Result<StateStore> open(const std::string& path);
+
+  StateStore(StateStore&&) noexcept;
+  StateStore& operator=(StateStore&&) noexcept;
+  ~StateStore();
+
+  const std::string& path() const;
+
+  // Inserts a sandbox in kCreating, with its creation transition row.
+  // With an idempotency key that was used before: the same spec returns the
+  // existing sandbox (created=false, whatever its state and id); another
+  // spec is kAlreadyExists. `spec_json` must be a JSON value; it is compared
+  // and stored in canonical form.
+  Result<CreateResult> create_sandbox(std::string_view id, std::string_view spec_json,
+                                      std::optional<std::string_view> idempotency_key,
+                                      std::optional<std::int64_t> expires_at_ms);
+
+  // Moves a sandbox to `to` if transition_allowed(current, to), in one
+  // transaction with its transition row. Moving to kFailed stores `reason`
+  // as the sandbox's error.
+  Result<TransitionRecord> transition(std::string_view id, SandboxState to,
+                                      std::string_view reason);
+
+  // Records the host resources of a sandbox (known after the create stage).
+  Status set_resources(std::string_view id, std::optional<std::int64_t> host_uid_base,
+                       std::optional<std::string_view> cgroup);
+
+  Result<SandboxRecord> get(std::string_view id);
+  // Sandboxes in any of `states` (all of them when empty), oldest first.
+  Result<std::vector<SandboxRecord>> list(std::span<const SandboxState> states = {});
+  // The transitions of one sandbox, in the order they happened.
+  Result<std::vector<TransitionRecord>> transitions(std::string_view id);
+
+  Status add_process(const ProcessRecord& process);
+  // Sets state, exit code and signal; a move to kExited or kLost also sets
+  // ended_at.
+  Status update_process(std::string_view id, ProcessState state,
+                        std::optional<int> exit_code, std::optional<int> signal);
+  Result<std::vector<ProcessRecord>> list_processes(std::string_view sandbox_id);
+
+  // Sandboxes that may still hold host resources (every state but
+  // kCleaned, so kFailed ones too): what the daemon reconciles on restart.
+  Result<std::vector<SandboxRecord>> sandboxes_to_reconcile();
+  // Live sandboxes (creating, initializing, ready, running) whose expires_at
+  // is at or before `now_ms`: what the lifetime reaper destroys.
+  Result<std::vector<SandboxRecord>> expired(std::int64_t now_ms);
+
+  // "ok", or what PRAGMA integrity_check reports.
+  Result<std::string> integrity_check();
+  // The value of a read-only PRAGMA (journal_mode, synchronous, foreign_keys,
+  // user_version, busy_timeout), for diagnostics and tests.
+  Result<std::string> pragma(std::string_view name);
+
+  static std::int64_t now_ms();
+
+ private:
+  struct Db;
+  explicit StateStore(std::unique_ptr<Db> db);
+  std::unique_ptr<Db> db_;
+};
+
+}  // namespace corral

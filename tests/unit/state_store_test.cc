@@ -1,0 +1,547 @@
+// StateStore on temporary SQLite files: schema and reopen, idempotency keys,
+// every pair of states against transition_allowed(), atomicity of a failed
+// transition, durability when the writer is SIGKILLed at random moments,
+// and use from several threads.
+#include "store/state_store.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace corral {
+namespace {
+
+using S = SandboxState;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = "/tmp/corral-store-unit-XXXXXX";
+    char* d = mkdtemp(tmpl.data());
+    EXPECT_NE(d, nullptr);
+    path_ = d != nullptr ? d : "/nonexistent";
+  }
+  ~TempDir() {
+    std::string cmd = "rm -rf '" + path_ + "'";
+    (void)std::system(cmd.c_str());
+  }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Runs one SQL statement on a second, raw connection (as another process
+// or an operator would) and returns the first column of the first row.
+std::string raw_sql(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
+  sqlite3_stmt* st = nullptr;
+  std::string out;
+  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  int rc = sqlite3_step(st);
+  EXPECT_TRUE(rc == SQLITE_ROW || rc == SQLITE_DONE) << sqlite3_errmsg(db);
+  if (rc == SQLITE_ROW && sqlite3_column_text(st, 0) != nullptr) {
+    out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return out;
+}
+
+StateStore open_or_die(const std::string& path) {
+  auto s = StateStore::open(path);
+  if (!s) {
+    ADD_FAILURE() << s.error().to_string();
+    std::abort();
+  }
+  return std::move(*s);
+}
+
+// The shortest path of allowed transitions from kCreating to `target`.
+std::vector<S> path_to(S target) {
+  std::map<S, S> prev;
+  std::deque<S> queue{S::kCreating};
+  std::set<S> seen{S::kCreating};
+  while (!queue.empty()) {
+    S cur = queue.front();
+    queue.pop_front();
+    if (cur == target) break;
+    for (const TransitionEdge& e : transition_table()) {
+      if (e.from == cur && seen.insert(e.to).second) {
+        prev[e.to] = cur;
+        queue.push_back(e.to);
+      }
+    }
+  }
+  std::vector<S> path;
+  for (S s = target; s != S::kCreating; s = prev.at(s)) path.insert(path.begin(), s);
+  return path;
+}
+
+bool reaches_cleaned(S from) {
+  std::set<S> seen{from};
+  std::deque<S> queue{from};
+  while (!queue.empty()) {
+    S cur = queue.front();
+    queue.pop_front();
+    if (cur == S::kCleaned) return true;
+    for (const TransitionEdge& e : transition_table()) {
+      if (e.from == cur && seen.insert(e.to).second) queue.push_back(e.to);
+    }
+  }
+  return false;
+}
+
+// Every sandbox's transitions form a chain from creation, and its state is
+// the last one's to_state.
+void expect_consistent(StateStore& store) {
+  auto all = store.list();
+  ASSERT_TRUE(all) << all.error().to_string();
+  for (const SandboxRecord& sb : *all) {
+    auto ts = store.transitions(sb.id);
+    ASSERT_TRUE(ts) << ts.error().to_string();
+    ASSERT_FALSE(ts->empty()) << sb.id;
+    EXPECT_FALSE(ts->front().from.has_value()) << sb.id;
+    EXPECT_EQ(ts->front().to, S::kCreating) << sb.id;
+    for (std::size_t i = 1; i < ts->size(); ++i) {
+      ASSERT_TRUE((*ts)[i].from.has_value());
+      EXPECT_EQ(*(*ts)[i].from, (*ts)[i - 1].to) << sb.id << " row " << i;
+      EXPECT_TRUE(transition_allowed(*(*ts)[i].from, (*ts)[i].to));
+    }
+    EXPECT_EQ(sb.state, ts->back().to) << sb.id;
+  }
+}
+
+TEST(SandboxStateTest, NamesRoundTrip) {
+  for (S s : kAllSandboxStates) {
+    auto back = parse_sandbox_state(sandbox_state_name(s));
+    ASSERT_TRUE(back.has_value());
+    EXPECT_EQ(*back, s);
+  }
+  EXPECT_FALSE(parse_sandbox_state("paused").has_value());
+}
+
+TEST(SandboxStateTest, TableShape) {
+  std::set<std::pair<S, S>> edges;
+  for (const TransitionEdge& e : transition_table()) {
+    EXPECT_TRUE(edges.insert({e.from, e.to}).second) << "duplicate edge";
+    EXPECT_NE(e.from, e.to);
+    EXPECT_FALSE(e.why.empty());
+  }
+  for (S s : kAllSandboxStates) {
+    // kFailed is reachable from every state that is not terminal.
+    EXPECT_EQ(transition_allowed(s, S::kFailed), !is_terminal(s)) << sandbox_state_name(s);
+    // Every state is reachable from kCreating, and every state but kCleaned
+    // (which has no way out) leads to kCleaned.
+    if (s != S::kCreating) {
+      EXPECT_FALSE(path_to(s).empty()) << sandbox_state_name(s);
+    }
+    if (s != S::kCleaned) {
+      EXPECT_TRUE(reaches_cleaned(s)) << sandbox_state_name(s);
+    }
+  }
+  for (S to : kAllSandboxStates) {
+    EXPECT_FALSE(transition_allowed(S::kCleaned, to));
+    EXPECT_EQ(transition_allowed(S::kFailed, to), to == S::kDestroying);
+  }
+  EXPECT_EQ(allowed_targets(S::kCleaned), "none");
+  EXPECT_EQ(allowed_targets(S::kRunning), "ready, destroying, failed");
+}
+
+TEST(StateStoreTest, CreatesSchemaAndReopens) {
+  TempDir dir;
+  std::string path = dir.file("state.db");
+  {
+    StateStore store = open_or_die(path);
+    EXPECT_EQ(*store.pragma("journal_mode"), "wal");
+    EXPECT_EQ(*store.pragma("synchronous"), "2");  // FULL
+    EXPECT_EQ(*store.pragma("foreign_keys"), "1");
+    EXPECT_EQ(*store.pragma("user_version"), std::to_string(StateStore::kSchemaVersion));
+    EXPECT_FALSE(store.pragma("writable_schema").has_value());
+    auto c = store.create_sandbox("sb-1", R"({"b": 1, "a": [1, 2]})", "key-1", 1234);
+    ASSERT_TRUE(c) << c.error().to_string();
+    EXPECT_TRUE(c->created);
+    EXPECT_EQ(c->sandbox.spec_json, R"({"a":[1,2],"b":1})");
+    ASSERT_TRUE(store.set_resources("sb-1", 100000, "corral/sb-1"));
+  }
+  EXPECT_EQ(raw_sql(path, "SELECT strict FROM pragma_table_list WHERE name = 'sandboxes'"), "1");
+  StateStore store = open_or_die(path);
+  auto sb = store.get("sb-1");
+  ASSERT_TRUE(sb) << sb.error().to_string();
+  EXPECT_EQ(sb->state, S::kCreating);
+  EXPECT_EQ(sb->idempotency_key, "key-1");
+  EXPECT_EQ(sb->host_uid_base, 100000);
+  EXPECT_EQ(sb->cgroup, "corral/sb-1");
+  EXPECT_EQ(sb->expires_at_ms, 1234);
+  EXPECT_GT(sb->created_at_ms, 0);
+  auto missing = store.get("nope");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(*store.integrity_check(), "ok");
+}
+
+TEST(StateStoreTest, RefusesNewerSchemaAndForeignFiles) {
+  TempDir dir;
+  std::string path = dir.file("state.db");
+  { StateStore store = open_or_die(path); }
+  raw_sql(path, "PRAGMA user_version = 99");
+  auto newer = StateStore::open(path);
+  ASSERT_FALSE(newer);
+  EXPECT_EQ(newer.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(newer.error().message.find("schema version 99"), std::string::npos)
+      << newer.error().message;
+
+  std::string junk = dir.file("junk.db");
+  std::ofstream(junk) << std::string(4096, 'x');
+  auto bad = StateStore::open(junk);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().hint.find("not a corral state database"), std::string::npos)
+      << bad.error().to_string();
+
+  auto nodir = StateStore::open(dir.file("no/such/dir/state.db"));
+  ASSERT_FALSE(nodir);
+  EXPECT_EQ(nodir.error().code, ErrorCode::kNotFound);
+}
+
+TEST(StateStoreTest, IdempotencyKey) {
+  TempDir dir;
+  StateStore store = open_or_die(dir.file("state.db"));
+  auto first = store.create_sandbox("sb-1", R"({"argv":["sh"],"cpus":1})", "k", std::nullopt);
+  ASSERT_TRUE(first) << first.error().to_string();
+  ASSERT_TRUE(store.transition("sb-1", S::kInitializing, "allocated"));
+
+  // A retry with a new id but the same key and spec (keys in another order)
+  // gets the first sandbox back, in its current state.
+  auto retry = store.create_sandbox("sb-2", R"({ "cpus": 1, "argv": ["sh"] })", "k", std::nullopt);
+  ASSERT_TRUE(retry) << retry.error().to_string();
+  EXPECT_FALSE(retry->created);
+  EXPECT_EQ(retry->sandbox.id, "sb-1");
+  EXPECT_EQ(retry->sandbox.state, S::kInitializing);
+  EXPECT_FALSE(store.get("sb-2"));
+
+  auto other = store.create_sandbox("sb-3", R"({"argv":["sh"],"cpus":2})", "k", std::nullopt);
+  ASSERT_FALSE(other);
+  EXPECT_EQ(other.error().code, ErrorCode::kAlreadyExists);
+  EXPECT_NE(other.error().message.find("already used for another request"), std::string::npos)
+      << other.error().message;
+  EXPECT_FALSE(store.get("sb-3"));
+
+  // Without a key, or with another key, a new sandbox is made.
+  ASSERT_TRUE(store.create_sandbox("sb-4", R"({"argv":["sh"],"cpus":1})", std::nullopt, std::nullopt));
+  ASSERT_TRUE(store.create_sandbox("sb-5", R"({"argv":["sh"],"cpus":1})", std::nullopt, std::nullopt));
+  ASSERT_TRUE(store.create_sandbox("sb-6", R"({"argv":["sh"],"cpus":1})", "k2", std::nullopt));
+
+  auto dup = store.create_sandbox("sb-4", "{}", std::nullopt, std::nullopt);
+  ASSERT_FALSE(dup);
+  EXPECT_EQ(dup.error().code, ErrorCode::kAlreadyExists);
+  auto notjson = store.create_sandbox("sb-7", "{argv", std::nullopt, std::nullopt);
+  ASSERT_FALSE(notjson);
+  EXPECT_EQ(notjson.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_FALSE(store.create_sandbox("", "{}", std::nullopt, std::nullopt));
+  EXPECT_FALSE(store.create_sandbox("sb-8", "{}", "", std::nullopt));
+  EXPECT_EQ(store.list()->size(), 4u);
+}
+
+TEST(StateStoreTest, EveryPairMatchesTheTable) {
+  TempDir dir;
+  StateStore store = open_or_die(dir.file("state.db"));
+  int n = 0;
+  for (S from : kAllSandboxStates) {
+    for (S to : kAllSandboxStates) {
+      std::string id = "sb-" + std::to_string(n++);
+      ASSERT_TRUE(store.create_sandbox(id, "{}", std::nullopt, std::nullopt));
+      for (S step : path_to(from)) {
+        auto t = store.transition(id, step, "setup");
+        ASSERT_TRUE(t) << t.error().to_string();
+      }
+      std::size_t rows_before = store.transitions(id)->size();
+      auto r = store.transition(id, to, "under test");
+      std::string pair = std::string(sandbox_state_name(from)) + " -> " +
+                         std::string(sandbox_state_name(to));
+      EXPECT_EQ(r.has_value(), transition_allowed(from, to)) << pair;
+      auto sb = store.get(id);
+      ASSERT_TRUE(sb);
+      auto rows = store.transitions(id);
+      if (r) {
+        EXPECT_EQ(sb->state, to) << pair;
+        EXPECT_EQ(rows->size(), rows_before + 1) << pair;
+        EXPECT_EQ(rows->back().reason, "under test");
+        EXPECT_EQ(r->from, from);
+      } else {
+        EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument) << pair;
+        EXPECT_NE(r.error().message.find(pair), std::string::npos) << r.error().message;
+        EXPECT_EQ(sb->state, from) << pair;
+        EXPECT_EQ(rows->size(), rows_before) << pair;  // no row for a refused move
+      }
+    }
+  }
+  auto missing = store.transition("nope", S::kFailed, "x");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
+  expect_consistent(store);
+}
+
+TEST(StateStoreTest, FailedStoresTheReasonAndCleanupFollows) {
+  TempDir dir;
+  StateStore store = open_or_die(dir.file("state.db"));
+  ASSERT_TRUE(store.create_sandbox("sb", "{}", std::nullopt, std::nullopt));
+  ASSERT_TRUE(store.transition("sb", S::kFailed, "init stage timed out after 30s"));
+  EXPECT_EQ(store.get("sb")->error, "init stage timed out after 30s");
+  ASSERT_TRUE(store.transition("sb", S::kDestroying, "cleanup"));
+  ASSERT_TRUE(store.transition("sb", S::kCleaned, "verified"));
+  EXPECT_EQ(store.get("sb")->error, "init stage timed out after 30s");
+  EXPECT_EQ(store.transitions("sb")->size(), 4u);
+}
+
+TEST(StateStoreTest, TransitionIsAtomic) {
+  TempDir dir;
+  std::string path = dir.file("state.db");
+  StateStore store = open_or_die(path);
+  ASSERT_TRUE(store.create_sandbox("sb", "{}", std::nullopt, std::nullopt));
+  ASSERT_TRUE(store.transition("sb", S::kInitializing, "ok"));
+  // Make the second statement of the transaction (the transition row) fail
+  // after the first (the state update) succeeded.
+  raw_sql(path,
+          "CREATE TRIGGER boom BEFORE INSERT ON transitions WHEN NEW.reason = 'boom' "
+          "BEGIN SELECT RAISE(ABORT, 'boom'); END");
+  auto r = store.transition("sb", S::kReady, "boom");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("boom"), std::string::npos) << r.error().message;
+  EXPECT_EQ(store.get("sb")->state, S::kInitializing);
+  EXPECT_EQ(store.transitions("sb")->size(), 2u);
+  // The store is usable afterwards: no transaction was left open.
+  ASSERT_TRUE(store.transition("sb", S::kReady, "fine"));
+  EXPECT_EQ(store.get("sb")->state, S::kReady);
+  expect_consistent(store);
+}
+
+TEST(StateStoreTest, ProcessesAndQueries) {
+  TempDir dir;
+  StateStore store = open_or_die(dir.file("state.db"));
+  ASSERT_TRUE(store.create_sandbox("a", "{}", std::nullopt, 1000));
+  ASSERT_TRUE(store.create_sandbox("b", "{}", std::nullopt, 5000));
+  ASSERT_TRUE(store.create_sandbox("c", "{}", std::nullopt, std::nullopt));
+  ASSERT_TRUE(store.create_sandbox("d", "{}", std::nullopt, 10));
+
+  ProcessRecord p{"p1", "a", {"sh", "-c", "echo \"hi\" é"}, ProcessState::kStarting, {}, {}, 0, {}};
+  auto early = store.add_process(p);
+  ASSERT_FALSE(early);  // sandbox a is still creating
+  EXPECT_NE(early.error().message.find("creating"), std::string::npos);
+  for (S s : {S::kInitializing, S::kReady}) ASSERT_TRUE(store.transition("a", s, ""));
+  ASSERT_TRUE(store.add_process(p)) << store.add_process(p).error().to_string();
+  EXPECT_EQ(store.add_process(p).error().code, ErrorCode::kAlreadyExists);
+  p.id = "p2";
+  p.sandbox_id = "zz";
+  EXPECT_EQ(store.add_process(p).error().code, ErrorCode::kNotFound);
+  ASSERT_TRUE(store.update_process("p1", ProcessState::kRunning, std::nullopt, std::nullopt));
+  ASSERT_TRUE(store.update_process("p1", ProcessState::kExited, std::nullopt, 9));
+  EXPECT_FALSE(store.update_process("p1", ProcessState::kRunning, std::nullopt, std::nullopt));
+  EXPECT_EQ(store.update_process("p9", ProcessState::kLost, std::nullopt, std::nullopt)
+                .error()
+                .code,
+            ErrorCode::kNotFound);
+  auto procs = store.list_processes("a");
+  ASSERT_TRUE(procs);
+  ASSERT_EQ(procs->size(), 1u);
+  EXPECT_EQ((*procs)[0].argv, (std::vector<std::string>{"sh", "-c", "echo \"hi\" é"}));
+  EXPECT_EQ((*procs)[0].state, ProcessState::kExited);
+  EXPECT_EQ((*procs)[0].signal, 9);
+  EXPECT_FALSE((*procs)[0].exit_code.has_value());
+  EXPECT_TRUE((*procs)[0].ended_at_ms.has_value());
+
+  // d: destroyed and cleaned; b: failed (still owes cleanup).
+  for (S s : {S::kDestroying, S::kCleaned}) ASSERT_TRUE(store.transition("d", s, ""));
+  ASSERT_TRUE(store.transition("b", S::kFailed, "x"));
+
+  std::vector<S> live = {S::kReady};
+  auto ready = store.list(live);
+  ASSERT_EQ(ready->size(), 1u);
+  EXPECT_EQ((*ready)[0].id, "a");
+  EXPECT_EQ(store.list()->size(), 4u);
+
+  auto rec = store.sandboxes_to_reconcile();
+  ASSERT_TRUE(rec);
+  std::vector<std::string> ids;
+  for (const auto& s : *rec) ids.push_back(s.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"a", "b", "c"}));
+
+  // Past expiry and still live: a (1000) at 2000; b failed, c no expiry,
+  // d cleaned.
+  auto exp = store.expired(2000);
+  ASSERT_TRUE(exp);
+  ASSERT_EQ(exp->size(), 1u);
+  EXPECT_EQ((*exp)[0].id, "a");
+  EXPECT_TRUE(store.expired(999)->empty());
+}
+
+// The crash child: creates sandboxes and walks each through its lifecycle,
+// writing one line to `fd` right after each call returned success. Never
+// returns.
+[[noreturn]] void crash_child(const std::string& path, int iter, int fd) {
+  auto store = StateStore::open(path);
+  if (!store) _exit(3);
+  auto ack = [&](const std::string& line) {
+    std::string l = line + "\n";
+    if (write(fd, l.data(), l.size()) != static_cast<ssize_t>(l.size())) _exit(4);
+  };
+  const S walk[] = {S::kInitializing, S::kReady, S::kRunning, S::kReady, S::kDestroying,
+                    S::kCleaned};
+  for (int n = 0; n < 100000; ++n) {
+    std::string id = "it" + std::to_string(iter) + "-" + std::to_string(n);
+    std::string key = "key-" + id;
+    if (!store->create_sandbox(id, R"({"n":)" + std::to_string(n) + "}", key, std::nullopt)) _exit(5);
+    ack("C " + id);
+    for (S s : walk) {
+      if (!store->transition(id, s, "walk")) _exit(6);
+      ack("T " + id + " " + std::string(sandbox_state_name(s)));
+      if (s == S::kRunning) {
+        ProcessRecord p{"p-" + id, id, {"true"}, ProcessState::kRunning, {}, {}, 0, {}};
+        if (!store->add_process(p)) _exit(7);
+        ack("P " + id);
+      }
+    }
+  }
+  _exit(0);
+}
+
+TEST(StateStoreTest, AcknowledgedWritesSurviveSigkill) {
+  TempDir dir;
+  std::string path = dir.file("state.db");
+  std::mt19937 rng(20240601);
+  std::uniform_int_distribution<int> delay_us(0, 150'000);
+  // Everything acknowledged by any child: sandbox -> acknowledged states.
+  std::map<std::string, std::vector<std::string>> acked;
+  std::set<std::string> acked_procs;
+  for (int iter = 0; iter < 20; ++iter) {
+    int fds[2];
+    ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      close(fds[0]);
+      crash_child(path, iter, fds[1]);
+    }
+    close(fds[1]);
+    std::string buf;
+    auto drain = [&](int timeout_ms) {
+      pollfd pfd{fds[0], POLLIN, 0};
+      if (poll(&pfd, 1, timeout_ms) <= 0) return false;
+      char chunk[4096];
+      ssize_t n = read(fds[0], chunk, sizeof chunk);
+      if (n <= 0) return n < 0 && errno == EINTR;
+      buf.append(chunk, static_cast<std::size_t>(n));
+      return true;
+    };
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(delay_us(rng));
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      drain(static_cast<int>(left.count()));
+    }
+    ASSERT_EQ(kill(pid, SIGKILL), 0);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "child failed early, status " << status;
+    while (drain(0)) {
+    }
+    close(fds[0]);
+
+    // Whole lines only: each was written by one write() after the call
+    // returned.
+    std::size_t start = 0;
+    for (std::size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1) {
+      std::string line = buf.substr(start, nl - start);
+      std::string id = line.substr(2, line.find(' ', 2) - 2);
+      if (line[0] == 'C') acked[id];
+      if (line[0] == 'T') acked[id].push_back(line.substr(line.rfind(' ') + 1));
+      if (line[0] == 'P') acked_procs.insert(id);
+    }
+
+    StateStore store = open_or_die(path);
+    ASSERT_EQ(*store.integrity_check(), "ok") << "iteration " << iter;
+    for (const auto& [id, states] : acked) {
+      auto sb = store.get(id);
+      ASSERT_TRUE(sb) << "acknowledged sandbox lost: " << id << " (iteration " << iter << ")";
+      auto ts = store.transitions(id);
+      ASSERT_TRUE(ts);
+      // The acknowledged transitions are a prefix of what is stored (one
+      // more may have committed just before the kill, unacknowledged).
+      ASSERT_GE(ts->size(), states.size() + 1) << id;
+      for (std::size_t i = 0; i < states.size(); ++i) {
+        EXPECT_EQ(sandbox_state_name((*ts)[i + 1].to), states[i]) << id << " #" << i;
+      }
+    }
+    for (const std::string& id : acked_procs) {
+      auto procs = store.list_processes(id);
+      ASSERT_TRUE(procs);
+      EXPECT_EQ(procs->size(), 1u) << "acknowledged process lost in " << id;
+    }
+    expect_consistent(store);
+  }
+  std::size_t n_transitions = 0;
+  for (const auto& [id, states] : acked) n_transitions += states.size();
+  std::printf("acknowledged before the kills: %zu sandboxes, %zu transitions, %zu processes\n",
+              acked.size(), n_transitions, acked_procs.size());
+  EXPECT_GT(acked.size(), 20u) << "the children acknowledged almost nothing; the test proves little";
+}
+
+TEST(StateStoreTest, ConcurrentThreads) {
+  TempDir dir;
+  StateStore store = open_or_die(dir.file("state.db"));
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 25;
+  std::atomic<int> failures{0};
+  std::atomic<int> created_with_shared_key{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      // All threads race on one idempotency key: one sandbox results.
+      auto shared = store.create_sandbox("shared-" + std::to_string(t), R"({"s":1})", "shared",
+                                         std::nullopt);
+      if (!shared) {
+        ++failures;
+      } else if (shared->created) {
+        ++created_with_shared_key;
+      }
+      for (int i = 0; i < kPerThread; ++i) {
+        std::string id = "t" + std::to_string(t) + "-" + std::to_string(i);
+        if (!store.create_sandbox(id, "{}", std::nullopt, std::nullopt)) ++failures;
+        for (S s : {S::kInitializing, S::kReady, S::kRunning}) {
+          if (!store.transition(id, s, "go")) ++failures;
+        }
+        if (!store.list()) ++failures;
+        if (!store.get(id)) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(created_with_shared_key.load(), 1);
+  std::vector<S> running = {S::kRunning};
+  EXPECT_EQ(store.list(running)->size(), static_cast<std::size_t>(kThreads * kPerThread));
+  EXPECT_EQ(store.list()->size(), static_cast<std::size_t>(kThreads * kPerThread + 1));
+  expect_consistent(store);
+  EXPECT_EQ(*store.integrity_check(), "ok");
+}
+
+}  // namespace
+}  // namespace corral
