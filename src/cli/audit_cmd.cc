@@ -9,6 +9,7 @@
 
 #include "base/paths.h"
 #include "base/result.h"
+#include "cli/cli_output.h"
 #include "cli/commands.h"
 #include "store/audit_log.h"
 
@@ -38,8 +39,7 @@ int usage_error(std::string_view message) {
 }
 
 int failure(const Error& e) {
-  std::cerr << "corral: error: " << e.message << "\n";
-  if (!e.hint.empty()) std::cerr << "hint: " << e.hint << "\n";
+  print_error(e);
   return 1;
 }
 

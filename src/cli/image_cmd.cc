@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "cli/cli_output.h"
 #include "cli/commands.h"
 #include "image/image_store.h"
 
@@ -46,8 +47,7 @@ int usage_error(std::string_view message) {
 }
 
 int failure(const Error& e) {
-  std::cerr << "corral: error: " << e.message << "\n";
-  if (!e.hint.empty()) std::cerr << "hint: " << e.hint << "\n";
+  print_error(e);
   return 1;
 }
 

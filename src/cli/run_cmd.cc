@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/paths.h"
+#include "cli/cli_output.h"
 #include "cli/commands.h"
 #include "image/image_store.h"
 #include "jail/sandbox_runner.h"
@@ -57,9 +58,8 @@ int usage_error(const std::string& message) {
   return 125;
 }
 
-int print_error(const Error& e) {
-  fprintf(stderr, "corral: error: %s\n", e.message.c_str());
-  if (!e.hint.empty()) fprintf(stderr, "hint: %s\n", e.hint.c_str());
+int setup_error(const Error& e) {
+  print_error(e);
   return 125;
 }
 
@@ -115,7 +115,7 @@ int run_command(int argc, char** argv) {
     }
   }
   if (!flags.config.empty()) {
-    if (auto st = apply_config_file(flags.config, spec); !st) return print_error(st.error());
+    if (auto st = apply_config_file(flags.config, spec); !st) return setup_error(st.error());
   }
 
   size_t i = 0;
@@ -245,9 +245,9 @@ int run_command(int argc, char** argv) {
   UniqueFd image_lock;
   if (!spec.image.empty()) {
     auto info = images.get(spec.image);
-    if (!info) return print_error(info.error());
+    if (!info) return setup_error(info.error());
     auto lock = images.lock_shared(spec.image);
-    if (!lock) return print_error(lock.error());
+    if (!lock) return setup_error(lock.error());
     image_lock = std::move(*lock);
     options.base.rootfs = info->rootfs;
     options.base.env = info->env;
@@ -258,11 +258,7 @@ int run_command(int argc, char** argv) {
   RunResult result = run_sandbox(spec, options);
 
   for (const std::string& n : result.notices) fprintf(stderr, "corral: %s\n", n.c_str());
-  if (result.failure) {
-    fprintf(stderr, "corral: error: %s\n", result.failure->message.c_str());
-    if (!result.failure->hint.empty())
-      fprintf(stderr, "hint: %s\n", result.failure->hint.c_str());
-  }
+  if (result.failure) print_error(result.failure->message, result.failure->hint);
   for (const std::string& r : result.residue)
     fprintf(stderr, "corral: warning: left behind after cleanup: %s\n", r.c_str());
   nlohmann::json report = to_json(result);

@@ -1,0 +1,14 @@
+// How every verb reports an error: "corral: error: <message>" and, when
+// known, "hint: <what to do>" on stderr (docs/error-handling.md).
+#pragma once
+
+#include <string_view>
+
+#include "base/result.h"
+
+namespace corral::cli {
+
+void print_error(std::string_view message, std::string_view hint);
+inline void print_error(const Error& e) { print_error(e.message, e.hint); }
+
+}  // namespace corral::cli
