@@ -393,6 +393,11 @@ TEST_F(ConfinedRootTest, SymlinkSwapRaceNeverReachesTheHost) {
     }
   });
 
+  // Under load the swapper may not have run yet: start racing only once it
+  // has (bounded), so the test always exercises a moving target.
+  for (int spin = 0; spin < 5000 && swaps.load() == 0; ++spin) ::usleep(1000);
+  EXPECT_GT(swaps.load(), 0) << "the swapper thread never ran";
+
   int opened = 0;
   int failed = 0;
   for (int i = 0; i < 2000; ++i) {
