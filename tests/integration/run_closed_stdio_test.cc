@@ -34,5 +34,26 @@ TEST(run_closed_stdio, NoHostFdTakesTheirPlace) {
   host_sh("rm -rf '" + out_dir + "'");
 }
 
+// Fds the caller left open without O_CLOEXEC (a shell's `3<file`) are
+// host fds too: none reaches the sandbox.
+TEST(run_closed_stdio, InheritedHostFdsAreNotPassedIn) {
+  std::string out_dir = make_temp_dir("inherited-fds");
+  host_sh("chmod 0777 '" + out_dir + "'");
+  int status = -1;
+  host_sh("cd '" + out_dir + "' && '" + corral_bin() + "' run --mount " + out_dir +
+              ":/out:rw -- sh -c "
+              "'for f in /proc/self/fd/*; do echo \"$f $(readlink $f)\"; done > /out/fds' "
+              "3</etc/hostname 7</etc/passwd 9>/dev/null",
+          &status);
+  EXPECT_EQ(status, 0);
+  std::string fds = host_sh("cat '" + out_dir + "/fds'");
+  EXPECT_NE(fds.find("/proc/self/fd/0 "), std::string::npos) << fds;
+  for (const char* forbidden : {"/etc/hostname", "/etc/passwd", "/proc/self/fd/7 ",
+                                "/proc/self/fd/9 "}) {
+    EXPECT_EQ(fds.find(forbidden), std::string::npos) << forbidden << " open inside:\n" << fds;
+  }
+  host_sh("rm -rf '" + out_dir + "'");
+}
+
 }  // namespace
 }  // namespace corral::testing
