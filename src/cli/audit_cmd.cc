@@ -33,15 +33,7 @@ constexpr const char* kUsage =
     "\n"
     "See docs/audit.md.\n";
 
-int usage_error(std::string_view message) {
-  std::cerr << "corral: error: " << message << "\n\n" << kUsage;
-  return 2;
-}
-
-int failure(const Error& e) {
-  print_error(e);
-  return 1;
-}
+int usage_error(std::string_view message) { return cli::usage_error(message, kUsage); }
 
 bool is_help(std::string_view a) { return a == "--help" || a == "-h" || a == "help"; }
 
@@ -74,7 +66,7 @@ int cmd_verify(std::vector<std::string> args, std::string log) {
   if (!take_log(args, log, error)) return usage_error(error);
   if (!args.empty()) return usage_error("unexpected argument for audit verify: " + args[0]);
   auto report = verify_audit_log(log);
-  if (!report) return failure(report.error());
+  if (!report) return command_failure(report.error());
   if (report->ok) {
     std::cout << report->records << (report->records == 1 ? " record" : " records")
               << ", chain intact\n"
@@ -109,7 +101,7 @@ int cmd_tail(std::vector<std::string> args, std::string log) {
     n = std::stoul(value);
   }
   auto lines = tail_audit_log(log, n);
-  if (!lines) return failure(lines.error());
+  if (!lines) return command_failure(lines.error());
   for (const auto& l : *lines) std::cout << l << "\n";
   return 0;
 }

@@ -11,4 +11,12 @@ namespace corral::cli {
 void print_error(std::string_view message, std::string_view hint);
 inline void print_error(const Error& e) { print_error(e.message, e.hint); }
 
+// A verb's usage mistake: the message, then the verb's usage text. Exit 2.
+int usage_error(std::string_view message, std::string_view usage);
+// A verb that failed after its arguments were fine. Exit 1.
+inline int command_failure(const Error& e) {
+  print_error(e);
+  return 1;
+}
+
 }  // namespace corral::cli

@@ -41,15 +41,7 @@ constexpr const char* kUsage =
     "Images live in $CORRAL_DATA_DIR/images (default /var/lib/corral/images).\n"
     "See docs/images.md.\n";
 
-int usage_error(std::string_view message) {
-  std::cerr << "corral: error: " << message << "\n\n" << kUsage;
-  return 2;
-}
-
-int failure(const Error& e) {
-  print_error(e);
-  return 1;
-}
+int usage_error(std::string_view message) { return cli::usage_error(message, kUsage); }
 
 std::string human_size(std::uint64_t bytes) {
   static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -88,7 +80,7 @@ int report_done(ImageStore& store, const std::string& name, const char* verb,
                 std::chrono::steady_clock::time_point start) {
   std::string elapsed = seconds_since(start);
   auto info = store.get(name);
-  if (!info) return failure(info.error());
+  if (!info) return command_failure(info.error());
   std::cerr << "image " << name << " " << verb << " in " << elapsed << ": "
             << human_size(info->size_bytes) << " at " << info->rootfs << "\n";
   return 0;
@@ -138,7 +130,7 @@ int cmd_build(const std::vector<std::string>& args) {
             << (packages.empty() ? "" : " (+ packages)") << " into " << store.dir() << "/" << name
             << "\n";
   Status s = store.build(name, packages, prefixed("[build] "));
-  if (!s) return failure(s.error());
+  if (!s) return command_failure(s.error());
   return report_done(store, name, "built", start);
 }
 
@@ -154,7 +146,7 @@ int cmd_import(const std::vector<std::string>& args) {
   ImageStore store(ImageStore::default_dir());
   auto start = std::chrono::steady_clock::now();
   Status s = store.import_oci(name, positional[1], prefixed("[import] "));
-  if (!s) return failure(s.error());
+  if (!s) return command_failure(s.error());
   return report_done(store, name, "imported", start);
 }
 
@@ -169,7 +161,7 @@ int cmd_ls(const std::vector<std::string>& args) {
   }
   ImageStore store(ImageStore::default_dir());
   auto images = store.list();
-  if (!images) return failure(images.error());
+  if (!images) return command_failure(images.error());
   if (as_json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& i : *images) {
@@ -221,7 +213,7 @@ int cmd_rm(const std::vector<std::string>& args) {
   for (const auto& name : positional) {
     Status s = store.remove(name);
     if (!s) {
-      rc = failure(s.error());
+      rc = command_failure(s.error());
     } else {
       std::cerr << "image " << name << " removed\n";
     }

@@ -121,12 +121,9 @@ std::vector<HostCheck> run_host_checks() {
     checks.push_back({"cgroups", manager.has_value(), true,
                       manager ? (*manager)->describe() : manager.error().message,
                       manager ? "" : manager.error().hint});
-  }
-  {
     // Start-up speed, not safety: on cgroup v1 every sandbox start moves
     // init into its cgroups, which waits for an RCU grace period (often
     // 5-12 ms) unless the hierarchies are mounted with favordynmods.
-    auto manager = CgroupManager::detect();
     if (manager && (*manager)->version() == CgroupVersion::kV1) {
       std::string mounts = read_text("/proc/self/mountinfo");
       bool fast = false;

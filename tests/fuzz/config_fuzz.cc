@@ -7,23 +7,15 @@
 #include <string>
 #include <string_view>
 
+#include "fuzz_checks.h"
 #include "spec/config_file.h"
 #include "spec/mount_arg.h"
 #include "spec/units.h"
 
 namespace {
 
-void require(bool condition) {
-  if (!condition) __builtin_trap();
-}
-
-bool printable(std::string_view text) {
-  for (char c : text) {
-    auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u > 0x7e) return false;
-  }
-  return true;
-}
+using corral::fuzz::printable;
+using corral::fuzz::require;
 
 void check_error(const corral::Error& e) {
   require(e.code == corral::ErrorCode::kInvalidArgument);

@@ -56,17 +56,17 @@ std::string make_temp_dir(std::string_view tag) {
   return d;
 }
 
-RunOutcome run_corral(std::vector<std::string> args, std::string_view stdin_data,
-                      std::chrono::seconds timeout) {
-  RunOutcome outcome;
-  std::string report_dir = make_temp_dir("report");
-  std::string report_path = report_dir + "/report.json";
+// Starts `corral <args...>` (with --report added before "--" for `run`)
+// with its stdin, stdout and stderr on pipes. Returns the pid (-1 on
+// failure, already reported) and our ends of the pipes.
+static pid_t spawn_corral(std::vector<std::string> args, const std::string& report_path, int* in_w,
+                   int* out_r, int* err_r) {
   if (!args.empty() && args[0] == "run") {
     auto dashdash = std::find(args.begin(), args.end(), "--");
     args.insert(dashdash, {"--report", report_path});
   }
-  std::vector<char*> argv;
   std::string bin = corral_bin();
+  std::vector<char*> argv;
   argv.push_back(bin.data());
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -75,9 +75,8 @@ RunOutcome run_corral(std::vector<std::string> args, std::string_view stdin_data
   if (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0 ||
       pipe2(err_pipe, O_CLOEXEC) != 0) {
     ADD_FAILURE() << "pipe2: " << strerror(errno);
-    return outcome;
+    return -1;
   }
-  auto start = std::chrono::steady_clock::now();
   pid_t pid = fork();
   if (pid == 0) {
     dup2(in_pipe[0], 0);
@@ -89,23 +88,48 @@ RunOutcome run_corral(std::vector<std::string> args, std::string_view stdin_data
   close(in_pipe[0]);
   close(out_pipe[1]);
   close(err_pipe[1]);
+  if (pid < 0) {
+    ADD_FAILURE() << "fork: " << strerror(errno);
+    close(in_pipe[1]);
+    close(out_pipe[0]);
+    close(err_pipe[0]);
+    return -1;
+  }
+  *in_w = in_pipe[1];
+  *out_r = out_pipe[0];
+  *err_r = err_pipe[0];
+  return pid;
+}
+
+RunOutcome run_corral(std::vector<std::string> args, std::string_view stdin_data,
+                      std::chrono::seconds timeout) {
+  RunOutcome outcome;
+  std::string report_dir = make_temp_dir("report");
+  std::string report_path = report_dir + "/report.json";
+  int in_w = -1, out_r = -1, err_r = -1;
+  auto start = std::chrono::steady_clock::now();
+  pid_t pid = spawn_corral(std::move(args), report_path, &in_w, &out_r, &err_r);
+  if (pid < 0) {
+    rmdir(report_dir.c_str());
+    return outcome;
+  }
   // Feed stdin in a child so a large input cannot deadlock against output.
   pid_t feeder = fork();
   if (feeder == 0) {
     signal(SIGPIPE, SIG_IGN);
     size_t off = 0;
     while (off < stdin_data.size()) {
-      ssize_t n = write(in_pipe[1], stdin_data.data() + off, stdin_data.size() - off);
+      ssize_t n = write(in_w, stdin_data.data() + off, stdin_data.size() - off);
       if (n <= 0) break;
       off += static_cast<size_t>(n);
     }
     _exit(0);
   }
-  close(in_pipe[1]);
+  close(in_w);
 
   auto deadline = start + timeout;
   bool killed = false;
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  pollfd fds[2] = {{out_r, POLLIN, 0}, {err_r, POLLIN, 0}};
   int open_fds = 2;
   char buf[65536];
   while (open_fds > 0) {
@@ -177,44 +201,8 @@ std::string host_sh(const std::string& script, int* status) {
 CorralProcess::CorralProcess(std::vector<std::string> args) {
   report_dir_ = make_temp_dir("report");
   report_path_ = report_dir_ + "/report.json";
-  if (!args.empty() && args[0] == "run") {
-    auto dashdash = std::find(args.begin(), args.end(), "--");
-    args.insert(dashdash, {"--report", report_path_});
-  }
-  std::string bin = corral_bin();
-  std::vector<char*> argv;
-  argv.push_back(bin.data());
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  int in_pipe[2], out_pipe[2], err_pipe[2];
-  if (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0 ||
-      pipe2(err_pipe, O_CLOEXEC) != 0) {
-    ADD_FAILURE() << "pipe2: " << strerror(errno);
-    return;
-  }
   start_ = std::chrono::steady_clock::now();
-  pid_ = fork();
-  if (pid_ == 0) {
-    dup2(in_pipe[0], 0);
-    dup2(out_pipe[1], 1);
-    dup2(err_pipe[1], 2);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  close(in_pipe[0]);
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  if (pid_ < 0) {
-    ADD_FAILURE() << "fork: " << strerror(errno);
-    close(in_pipe[1]);
-    close(out_pipe[0]);
-    close(err_pipe[0]);
-    return;
-  }
-  in_fd_ = in_pipe[1];
-  out_fd_ = out_pipe[0];
-  err_fd_ = err_pipe[0];
+  pid_ = spawn_corral(std::move(args), report_path_, &in_fd_, &out_fd_, &err_fd_);
 }
 
 CorralProcess::~CorralProcess() {
