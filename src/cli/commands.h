@@ -8,5 +8,7 @@ int run_command(int argc, char** argv);     // corral run [options] -- CMD...
 int doctor_command(int argc, char** argv);  // corral doctor
 int image_command(int argc, char** argv);   // corral image build|import|ls|rm
 int audit_command(int argc, char** argv);   // corral audit verify|tail
+int serve_command(int argc, char** argv);   // corral serve (the daemon)
+int client_command(int argc, char** argv);  // corral create|ls|inspect|exec|cp|rm
 
 }  // namespace corral::cli

@@ -19,6 +19,8 @@ constexpr const char* kUsage =
     "  image build|import|ls|rm ...     manage base images\n"
     "  doctor                           check that this host can run sandboxes\n"
     "  audit verify|tail ...            check or show the daemon's audit log\n"
+    "  serve [options]                  run the daemon (HTTP API)\n"
+    "  create|ls|inspect|exec|cp|rm     talk to the daemon (see `corral create --help`)\n"
     "  version                          print the version\n"
     "\n"
     "`corral <command> --help` describes each command.\n";
@@ -47,6 +49,10 @@ int main(int argc, char** argv) {
   if (verb == "image") return corral::cli::image_command(argc - 1, argv + 1);
   if (verb == "audit") return corral::cli::audit_command(argc - 1, argv + 1);
   if (verb == "doctor") return corral::cli::doctor_command(argc - 1, argv + 1);
+  if (verb == "serve") return corral::cli::serve_command(argc - 1, argv + 1);
+  if (verb == "create" || verb == "ls" || verb == "inspect" || verb == "exec" || verb == "cp" ||
+      verb == "rm")
+    return corral::cli::client_command(argc, argv);
   if (verb == "version" || verb == "--version") {
     puts("corral 0.1.0");
     return 0;

@@ -357,8 +357,15 @@ Result<Listing> ConfinedRoot::list(std::string_view path, std::size_t max_entrie
   return out;
 }
 
-Status ConfinedRoot::mkdir(std::string_view path, mode_t mode, bool parents) const {
+Status ConfinedRoot::mkdir(std::string_view path, mode_t mode, bool parents, uid_t owner,
+                           gid_t group) const {
   mode &= 0777;
+  // A directory we create is handed to `owner` right away (by name in the
+  // fd of its parent, never following a symlink).
+  auto give = [&](int parent_fd, const std::string& name) {
+    if (owner != static_cast<uid_t>(-1))
+      (void)::fchownat(parent_fd, name.c_str(), owner, group, AT_SYMLINK_NOFOLLOW);
+  };
   if (!parents) {
     auto r = resolve("mkdir", path);
     if (!r) return tl::unexpected<Error>(std::move(r).error());
@@ -366,6 +373,7 @@ Status ConfinedRoot::mkdir(std::string_view path, mode_t mode, bool parents) con
     if (::mkdirat(r->parent.get(), r->name.c_str(), mode) != 0) {
       return path_error("mkdir", path, errno, true);
     }
+    give(r->parent.get(), r->name);
     return ok();
   }
   auto parts = split_sandbox_path(path);
@@ -379,8 +387,10 @@ Status ConfinedRoot::mkdir(std::string_view path, mode_t mode, bool parents) con
     prefix.append("/").append(part);
     UniqueFd next(open_in_root(prefix, O_PATH | O_DIRECTORY));
     if (!next && errno == ENOENT) {
-      if (::mkdirat(parent.get(), part.c_str(), mode) != 0 && errno != EEXIST) {
-        return path_error("mkdir", path, errno, true);
+      if (::mkdirat(parent.get(), part.c_str(), mode) != 0) {
+        if (errno != EEXIST) return path_error("mkdir", path, errno, true);
+      } else {
+        give(parent.get(), part);
       }
       next.reset(open_in_root(prefix, O_PATH | O_DIRECTORY));
     }

@@ -95,7 +95,9 @@ class ConfinedRoot {
   Result<Listing> list(std::string_view path, std::size_t max_entries = kDefaultListLimit) const;
   // mode is masked to 0777. With parents, missing directories on the way
   // are created and an existing directory is not an error.
-  Status mkdir(std::string_view path, mode_t mode = 0755, bool parents = false) const;
+  // Directories it creates are chowned to owner/group unless owner is -1.
+  Status mkdir(std::string_view path, mode_t mode = 0755, bool parents = false,
+               uid_t owner = static_cast<uid_t>(-1), gid_t group = static_cast<gid_t>(-1)) const;
   // A file, a symlink (the link itself) or an empty directory. With
   // recursive, a directory tree is removed by an fd walk that never follows
   // a symlink and never crosses a mount point.

@@ -72,9 +72,9 @@ void write_id_map(const SandboxPlan& plan, pid_t pid, const char* name, const ch
 }  // namespace
 
 int close_fds_except(const int* keep, int count) {
-  int sorted[8];
+  int sorted[16];
   int n = 0;
-  for (int i = 0; i < count && n < 8; ++i) {
+  for (int i = 0; i < count && n < 16; ++i) {
     if (keep[i] < 3) continue;
     int j = n++;
     while (j > 0 && sorted[j - 1] > keep[i]) {
@@ -94,8 +94,14 @@ int close_fds_except(const int* keep, int count) {
 }
 
 void run_init(SandboxPlan& plan) {
-  // If the launcher dies, so does the sandbox: the pid namespace goes with us.
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // If `corral run` dies, so does the sandbox: the pid namespace goes with
+  // us. A long-lived sandbox outlives a daemon crash (ADR 0004): the daemon
+  // re-attaches, or destroys it, when it comes back.
+  if (!plan.long_lived) prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // Whoever forked us may ignore SIGCHLD (the daemon's factory lets the
+  // kernel reap inits): we and the zygote must see our children's ends.
+  signal(SIGCHLD, SIG_DFL);
+  signal(SIGPIPE, SIG_DFL);
   prctl(PR_SET_DUMPABLE, 0);
   ControlMessage go{};
   if (recv(plan.control_fd, &go, sizeof go, 0) != sizeof go || go.type != ControlType::kGo)
@@ -124,6 +130,7 @@ void run_init(SandboxPlan& plan) {
   if (workload < 0) fail(plan, Stage::kUserNamespace, "clone(CLONE_NEWUSER)");
   if (workload == 0) {
     close(go_pipe[1]);
+    if (plan.long_lived) run_zygote(plan, go_pipe[0]);
     run_workload(plan, go_pipe[0]);
   }
   close(go_pipe[0]);
@@ -143,9 +150,13 @@ void run_init(SandboxPlan& plan) {
   enter_rootfs(plan);
   // Nothing of the host stays open in the sandbox: init keeps only the
   // control socket, the pty slave (so the pty outlives a short command
-  // until the launcher has read it all) and the release pipe.
-  const int keep[] = {plan.control_fd, pty_slave, go_pipe[1]};
-  if (close_fds_except(keep, 3) != 0) fail(plan, Stage::kCloseFds, "close_range");
+  // until the launcher has read it all), the release pipe and, for a
+  // long-lived sandbox, what a re-attaching daemon takes back and the
+  // locks that mark its uid block and base layer as in use.
+  const int* held = plan.held_fds;
+  const int keep[] = {plan.control_fd, pty_slave, go_pipe[1], held[0], held[1],
+                      held[2],         held[3],   held[4],     held[5], held[6]};
+  if (close_fds_except(keep, 10) != 0) fail(plan, Stage::kCloseFds, "close_range");
   if (write(go_pipe[1], &release, sizeof release) != sizeof release)
     fail(plan, Stage::kUserNamespace, "release workload");
   close(go_pipe[1]);

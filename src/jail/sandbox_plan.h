@@ -85,6 +85,14 @@ struct SandboxPlan {
   std::uint64_t capabilities = 0;  // kept capability mask (root only)
   bool tty = false;
 
+  // Long-lived sandboxes (the daemon, ADR 0004, jail/live_channel.h): init
+  // survives its creator, keeps `held_fds` open for a daemon that re-attaches,
+  // and the workload is a zygote that starts processes on request.
+  bool long_lived = false;
+  int spawn_fd = -1;          // the zygote's end of the spawn channel
+  int held_fds[7] = {-1, -1, -1, -1, -1, -1, -1};
+  std::string default_path;   // PATH of a request that sets none
+
   // Workload.
   std::vector<std::string> exec_candidates;  // PATH search, precomputed
   std::vector<char*> argv;                   // null-terminated
@@ -103,12 +111,28 @@ struct WorkloadGo {
   int pty_index;  // -1: no pty; else open /dev/pts/<index>
 };
 
-// Post-fork entry points. Both report failures on plan.control_fd and exit.
+// Post-fork entry points. They report failures on plan.control_fd and exit.
 [[noreturn]] void run_init(SandboxPlan& plan);
 [[noreturn]] void run_workload(const SandboxPlan& plan, int go_fd);
+[[noreturn]] void run_zygote(const SandboxPlan& plan, int go_fd);
+
+// A step of harden_process() that failed.
+struct HardenFailure {
+  int stage = 0;  // Stage
+  int err = 0;
+  const char* detail = "";
+};
+
+// Post-fork, in a process of the sandbox's user namespace: takes the
+// sandbox user's credentials and confinement in the fixed order
+// (credentials, bounding set, capabilities, no_new_privs, rlimits, umask,
+// workdir, Landlock, seccomp last). The same steps for `corral run`'s
+// workload and for every process the zygote starts. Returns false with
+// `failure` set when a step fails.
+bool harden_process(const SandboxPlan& plan, const char* workdir, HardenFailure* failure);
 
 // Post-fork: closes every fd >= 3 except the `count` listed in `keep`
-// (at most 8; negative entries are ignored).
+// (at most 16; negative entries are ignored).
 int close_fds_except(const int* keep, int count);
 
 // Post-fork helper: sends a kFailure message and _exits(125).

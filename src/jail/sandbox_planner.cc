@@ -163,10 +163,11 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
   auto prepared = std::make_unique<PreparedSandbox>();
   PreparedSandbox& p = *prepared;
   SandboxPlan& plan = p.plan;
-  p.id = new_sandbox_id();
+  p.id = options.sandbox_id.empty() ? new_sandbox_id() : options.sandbox_id;
+  plan.long_lived = options.long_lived;
 
   failed_stage = Stage::kPlan;
-  if (spec.argv.empty())
+  if (spec.argv.empty() && !options.long_lived)
     return make_error(ErrorCode::kInvalidArgument, "no command given",
                       "put the command after --, e.g. corral run -- echo hi");
   if (spec.network.mode != "none")
@@ -351,8 +352,11 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
   for (const auto& [k, v] : env) {
     if (k == "PATH") path_value = v;
   }
-  const std::string& cmd = spec.argv[0];
-  if (cmd.find('/') != std::string::npos) {
+  plan.default_path = path_value;
+  const std::string cmd = spec.argv.empty() ? std::string() : spec.argv[0];
+  if (cmd.empty()) {
+    // A long-lived sandbox: each request names its own command.
+  } else if (cmd.find('/') != std::string::npos) {
     plan.exec_candidates.push_back(cmd);
   } else {
     std::stringstream ss(path_value);

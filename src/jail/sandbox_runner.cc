@@ -25,6 +25,7 @@
 #include "base/paths.h"
 #include "jail/cgroup.h"
 #include "jail/fs_util.h"
+#include "jail/init_clone.h"
 #include "jail/sandbox_planner.h"
 #include "jail/stdio_relay.h"
 #include "jail/tty_relay.h"
@@ -36,22 +37,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Layout of struct clone_args (linux/sched.h), kept here because that
-// header clashes with glibc's <sched.h>.
-struct CloneArgs {
-  std::uint64_t flags;
-  std::uint64_t pidfd;
-  std::uint64_t child_tid;
-  std::uint64_t parent_tid;
-  std::uint64_t exit_signal;
-  std::uint64_t stack;
-  std::uint64_t stack_size;
-  std::uint64_t tls;
-  std::uint64_t set_tid;
-  std::uint64_t set_tid_size;
-  std::uint64_t cgroup;
-};
-constexpr std::uint64_t kCloneIntoCgroup = 0x200000000ULL;
 
 std::string signal_name(int sig) {
   const char* abbrev = sigabbrev_np(sig);
@@ -185,27 +170,14 @@ RunResult run_sandbox(const SandboxSpec& spec, const RunOptions& options) {
   for (int n = 0; n < 3; ++n) plan.stdio[n] = stdio.child_fd(n);
 
   const bool v2 = cgroup.clone_into_fd() >= 0;
-  plan.unshare_cgroup_ns = !v2;
   int pidfd = -1;
-  CloneArgs args{};
-  args.flags = CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
-               CLONE_PIDFD;
-  if (v2) {
-    args.flags |= CLONE_NEWCGROUP | kCloneIntoCgroup;
-    args.cgroup = static_cast<std::uint64_t>(cgroup.clone_into_fd());
-  }
-  args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
-  args.exit_signal = SIGCHLD;
 
   // Give freed planning memory back before init is forked from us: both
   // processes keep their heap for the sandbox's whole life.
   malloc_trim(0);
   const auto start = Clock::now();
-  pid_t child = result.failure ? -1 : sys::clone3(&args, sizeof args);
-  if (child == 0) {
-    control.reset();
-    run_init(plan);  // never returns
-  }
+  pid_t child =
+      result.failure ? -1 : clone_sandbox_init(plan, cgroup, &pidfd, control.get());
   if (sv[1] >= 0) close(sv[1]);
   stdio.close_child_ends();
   UniqueFd child_pidfd(pidfd);

@@ -26,6 +26,10 @@ struct RunOptions {
   std::vector<std::string> mount_roots;  // allowed roots for --mount sources
   std::string cwd;                       // resolves relative paths
   bool tty = false;                      // give the sandbox a pty relayed to our terminal
+  // A daemon sandbox (ADR 0004): no command of its own, a zygote instead,
+  // and init survives its creator. The id is the daemon's choice.
+  bool long_lived = false;
+  std::string sandbox_id;  // empty: a new random one
 };
 
 struct SetupFailure {

@@ -26,6 +26,8 @@ class UidRange {
   uid_t host_base() const { return base_; }
   uid_t to_host(uid_t inside) const { return base_ + inside; }
   std::uint32_t slot() const { return slot_; }
+  // The flock that reserves the block: whoever holds it keeps the block.
+  int lock_fd() const { return lock_.get(); }
 
  private:
   UidRange(UniqueFd lock, std::uint32_t slot)

@@ -28,7 +28,47 @@ namespace {
   child_fail(plan.control_fd, static_cast<int>(stage), errno, detail);
 }
 
+bool failed(HardenFailure* failure, Stage stage, const char* detail) {
+  failure->stage = static_cast<int>(stage);
+  failure->err = errno;
+  failure->detail = detail;
+  return false;
+}
+
 }  // namespace
+
+bool harden_process(const SandboxPlan& plan, const char* workdir, HardenFailure* failure) {
+  gid_t groups[1] = {plan.gid};
+  if (setgroups(1, groups) != 0) return failed(failure, Stage::kCredentials, "setgroups");
+  if (setresgid(plan.gid, plan.gid, plan.gid) != 0)
+    return failed(failure, Stage::kCredentials, "setresgid");
+  // Still uid 0 of the new namespace here: shrink the bounding set first.
+  if (drop_bounding_set(plan.capabilities) != 0)
+    return failed(failure, Stage::kCapabilities, "bounding set");
+  if (setresuid(plan.uid, plan.uid, plan.uid) != 0)
+    return failed(failure, Stage::kCredentials, "setresuid");
+  if (set_capabilities(plan.capabilities) != 0)
+    return failed(failure, Stage::kCapabilities, "capset");
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    return failed(failure, Stage::kNoNewPrivs, "prctl");
+
+  for (const RlimitSetting& r : plan.rlimits) {
+    rlimit current;
+    if (getrlimit(r.resource, &current) != 0) return failed(failure, Stage::kRlimits, "getrlimit");
+    rlim_t v = r.value < current.rlim_max ? r.value : current.rlim_max;
+    rlimit next{v, v};
+    if (setrlimit(r.resource, &next) != 0) return failed(failure, Stage::kRlimits, "setrlimit");
+  }
+  umask(022);  // init runs with 0 to create /dev; the command gets the usual
+  if (chdir(workdir) != 0) return failed(failure, Stage::kWorkdir, workdir);
+  if (apply_landlock(plan.landlock) != 0) return failed(failure, Stage::kLandlock, "landlock");
+
+  // seccomp goes last, so that the filter is as strict as the command
+  // needs and not loosened for the setup steps above.
+  if (install_seccomp_filter_raw(plan.seccomp) != 0)
+    return failed(failure, Stage::kSeccomp, "install filter");
+  return true;
+}
 
 void run_workload(const SandboxPlan& plan, int go_fd) {
   WorkloadGo go{};
@@ -58,30 +98,11 @@ void run_workload(const SandboxPlan& plan, int go_fd) {
     close(pty_slave);
   }
 
-  gid_t groups[1] = {plan.gid};
-  if (setgroups(1, groups) != 0) fail(plan, Stage::kCredentials, "setgroups");
-  if (setresgid(plan.gid, plan.gid, plan.gid) != 0) fail(plan, Stage::kCredentials, "setresgid");
-  // Still uid 0 of the new namespace here: shrink the bounding set first.
-  if (drop_bounding_set(plan.capabilities) != 0)
-    fail(plan, Stage::kCapabilities, "bounding set");
-  if (setresuid(plan.uid, plan.uid, plan.uid) != 0) fail(plan, Stage::kCredentials, "setresuid");
-  if (set_capabilities(plan.capabilities) != 0) fail(plan, Stage::kCapabilities, "capset");
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(plan, Stage::kNoNewPrivs, "prctl");
-
-  for (const RlimitSetting& r : plan.rlimits) {
-    rlimit current;
-    if (getrlimit(r.resource, &current) != 0) fail(plan, Stage::kRlimits, "getrlimit");
-    rlim_t v = r.value < current.rlim_max ? r.value : current.rlim_max;
-    rlimit next{v, v};
-    if (setrlimit(r.resource, &next) != 0) fail(plan, Stage::kRlimits, "setrlimit");
+  HardenFailure failure;
+  if (!harden_process(plan, plan.workdir.c_str(), &failure)) {
+    errno = failure.err;
+    fail(plan, static_cast<Stage>(failure.stage), failure.detail);
   }
-  umask(022);  // init runs with 0 to create /dev; the command gets the usual
-  if (chdir(plan.workdir.c_str()) != 0) fail(plan, Stage::kWorkdir, plan.workdir.c_str());
-  if (apply_landlock(plan.landlock) != 0) fail(plan, Stage::kLandlock, "landlock");
-
-  // seccomp goes last, so that the filter is as strict as the command
-  // needs and not loosened for the setup steps above.
-  if (install_seccomp_filter_raw(plan.seccomp) != 0) fail(plan, Stage::kSeccomp, "install filter");
 
   int first_error = 0;
   for (const std::string& candidate : plan.exec_candidates) {

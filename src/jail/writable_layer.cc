@@ -30,6 +30,12 @@ Result<WritableLayer> WritableLayer::create(std::uint64_t size_bytes, std::uint6
   return WritableLayer(std::move(mnt), std::move(root));
 }
 
+Result<WritableLayer> WritableLayer::adopt(UniqueFd mount_fd) {
+  UniqueFd root(openat(mount_fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!root) return errno_error("openat(writable layer root)");
+  return WritableLayer(std::move(mount_fd), std::move(root));
+}
+
 Status WritableLayer::make_dir(const char* relpath, mode_t mode, uid_t uid, gid_t gid) {
   if (mkdirat(root_fd(), relpath, mode) != 0 && errno != EEXIST)
     return errno_error(std::string("mkdirat(layer/") + relpath + ")");

@@ -24,6 +24,9 @@ struct LayerUsage {
 class WritableLayer {
  public:
   static Result<WritableLayer> create(std::uint64_t size_bytes, std::uint64_t inodes);
+  // Takes over an existing layer's mount fd (a daemon re-attaching to a
+  // sandbox gets it back from the sandbox's init).
+  static Result<WritableLayer> adopt(UniqueFd mount_fd);
 
   int mount_fd() const { return mount_fd_.get(); }
   // Directory fd of the layer's root (for mkdirat/openat).

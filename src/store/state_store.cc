@@ -65,13 +65,18 @@ CREATE TABLE processes (
 ) STRICT;
 CREATE INDEX processes_by_sandbox ON processes(sandbox_id);
 )sql",
+    // 1 -> 2: what the daemon needs to find a live sandbox again after a
+    // restart (init pid and start time, its environment), as JSON.
+    R"sql(
+ALTER TABLE sandboxes ADD COLUMN runtime_json TEXT;
+)sql",
 };
 static_assert(std::size(kMigrations) == StateStore::kSchemaVersion,
               "one migration per schema version");
 
 constexpr const char* kSandboxColumns =
     "id, state, spec_json, idempotency_key, host_uid_base, cgroup, created_at, updated_at, "
-    "expires_at, error";
+    "expires_at, error, runtime_json";
 
 // An sqlite3 failure as an Error: what we were doing, SQLite's message, and
 // a hint for the causes an operator can fix.
@@ -289,6 +294,7 @@ Result<SandboxRecord> read_sandbox(const Stmt& st) {
   r.updated_at_ms = st.int64(7);
   r.expires_at_ms = st.opt_int64(8);
   r.error = st.opt_text(9);
+  r.runtime_json = st.opt_text(10);
   return r;
 }
 
@@ -561,6 +567,32 @@ Status StateStore::set_resources(std::string_view id, std::optional<std::int64_t
   } else {
     st->bind(3, std::nullopt);
   }
+  CORRAL_TRY_CTX(st->run("UPDATE sandboxes"), what);
+  if (sqlite3_changes(h) == 0) return no_sandbox(id);
+  return ok();
+}
+
+Status StateStore::set_runtime(std::string_view id, std::string_view runtime_json) {
+  CORRAL_TRY(check_id("sandbox", id));
+  std::lock_guard lock(db_->mu);
+  sqlite3* h = db_->handle;
+  std::string what = "recording the runtime of sandbox " + std::string(id);
+  auto st = Stmt::prepare(h, "UPDATE sandboxes SET runtime_json = ?2, updated_at = ?3 WHERE id = ?1");
+  if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
+  st->bind(1, id).bind(2, runtime_json).bind(3, now_ms());
+  CORRAL_TRY_CTX(st->run("UPDATE sandboxes"), what);
+  if (sqlite3_changes(h) == 0) return no_sandbox(id);
+  return ok();
+}
+
+Status StateStore::set_expiry(std::string_view id, std::int64_t expires_at_ms) {
+  CORRAL_TRY(check_id("sandbox", id));
+  std::lock_guard lock(db_->mu);
+  sqlite3* h = db_->handle;
+  std::string what = "recording the expiry of sandbox " + std::string(id);
+  auto st = Stmt::prepare(h, "UPDATE sandboxes SET expires_at = ?2, updated_at = ?3 WHERE id = ?1");
+  if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
+  st->bind(1, id).bind(2, expires_at_ms).bind(3, now_ms());
   CORRAL_TRY_CTX(st->run("UPDATE sandboxes"), what);
   if (sqlite3_changes(h) == 0) return no_sandbox(id);
   return ok();

@@ -34,6 +34,7 @@ struct SandboxRecord {
   std::int64_t updated_at_ms = 0;
   std::optional<std::int64_t> expires_at_ms;
   std::optional<std::string> error;  // reason of the last move to kFailed
+  std::optional<std::string> runtime_json;  // the daemon's re-attach data (init pid, ...)
 };
 
 struct TransitionRecord {
@@ -73,7 +74,7 @@ struct CreateResult {
 
 class StateStore {
  public:
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   // Opens (creating if needed, mode 0600) the database at `path` and brings
   // its schema to kSchemaVersion. Refuses a database written by a newer corral.
@@ -103,6 +104,11 @@ class StateStore {
   // Records the host resources of a sandbox (known after the create stage).
   Status set_resources(std::string_view id, std::optional<std::int64_t> host_uid_base,
                        std::optional<std::string_view> cgroup);
+
+  // Records what the daemon needs to re-attach to a live sandbox.
+  Status set_runtime(std::string_view id, std::string_view runtime_json);
+  // Moves a sandbox's lifetime deadline (POST /v1/sandboxes/{id}/timeout).
+  Status set_expiry(std::string_view id, std::int64_t expires_at_ms);
 
   Result<SandboxRecord> get(std::string_view id);
   // Sandboxes in any of `states` (all of them when empty), oldest first.

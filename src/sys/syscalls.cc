@@ -25,6 +25,9 @@ int capset_mask(std::uint64_t mask) {
   data[1].effective = data[1].permitted = static_cast<std::uint32_t>(mask >> 32);
   return static_cast<int>(::syscall(SYS_capset, &header, data));
 }
+int pidfd_getfd(int pidfd, int targetfd, unsigned int flags) {
+  return static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd, targetfd, flags));
+}
 int pidfd_open(pid_t pid, unsigned int flags) {
   return static_cast<int>(::syscall(SYS_pidfd_open, pid, flags));
 }

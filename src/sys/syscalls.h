@@ -28,6 +28,8 @@ pid_t fork_into_new_userns();
 // inheritable = 0.
 int capset_mask(std::uint64_t mask);
 int pidfd_open(pid_t pid, unsigned int flags);
+// A copy of another process's fd `targetfd` (needs ptrace access to it).
+int pidfd_getfd(int pidfd, int targetfd, unsigned int flags);
 int pidfd_send_signal(int pidfd, int sig, siginfo_t* info, unsigned int flags);
 int close_range(unsigned int first, unsigned int last, unsigned int flags);
 

@@ -1,0 +1,84 @@
+// What every API handler gets: the services, the limits, and one request
+// (its head, body, response writer and the path parameters matched by the
+// router), plus the helpers that turn values and errors into responses.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "api/api_model.h"
+#include "daemon/api_result.h"
+#include "daemon/metrics.h"
+#include "http/http_server.h"
+
+namespace corral::daemon {
+
+class SandboxService;
+
+struct ApiLimits {
+  std::size_t max_json_body = 1 << 20;             // create, mkdir, ...
+  std::size_t max_exec_body = 16 << 20;            // exec carries stdin
+  std::uint64_t max_exec_output = 64ull << 20;     // per stream, wait mode
+  std::chrono::milliseconds stdin_write_timeout{30000};
+};
+
+struct ApiContext {
+  SandboxService& sandboxes;
+  MetricsRegistry& metrics;
+  ApiLimits limits;
+};
+
+struct ApiRequest {
+  const http::Peer& peer;
+  const http::RequestHead& head;
+  http::BodyReader& body;
+  http::ResponseWriter& out;
+  std::vector<std::string> params;  // {id}, {pid} in route order
+  std::vector<std::pair<std::string, std::string>> query;
+
+  std::optional<std::string> query_value(std::string_view name) const {
+    for (const auto& [k, v] : query)
+      if (k == name) return v;
+    return std::nullopt;
+  }
+};
+
+void send_json(http::ResponseWriter& out, int status, const std::string& json);
+void send_error(http::ResponseWriter& out, const api::ApiError& error);
+// Reads a JSON body up to `limit` bytes: body_too_large (413) beyond it,
+// request_timeout (408) when the client stalls, unsupported_media_type
+// (415) for a Content-Type other than application/json.
+ApiResult<std::string> read_json_body(ApiRequest& request, std::size_t limit);
+// A boolean query flag: "1", "true", "yes" (or present and empty).
+bool query_flag(const ApiRequest& request, std::string_view name);
+
+// Handlers (one file per group: sandbox_api.cc, exec_api.cc, file_api.cc).
+void handle_create_sandbox(ApiContext& ctx, ApiRequest& r);
+void handle_list_sandboxes(ApiContext& ctx, ApiRequest& r);
+void handle_get_sandbox(ApiContext& ctx, ApiRequest& r);
+void handle_delete_sandbox(ApiContext& ctx, ApiRequest& r);
+void handle_extend_sandbox(ApiContext& ctx, ApiRequest& r);
+
+void handle_exec(ApiContext& ctx, ApiRequest& r);
+void handle_start_process(ApiContext& ctx, ApiRequest& r);
+void handle_list_processes(ApiContext& ctx, ApiRequest& r);
+void handle_get_process(ApiContext& ctx, ApiRequest& r);
+void handle_process_output(ApiContext& ctx, ApiRequest& r);
+void handle_process_stdin(ApiContext& ctx, ApiRequest& r);
+void handle_process_signal(ApiContext& ctx, ApiRequest& r);
+void handle_process_wait(ApiContext& ctx, ApiRequest& r);
+
+void handle_file_upload(ApiContext& ctx, ApiRequest& r);
+void handle_file_download(ApiContext& ctx, ApiRequest& r);
+void handle_file_delete(ApiContext& ctx, ApiRequest& r);
+void handle_file_list(ApiContext& ctx, ApiRequest& r);
+void handle_file_stat(ApiContext& ctx, ApiRequest& r);
+void handle_file_mkdir(ApiContext& ctx, ApiRequest& r);
+void handle_file_rename(ApiContext& ctx, ApiRequest& r);
+
+}  // namespace corral::daemon

@@ -1,0 +1,187 @@
+#include "daemon/api_router.h"
+
+#include <cstring>
+
+#include "daemon/api_keys.h"
+#include "daemon/metrics.h"
+#include "daemon/sandbox_service.h"
+
+namespace corral::daemon {
+
+namespace {
+
+using HandlerFn = void (*)(ApiContext&, ApiRequest&);
+
+struct Route {
+  const char* method;
+  const char* pattern;
+  HandlerFn handler;
+};
+
+// The whole API surface, one line per route (docs/api.md, docs/openapi.yaml).
+const Route kRoutes[] = {
+    {"POST", "/v1/sandboxes", handle_create_sandbox},
+    {"GET", "/v1/sandboxes", handle_list_sandboxes},
+    {"GET", "/v1/sandboxes/{id}", handle_get_sandbox},
+    {"DELETE", "/v1/sandboxes/{id}", handle_delete_sandbox},
+    {"POST", "/v1/sandboxes/{id}/timeout", handle_extend_sandbox},
+    {"POST", "/v1/sandboxes/{id}/exec", handle_exec},
+    {"POST", "/v1/sandboxes/{id}/processes", handle_start_process},
+    {"GET", "/v1/sandboxes/{id}/processes", handle_list_processes},
+    {"GET", "/v1/sandboxes/{id}/processes/{pid}", handle_get_process},
+    {"GET", "/v1/sandboxes/{id}/processes/{pid}/output", handle_process_output},
+    {"POST", "/v1/sandboxes/{id}/processes/{pid}/stdin", handle_process_stdin},
+    {"POST", "/v1/sandboxes/{id}/processes/{pid}/signal", handle_process_signal},
+    {"POST", "/v1/sandboxes/{id}/processes/{pid}/wait", handle_process_wait},
+    {"PUT", "/v1/sandboxes/{id}/files", handle_file_upload},
+    {"GET", "/v1/sandboxes/{id}/files", handle_file_download},
+    {"DELETE", "/v1/sandboxes/{id}/files", handle_file_delete},
+    {"GET", "/v1/sandboxes/{id}/files/list", handle_file_list},
+    {"GET", "/v1/sandboxes/{id}/files/stat", handle_file_stat},
+    {"POST", "/v1/sandboxes/{id}/files/mkdir", handle_file_mkdir},
+    {"POST", "/v1/sandboxes/{id}/files/rename", handle_file_rename},
+};
+
+std::vector<std::string_view> split_path(std::string_view path) {
+  std::vector<std::string_view> parts;
+  size_t i = 0;
+  while (i < path.size()) {
+    while (i < path.size() && path[i] == '/') ++i;
+    size_t j = path.find('/', i);
+    if (j == std::string_view::npos) j = path.size();
+    if (j > i) parts.push_back(path.substr(i, j - i));
+    i = j;
+  }
+  return parts;
+}
+
+// Matches `path` against `pattern`; fills {params} in order.
+bool match(std::string_view pattern, const std::vector<std::string_view>& path,
+           std::vector<std::string>* params) {
+  auto pat = split_path(pattern);
+  if (pat.size() != path.size()) return false;
+  params->clear();
+  for (size_t i = 0; i < pat.size(); ++i) {
+    if (pat[i].front() == '{') {
+      params->emplace_back(path[i]);
+    } else if (pat[i] != path[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+ApiRouter::ApiRouter(ApiContext& context, const ApiKeys& keys) : ctx_(context), keys_(keys) {}
+
+std::vector<RouteInfo> ApiRouter::routes() {
+  std::vector<RouteInfo> out = {{"GET", "/healthz"}, {"GET", "/metrics"}};
+  for (const Route& r : kRoutes) out.push_back({r.method, r.pattern});
+  return out;
+}
+
+void ApiRouter::handle(const http::Peer& peer, const http::RequestHead& head,
+                       http::BodyReader& body, http::ResponseWriter& out) {
+  ctx_.metrics.counter("corral_http_requests_total", "HTTP requests received").inc();
+  if (head.path == "/healthz" && head.method == "GET") {
+    send_json(out, 200,
+              "{\"status\":\"ok\",\"sandboxes\":" + std::to_string(ctx_.sandboxes.live_count()) + "}");
+    return;
+  }
+  // The unix socket is reachable only by root (mode 0600): no key there.
+  if (peer.kind == http::Peer::kTcp) {
+    auto header = head.header("authorization");
+    bool ok = false;
+    if (header) {
+      auto key = ApiKeys::parse_bearer(*header);
+      ok = key && keys_.verify(*key);
+    }
+    if (!ok) {
+      ctx_.metrics.counter("corral_http_unauthorized_total", "Requests refused for a missing or wrong key").inc();
+      api::ApiError e = api::make_api_error(
+          "unauthorized", header ? "the API key is not valid" : "this route needs an API key",
+          "", "send Authorization: Bearer <key> (the key file is printed when corral serve starts)");
+      std::string body_json = api::to_json(e);
+      (void)out.send(401, {{"content-type", "application/json"}, {"www-authenticate", "Bearer"}},
+                     body_json);
+      return;
+    }
+  }
+  if (head.path == "/metrics" && head.method == "GET") {
+    (void)out.send(200, {{"content-type", "text/plain; version=0.0.4; charset=utf-8"}},
+                   ctx_.metrics.render());
+    return;
+  }
+  auto query = http::parse_query(head.query);
+  if (!query) {
+    send_error(out, api::make_api_error("invalid_value", query.error().message, "query"));
+    return;
+  }
+  const auto parts = split_path(head.path);
+  std::vector<std::string> params;
+  bool path_known = false;
+  for (const Route& route : kRoutes) {
+    if (!match(route.pattern, parts, &params)) continue;
+    path_known = true;
+    if (head.method != route.method) continue;
+    ApiRequest r{peer, head, body, out, params, *query};
+    route.handler(ctx_, r);
+    return;
+  }
+  if (path_known) {
+    std::string allowed;
+    for (const Route& route : kRoutes) {
+      if (match(route.pattern, parts, &params))
+        allowed += (allowed.empty() ? "" : ", ") + std::string(route.method);
+    }
+    send_error(out, api::make_api_error("method_not_allowed",
+                                        head.method + " is not allowed on " + head.path +
+                                            " (allowed: " + allowed + ")"));
+    return;
+  }
+  send_error(out, api::make_api_error("not_found", "no route " + head.method + " " + head.path, "",
+                                      "the API is described in docs/api.md"));
+}
+
+// ---- helpers shared by the handlers -----------------------------------------
+
+void send_json(http::ResponseWriter& out, int status, const std::string& json) {
+  (void)out.send(status, {{"content-type", "application/json"}}, json);
+}
+
+void send_error(http::ResponseWriter& out, const api::ApiError& error) {
+  if (out.started()) return;  // too late for a status: the stream says it
+  send_json(out, error.http_status, api::to_json(error));
+}
+
+ApiResult<std::string> read_json_body(ApiRequest& r, std::size_t limit) {
+  if (auto ct = r.head.header("content-type"); ct) {
+    std::string_view v = *ct;
+    if (v.substr(0, v.find(';')) != "application/json")
+      return api_fail("unsupported_media_type",
+                      "Content-Type " + std::string(v) + " is not accepted here", "",
+                      "send the body as application/json");
+  }
+  if (auto len = r.body.declared_length(); len && *len > limit)
+    return api_fail("body_too_large",
+                    "the body is " + std::to_string(*len) + " bytes; at most " +
+                        std::to_string(limit) + " are accepted here");
+  auto text = r.body.read_all(limit);
+  if (!text) {
+    if (text.error().code == ErrorCode::kResourceExhausted)
+      return api_fail("body_too_large",
+                      "the body is larger than the " + std::to_string(limit) + " bytes accepted here");
+    if (text.error().code == ErrorCode::kTimeout)
+      return api_fail("request_timeout", "the request body did not arrive in time: " + text.error().message);
+    return api_fail("bad_json", "could not read the body: " + text.error().message);
+  }
+  return *text;
+}
+
+bool query_flag(const ApiRequest& r, std::string_view name) {
+  auto v = r.query_value(name);
+  return v && (v->empty() || *v == "1" || *v == "true" || *v == "yes");
+}
+
+}  // namespace corral::daemon

@@ -1,0 +1,33 @@
+// The daemon's HTTP front: authentication (a bearer key on TCP; the unix
+// socket's 0600 mode is the key there), routing of /v1 to the handlers,
+// /healthz and /metrics, and JSON errors for everything that does not match.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "daemon/api_context.h"
+#include "daemon/api_keys.h"
+#include "http/http_server.h"
+
+namespace corral::daemon {
+
+struct RouteInfo {
+  std::string method;
+  std::string pattern;  // "/v1/sandboxes/{id}/exec"
+};
+
+class ApiRouter {
+ public:
+  ApiRouter(ApiContext& context, const ApiKeys& keys);
+  void handle(const http::Peer& peer, const http::RequestHead& head, http::BodyReader& body,
+              http::ResponseWriter& out);
+  // Every route the server has (the OpenAPI check compares these).
+  static std::vector<RouteInfo> routes();
+
+ private:
+  ApiContext& ctx_;
+  const ApiKeys& keys_;
+};
+
+}  // namespace corral::daemon

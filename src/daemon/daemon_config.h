@@ -1,0 +1,100 @@
+// DaemonConfig: the settings of `corral serve`, from its YAML file
+// (`corral serve --config FILE`, reference in docs/config.md, "Daemon
+// configuration"). The file has two top-level maps, both optional:
+//
+//   serve:                       # the daemon itself
+//     listen: "127.0.0.1:7070"
+//     socket: /run/corral/corral.sock
+//     data_dir: /var/lib/corral
+//     api_keys: {sha256: [...], files: [/etc/corral/api-keys]}
+//     capacity: {max_sandboxes: 256, memory: auto, disk: auto}
+//     request_timeout: 30s
+//     max_exec_output: 64Mi
+//     max_upload: auto
+//   sandbox:                     # the defaults of every sandbox, exactly the
+//     memory_limit: 2Gi          # map `corral run --config` reads
+//
+// Errors name the file, the line and the key ("serve.yaml:3:
+// serve.capacity.memory: invalid size ..."), like the sandbox config's.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/paths.h"
+#include "base/result.h"
+#include "spec/sandbox_spec.h"
+
+namespace corral {
+
+struct DaemonConfig {
+  // TCP listener (serve.listen). IPv6 hosts without brackets ("::1").
+  std::string listen_host = "127.0.0.1";
+  std::uint16_t listen_port = 7070;  // 0: any free port (tests)
+  // Unix socket listener (serve.socket), root-only.
+  std::string socket_path = run_dir() + "/corral.sock";
+  // State store, images (serve.data_dir).
+  std::string data_dir = ::corral::data_dir();
+  // API keys (serve.api_keys): hex SHA-256 digests and key files (relative
+  // paths resolved against the config file's directory). See ApiKeys.
+  std::vector<std::string> api_key_sha256;
+  std::vector<std::string> api_key_files;
+
+  // Capacity (serve.capacity): creates beyond these are refused, never
+  // oversold (C2). Sums over live sandboxes of their limits.
+  std::uint32_t max_sandboxes = 256;
+  // 0 = computed by resolve_capacity(): 75% of MemTotal.
+  std::uint64_t max_memory_bytes = 0;
+  // 0 = computed by resolve_capacity(): 50% of MemTotal. Writable layers are
+  // tmpfs, so their bytes live in RAM (or swap), not on the data disk.
+  std::uint64_t max_disk_bytes = 0;
+
+  // One HTTP request, headers to response (serve.request_timeout; N7).
+  std::int64_t request_timeout_ms = 30'000;
+  // A sandbox's lifetime when a create does not give one: the default
+  // spec's max_lifetime (sandbox.max_lifetime), copied here by the loader.
+  std::int64_t default_max_lifetime_ms = 600'000;
+  // stdout + stderr kept per exec (serve.max_exec_output).
+  std::uint64_t max_exec_output_bytes = 64 * kMiB;
+  // One uploaded file (serve.max_upload); 0 = the sandbox's disk limit.
+  std::uint64_t max_upload_bytes = 0;
+
+  // The base of every create (sandbox:); a request's fields go on top.
+  SandboxSpec default_spec;
+};
+
+// The configuration with no file: the values above.
+DaemonConfig default_daemon_config();
+
+// A commented YAML file that loads to default_daemon_config() (apart from
+// the computed capacity): what `corral serve --print-config` may show.
+std::string_view default_daemon_config_yaml();
+
+// Reads `path` (a regular file of at most 1 MiB) and applies it on top of
+// default_daemon_config(). Capacity stays 0 where the file says nothing or
+// "auto"; call resolve_capacity() next.
+Result<DaemonConfig> load_daemon_config(const std::string& path);
+// The same for YAML text; `source_name` names it in messages and is the
+// base of relative key file paths.
+Result<DaemonConfig> parse_daemon_config(std::string_view yaml_text, std::string_view source_name);
+
+// Fills max_memory_bytes / max_disk_bytes that are 0 from /proc/meminfo's
+// MemTotal, and checks that one sandbox of default_spec fits the capacity.
+Status resolve_capacity(DaemonConfig& config);
+// The same with a given MemTotal in bytes (tests, or a cgroup's limit).
+Status resolve_capacity(DaemonConfig& config, std::uint64_t mem_total_bytes);
+// MemTotal of a /proc/meminfo text, in bytes.
+Result<std::uint64_t> parse_meminfo_total(std::string_view meminfo);
+
+// "127.0.0.1:7070", "[::1]:7070", ":7070" (= 127.0.0.1:7070). The host must
+// be an IP address; the port 0..65535 (0 = any free port).
+Result<std::pair<std::string, std::uint16_t>> parse_listen(std::string_view text);
+
+// One line for the start-up log: listeners, key count, capacity, limits,
+// the default sandbox. No secrets (key files are named, keys are counted).
+std::string describe(const DaemonConfig& config);
+
+}  // namespace corral

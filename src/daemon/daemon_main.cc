@@ -1,0 +1,145 @@
+#include "daemon/daemon_main.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "base/paths.h"
+#include "cli/cli_output.h"
+#include "daemon/api_keys.h"
+#include "daemon/api_router.h"
+#include "daemon/daemon_config.h"
+#include "daemon/metrics.h"
+#include "daemon/sandbox_service.h"
+#include "http/http_server.h"
+#include "jail/fs_util.h"
+#include "runtime/sandbox_factory.h"
+#include "store/audit_log.h"
+#include "store/state_store.h"
+
+namespace corral::daemon {
+
+namespace {
+
+int fail(const std::string& message, const std::string& hint = {}) {
+  cli::print_error(message, hint);
+  return 1;
+}
+
+}  // namespace
+
+int serve(const ServeFlags& flags) {
+  if (geteuid() != 0)
+    return fail("corral serve must run as root", "it creates namespaces, cgroups and mounts");
+
+  auto config_or = flags.config_path.empty() ? Result<DaemonConfig>(default_daemon_config())
+                                             : load_daemon_config(flags.config_path);
+  if (!config_or) return fail(config_or.error().message, config_or.error().hint);
+  DaemonConfig config = std::move(*config_or);
+  if (!flags.listen.empty()) {
+    auto hp = parse_listen(flags.listen);
+    if (!hp) return fail(hp.error().message, hp.error().hint);
+    config.listen_host = hp->first;
+    config.listen_port = hp->second;
+  }
+  if (!flags.socket_path.empty()) config.socket_path = flags.socket_path;
+  if (!flags.data_dir.empty()) config.data_dir = flags.data_dir;
+  for (const auto& f : flags.api_key_files) config.api_key_files.push_back(f);
+  if (auto st = resolve_capacity(config); !st) return fail(st.error().message, st.error().hint);
+
+  // Everything below reads data_dir() (images, host base): one source of truth.
+  setenv("CORRAL_DATA_DIR", config.data_dir.c_str(), 1);
+  if (auto st = mkdir_p(config.data_dir, 0700); !st) return fail(st.error().message);
+  if (auto st = mkdir_p(run_dir(), 0700); !st) return fail(st.error().message);
+
+  // Signals are taken by one thread (sigwait); block them before any other
+  // thread exists, and before the factory is forked.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  // The factory first: it must be forked while the daemon is one thread.
+  auto factory = SandboxFactory::start();
+  if (!factory) return fail(factory.error().message);
+
+  auto store = StateStore::open(config.data_dir + "/state.db");
+  if (!store) return fail(store.error().message, store.error().hint);
+  auto audit = AuditLog::open(config.data_dir + "/audit.log");
+  if (!audit) return fail(audit.error().message, audit.error().hint);
+
+  std::string key_note;
+  if (config.api_key_sha256.empty() && config.api_key_files.empty()) {
+    const std::string key_file = config.data_dir + "/api-key";
+    if (access(key_file.c_str(), F_OK) != 0) {
+      auto key = ApiKeys::generate_into(key_file);
+      if (!key) return fail(key.error().message, key.error().hint);
+      key_note = "; new API key in " + key_file;
+    } else {
+      key_note = "; API key in " + key_file;
+    }
+    config.api_key_files.push_back(key_file);
+  }
+  auto keys = ApiKeys::load(config.api_key_sha256, config.api_key_files);
+  if (!keys) return fail(keys.error().message, keys.error().hint);
+
+  auto cgroups = CgroupManager::detect();
+  if (!cgroups) return fail(cgroups.error().message, cgroups.error().hint);
+
+  MetricsRegistry metrics;
+  ServiceLimits limits;
+  limits.max_sandboxes = config.max_sandboxes;
+  limits.max_memory_bytes = config.max_memory_bytes;
+  limits.max_disk_bytes = config.max_disk_bytes;
+  limits.mount_roots = {};  // serve.mount_roots: added with the config loader
+  SandboxService service(limits, config.default_spec, *store, *audit, **factory, **cgroups, metrics);
+  metrics.gauge_fn("corral_sandboxes_live", "Sandboxes alive now",
+                   [&service] { return static_cast<double>(service.live_count()); });
+  std::string reconciled = service.start();
+
+  ApiContext context{service, metrics, ApiLimits{}};
+  context.limits.max_exec_output = config.max_exec_output_bytes;
+  ApiRouter router(context, *keys);
+  http::ServerOptions server_options;
+  server_options.io_timeout = std::chrono::milliseconds(config.request_timeout_ms);
+  http::Server server(
+      [&router](const http::Peer& peer, const http::RequestHead& head, http::BodyReader& body,
+                http::ResponseWriter& out) { router.handle(peer, head, body, out); },
+      server_options);
+  std::string where;
+  if (!flags.no_tcp) {
+    if (auto st = server.listen_tcp(config.listen_host, config.listen_port); !st)
+      return fail(st.error().message, "pick another port with --listen HOST:PORT");
+    where = "http://" + config.listen_host + ":" + std::to_string(server.bound_port());
+  }
+  if (auto st = server.listen_unix(config.socket_path, 0600); !st)
+    return fail(st.error().message, st.error().hint);
+  where += (where.empty() ? "" : " and ") + std::string("unix:") + config.socket_path;
+
+  std::thread signals([&server, stop_signals] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    server.stop();
+  });
+  printf("corral serve: listening on %s%s; data in %s (%s)\n", where.c_str(), key_note.c_str(),
+         config.data_dir.c_str(), reconciled.c_str());
+  fflush(stdout);
+  server.run();
+  service.stop();
+  // Wake the signal thread if the server stopped for another reason.
+  pthread_kill(signals.native_handle(), SIGTERM);
+  signals.join();
+  fprintf(stderr, "corral serve: stopped; %zu sandboxes keep running and are re-attached on the next start\n",
+          service.live_count());
+  return 0;
+}
+
+}  // namespace corral::daemon

@@ -1,0 +1,450 @@
+// Handlers of exec (wait or stream) and of background processes. An exec's
+// stdio are pipes whose other ends went to the zygote (fd passing): the
+// process writes straight into the daemon. A background process writes into
+// files on its sandbox's own writable layer (out of the sandbox's view, and
+// counted against its disk limit), so it keeps running, and its output
+// keeps its offsets, whatever happens to the request or to the daemon.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "daemon/api_context.h"
+#include "daemon/sandbox_service.h"
+
+namespace corral::daemon {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kOutputDir = "corral-daemon";  // in the layer root, not under upper/
+constexpr std::size_t kChunk = 64 * 1024;
+
+struct Pipe {
+  UniqueFd read, write;
+};
+
+Result<Pipe> make_pipe() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return errno_error("pipe2");
+  Pipe p{UniqueFd(fds[0]), UniqueFd(fds[1])};
+  // Bigger pipes: fewer wakeups for chatty commands.
+  (void)fcntl(p.read.get(), F_SETPIPE_SZ, 1 << 20);
+  return p;
+}
+
+void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+std::string process_state_of(const ProcessEntry& p) {
+  switch (p.phase) {
+    case ProcessEntry::Phase::kStarting: return "starting";
+    case ProcessEntry::Phase::kRunning: return "running";
+    default: return "exited";
+  }
+}
+
+std::string output_name(const std::string& pid, std::string_view stream) {
+  return std::string(kOutputDir) + "/" + pid + "." + std::string(stream);
+}
+
+api::ProcessInfo info_of(SandboxEntry& sandbox, ProcessEntry& p) {
+  api::ProcessInfo info;
+  info.id = p.id;
+  info.sandbox_id = p.sandbox_id;
+  info.argv = p.argv;
+  std::lock_guard lock(p.mu);
+  info.state = process_state_of(p);
+  info.exit_code = p.exit_code;
+  info.signal = p.signal;
+  info.timed_out = p.timed_out;
+  info.started_at_ms = p.started_at_ms;
+  if (p.finished()) info.ended_at_ms = p.ended_at_ms;
+  if (sandbox.live && p.background) {
+    struct stat st;
+    if (fstatat(sandbox.live->layer_root_fd(), output_name(p.id, "stdout").c_str(), &st, 0) == 0)
+      info.stdout_bytes = static_cast<std::uint64_t>(st.st_size);
+    if (fstatat(sandbox.live->layer_root_fd(), output_name(p.id, "stderr").c_str(), &st, 0) == 0)
+      info.stderr_bytes = static_cast<std::uint64_t>(st.st_size);
+  }
+  return info;
+}
+
+ApiResult<std::shared_ptr<SandboxEntry>> live_or_fail(ApiContext& ctx, ApiRequest& r) {
+  auto e = ctx.sandboxes.live(r.params[0]);
+  if (!e) send_error(r.out, e.error());
+  return e;
+}
+
+std::shared_ptr<ProcessEntry> process_or_fail(ApiContext& ctx, ApiRequest& r, SandboxEntry& s) {
+  auto p = ctx.sandboxes.find_process(s, r.params[1]);
+  if (!p)
+    send_error(r.out, api::make_api_error("not_found", "no process \"" + r.params[1] +
+                                                           "\" in sandbox " + s.id,
+                                          "", "list them with GET /v1/sandboxes/{id}/processes"));
+  return p;
+}
+
+std::string sse(const std::string& json_line) { return "data: " + json_line + "\n\n"; }
+
+}  // namespace
+
+// ---- exec -------------------------------------------------------------------------
+
+void handle_exec(ApiContext& ctx, ApiRequest& r) {
+  auto body = read_json_body(r, ctx.limits.max_exec_body);
+  if (!body) return send_error(r.out, body.error());
+  auto request = api::parse_exec(*body);
+  if (!request) return send_error(r.out, api::to_api_error(request.error()));
+  if (request->max_output_bytes > ctx.limits.max_exec_output)
+    request->max_output_bytes = ctx.limits.max_exec_output;
+  std::string mode = request->stream;
+  if (mode.empty()) {
+    auto accept = r.head.header("accept").value_or("");
+    if (accept.find("application/x-ndjson") != std::string_view::npos) mode = "ndjson";
+    if (accept.find("text/event-stream") != std::string_view::npos) mode = "sse";
+  }
+  auto sandbox = live_or_fail(ctx, r);
+  if (!sandbox) return;
+
+  auto out = make_pipe();
+  auto err = make_pipe();
+  auto in = make_pipe();
+  if (!out || !err || !in)
+    return send_error(r.out, api::make_api_error("internal", "could not make pipes for the process"));
+  UniqueFd stdio[3] = {std::move(in->read), std::move(out->write), std::move(err->write)};
+  UniqueFd stdin_w = std::move(in->write);
+  if (request->stdin_data.empty()) stdin_w.reset();  // EOF at once
+  auto proc = ctx.sandboxes.spawn(*sandbox, *request, false, stdio);
+  if (!proc) return send_error(r.out, proc.error());
+  ProcessEntry& p = **proc;
+
+  set_nonblocking(out->read.get());
+  set_nonblocking(err->read.get());
+  if (stdin_w) set_nonblocking(stdin_w.get());
+
+  const bool streaming = !mode.empty();
+  if (streaming) {
+    http::Headers h = {{"content-type", mode == "sse" ? "text/event-stream" : "application/x-ndjson"},
+                       {"cache-control", "no-store"}};
+    (void)r.out.start(200, h, std::nullopt);
+  }
+  api::ExecResult result;
+  result.process_id = p.id;
+  std::size_t stdin_off = 0;
+  bool out_open = true, err_open = true, client_gone = false;
+  std::optional<Clock::time_point> drain_until;
+  std::string buf(kChunk, '\0');
+
+  auto emit = [&](api::ExecEvent::Kind kind, std::string_view data) {
+    if (!streaming) {
+      std::string& dst = kind == api::ExecEvent::kStdout ? result.stdout_data : result.stderr_data;
+      bool& cut = kind == api::ExecEvent::kStdout ? result.stdout_truncated : result.stderr_truncated;
+      std::size_t room = request->max_output_bytes > dst.size() ? request->max_output_bytes - dst.size() : 0;
+      if (data.size() > room) cut = true;
+      dst.append(data.substr(0, std::min(room, data.size())));
+      return;
+    }
+    api::ExecEvent ev;
+    ev.kind = kind;
+    ev.data = std::string(data);
+    std::string line = api::to_json(ev);
+    if (!r.out.write(mode == "sse" ? sse(line) : line + "\n")) client_gone = true;
+  };
+
+  for (;;) {
+    bool finished;
+    {
+      std::lock_guard lock(p.mu);
+      finished = p.finished();
+    }
+    if (finished && !out_open && !err_open) break;
+    if (finished && !drain_until) drain_until = Clock::now() + std::chrono::milliseconds(200);
+    // A finished command's pipes may stay open in a detached grandchild:
+    // give them a moment, then stop listening.
+    if (drain_until && Clock::now() >= *drain_until) break;
+    pollfd fds[5] = {{out_open ? out->read.get() : -1, POLLIN, 0},
+                     {err_open ? err->read.get() : -1, POLLIN, 0},
+                     {p.event.get(), POLLIN, 0},
+                     {r.out.fd(), POLLRDHUP, 0},
+                     {stdin_w ? stdin_w.get() : -1, POLLOUT, 0}};
+    int timeout = drain_until ? 20 : 1000;
+    if (poll(fds, 5, timeout) < 0 && errno != EINTR) break;
+    if (fds[2].revents & POLLIN) {
+      std::uint64_t v;
+      (void)!read(p.event.get(), &v, sizeof v);
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP))) continue;
+      int fd = i == 0 ? out->read.get() : err->read.get();
+      for (;;) {
+        ssize_t n = read(fd, buf.data(), buf.size());
+        if (n > 0) {
+          emit(i == 0 ? api::ExecEvent::kStdout : api::ExecEvent::kStderr,
+               std::string_view(buf.data(), static_cast<size_t>(n)));
+          if (static_cast<size_t>(n) < buf.size()) break;
+          continue;
+        }
+        if (n == 0) (i == 0 ? out_open : err_open) = false;
+        break;
+      }
+    }
+    if (stdin_w && (fds[4].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      ssize_t n = write(stdin_w.get(), request->stdin_data.data() + stdin_off,
+                        request->stdin_data.size() - stdin_off);
+      if (n > 0) stdin_off += static_cast<size_t>(n);
+      if (n < 0 && errno != EAGAIN) stdin_w.reset();
+      if (stdin_off >= request->stdin_data.size()) stdin_w.reset();
+    }
+    if ((fds[3].revents & (POLLRDHUP | POLLHUP | POLLERR)) || client_gone) {
+      // The client went away: an exec lives only as long as its request.
+      client_gone = true;
+      ctx.sandboxes.kill_process(p, SIGKILL);
+      break;
+    }
+  }
+  // Wait for the exit report (the kill above, or the end of the command).
+  {
+    std::unique_lock lock(p.mu);
+    p.cv.wait_for(lock, std::chrono::seconds(10), [&] { return p.finished(); });
+    result.exit_code = p.exit_code;
+    result.signal = p.signal;
+    result.timed_out = p.timed_out;
+    if (p.phase == ProcessEntry::Phase::kFailed && !p.failure.empty())
+      result.stderr_data += "corral: " + p.failure + "\n";
+    result.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - p.started).count();
+  }
+  if (client_gone) return;
+  if (streaming) {
+    api::ExecEvent ev;
+    ev.kind = api::ExecEvent::kExit;
+    ev.result = result;
+    if (p.phase == ProcessEntry::Phase::kFailed && !p.failure.empty())
+      emit(api::ExecEvent::kStderr, "corral: " + p.failure + "\n");
+    std::string line = api::to_json(ev);
+    (void)r.out.write(mode == "sse" ? "event: exit\n" + sse(line) : line + "\n");
+    (void)r.out.finish();
+    return;
+  }
+  send_json(r.out, 200, api::to_json(result));
+}
+
+// ---- background processes ---------------------------------------------------------
+
+void handle_start_process(ApiContext& ctx, ApiRequest& r) {
+  auto body = read_json_body(r, ctx.limits.max_exec_body);
+  if (!body) return send_error(r.out, body.error());
+  auto request = api::parse_exec(*body);
+  if (!request) return send_error(r.out, api::to_api_error(request.error()));
+  auto sandbox = live_or_fail(ctx, r);
+  if (!sandbox) return;
+  SandboxEntry& s = **sandbox;
+  const int layer = s.live->layer_root_fd();
+  if (mkdirat(layer, kOutputDir, 0700) != 0 && errno != EEXIST)
+    return send_error(r.out, api::make_api_error("internal", std::string("output dir: ") + strerror(errno)));
+  const std::uint64_t rid = new_request_id();
+  const std::string pid = process_id_for(rid);
+  UniqueFd files[2];
+  for (int i = 0; i < 2; ++i) {
+    std::string name = output_name(pid, i == 0 ? "stdout" : "stderr");
+    files[i] = UniqueFd(openat(layer, name.c_str(),
+                               O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (!files[i]) {
+      int e = errno;
+      return send_error(r.out, e == ENOSPC || e == EDQUOT
+                                   ? api::make_api_error("insufficient_storage",
+                                                         "the sandbox's disk is full; no room for process output")
+                                   : api::make_api_error("internal", "output file: " + std::string(strerror(e))));
+    }
+  }
+  auto in = make_pipe();
+  if (!in) return send_error(r.out, api::make_api_error("internal", "could not make a pipe"));
+  UniqueFd stdio[3] = {std::move(in->read), std::move(files[0]), std::move(files[1])};
+  UniqueFd stdin_w = std::move(in->write);
+  auto proc = ctx.sandboxes.spawn(*sandbox, *request, true, stdio, rid);
+  if (!proc) return send_error(r.out, proc.error());
+  {
+    std::lock_guard lock((*proc)->mu);
+    (*proc)->stdin_writer = std::move(stdin_w);
+    if (!request->stdin_data.empty()) {
+      // Initial stdin, written while the pipe has room; the rest is refused.
+      set_nonblocking((*proc)->stdin_writer.get());
+      (void)!write((*proc)->stdin_writer.get(), request->stdin_data.data(), request->stdin_data.size());
+    }
+  }
+  // Report it once the zygote said whether it runs (bounded wait).
+  {
+    std::unique_lock lock((*proc)->mu);
+    (*proc)->cv.wait_for(lock, std::chrono::seconds(5),
+                         [&] { return (*proc)->phase != ProcessEntry::Phase::kStarting; });
+  }
+  send_json(r.out, 201, api::to_json(info_of(s, **proc)));
+}
+
+void handle_list_processes(ApiContext& ctx, ApiRequest& r) {
+  auto sandbox = live_or_fail(ctx, r);
+  if (!sandbox) return;
+  std::vector<api::ProcessInfo> list;
+  for (auto& p : ctx.sandboxes.processes(**sandbox)) list.push_back(info_of(**sandbox, *p));
+  send_json(r.out, 200, api::to_json(list));
+}
+
+void handle_get_process(ApiContext& ctx, ApiRequest& r) {
+  auto sandbox = live_or_fail(ctx, r);
+  if (!sandbox) return;
+  auto p = process_or_fail(ctx, r, **sandbox);
+  if (!p) return;
+  send_json(r.out, 200, api::to_json(info_of(**sandbox, *p)));
+}
+
+void handle_process_output(ApiContext& ctx, ApiRequest& r) {
+  auto sandbox = live_or_fail(ctx, r);
+  if (!sandbox) return;
+  auto p = process_or_fail(ctx, r, **sandbox);
+  if (!p) return;
+  std::string stream = r.query_value("stream").value_or("stdout");
+  if (stream != "stdout" && stream != "stderr")
+    return send_error(r.out, api::make_api_error("invalid_value", "stream must be stdout or stderr", "stream"));
+  std::uint64_t offset = 0;
+  if (auto o = r.query_value("offset"); o) {
+    char* end = nullptr;
+    offset = std::strtoull(o->c_str(), &end, 10);
+    if (o->empty() || *end != '\0')
+      return send_error(r.out, api::make_api_error("invalid_value", "offset must be a byte count", "offset"));
+  }
+  const bool follow = query_flag(r, "follow");
+  if (!p->background)
+    return send_error(r.out, api::make_api_error("conflict", "process " + p->id +
+                                                                 " is an exec: its output goes to its own request"));
+  UniqueFd file(openat((*sandbox)->live->layer_root_fd(), output_name(p->id, stream).c_str(),
+                       O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!file) return send_error(r.out, api::make_api_error("not_found", "no output recorded for " + p->id));
+  (void)r.out.start(200, {{"content-type", "application/octet-stream"}, {"cache-control", "no-store"}},
+                    std::nullopt);
+  std::string buf(256 * 1024, '\0');
+  for (;;) {
+    ssize_t n = pread(file.get(), buf.data(), buf.size(), static_cast<off_t>(offset));
+    if (n > 0) {
+      offset += static_cast<std::uint64_t>(n);
+      if (!r.out.write(std::string_view(buf.data(), static_cast<size_t>(n)))) return;
+      continue;
+    }
+    if (n < 0 || !follow) break;
+    bool finished;
+    {
+      std::unique_lock lock(p->mu);
+      finished = p->finished();
+      if (!finished) p->cv.wait_for(lock, std::chrono::milliseconds(50));
+    }
+    if (r.out.peer_gone()) return;
+    if (finished) {
+      // One last read: what it wrote just before it ended.
+      ssize_t m;
+      while ((m = pread(file.get(), buf.data(), buf.size(), static_cast<off_t>(offset))) > 0) {
+        offset += static_cast<std::uint64_t>(m);
+        if (!r.out.write(std::string_view(buf.data(), static_cast<size_t>(m)))) return;
+      }
+      break;
+    }
+  }
+  (void)r.out.finish();
+}
+
+void handle_process_stdin(ApiContext& ctx, ApiRequest& r) {
+  auto sandbox = live_or_fail(ctx, r);
+  if (!sandbox) return;
+  auto p = process_or_fail(ctx, r, **sandbox);
+  if (!p) return;
+  int fd;
+  {
+    std::lock_guard lock(p->mu);
+    fd = p->stdin_writer ? p->stdin_writer.get() : -1;
+  }
+  if (fd < 0)
+    return send_error(r.out, api::make_api_error("conflict", "the stdin of " + p->id + " is closed"));
+  set_nonblocking(fd);
+  std::uint64_t written = 0;
+  std::string buf(64 * 1024, '\0');
+  for (;;) {
+    auto n = r.body.read(buf.data(), buf.size());
+    if (!n) return send_error(r.out, api::to_api_error(n.error()));
+    if (*n == 0) break;
+    std::size_t off = 0;
+    const auto deadline = Clock::now() + ctx.limits.stdin_write_timeout;
+    while (off < *n) {
+      ssize_t w = write(fd, buf.data() + off, *n - off);
+      if (w > 0) {
+        off += static_cast<size_t>(w);
+        continue;
+      }
+      if (w < 0 && errno == EAGAIN && Clock::now() < deadline) {
+        pollfd pfd{fd, POLLOUT, 0};
+        poll(&pfd, 1, 100);
+        continue;
+      }
+      return send_error(r.out, api::make_api_error(
+                                   errno == EAGAIN ? "request_timeout" : "conflict",
+                                   errno == EAGAIN ? "the process does not read its stdin"
+                                                   : "the process closed its stdin"));
+    }
+    written += *n;
+  }
+  if (query_flag(r, "close")) {
+    std::lock_guard lock(p->mu);
+    p->stdin_writer.reset();
+  }
+  send_json(r.out, 200, "{\"written\":" + std::to_string(written) + "}");
+}
+
+void handle_process_signal(ApiContext& ctx, ApiRequest& r) {
+  auto body = read_json_body(r, ctx.limits.max_json_body);
+  if (!body) return send_error(r.out, body.error());
+  auto sig = api::parse_signal_request(*body);
+  if (!sig) return send_error(r.out, api::to_api_error(sig.error()));
+  auto sandbox = live_or_fail(ctx, r);
+  if (!sandbox) return;
+  auto p = process_or_fail(ctx, r, **sandbox);
+  if (!p) return;
+  {
+    std::lock_guard lock(p->mu);
+    if (!p->finished() && !p->pidfd)
+      return send_error(r.out, api::make_api_error(
+                                   "conflict", "process " + p->id +
+                                                   " was started by an earlier daemon; it can be "
+                                                   "waited for, or ended with its sandbox"));
+  }
+  ctx.sandboxes.kill_process(*p, *sig);
+  send_json(r.out, 200, api::to_json(info_of(**sandbox, *p)));
+}
+
+void handle_process_wait(ApiContext& ctx, ApiRequest& r) {
+  auto sandbox = live_or_fail(ctx, r);
+  if (!sandbox) return;
+  auto p = process_or_fail(ctx, r, **sandbox);
+  if (!p) return;
+  std::chrono::milliseconds timeout(30000);
+  if (auto t = r.query_value("timeout"); t) {
+    char* end = nullptr;
+    double secs = std::strtod(t->c_str(), &end);
+    if (t->empty() || *end != '\0' || secs < 0 || secs > 3600)
+      return send_error(r.out, api::make_api_error("invalid_value", "timeout is seconds, 0 to 3600", "timeout"));
+    timeout = std::chrono::milliseconds(static_cast<std::int64_t>(secs * 1000));
+  }
+  bool done;
+  {
+    std::unique_lock lock(p->mu);
+    done = p->cv.wait_for(lock, timeout, [&] { return p->finished(); });
+  }
+  if (!done)
+    return send_error(r.out, api::make_api_error("request_timeout",
+                                                 "process " + p->id + " is still running after " +
+                                                     std::to_string(timeout.count()) + " ms",
+                                                 "", "wait again, or signal it"));
+  send_json(r.out, 200, api::to_json(info_of(**sandbox, *p)));
+}
+
+}  // namespace corral::daemon

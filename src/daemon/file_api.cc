@@ -1,0 +1,238 @@
+// Handlers of the file API (REQUIREMENTS.md F5, F6; docs/file-api.md).
+// Every path is resolved inside the sandbox's root by ConfinedRoot
+// (openat2 RESOLVE_IN_ROOT from /proc/<init>/root), bodies are streamed
+// with one bounded buffer, and every operation is audited with its path,
+// byte count and SHA-256.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "base/sha256.h"
+#include "daemon/api_context.h"
+#include "daemon/sandbox_service.h"
+#include "fs/confined_root.h"
+
+namespace corral::daemon {
+
+namespace {
+
+using nlohmann::json;
+constexpr std::size_t kBuffer = 1 << 20;
+
+struct Target {
+  std::shared_ptr<SandboxEntry> sandbox;
+  std::optional<ConfinedRoot> root;
+};
+
+// The live sandbox and its confined root; sends the error otherwise.
+std::optional<Target> open_target(ApiContext& ctx, ApiRequest& r) {
+  auto e = ctx.sandboxes.live(r.params[0]);
+  if (!e) {
+    send_error(r.out, e.error());
+    return std::nullopt;
+  }
+  auto root = ConfinedRoot::open((*e)->live->root_path());
+  if (!root) {
+    send_error(r.out, api::make_api_error("conflict", "the root of sandbox " + (*e)->id +
+                                                          " is not reachable: " + root.error().message));
+    return std::nullopt;
+  }
+  Target t{*e, std::nullopt};
+  t.root.emplace(std::move(*root));
+  return t;
+}
+
+std::optional<std::string> path_param(ApiRequest& r, std::string_view name = "path") {
+  auto p = r.query_value(name);
+  if (!p || p->empty()) {
+    send_error(r.out, api::make_api_error("invalid_value",
+                                          "the query parameter \"" + std::string(name) + "\" is required",
+                                          std::string(name), "e.g. ?" + std::string(name) + "=/workspace/file.txt"));
+    return std::nullopt;
+  }
+  return p;
+}
+
+void audit_file(ApiContext& ctx, const std::string& sandbox, std::string_view op,
+                const std::string& path, json extra = json::object()) {
+  extra["type"] = "file." + std::string(op);
+  extra["sandbox"] = sandbox;
+  extra["path"] = path;
+  (void)ctx.sandboxes.audit().append(extra);
+}
+
+api::FileEntry entry_of(const FileInfo& f) {
+  api::FileEntry e;
+  e.name = f.name;
+  e.type = f.type == FileType::kRegular     ? "file"
+           : f.type == FileType::kDirectory ? "directory"
+           : f.type == FileType::kSymlink   ? "symlink"
+                                            : "other";
+  e.size = f.size;
+  e.mode = f.mode;
+  e.mtime_ms = f.mtime_ns / 1000000;
+  e.link_target = f.link_target;
+  return e;
+}
+
+uid_t owner_uid(const SandboxEntry& s) {
+  return s.spec.root ? s.live->identity().host_uid_base : s.live->host_user_uid();
+}
+
+}  // namespace
+
+void handle_file_upload(ApiContext& ctx, ApiRequest& r) {
+  auto path = path_param(r);
+  if (!path) return;
+  auto t = open_target(ctx, r);
+  if (!t) return;
+  WriteOptions options;
+  if (auto m = r.query_value("mode"); m) {
+    char* end = nullptr;
+    unsigned long mode = std::strtoul(m->c_str(), &end, 8);
+    if (m->empty() || *end != '\0' || mode > 0777)
+      return send_error(r.out, api::make_api_error("invalid_value", "mode must be octal, 0 to 0777", "mode"));
+    options.mode = static_cast<mode_t>(mode);
+  }
+  auto fd = t->root->open_write(*path, options);
+  if (!fd) return send_error(r.out, api::to_api_error(fd.error()));
+  // Files land as the sandbox's user, not as an unmapped host root.
+  const uid_t uid = owner_uid(*t->sandbox);
+  if (fchown(fd->get(), uid, uid) != 0)
+    return send_error(r.out, api::make_api_error("internal", "fchown: " + std::string(strerror(errno))));
+  Sha256 hash;
+  std::uint64_t total = 0;
+  std::string buf(kBuffer, '\0');
+  for (;;) {
+    auto n = r.body.read(buf.data(), buf.size());
+    if (!n) {
+      (void)ftruncate(fd->get(), 0);
+      const bool timeout = n.error().code == ErrorCode::kTimeout;
+      return send_error(r.out, api::make_api_error(timeout ? "request_timeout" : "bad_request_body",
+                                                   "upload interrupted: " + n.error().message));
+    }
+    if (*n == 0) break;
+    hash.update(buf.data(), *n);
+    std::size_t off = 0;
+    while (off < *n) {
+      ssize_t w = write(fd->get(), buf.data() + off, *n - off);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) {
+        const int e = errno;
+        (void)ftruncate(fd->get(), 0);  // give the space back
+        audit_file(ctx, t->sandbox->id, "write", *path,
+                   {{"bytes", total}, {"outcome", "refused"}, {"error", strerror(e)}});
+        if (e == ENOSPC || e == EDQUOT || e == EFBIG)
+          return send_error(r.out, api::make_api_error(
+                                       "insufficient_storage",
+                                       "the sandbox's disk limit is full after " +
+                                           std::to_string(total) + " bytes",
+                                       "", "create the sandbox with a bigger limits.disk"));
+        return send_error(r.out, api::make_api_error("internal", std::string("write: ") + strerror(e)));
+      }
+      off += static_cast<size_t>(w);
+      total += static_cast<std::uint64_t>(w);
+    }
+  }
+  api::UploadResult result;
+  result.path = *path;
+  result.bytes = total;
+  result.sha256 = Sha256::hex(hash.final());
+  audit_file(ctx, t->sandbox->id, "write", *path, {{"bytes", total}, {"sha256", result.sha256}});
+  send_json(r.out, 201, api::to_json(result));
+}
+
+void handle_file_download(ApiContext& ctx, ApiRequest& r) {
+  auto path = path_param(r);
+  if (!path) return;
+  auto t = open_target(ctx, r);
+  if (!t) return;
+  auto fd = t->root->open_read(*path);
+  if (!fd) return send_error(r.out, api::to_api_error(fd.error()));
+  struct stat st;
+  if (fstat(fd->get(), &st) != 0)
+    return send_error(r.out, api::make_api_error("internal", "fstat failed"));
+  const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
+  if (!r.out.start(200, {{"content-type", "application/octet-stream"}}, size)) return;
+  Sha256 hash;
+  std::uint64_t sent = 0;
+  std::string buf(kBuffer, '\0');
+  // Exactly the length announced: a file that grows meanwhile is cut there.
+  while (sent < size) {
+    ssize_t n = read(fd->get(), buf.data(), std::min<std::uint64_t>(buf.size(), size - sent));
+    if (n <= 0) break;
+    hash.update(buf.data(), static_cast<size_t>(n));
+    if (!r.out.write(std::string_view(buf.data(), static_cast<size_t>(n)))) break;
+    sent += static_cast<std::uint64_t>(n);
+  }
+  audit_file(ctx, t->sandbox->id, "read", *path,
+             {{"bytes", sent}, {"sha256", Sha256::hex(hash.final())}, {"complete", sent == size}});
+  if (sent == size) (void)r.out.finish();
+}
+
+void handle_file_delete(ApiContext& ctx, ApiRequest& r) {
+  auto path = path_param(r);
+  if (!path) return;
+  auto t = open_target(ctx, r);
+  if (!t) return;
+  const bool recursive = query_flag(r, "recursive");
+  if (auto st = t->root->remove(*path, recursive); !st)
+    return send_error(r.out, api::to_api_error(st.error()));
+  audit_file(ctx, t->sandbox->id, "delete", *path, {{"recursive", recursive}});
+  send_json(r.out, 200, "{\"deleted\":" + json(*path).dump() + "}");
+}
+
+void handle_file_list(ApiContext& ctx, ApiRequest& r) {
+  auto path = path_param(r);
+  if (!path) return;
+  auto t = open_target(ctx, r);
+  if (!t) return;
+  auto listing = t->root->list(*path);
+  if (!listing) return send_error(r.out, api::to_api_error(listing.error()));
+  std::vector<api::FileEntry> entries;
+  for (const auto& f : listing->entries) entries.push_back(entry_of(f));
+  audit_file(ctx, t->sandbox->id, "list", *path, {{"entries", entries.size()}});
+  send_json(r.out, 200, api::to_json(entries, listing->truncated));
+}
+
+void handle_file_stat(ApiContext& ctx, ApiRequest& r) {
+  auto path = path_param(r);
+  if (!path) return;
+  auto t = open_target(ctx, r);
+  if (!t) return;
+  auto info = t->root->stat(*path);
+  if (!info) return send_error(r.out, api::to_api_error(info.error()));
+  audit_file(ctx, t->sandbox->id, "stat", *path);
+  send_json(r.out, 200, api::to_json(entry_of(*info)));
+}
+
+void handle_file_mkdir(ApiContext& ctx, ApiRequest& r) {
+  auto body = read_json_body(r, ctx.limits.max_json_body);
+  if (!body) return send_error(r.out, body.error());
+  auto request = api::parse_mkdir(*body);
+  if (!request) return send_error(r.out, api::to_api_error(request.error()));
+  auto t = open_target(ctx, r);
+  if (!t) return;
+  // Owned by the sandbox's user, like uploads.
+  const uid_t uid = owner_uid(*t->sandbox);
+  if (auto st = t->root->mkdir(request->path, request->mode, request->parents, uid, uid); !st)
+    return send_error(r.out, api::to_api_error(st.error()));
+  audit_file(ctx, t->sandbox->id, "mkdir", request->path, {{"parents", request->parents}});
+  send_json(r.out, 201, "{\"path\":" + json(request->path).dump() + "}");
+}
+
+void handle_file_rename(ApiContext& ctx, ApiRequest& r) {
+  auto body = read_json_body(r, ctx.limits.max_json_body);
+  if (!body) return send_error(r.out, body.error());
+  auto request = api::parse_rename(*body);
+  if (!request) return send_error(r.out, api::to_api_error(request.error()));
+  auto t = open_target(ctx, r);
+  if (!t) return;
+  if (auto st = t->root->rename(request->from, request->to, !request->overwrite); !st)
+    return send_error(r.out, api::to_api_error(st.error()));
+  audit_file(ctx, t->sandbox->id, "rename", request->from, {{"to", request->to}});
+  send_json(r.out, 200, "{\"from\":" + json(request->from).dump() + ",\"to\":" + json(request->to).dump() + "}");
+}
+
+}  // namespace corral::daemon

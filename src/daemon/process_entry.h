@@ -1,0 +1,52 @@
+// One process the daemon started in a sandbox: an exec (bound to its
+// request) or a background process (bound to nothing but its own timeout,
+// a kill, or the sandbox's end). Shared between the request thread that
+// started it, the monitor that hears from the zygote, and the reaper.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/unique_fd.h"
+
+namespace corral::daemon {
+
+struct ProcessEntry {
+  enum class Phase { kStarting, kRunning, kExited, kFailed };
+
+  // Fixed at creation.
+  std::string id;  // "p-" + 16 hex digits of request_id
+  std::string sandbox_id;
+  std::uint64_t request_id = 0;
+  std::vector<std::string> argv;
+  bool background = false;
+  std::int64_t started_at_ms = 0;
+  std::chrono::steady_clock::time_point started{};
+  std::optional<std::chrono::steady_clock::time_point> deadline;  // its timeout
+  UniqueFd event;  // eventfd, written on every phase change (poll it)
+
+  // Guarded by mu.
+  std::mutex mu;
+  std::condition_variable cv;
+  Phase phase = Phase::kStarting;
+  UniqueFd pidfd;
+  pid_t host_pid = -1;
+  int wait_status = 0;
+  std::optional<int> exit_code;  // set in kExited and kFailed (126/127/125)
+  std::optional<int> signal;
+  std::string failure;           // kFailed: why it could not start
+  bool timed_out = false;
+  std::int64_t ended_at_ms = 0;
+  UniqueFd stdin_writer;         // background: the daemon's end of its stdin
+
+  bool finished() const { return phase == Phase::kExited || phase == Phase::kFailed; }
+};
+
+}  // namespace corral::daemon

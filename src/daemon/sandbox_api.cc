@@ -1,0 +1,71 @@
+// Handlers of /v1/sandboxes and /v1/sandboxes/{id}: create, list, inspect,
+// destroy, extend.
+#include "daemon/api_context.h"
+#include "daemon/sandbox_service.h"
+
+namespace corral::daemon {
+
+namespace {
+
+template <typename T>
+bool fail_if_error(ApiRequest& r, const ApiResult<T>& result) {
+  if (result) return false;
+  send_error(r.out, result.error());
+  return true;
+}
+
+}  // namespace
+
+void handle_create_sandbox(ApiContext& ctx, ApiRequest& r) {
+  auto body = read_json_body(r, ctx.limits.max_json_body);
+  if (fail_if_error(r, body)) return;
+  auto request = api::parse_create_sandbox(body->empty() ? "{}" : *body);
+  if (!request) return send_error(r.out, api::to_api_error(request.error()));
+  std::optional<std::string> key;
+  if (auto k = r.head.header("idempotency-key"); k) {
+    if (k->empty() || k->size() > 200)
+      return send_error(r.out, api::make_api_error("invalid_value",
+                                                   "Idempotency-Key must be 1 to 200 characters",
+                                                   "Idempotency-Key"));
+    key = std::string(*k);
+  }
+  auto created = ctx.sandboxes.create(*request, key);
+  if (fail_if_error(r, created)) return;
+  send_json(r.out, created->created ? 201 : 200, api::to_json(created->info));
+}
+
+void handle_list_sandboxes(ApiContext& ctx, ApiRequest& r) {
+  auto list = ctx.sandboxes.list();
+  if (fail_if_error(r, list)) return;
+  const bool all = query_flag(r, "all");
+  std::vector<api::SandboxInfo> shown;
+  for (auto& info : *list) {
+    // Cleaned sandboxes are history: shown with ?all=true.
+    if (all || info.state != "cleaned") shown.push_back(std::move(info));
+  }
+  send_json(r.out, 200, api::to_json(shown));
+}
+
+void handle_get_sandbox(ApiContext& ctx, ApiRequest& r) {
+  auto info = ctx.sandboxes.get(r.params[0]);
+  if (fail_if_error(r, info)) return;
+  send_json(r.out, 200, api::to_json(*info));
+}
+
+void handle_delete_sandbox(ApiContext& ctx, ApiRequest& r) {
+  auto info = ctx.sandboxes.destroy(r.params[0], "deleted through the API");
+  if (fail_if_error(r, info)) return;
+  send_json(r.out, 200, api::to_json(*info));
+}
+
+void handle_extend_sandbox(ApiContext& ctx, ApiRequest& r) {
+  auto body = read_json_body(r, ctx.limits.max_json_body);
+  if (fail_if_error(r, body)) return;
+  auto request = api::parse_extend(*body);
+  if (!request) return send_error(r.out, api::to_api_error(request.error()));
+  auto info = ctx.sandboxes.extend(r.params[0], *request);
+  if (fail_if_error(r, info)) return;
+  send_json(r.out, 200, api::to_json(*info));
+}
+
+}  // namespace corral::daemon

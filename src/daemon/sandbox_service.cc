@@ -1,0 +1,922 @@
+#include "daemon/sandbox_service.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "base/paths.h"
+#include "daemon/metrics.h"
+#include "image/image_store.h"
+#include "jail/sandbox_planner.h"
+#include "jail/stage.h"
+#include "sys/syscalls.h"
+
+namespace corral::daemon {
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::int64_t now_ms() { return StateStore::now_ms(); }
+
+// epoll tokens: sandbox index in the low bits, what kind of fd in bit 0.
+enum class Watch : std::uint64_t { kSpawn = 0, kInit = 1 };
+
+
+pid_t pid_of_pidfd(int pidfd) {
+  std::ifstream in("/proc/self/fdinfo/" + std::to_string(pidfd));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Pid:", 0) == 0) return static_cast<pid_t>(std::atoi(line.c_str() + 4));
+  }
+  return -1;
+}
+
+void signal_event(ProcessEntry& p) {
+  std::uint64_t one = 1;
+  if (p.event) (void)!write(p.event.get(), &one, sizeof one);
+  p.cv.notify_all();
+}
+
+bool takes_work(SandboxState s) { return s == SandboxState::kReady || s == SandboxState::kRunning; }
+
+json runtime_json(const LiveSandboxIdentity& id, const std::vector<std::string>& env) {
+  return json{{"init_pid", id.init_pid},     {"init_start_time", id.init_start_time},
+              {"host_uid_base", id.host_uid_base}, {"cgroup", id.cgroup},
+              {"env", env}};
+}
+
+}  // namespace
+
+std::uint64_t new_request_id() {
+  std::uint64_t v = 0;
+  while (v == 0) {
+    if (getrandom(&v, sizeof v, 0) != sizeof v) v = 0;
+  }
+  return v;
+}
+
+std::string process_id_for(std::uint64_t request_id) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "p-%016llx", static_cast<unsigned long long>(request_id));
+  return buf;
+}
+
+std::optional<std::uint64_t> request_id_of(std::string_view process_id) {
+  if (process_id.size() != 18 || process_id.substr(0, 2) != "p-") return std::nullopt;
+  std::uint64_t v = 0;
+  for (char c : process_id.substr(2)) {
+    int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+    if (d < 0) return std::nullopt;
+    v = v * 16 + static_cast<std::uint64_t>(d);
+  }
+  return v;
+}
+
+SandboxService::SandboxService(ServiceLimits limits, SandboxSpec defaults, StateStore& store,
+                               AuditLog& audit, SandboxFactory& factory, CgroupManager& cgroups,
+                               MetricsRegistry& metrics)
+    : limits_(std::move(limits)),
+      defaults_(std::move(defaults)),
+      store_(store),
+      audit_(audit),
+      factory_(factory),
+      cgroups_(cgroups),
+      metrics_(metrics) {
+  epoll_ = UniqueFd(epoll_create1(EPOLL_CLOEXEC));
+  wake_ = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = ~0ULL;
+  epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
+}
+
+SandboxService::~SandboxService() { stop(); }
+
+void SandboxService::stop() {
+  if (stopping_.exchange(true)) return;
+  std::uint64_t one = 1;
+  (void)!write(wake_.get(), &one, sizeof one);
+  reaper_cv_.notify_all();
+  if (monitor_.joinable()) monitor_.join();
+  if (reaper_.joinable()) reaper_.join();
+}
+
+std::string SandboxService::start() {
+  std::string summary = reconcile();
+  monitor_ = std::thread([this] { monitor_loop(); });
+  reaper_ = std::thread([this] { reaper_loop(); });
+  return summary;
+}
+
+std::size_t SandboxService::live_count() {
+  std::lock_guard lock(mu_);
+  return entries_.size();
+}
+
+std::shared_ptr<SandboxEntry> SandboxService::entry(std::string_view id) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(id);
+  return it == entries_.end() ? nullptr : it->second;
+}
+
+Status SandboxService::transition(SandboxEntry* entry, std::string_view id, SandboxState to,
+                                  std::string_view reason) {
+  auto t = store_.transition(id, to, reason);
+  if (!t) return tl::unexpected(t.error());
+  if (entry != nullptr) entry->state = to;
+  json ev{{"type", "sandbox.transition"},
+          {"sandbox", std::string(id)},
+          {"to", std::string(sandbox_state_name(to))},
+          {"reason", std::string(reason)}};
+  if (t->from) ev["from"] = std::string(sandbox_state_name(*t->from));
+  (void)audit_.append(ev);
+  return ok();
+}
+
+// ---- create -----------------------------------------------------------------
+
+ApiResult<SandboxService::Created> SandboxService::create(
+    const api::CreateSandboxRequest& request, std::optional<std::string> idempotency_key) {
+  const auto t0 = Clock::now();
+  SandboxSpec spec = request.spec;
+  spec.argv.clear();
+  if (!spec.mounts.empty() && limits_.mount_roots.empty())
+    return api_fail("invalid_value",
+                    "this daemon allows no host mounts (serve.mount_roots is empty)", "mounts",
+                    "list the host directories sandboxes may mount under serve.mount_roots");
+  for (const auto& m : spec.mounts) {
+    if (m.source.empty() || m.source[0] != '/')
+      return api_fail("invalid_value", "mount source \"" + m.source + "\" must be an absolute host path",
+                      "mounts");
+  }
+
+  // Resolve the image before anything is reserved.
+  RunOptions options;
+  options.long_lived = true;
+  options.cwd = "/";
+  options.mount_roots = limits_.mount_roots;
+  if (!spec.image.empty()) {
+    ImageStore images(ImageStore::default_dir());
+    auto info = images.get(spec.image);
+    if (!info) return api_fail("invalid_value", info.error().message, "image", info.error().hint);
+    options.base.rootfs = info->rootfs;
+    options.base.env = info->env;
+    options.base.passwd_source = info->rootfs + "/etc";
+    if (!info->workdir.empty() && spec.workdir == SandboxSpec{}.workdir) spec.workdir = info->workdir;
+  }
+
+  // One create per idempotency key at a time: a retry racing the original
+  // waits for it and then finds its sandbox.
+  std::unique_lock<std::mutex> idem_lock;
+  if (idempotency_key) {
+    std::mutex* m;
+    {
+      std::lock_guard lock(mu_);
+      m = &idem_locks_[*idempotency_key];
+    }
+    idem_lock = std::unique_lock(*m);
+  }
+
+  const std::string id = new_sandbox_id();
+  const std::string spec_json = api::spec_to_json(spec);
+  // Capacity (C2): refuse now rather than accept and kill later.
+  {
+    std::lock_guard lock(mu_);
+    if (!idempotency_key || true) {
+      if (entries_.size() >= limits_.max_sandboxes)
+        return api_fail("over_capacity",
+                        "the daemon already runs " + std::to_string(entries_.size()) +
+                            " sandboxes, its limit (serve.capacity.max_sandboxes)",
+                        "", "destroy sandboxes you no longer need, or raise the limit");
+      if (limits_.max_memory_bytes != 0 &&
+          reserved_memory_ + spec.limits.memory_bytes > limits_.max_memory_bytes)
+        return api_fail("over_capacity",
+                        "memory limit " + std::to_string(spec.limits.memory_bytes) +
+                            " bytes does not fit: " + std::to_string(reserved_memory_) + " of " +
+                            std::to_string(limits_.max_memory_bytes) +
+                            " bytes are already promised to live sandboxes",
+                        "limits.memory", "ask for less memory or destroy idle sandboxes");
+      if (limits_.max_disk_bytes != 0 &&
+          reserved_disk_ + spec.limits.disk_bytes > limits_.max_disk_bytes)
+        return api_fail("insufficient_storage",
+                        "disk limit " + std::to_string(spec.limits.disk_bytes) +
+                            " bytes does not fit: " + std::to_string(reserved_disk_) + " of " +
+                            std::to_string(limits_.max_disk_bytes) +
+                            " bytes are already promised to live sandboxes",
+                        "limits.disk", "ask for a smaller disk or destroy idle sandboxes");
+    }
+  }
+
+  const std::int64_t expires = now_ms() + spec.limits.max_lifetime.count();
+  auto created = store_.create_sandbox(id, spec_json, idempotency_key, expires);
+  if (!created) {
+    if (created.error().code == ErrorCode::kAlreadyExists)
+      return api_fail("idempotency_mismatch",
+                      "Idempotency-Key \"" + *idempotency_key +
+                          "\" was used before with a different request",
+                      "", "use a new key for a different sandbox");
+    return api_fail(created.error());
+  }
+  if (!created->created) {
+    auto existing = store_.get(created->sandbox.id);
+    if (!existing) return api_fail(existing.error());
+    auto info = info_of(*existing, entry(existing->id));
+    if (!info) return tl::unexpected(info.error());
+    return Created{*info, false};
+  }
+
+  auto e = std::make_shared<SandboxEntry>();
+  e->id = id;
+  e->spec = spec;
+  e->expires_at_ms = expires;
+  {
+    std::lock_guard lock(mu_);
+    entries_[id] = e;
+    reserved_memory_ += spec.limits.memory_bytes;
+    reserved_disk_ += spec.limits.disk_bytes;
+  }
+  (void)audit_.append(json{{"type", "sandbox.create"},
+                           {"sandbox", id},
+                           {"spec", json::parse(spec_json)},
+                           {"idempotency_key", idempotency_key ? json(*idempotency_key) : json()}});
+  metrics_.counter("corral_sandbox_creations_total", "Sandbox create requests accepted").inc();
+
+  auto fail_create = [&](std::string code, std::string message, std::string hint,
+                         std::string field) -> ApiResult<Created> {
+    {
+      std::lock_guard lock(e->mu);
+      (void)transition(e.get(), id, SandboxState::kFailed, message);
+    }
+    teardown(e, id, "setup failed", true);
+    metrics_.counter("corral_sandbox_create_failures_total", "Sandbox creates that failed").inc();
+    return api_fail(code, message, field, hint);
+  };
+
+  {
+    std::lock_guard lock(e->mu);
+    (void)transition(e.get(), id, SandboxState::kInitializing, "id, cgroup and layer next");
+  }
+  options.sandbox_id = id;
+  SetupFailure failure;
+  auto made = factory_.create(spec, options, &failure);
+  if (!made) {
+    bool user_error = failure.stage == Stage::kPlan || failure.stage == Stage::kMountSources ||
+                      failure.stage == Stage::kBaseLayer;
+    return fail_create(user_error ? "invalid_value" : "setup_failed",
+                       made.error().message.empty() ? failure.message : made.error().message,
+                       made.error().hint, "");
+  }
+  const std::vector<std::string> env = made->env;
+  auto live = LiveSandbox::adopt(std::move(*made), cgroups_);
+  if (!live) return fail_create("setup_failed", live.error().message, "", "");
+  e->live = std::move(*live);
+  e->env = env;
+  const auto& ident = e->live->identity();
+  (void)store_.set_resources(id, ident.host_uid_base, ident.cgroup);
+  (void)store_.set_runtime(id, runtime_json(ident, env).dump());
+
+  SetupFailure ready_failure;
+  if (auto st = e->live->wait_ready(limits_.setup_timeout, &ready_failure); !st) {
+    std::string msg = ready_failure.message.empty() ? st.error().message : ready_failure.message;
+    return fail_create("setup_failed", msg, ready_failure.hint, "");
+  }
+  {
+    std::lock_guard lock(e->mu);
+    if (auto st = transition(e.get(), id, SandboxState::kReady, "PID 1 and zygote up"); !st)
+      return api_fail(st.error());
+  }
+  watch(e);
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  metrics_.histogram("corral_sandbox_create_seconds", "Time to create a sandbox",
+                     {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})
+      .observe(seconds);
+  auto record = store_.get(id);
+  if (!record) return api_fail(record.error());
+  auto info = info_of(*record, e);
+  if (!info) return tl::unexpected(info.error());
+  return Created{*info, true};
+}
+
+// ---- read -------------------------------------------------------------------
+
+ApiResult<api::SandboxInfo> SandboxService::info_of(const SandboxRecord& record,
+                                                    const std::shared_ptr<SandboxEntry>& e) {
+  api::SandboxInfo info;
+  info.id = record.id;
+  info.state = std::string(sandbox_state_name(record.state));
+  auto spec = api::spec_from_json(record.spec_json);
+  if (spec) info.spec = *spec;
+  info.created_at_ms = record.created_at_ms;
+  info.updated_at_ms = record.updated_at_ms;
+  info.expires_at_ms = record.expires_at_ms;
+  info.error = record.error;
+  if (e && e->live && takes_work(record.state)) {
+    api::SandboxUsage u;
+    if (auto st = e->live->stats(); st) {
+      u.memory_bytes = st->memory_current_bytes;
+      u.memory_peak_bytes = st->memory_peak_bytes;
+      u.cpu_ms = st->cpu_usage_ns / 1000000;
+      u.pids = st->pids_current;
+      u.oom_kills = st->oom_kills;
+      u.pids_max_hits = st->pids_max_hits;
+    }
+    if (auto du = e->live->disk_usage(); du) {
+      u.disk_bytes = du->bytes;
+      u.disk_inodes = du->inodes;
+    }
+    info.usage = u;
+  }
+  return info;
+}
+
+ApiResult<api::SandboxInfo> SandboxService::get(std::string_view id) {
+  auto record = store_.get(id);
+  if (!record) {
+    if (record.error().code == ErrorCode::kNotFound || record.error().code == ErrorCode::kInvalidArgument)
+      return api_fail("not_found", "no sandbox with id \"" + std::string(id) + "\"", "",
+                      "list sandboxes with GET /v1/sandboxes");
+    return api_fail(record.error());
+  }
+  return info_of(*record, entry(id));
+}
+
+ApiResult<std::vector<api::SandboxInfo>> SandboxService::list() {
+  auto records = store_.list();
+  if (!records) return api_fail(records.error());
+  std::vector<api::SandboxInfo> out;
+  for (const auto& r : *records) {
+    auto info = info_of(r, entry(r.id));
+    if (info) out.push_back(std::move(*info));
+  }
+  return out;
+}
+
+ApiResult<std::shared_ptr<SandboxEntry>> SandboxService::live(std::string_view id) {
+  auto e = entry(id);
+  if (!e) {
+    auto record = store_.get(id);
+    if (record)
+      return api_fail("conflict",
+                      "sandbox " + std::string(id) + " is " +
+                          std::string(sandbox_state_name(record->state)) + " and takes no more work",
+                      "", "create a new sandbox");
+    return api_fail("not_found", "no sandbox with id \"" + std::string(id) + "\"");
+  }
+  std::lock_guard lock(e->mu);
+  if (!takes_work(e->state) || !e->live)
+    return api_fail("conflict",
+                    "sandbox " + std::string(id) + " is " +
+                        std::string(sandbox_state_name(e->state)) + " and takes no more work",
+                    "", e->state == SandboxState::kDestroying ? "it is being destroyed" : "");
+  return e;
+}
+
+// ---- lifetime and destroy ----------------------------------------------------
+
+ApiResult<api::SandboxInfo> SandboxService::extend(std::string_view id,
+                                                   const api::ExtendRequest& request) {
+  auto e = live(id);
+  if (!e) return tl::unexpected(e.error());
+  std::int64_t expires;
+  {
+    std::lock_guard lock((*e)->mu);
+    expires = request.max_lifetime_ms ? now_ms() + *request.max_lifetime_ms
+                                      : (*e)->expires_at_ms + request.extend_by_ms.value_or(0);
+    (*e)->expires_at_ms = expires;
+  }
+  if (auto st = store_.set_expiry(id, expires); !st) return api_fail(st.error());
+  (void)audit_.append(json{{"type", "sandbox.extend"}, {"sandbox", std::string(id)}, {"expires_at_ms", expires}});
+  reaper_cv_.notify_all();
+  return get(id);
+}
+
+ApiResult<api::SandboxInfo> SandboxService::destroy(std::string_view id, std::string_view reason) {
+  auto e = entry(id);
+  if (!e) {
+    auto record = store_.get(id);
+    if (!record) return api_fail("not_found", "no sandbox with id \"" + std::string(id) + "\"");
+    return info_of(*record, nullptr);  // already gone: DELETE is idempotent
+  }
+  {
+    std::lock_guard lock(e->mu);
+    if (e->state == SandboxState::kDestroying) {
+      // Someone else is tearing it down: report where it is.
+    } else {
+      (void)transition(e.get(), id, SandboxState::kDestroying, reason);
+    }
+  }
+  api::SandboxInfo info = teardown(e, id, reason, false);
+  return info;
+}
+
+api::SandboxInfo SandboxService::teardown(const std::shared_ptr<SandboxEntry>& e,
+                                          std::string_view id, std::string_view reason,
+                                          bool failed) {
+  // One teardown at a time per sandbox; the others wait and then report.
+  static std::mutex teardown_mu;  // coarse but rare: destroys are short
+  std::unique_lock<std::mutex> tl(teardown_mu, std::defer_lock);
+  {
+    std::lock_guard lock(e->mu);
+    if (failed && e->state == SandboxState::kFailed)
+      (void)transition(e.get(), id, SandboxState::kDestroying, "cleanup of a failed create");
+  }
+  unwatch(*e);
+  DestroyReport report;
+  if (e->live) report = e->live->destroy();
+  // Every process the sandbox had is gone now.
+  std::vector<std::shared_ptr<ProcessEntry>> procs;
+  {
+    std::lock_guard lock(e->mu);
+    for (auto& [rid, p] : e->processes) procs.push_back(p);
+  }
+  for (auto& p : procs) {
+    std::lock_guard lock(p->mu);
+    if (p->finished()) continue;
+    p->phase = ProcessEntry::Phase::kExited;
+    p->signal = SIGKILL;
+    p->ended_at_ms = now_ms();
+    if (p->background)
+      (void)store_.update_process(p->id, ProcessState::kExited, std::nullopt, SIGKILL);
+    signal_event(*p);
+  }
+  if (report.final_stats) {
+    if (report.final_stats->oom_kills > 0)
+      metrics_.counter("corral_limit_hits_total", "Limit hits", {{"limit", "memory"}})
+          .add(static_cast<double>(report.final_stats->oom_kills));
+    if (report.final_stats->pids_max_hits > 0)
+      metrics_.counter("corral_limit_hits_total", "Limit hits", {{"limit", "pids"}})
+          .add(static_cast<double>(report.final_stats->pids_max_hits));
+  }
+  metrics_.counter("corral_destroy_residue_bytes_total", "Bytes left in writable layers after wipe")
+      .add(static_cast<double>(report.residue_bytes));
+  metrics_.counter("corral_destroy_residue_items_total", "Host resources left after teardown")
+      .add(static_cast<double>(report.residue.size()));
+  {
+    std::lock_guard lock(e->mu);
+    if (report.residue.empty()) {
+      (void)transition(e.get(), id, SandboxState::kCleaned, "teardown verified");
+    } else {
+      std::string what;
+      for (const auto& r : report.residue) what += (what.empty() ? "" : "; ") + r;
+      (void)transition(e.get(), id, SandboxState::kFailed, "teardown left: " + what);
+    }
+  }
+  (void)audit_.append(json{{"type", "sandbox.destroy"},
+                           {"sandbox", std::string(id)},
+                           {"reason", std::string(reason)},
+                           {"disk_used_bytes", report.disk_used_bytes},
+                           {"residue_bytes", report.residue_bytes},
+                           {"residue", report.residue}});
+  {
+    std::lock_guard lock(mu_);
+    if (entries_.erase(std::string(id)) > 0) {
+      reserved_memory_ -= std::min(reserved_memory_, e->spec.limits.memory_bytes);
+      reserved_disk_ -= std::min(reserved_disk_, e->spec.limits.disk_bytes);
+    }
+  }
+  api::SandboxInfo info;
+  if (auto record = store_.get(id); record) {
+    if (auto i = info_of(*record, nullptr); i) info = *i;
+  }
+  info.residue = report.residue;
+  info.residue_bytes = report.residue_bytes;
+  return info;
+}
+
+// ---- processes ---------------------------------------------------------------
+
+ApiResult<std::shared_ptr<ProcessEntry>> SandboxService::spawn(
+    const std::shared_ptr<SandboxEntry>& sandbox, const api::ExecRequest& request,
+    bool background, UniqueFd stdio[3], std::uint64_t request_id) {
+  SpawnRequest req;
+  req.request_id = request_id != 0 ? request_id : new_request_id();
+  req.argv = request.argv;
+  req.env = sandbox->env;
+  for (const auto& [k, v] : request.env) {
+    std::string prefix = k + "=";
+    bool replaced = false;
+    for (auto& e : req.env) {
+      if (e.rfind(prefix, 0) == 0) {
+        e = prefix + v;
+        replaced = true;
+      }
+    }
+    if (!replaced) req.env.push_back(prefix + v);
+  }
+  req.cwd = request.cwd.value_or("");
+  req.new_session = true;
+  const auto timeout = std::chrono::milliseconds(
+      request.timeout_ms.value_or(sandbox->spec.limits.timeout.count()));
+  req.timeout_ms = static_cast<std::uint32_t>(std::min<std::int64_t>(timeout.count(), UINT32_MAX));
+  if (auto st = validate_spawn_request(req); !st)
+    return api_fail("invalid_value", st.error().message);
+
+  auto p = std::make_shared<ProcessEntry>();
+  p->id = process_id_for(req.request_id);
+  p->sandbox_id = sandbox->id;
+  p->request_id = req.request_id;
+  p->argv = req.argv;
+  p->background = background;
+  p->started_at_ms = now_ms();
+  p->started = Clock::now();
+  p->deadline = p->started + timeout;
+  p->event = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+
+  {
+    std::lock_guard lock(sandbox->mu);
+    if (!takes_work(sandbox->state))
+      return api_fail("conflict", "sandbox " + sandbox->id + " is " +
+                                      std::string(sandbox_state_name(sandbox->state)) +
+                                      " and takes no more work");
+    sandbox->processes[req.request_id] = p;
+    if (sandbox->running++ == 0 && sandbox->state == SandboxState::kReady)
+      (void)transition(sandbox.get(), sandbox->id, SandboxState::kRunning, "a process started");
+  }
+  if (background) {
+    ProcessRecord rec;
+    rec.id = p->id;
+    rec.sandbox_id = sandbox->id;
+    rec.argv = p->argv;
+    rec.state = ProcessState::kStarting;
+    rec.started_at_ms = p->started_at_ms;
+    if (auto st = store_.add_process(rec); !st) {
+      std::lock_guard lock(sandbox->mu);
+      sandbox->processes.erase(req.request_id);
+      --sandbox->running;
+      return api_fail(st.error());
+    }
+  }
+  (void)audit_.append(json{{"type", "exec.start"},
+                           {"sandbox", sandbox->id},
+                           {"process", p->id},
+                           {"argv", p->argv},
+                           {"background", background}});
+  const int fds[3] = {stdio[0].get(), stdio[1].get(), stdio[2].get()};
+  auto sent = sandbox->live->send_spawn(req, fds);
+  for (int i = 0; i < 3; ++i) stdio[i].reset();
+  if (!sent) {
+    std::lock_guard lock(p->mu);
+    p->phase = ProcessEntry::Phase::kFailed;
+    p->failure = sent.error().message;
+    p->exit_code = 125;
+    finish_process(*sandbox, *p);
+    return api_fail("conflict", "sandbox " + sandbox->id + " cannot start processes: " +
+                                    sent.error().message);
+  }
+  metrics_.counter("corral_exec_total", "Processes started in sandboxes").inc();
+  return p;
+}
+
+void SandboxService::kill_process(ProcessEntry& p, int sig) {
+  std::lock_guard lock(p.mu);
+  if (p.finished() || !p.pidfd) return;
+  // The process leads its own session and group: the group goes too.
+  if (p.host_pid > 0) kill(-p.host_pid, sig);
+  sys::pidfd_send_signal(p.pidfd.get(), sig, nullptr, 0);
+}
+
+std::vector<std::shared_ptr<ProcessEntry>> SandboxService::processes(const SandboxEntry& sandbox) {
+  std::lock_guard lock(const_cast<SandboxEntry&>(sandbox).mu);
+  std::vector<std::shared_ptr<ProcessEntry>> out;
+  for (const auto& [rid, p] : sandbox.processes) out.push_back(p);
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a->started_at_ms < b->started_at_ms; });
+  return out;
+}
+
+std::shared_ptr<ProcessEntry> SandboxService::find_process(SandboxEntry& sandbox,
+                                                           std::string_view id) {
+  auto rid = request_id_of(id);
+  if (!rid) return nullptr;
+  std::lock_guard lock(sandbox.mu);
+  auto it = sandbox.processes.find(*rid);
+  return it == sandbox.processes.end() ? nullptr : it->second;
+}
+
+// Called with process.mu held.
+void SandboxService::finish_process(SandboxEntry& sandbox, ProcessEntry& p) {
+  p.ended_at_ms = now_ms();
+  const double seconds = std::chrono::duration<double>(Clock::now() - p.started).count();
+  metrics_.histogram("corral_exec_duration_seconds", "Wall time of processes in sandboxes",
+                     {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600})
+      .observe(seconds);
+  if (p.background) {
+    (void)store_.update_process(p.id, ProcessState::kExited, p.exit_code, p.signal);
+  }
+  json ev{{"type", "exec.exit"},
+          {"sandbox", sandbox.id},
+          {"process", p.id},
+          {"duration_ms", static_cast<std::int64_t>(seconds * 1000)},
+          {"timed_out", p.timed_out}};
+  if (p.exit_code) ev["exit_code"] = *p.exit_code;
+  if (p.signal) ev["signal"] = *p.signal;
+  if (!p.failure.empty()) ev["failure"] = p.failure;
+  (void)audit_.append(ev);
+  signal_event(p);
+  bool idle = false;
+  {
+    std::lock_guard lock(sandbox.mu);
+    if (sandbox.running > 0 && --sandbox.running == 0 && sandbox.state == SandboxState::kRunning)
+      idle = true;
+    // Execs are forgotten once finished; background processes stay listed.
+    if (!p.background) sandbox.processes.erase(p.request_id);
+    if (idle)
+      (void)transition(&sandbox, sandbox.id, SandboxState::kReady, "the last process ended");
+  }
+}
+
+// ---- monitor -------------------------------------------------------------------
+
+void SandboxService::watch(const std::shared_ptr<SandboxEntry>& e) {
+  // Tokens: the entry's address with bit 0 telling spawn fd from pidfd.
+  // The entry outlives its registration (unwatch runs before it is freed).
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = reinterpret_cast<std::uint64_t>(e.get()) | static_cast<std::uint64_t>(Watch::kSpawn);
+  epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, e->live->spawn_fd(), &ev);
+  ev.data.u64 = reinterpret_cast<std::uint64_t>(e.get()) | static_cast<std::uint64_t>(Watch::kInit);
+  epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, e->live->pidfd(), &ev);
+}
+
+void SandboxService::unwatch(const SandboxEntry& e) {
+  if (!e.live) return;
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, e.live->spawn_fd(), nullptr);
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, e.live->pidfd(), nullptr);
+}
+
+void SandboxService::monitor_loop() {
+  epoll_event events[64];
+  while (!stopping_) {
+    int n = epoll_wait(epoll_.get(), events, 64, 1000);
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.u64 == ~0ULL) continue;  // wake
+      auto* raw = reinterpret_cast<SandboxEntry*>(events[i].data.u64 & ~1ULL);
+      const bool is_init = (events[i].data.u64 & 1ULL) != 0;
+      std::shared_ptr<SandboxEntry> e;
+      {
+        std::lock_guard lock(mu_);
+        for (auto& [id, candidate] : entries_) {
+          if (candidate.get() == raw) {
+            e = candidate;
+            break;
+          }
+        }
+      }
+      if (!e || !e->live) continue;
+      if (is_init) {
+        on_init_exit(e);
+        continue;
+      }
+      for (;;) {
+        auto reply = e->live->read_reply();
+        if (!reply) {
+          // The zygote is gone: init follows it, and its pidfd will tell.
+          epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, e->live->spawn_fd(), nullptr);
+          break;
+        }
+        if (!*reply) break;
+        on_reply(e, std::move(**reply));
+      }
+    }
+  }
+}
+
+void SandboxService::on_reply(const std::shared_ptr<SandboxEntry>& e, ReceivedReply r) {
+  if (r.reply.type == SpawnReplyType::kReady) return;
+  std::shared_ptr<ProcessEntry> p;
+  {
+    std::lock_guard lock(e->mu);
+    auto it = e->processes.find(r.reply.request_id);
+    if (it != e->processes.end()) p = it->second;
+  }
+  if (!p) return;  // e.g. an exec whose request was abandoned
+  std::lock_guard lock(p->mu);
+  switch (r.reply.type) {
+    case SpawnReplyType::kStarted:
+      p->pidfd = std::move(r.pidfd);
+      p->host_pid = p->pidfd ? pid_of_pidfd(p->pidfd.get()) : -1;
+      if (p->phase == ProcessEntry::Phase::kStarting) p->phase = ProcessEntry::Phase::kRunning;
+      if (p->background)
+        (void)store_.update_process(p->id, ProcessState::kRunning, std::nullopt, std::nullopt);
+      signal_event(*p);
+      break;
+    case SpawnReplyType::kFailed: {
+      const Stage stage = static_cast<Stage>(r.reply.stage);
+      p->phase = ProcessEntry::Phase::kFailed;
+      if (stage == Stage::kExec) {
+        p->exit_code = r.reply.err == ENOENT ? 127 : 126;
+        p->failure = std::string(r.reply.detail) + ": " +
+                     (r.reply.err == ENOENT ? "command not found in the sandbox"
+                                            : strerror(r.reply.err));
+      } else {
+        p->exit_code = 125;
+        p->failure = "process setup failed at stage " + std::string(stage_name(stage)) + " (" +
+                     r.reply.detail + "): " + std::string(errno_name(r.reply.err));
+      }
+      finish_process(*e, *p);
+      break;
+    }
+    case SpawnReplyType::kExited:
+      p->phase = ProcessEntry::Phase::kExited;
+      p->wait_status = r.reply.status;
+      if (WIFEXITED(r.reply.status)) p->exit_code = WEXITSTATUS(r.reply.status);
+      if (WIFSIGNALED(r.reply.status)) p->signal = WTERMSIG(r.reply.status);
+      if (p->timed_out) p->exit_code = 124;
+      finish_process(*e, *p);
+      break;
+    default:
+      break;
+  }
+}
+
+void SandboxService::on_init_exit(const std::shared_ptr<SandboxEntry>& e) {
+  unwatch(*e);
+  {
+    std::lock_guard lock(e->mu);
+    if (!takes_work(e->state)) return;  // a destroy of ours
+    (void)transition(e.get(), e->id, SandboxState::kFailed,
+                     "the sandbox's init exited (its zygote died or it was killed)");
+  }
+  // Tear down off the monitor thread: it waits on the kernel.
+  std::thread([this, e] { teardown(e, e->id, "init exited", true); }).detach();
+}
+
+// ---- reaper --------------------------------------------------------------------
+
+void SandboxService::reaper_loop() {
+  while (!stopping_) {
+    {
+      std::unique_lock lock(reaper_mu_);
+      reaper_cv_.wait_for(lock, std::chrono::milliseconds(100));
+    }
+    if (stopping_) break;
+    std::vector<std::shared_ptr<SandboxEntry>> all;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& [id, e] : entries_) all.push_back(e);
+    }
+    const std::int64_t now = now_ms();
+    const auto steady = Clock::now();
+    for (auto& e : all) {
+      bool expired = false;
+      std::vector<std::shared_ptr<ProcessEntry>> late;
+      {
+        std::lock_guard lock(e->mu);
+        if (!takes_work(e->state)) continue;
+        expired = e->expires_at_ms <= now;
+        for (auto& [rid, p] : e->processes) {
+          if (p->deadline && *p->deadline <= steady) late.push_back(p);
+        }
+      }
+      if (expired) {
+        metrics_.counter("corral_sandbox_expired_total", "Sandboxes ended by max_lifetime").inc();
+        (void)destroy(e->id, "max_lifetime reached");
+        continue;
+      }
+      for (auto& p : late) {
+        {
+          std::lock_guard lock(p->mu);
+          if (p->finished() || p->timed_out) continue;
+          p->timed_out = true;
+          p->deadline.reset();
+        }
+        kill_process(*p, SIGKILL);
+      }
+    }
+  }
+}
+
+// ---- reconcile -------------------------------------------------------------------
+
+std::string SandboxService::reconcile() {
+  int attached = 0, destroyed = 0, orphans = 0;
+  auto records = store_.sandboxes_to_reconcile();
+  std::vector<std::string> known;
+  if (records) {
+    for (const SandboxRecord& r : *records) {
+      known.push_back(r.id);
+      std::unique_ptr<LiveSandbox> live;
+      json rt = r.runtime_json ? json::parse(*r.runtime_json, nullptr, false) : json();
+      if (takes_work(r.state) && rt.is_object()) {
+        LiveSandboxIdentity ident;
+        ident.id = r.id;
+        ident.init_pid = rt.value("init_pid", -1);
+        ident.init_start_time = rt.value("init_start_time", std::uint64_t{0});
+        ident.host_uid_base = rt.value("host_uid_base", 0u);
+        ident.cgroup = rt.value("cgroup", r.id);
+        auto attached_or = LiveSandbox::attach(ident, cgroups_);
+        if (attached_or) live = std::move(*attached_or);
+      }
+      if (live) {
+        auto e = std::make_shared<SandboxEntry>();
+        e->id = r.id;
+        if (auto spec = api::spec_from_json(r.spec_json); spec) e->spec = *spec;
+        e->env = rt.value("env", std::vector<std::string>{});
+        e->expires_at_ms = r.expires_at_ms.value_or(now_ms());
+        e->state = r.state;
+        e->live = std::move(live);
+        // Background processes that were running: their exits may be
+        // waiting in the spawn channel, or still to come.
+        if (auto procs = store_.list_processes(r.id); procs) {
+          for (const auto& pr : *procs) {
+            if (pr.state != ProcessState::kRunning && pr.state != ProcessState::kStarting) continue;
+            auto rid = request_id_of(pr.id);
+            if (!rid) continue;
+            auto p = std::make_shared<ProcessEntry>();
+            p->id = pr.id;
+            p->sandbox_id = r.id;
+            p->request_id = *rid;
+            p->argv = pr.argv;
+            p->background = true;
+            p->started_at_ms = pr.started_at_ms;
+            p->started = Clock::now();
+            p->phase = ProcessEntry::Phase::kRunning;
+            p->event = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+            e->processes[*rid] = p;
+            ++e->running;
+          }
+        }
+        if (e->running == 0 && e->state == SandboxState::kRunning)
+          (void)transition(e.get(), r.id, SandboxState::kReady, "re-attached after a daemon restart");
+        {
+          std::lock_guard lock(mu_);
+          entries_[r.id] = e;
+          reserved_memory_ += e->spec.limits.memory_bytes;
+          reserved_disk_ += e->spec.limits.disk_bytes;
+        }
+        watch(e);
+        (void)audit_.append(json{{"type", "sandbox.reattach"}, {"sandbox", r.id}});
+        ++attached;
+        continue;
+      }
+      // Not re-attachable: kill whatever is left of it, by its cgroup.
+      std::string cg_name = r.cgroup.value_or(r.id);
+      if (r.state != SandboxState::kFailed && r.state != SandboxState::kDestroying)
+        (void)store_.transition(r.id, SandboxState::kFailed,
+                                "daemon restarted while it was " +
+                                    std::string(sandbox_state_name(r.state)));
+      if (r.state != SandboxState::kDestroying)
+        (void)store_.transition(r.id, SandboxState::kDestroying, "reconcile after restart");
+      std::vector<std::string> residue;
+      if (auto cg = cgroups_.open(cg_name); cg) {
+        if (auto st = (*cg)->destroy(); !st) residue.push_back(st.error().message);
+      }
+      const std::string lock_path = run_dir() + "/sandboxes/" + r.id + ".lock";
+      unlink(lock_path.c_str());
+      if (auto procs = store_.list_processes(r.id); procs) {
+        for (const auto& pr : *procs) {
+          if (pr.state == ProcessState::kRunning || pr.state == ProcessState::kStarting)
+            (void)store_.update_process(pr.id, ProcessState::kLost, std::nullopt, std::nullopt);
+        }
+      }
+      if (residue.empty()) {
+        (void)store_.transition(r.id, SandboxState::kCleaned, "destroyed on reconcile");
+      } else {
+        (void)store_.transition(r.id, SandboxState::kFailed, residue.front());
+      }
+      (void)audit_.append(json{{"type", "sandbox.reconcile_destroy"}, {"sandbox", r.id}, {"residue", residue}});
+      ++destroyed;
+    }
+  }
+  // Cgroups of daemon sandboxes the store never heard of (a crash between
+  // the factory's clone and the store's write cannot happen: the row comes
+  // first; but a crash of an older daemon might): their lock tells.
+  if (auto names = cgroups_.list(); names) {
+    for (const std::string& name : *names) {
+      if (name.rfind("sb-", 0) != 0) continue;
+      if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+      const std::string lock_path = run_dir() + "/sandboxes/" + name + ".lock";
+      UniqueFd lock(open(lock_path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+      if (lock && flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // alive: not ours to judge
+      auto cg = cgroups_.open(name);
+      if (!cg) continue;
+      if (!lock) {
+        auto procs = (*cg)->processes();
+        if (!procs || !procs->empty()) continue;
+      }
+      if ((*cg)->destroy()) {
+        unlink(lock_path.c_str());
+        ++orphans;
+      }
+    }
+  }
+  return "reconciled: " + std::to_string(attached) + " re-attached, " +
+         std::to_string(destroyed) + " destroyed, " + std::to_string(orphans) +
+         " orphan cgroups removed";
+}
+
+}  // namespace corral::daemon

@@ -1,0 +1,150 @@
+// SandboxService: the lifecycle of the daemon's sandboxes (ARCHITECTURE.md
+// "The path of one sandbox", REQUIREMENTS.md C2, N7, D6): create with a
+// capacity check and an idempotency key, the state machine stored in
+// SQLite and audited, live usage, lifetime extension, verified destroy,
+// a monitor thread that hears from every sandbox's zygote and init, a
+// reaper that ends expired sandboxes and timed-out processes, and the
+// reconcile step that re-attaches to (or destroys) what a previous daemon
+// left running.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/api_model.h"
+#include "base/unique_fd.h"
+#include "daemon/api_result.h"
+#include "daemon/metrics.h"
+#include "daemon/process_entry.h"
+#include "jail/cgroup.h"
+#include "runtime/live_sandbox.h"
+#include "runtime/sandbox_factory.h"
+#include "spec/sandbox_spec.h"
+#include "store/audit_log.h"
+#include "store/state_store.h"
+
+namespace corral::daemon {
+
+// Process ids are "p-" + the 16 hex digits of the spawn request id, so a
+// re-attached daemon can match the zygote's late exit reports.
+std::uint64_t new_request_id();
+std::string process_id_for(std::uint64_t request_id);
+std::optional<std::uint64_t> request_id_of(std::string_view process_id);
+
+struct ServiceLimits {
+  std::uint64_t max_sandboxes = 256;
+  std::uint64_t max_memory_bytes = 0;  // sum of the live sandboxes' memory limits
+  std::uint64_t max_disk_bytes = 0;    // sum of their disk limits (RAM-backed layers)
+  std::chrono::milliseconds setup_timeout{30000};
+  std::vector<std::string> mount_roots;  // host dirs that API mounts may come from
+};
+
+// A live sandbox as the daemon tracks it.
+struct SandboxEntry {
+  std::string id;
+  SandboxSpec spec;
+  std::unique_ptr<LiveSandbox> live;  // set once init is running
+  std::vector<std::string> env;       // base environment of its processes
+
+  std::mutex mu;  // guards what follows
+  SandboxState state = SandboxState::kCreating;
+  std::int64_t expires_at_ms = 0;
+  std::map<std::uint64_t, std::shared_ptr<ProcessEntry>> processes;  // by request id
+  std::uint64_t running = 0;  // processes not yet finished
+};
+
+class SandboxService {
+ public:
+  SandboxService(ServiceLimits limits, SandboxSpec defaults, StateStore& store, AuditLog& audit,
+                 SandboxFactory& factory, CgroupManager& cgroups, MetricsRegistry& metrics);
+  ~SandboxService();  // stops the threads; sandboxes live on for the next daemon
+
+  // Re-attaches to or destroys what the store says may still exist, then
+  // starts the monitor and reaper threads. Returns a summary for the log.
+  std::string start();
+  void stop();
+
+  struct Created {
+    api::SandboxInfo info;
+    bool created = false;  // false: the idempotency key named an earlier create
+  };
+  ApiResult<Created> create(const api::CreateSandboxRequest& request,
+                            std::optional<std::string> idempotency_key);
+  ApiResult<api::SandboxInfo> get(std::string_view id);
+  ApiResult<std::vector<api::SandboxInfo>> list();
+  ApiResult<api::SandboxInfo> destroy(std::string_view id, std::string_view reason);
+  ApiResult<api::SandboxInfo> extend(std::string_view id, const api::ExtendRequest& request);
+
+  // A sandbox that can take work (ready or running): not_found (404) for an
+  // unknown id, conflict (409) while it is being destroyed or after.
+  ApiResult<std::shared_ptr<SandboxEntry>> live(std::string_view id);
+
+  // Registers a process and sends its spawn request; the monitor fills in
+  // the rest. `stdio` are the process's ends (closed here after sending).
+  // `request_id` 0: a new random one.
+  ApiResult<std::shared_ptr<ProcessEntry>> spawn(const std::shared_ptr<SandboxEntry>& sandbox,
+                                                 const api::ExecRequest& request, bool background,
+                                                 UniqueFd stdio[3], std::uint64_t request_id = 0);
+  // Kills a process's whole group (it runs in its own session).
+  void kill_process(ProcessEntry& process, int sig);
+  // Processes of a sandbox (background ones and execs still running).
+  std::vector<std::shared_ptr<ProcessEntry>> processes(const SandboxEntry& sandbox);
+  std::shared_ptr<ProcessEntry> find_process(SandboxEntry& sandbox, std::string_view id);
+
+  AuditLog& audit() { return audit_; }
+  StateStore& store() { return store_; }
+  MetricsRegistry& metrics() { return metrics_; }
+  std::size_t live_count();
+
+ private:
+  ApiResult<api::SandboxInfo> info_of(const SandboxRecord& record,
+                                      const std::shared_ptr<SandboxEntry>& entry);
+  std::shared_ptr<SandboxEntry> entry(std::string_view id);
+  Status transition(SandboxEntry* entry, std::string_view id, SandboxState to,
+                    std::string_view reason);
+  // Destroys a sandbox's host resources and records the outcome.
+  api::SandboxInfo teardown(const std::shared_ptr<SandboxEntry>& entry, std::string_view id,
+                            std::string_view reason, bool failed);
+  void watch(const std::shared_ptr<SandboxEntry>& entry);
+  void unwatch(const SandboxEntry& entry);
+  void monitor_loop();
+  void reaper_loop();
+  void on_reply(const std::shared_ptr<SandboxEntry>& entry, ReceivedReply reply);
+  void on_init_exit(const std::shared_ptr<SandboxEntry>& entry);
+  void finish_process(SandboxEntry& sandbox, ProcessEntry& process);
+  std::string reconcile();
+
+  ServiceLimits limits_;
+  SandboxSpec defaults_;
+  StateStore& store_;
+  AuditLog& audit_;
+  SandboxFactory& factory_;
+  CgroupManager& cgroups_;
+  MetricsRegistry& metrics_;
+
+  std::mutex mu_;  // guards entries_, reserved_*
+  std::map<std::string, std::shared_ptr<SandboxEntry>, std::less<>> entries_;
+  std::uint64_t reserved_memory_ = 0;
+  std::uint64_t reserved_disk_ = 0;
+  std::map<std::string, std::mutex, std::less<>> idem_locks_;
+
+  UniqueFd epoll_;
+  UniqueFd wake_;  // eventfd: stop the threads
+  std::atomic<bool> stopping_{false};
+  std::thread monitor_;
+  std::thread reaper_;
+  std::mutex reaper_mu_;
+  std::condition_variable reaper_cv_;
+};
+
+}  // namespace corral::daemon

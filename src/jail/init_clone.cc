@@ -1,0 +1,55 @@
+#include "jail/init_clone.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdint>
+
+#include "sys/syscalls.h"
+
+namespace corral {
+
+namespace {
+
+// Layout of struct clone_args (linux/sched.h), kept here because that
+// header clashes with glibc's <sched.h>.
+struct CloneArgs {
+  std::uint64_t flags;
+  std::uint64_t pidfd;
+  std::uint64_t child_tid;
+  std::uint64_t parent_tid;
+  std::uint64_t exit_signal;
+  std::uint64_t stack;
+  std::uint64_t stack_size;
+  std::uint64_t tls;
+  std::uint64_t set_tid;
+  std::uint64_t set_tid_size;
+  std::uint64_t cgroup;
+};
+constexpr std::uint64_t kCloneIntoCgroup = 0x200000000ULL;
+
+}  // namespace
+
+pid_t clone_sandbox_init(SandboxPlan& plan, const Cgroup& cgroup, int* pidfd,
+                         int close_in_child) {
+  const bool v2 = cgroup.clone_into_fd() >= 0;
+  plan.unshare_cgroup_ns = !v2;
+  CloneArgs args{};
+  args.flags = CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
+               CLONE_PIDFD;
+  if (v2) {
+    args.flags |= CLONE_NEWCGROUP | kCloneIntoCgroup;
+    args.cgroup = static_cast<std::uint64_t>(cgroup.clone_into_fd());
+  }
+  args.pidfd = reinterpret_cast<std::uint64_t>(pidfd);
+  args.exit_signal = SIGCHLD;
+  pid_t child = sys::clone3(&args, sizeof args);
+  if (child == 0) {
+    if (close_in_child >= 0) close(close_in_child);
+    run_init(plan);  // never returns
+  }
+  return child;
+}
+
+}  // namespace corral

@@ -1,0 +1,20 @@
+// Clones a sandbox's init (jail/init_process.cc) into its new namespaces
+// and, on cgroup v2, straight into its cgroup. One place for the flags, so
+// `corral run` and the daemon's factory create exactly the same sandbox.
+#pragma once
+
+#include <sys/types.h>
+
+#include "jail/cgroup.h"
+#include "jail/sandbox_plan.h"
+
+namespace corral {
+
+// Returns init's pid (> 0) with *pidfd set, or -1 with errno. On v1 the
+// caller moves init into the cgroup (Cgroup::add_process) before "go".
+// plan.unshare_cgroup_ns is set here (v1: init unshares it after the move).
+// The child never returns: it runs run_init(plan).
+pid_t clone_sandbox_init(SandboxPlan& plan, const Cgroup& cgroup, int* pidfd,
+                         int close_in_child);
+
+}  // namespace corral

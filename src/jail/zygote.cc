@@ -1,0 +1,283 @@
+// The zygote of a long-lived sandbox (ADR 0004): the first process of the
+// sandbox's user namespace, uid 0 there and nowhere else, forked from init
+// and never exec'd (so its memory belongs to the host's user namespace and
+// nothing inside can ptrace it). It starts one process per spawn request
+// from the daemon: fork, the request's stdio fds as 0-2, the same
+// hardening as `corral run`'s workload (harden_process), execve. It reaps
+// its children and reports every start, failure and exit on the spawn
+// channel (jail/live_channel.h). It is single-threaded, so its children may
+// allocate before they exec.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <unordered_map>
+
+#include "jail/live_channel.h"
+#include "jail/sandbox_plan.h"
+#include "jail/spawn_request.h"
+#include "jail/stage.h"
+#include "sys/syscalls.h"
+
+namespace corral {
+
+namespace {
+
+// Layout of struct clone_args (see sandbox_runner.cc for why it is here).
+struct CloneArgs {
+  std::uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls,
+      set_tid, set_tid_size, cgroup;
+};
+
+void send_reply(int fd, const SpawnReply& reply, int pass_fd = -1) {
+  iovec iov{const_cast<SpawnReply*>(&reply), sizeof reply};
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  if (pass_fd >= 0) {
+    mh.msg_control = cbuf;
+    mh.msg_controllen = sizeof cbuf;
+    cmsghdr* cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &pass_fd, sizeof pass_fd);
+  }
+  // Never block: with no daemon attached the replies wait in the socket
+  // until it is full, and then the oldest news is the daemon's to miss.
+  (void)sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+SpawnReply failure_reply(std::uint64_t request_id, Stage stage, int err, const char* detail) {
+  SpawnReply r{};
+  r.type = SpawnReplyType::kFailed;
+  r.request_id = request_id;
+  r.stage = static_cast<int>(stage);
+  r.err = err;
+  snprintf(r.detail, sizeof r.detail, "%s", detail);
+  return r;
+}
+
+// What a child writes on its error pipe when it cannot exec.
+struct ChildReport {
+  int stage;
+  int err;
+  char detail[200];
+};
+
+[[noreturn]] void child_report(int pipe_fd, Stage stage, int err, const char* detail) {
+  ChildReport r{};
+  r.stage = static_cast<int>(stage);
+  r.err = err;
+  snprintf(r.detail, sizeof r.detail, "%s", detail);
+  (void)write(pipe_fd, &r, sizeof r);
+  _exit(125);
+}
+
+// The child: becomes the requested process or reports why it could not.
+[[noreturn]] void become_process(const SandboxPlan& plan, const SpawnRequest& request,
+                                 const int stdio[3], int report_fd) {
+  for (int n = 0; n < 3; ++n) {
+    if (dup2(stdio[n], n) < 0) child_report(report_fd, Stage::kSession, errno, "dup2 stdio");
+  }
+  const int keep[] = {report_fd};
+  if (close_fds_except(keep, 1) != 0)
+    child_report(report_fd, Stage::kCloseFds, errno, "close_range");
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  // Its own session and process group, so the daemon can end the tree.
+  if (request.new_session && setsid() < 0)
+    child_report(report_fd, Stage::kSession, errno, "setsid");
+
+  const std::string& cwd = request.cwd.empty() ? plan.workdir : request.cwd;
+  HardenFailure failure;
+  if (!harden_process(plan, cwd.c_str(), &failure))
+    child_report(report_fd, static_cast<Stage>(failure.stage), failure.err, failure.detail);
+
+  std::vector<char*> argv, envp;
+  for (const auto& a : request.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::string path_value = plan.default_path;
+  for (const auto& e : request.env) {
+    envp.push_back(const_cast<char*>(e.c_str()));
+    if (e.rfind("PATH=", 0) == 0) path_value = e.substr(5);
+  }
+  envp.push_back(nullptr);
+
+  const std::string& cmd = request.argv[0];
+  int first_error = 0;
+  auto try_exec = [&](const std::string& candidate) {
+    execve(candidate.c_str(), argv.data(), envp.data());
+    if (first_error == 0 || (first_error == ENOENT && errno != ENOENT)) first_error = errno;
+  };
+  if (cmd.find('/') != std::string::npos) {
+    try_exec(cmd);
+  } else {
+    std::stringstream ss(path_value);
+    std::string dir;
+    while (std::getline(ss, dir, ':')) try_exec((dir.empty() ? "." : dir) + "/" + cmd);
+  }
+  child_report(report_fd, Stage::kExec, first_error != 0 ? first_error : ENOENT, cmd.c_str());
+}
+
+// Starts one request; the reply says how it went.
+void spawn_one(const SandboxPlan& plan, const SpawnRequest& request, const int stdio[3],
+               std::unordered_map<pid_t, std::uint64_t>& running) {
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) {
+    send_reply(plan.spawn_fd, failure_reply(request.request_id, Stage::kClone, errno, "pipe"));
+    return;
+  }
+  int pidfd = -1;
+  CloneArgs args{};
+  args.flags = CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
+  args.exit_signal = SIGCHLD;
+  pid_t pid = sys::clone3(&args, sizeof args);
+  if (pid == 0) {
+    close(report[0]);
+    become_process(plan, request, stdio, report[1]);
+  }
+  const int clone_errno = errno;
+  close(report[1]);
+  if (pid < 0) {
+    close(report[0]);
+    send_reply(plan.spawn_fd,
+               failure_reply(request.request_id, Stage::kClone, clone_errno, "clone3"));
+    return;
+  }
+  // The pipe closes on a successful execve (O_CLOEXEC): zero bytes = running.
+  ChildReport child{};
+  ssize_t n;
+  do {
+    n = read(report[0], &child, sizeof child);
+  } while (n < 0 && errno == EINTR);
+  close(report[0]);
+  if (n > 0) {
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    child.detail[sizeof child.detail - 1] = '\0';
+    send_reply(plan.spawn_fd, failure_reply(request.request_id, static_cast<Stage>(child.stage),
+                                            child.err, child.detail));
+    close(pidfd);
+    return;
+  }
+  running[pid] = request.request_id;
+  SpawnReply started{};
+  started.type = SpawnReplyType::kStarted;
+  started.request_id = request.request_id;
+  started.pid = pid;
+  send_reply(plan.spawn_fd, started, pidfd);
+  close(pidfd);
+}
+
+}  // namespace
+
+void run_zygote(const SandboxPlan& plan, int go_fd) {
+  WorkloadGo go{};
+  if (read(go_fd, &go, sizeof go) != sizeof go) _exit(125);  // init failed
+  close(go_fd);
+  const int keep[] = {plan.control_fd, plan.spawn_fd};
+  if (close_fds_except(keep, 2) != 0) child_fail(plan.control_fd, static_cast<int>(Stage::kCloseFds), errno, "close_range");
+  if (setsid() < 0) child_fail(plan.control_fd, static_cast<int>(Stage::kSession), errno, "setsid");
+  if (chdir("/") != 0) child_fail(plan.control_fd, static_cast<int>(Stage::kWorkdir), errno, "/");
+  // Signals stay blocked (as init left them); children are reaped here.
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) child_fail(plan.control_fd, static_cast<int>(Stage::kSession), errno, "signalfd");
+  // From here on, failures are per request: init alone speaks on control.
+  close(plan.control_fd);
+
+  SpawnReply ready{};
+  ready.type = SpawnReplyType::kReady;
+  send_reply(plan.spawn_fd, ready);
+
+  std::vector<char> buf(kSpawnMaxMessage + 1);
+  std::unordered_map<pid_t, std::uint64_t> running;
+  for (;;) {
+    pollfd fds[2] = {{plan.spawn_fd, POLLIN, 0}, {sfd, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) continue;
+    if (fds[1].revents & POLLIN) {
+      signalfd_siginfo si;
+      while (read(sfd, &si, sizeof si) == sizeof si) {
+      }
+      int status;
+      pid_t pid;
+      while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        auto it = running.find(pid);
+        if (it == running.end()) continue;
+        SpawnReply exited{};
+        exited.type = SpawnReplyType::kExited;
+        exited.request_id = it->second;
+        exited.pid = pid;
+        exited.status = status;
+        send_reply(plan.spawn_fd, exited);
+        running.erase(it);
+      }
+    }
+    if (fds[0].revents & (POLLHUP | POLLERR) && !(fds[0].revents & POLLIN)) _exit(0);
+    if (!(fds[0].revents & POLLIN)) continue;
+
+    iovec iov{buf.data(), buf.size()};
+    alignas(cmsghdr) char cbuf[CMSG_SPACE(3 * sizeof(int))];
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cbuf;
+    mh.msg_controllen = sizeof cbuf;
+    ssize_t n = recvmsg(plan.spawn_fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n == 0) _exit(0);  // nobody can ever send again
+    if (n < 0) continue;
+    int stdio[3] = {-1, -1, -1};
+    int nfds = 0;
+    for (cmsghdr* cm = CMSG_FIRSTHDR(&mh); cm != nullptr; cm = CMSG_NXTHDR(&mh, cm)) {
+      if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+      size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
+        if (nfds < 3) stdio[nfds] = fd;
+        else close(fd);
+        ++nfds;
+      }
+    }
+    auto close_stdio = [&] {
+      for (int fd : stdio)
+        if (fd >= 0) close(fd);
+    };
+    std::uint64_t request_id = 0;
+    if (static_cast<size_t>(n) >= 20) memcpy(&request_id, buf.data() + 12, sizeof request_id);
+    if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 || nfds != 3) {
+      close_stdio();
+      errno = EINVAL;
+      send_reply(plan.spawn_fd, failure_reply(request_id, Stage::kPlan, EINVAL,
+                                              "a spawn request needs exactly 3 stdio fds"));
+      continue;
+    }
+    auto request = decode_spawn_request(std::string_view(buf.data(), static_cast<size_t>(n)));
+    if (!request) {
+      close_stdio();
+      send_reply(plan.spawn_fd, failure_reply(request_id, Stage::kPlan, EINVAL,
+                                              request.error().message.c_str()));
+      continue;
+    }
+    spawn_one(plan, *request, stdio, running);
+    close_stdio();
+  }
+}
+
+}  // namespace corral

@@ -1,0 +1,383 @@
+#include "runtime/sandbox_factory.h"
+
+#include <fcntl.h>
+#include <malloc.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "api/api_model.h"
+#include "base/paths.h"
+#include "image/image_store.h"
+#include "jail/cgroup.h"
+#include "jail/fs_util.h"
+#include "jail/init_clone.h"
+#include "jail/live_channel.h"
+#include "jail/sandbox_planner.h"
+#include "sys/syscalls.h"
+
+namespace corral {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr std::uint32_t kMaxFrame = 64u << 20;
+constexpr int kReplyFds = 4;  // pidfd, control, spawn, layer
+
+Status write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return errno_error("factory socket write");
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return ok();
+}
+
+Status read_all(int fd, char* p, size_t n) {
+  while (n > 0) {
+    ssize_t r = recv(fd, p, n, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) return make_error(ErrorCode::kSystem, "the sandbox factory closed its socket");
+    if (r < 0) return errno_error("factory socket read");
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return ok();
+}
+
+// One frame: u32 length, then the bytes; `fds` ride with the length.
+Status send_frame(int sock, const std::string& body, const int* fds, int nfds) {
+  std::uint32_t len = static_cast<std::uint32_t>(body.size());
+  iovec iov{&len, sizeof len};
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(kReplyFds * sizeof(int))] = {};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  if (nfds > 0) {
+    mh.msg_control = cbuf;
+    mh.msg_controllen = CMSG_SPACE(static_cast<size_t>(nfds) * sizeof(int));
+    cmsghdr* cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(static_cast<size_t>(nfds) * sizeof(int));
+    memcpy(CMSG_DATA(cm), fds, static_cast<size_t>(nfds) * sizeof(int));
+  }
+  ssize_t w;
+  do {
+    w = sendmsg(sock, &mh, MSG_NOSIGNAL);
+  } while (w < 0 && errno == EINTR);
+  if (w != sizeof len) return errno_error("factory socket write");
+  return write_all(sock, body.data(), body.size());
+}
+
+Result<std::string> recv_frame(int sock, std::vector<UniqueFd>* fds) {
+  std::uint32_t len = 0;
+  iovec iov{&len, sizeof len};
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(kReplyFds * sizeof(int))];
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = cbuf;
+  mh.msg_controllen = sizeof cbuf;
+  ssize_t r;
+  do {
+    r = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+  } while (r < 0 && errno == EINTR);
+  if (r == 0) return make_error(ErrorCode::kSystem, "the sandbox factory closed its socket");
+  if (r != sizeof len) return errno_error("factory socket read");
+  for (cmsghdr* cm = CMSG_FIRSTHDR(&mh); cm != nullptr; cm = CMSG_NXTHDR(&mh, cm)) {
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
+      if (fds != nullptr) fds->emplace_back(fd);
+      else close(fd);
+    }
+  }
+  if (len > kMaxFrame) return make_error(ErrorCode::kResourceExhausted, "factory frame too large");
+  std::string body(len, '\0');
+  CORRAL_TRY(read_all(sock, body.data(), len));
+  return body;
+}
+
+json options_to_json(const RunOptions& o) {
+  return json{{"rootfs", o.base.rootfs},     {"env", o.base.env},
+              {"passwd_source", o.base.passwd_source},
+              {"mount_roots", o.mount_roots}, {"cwd", o.cwd},
+              {"sandbox_id", o.sandbox_id}};
+}
+
+RunOptions options_from_json(const json& j) {
+  RunOptions o;
+  o.base.rootfs = j.value("rootfs", "");
+  o.base.env = j.value("env", std::vector<std::string>{});
+  o.base.passwd_source = j.value("passwd_source", "");
+  o.mount_roots = j.value("mount_roots", std::vector<std::string>{});
+  o.cwd = j.value("cwd", "");
+  o.sandbox_id = j.value("sandbox_id", "");
+  o.long_lived = true;
+  return o;
+}
+
+json failure_json(Stage stage, const Error& e) {
+  return json{{"ok", false},
+              {"stage", static_cast<int>(stage)},
+              {"errno", e.sys_errno},
+              {"message", e.message},
+              {"hint", e.hint}};
+}
+
+// The factory's side of one request. Everything it opens is closed when
+// this returns; init keeps its own copies of what the sandbox needs.
+void serve_one(int sock, CgroupManager* manager, const std::string& request) {
+  json req = json::parse(request, nullptr, false);
+  auto spec_or = req.is_object() && req.contains("spec")
+                     ? api::spec_from_json(req["spec"].dump())
+                     : Result<SandboxSpec>(make_error(ErrorCode::kInternal, "bad factory request"));
+  if (!spec_or) {
+    (void)send_frame(sock, failure_json(Stage::kPlan, spec_or.error()).dump(), nullptr, 0);
+    return;
+  }
+  RunOptions options = options_from_json(req.value("options", json::object()));
+  Stage failed_stage = Stage::kPlan;
+  auto prepared_or = prepare_sandbox(*spec_or, options, failed_stage);
+  if (!prepared_or) {
+    (void)send_frame(sock, failure_json(failed_stage, prepared_or.error()).dump(), nullptr, 0);
+    return;
+  }
+  PreparedSandbox& prepared = **prepared_or;
+  SandboxPlan& plan = prepared.plan;
+  auto fail = [&](Stage stage, const Error& e) {
+    (void)send_frame(sock, failure_json(stage, e).dump(), nullptr, 0);
+  };
+
+  // The lock that marks the sandbox alive: held by init for its whole life
+  // (`corral run`'s stale-cgroup reaper leaves a locked sandbox alone).
+  const std::string locks_dir = run_dir() + "/sandboxes";
+  if (auto st = mkdir_p(locks_dir, 0700); !st) return fail(Stage::kPlan, st.error());
+  const std::string lock_path = locks_dir + "/" + prepared.id + ".lock";
+  UniqueFd alive(open(lock_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!alive || flock(alive.get(), LOCK_EX) != 0)
+    return fail(Stage::kPlan, Error{ErrorCode::kSystem, "creating " + lock_path + ": " + strerror(errno), "", errno});
+
+  if (manager == nullptr) {
+    unlink(lock_path.c_str());
+    return fail(Stage::kCgroup, Error{ErrorCode::kUnavailable, "no usable cgroup hierarchy", "run `corral doctor`", 0});
+  }
+  const SandboxSpec& spec = *spec_or;
+  CgroupLimits limits;
+  limits.memory_bytes = spec.limits.memory_bytes;
+  limits.cpus = spec.limits.cpus;
+  limits.pids = spec.limits.pids + 2;  // + init and the zygote
+  auto cgroup_or = manager->create(prepared.id, limits);
+  if (!cgroup_or) {
+    unlink(lock_path.c_str());
+    return fail(Stage::kCgroup, cgroup_or.error());
+  }
+  Cgroup& cgroup = **cgroup_or;
+  auto undo = [&](Stage stage, const Error& e) {
+    (void)cgroup.destroy();
+    unlink(lock_path.c_str());
+    fail(stage, e);
+  };
+
+  int control[2], spawn[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, control) != 0)
+    return undo(Stage::kClone, Error{ErrorCode::kSystem, "socketpair", "", errno});
+  UniqueFd control_daemon(control[0]), control_init(control[1]);
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, spawn) != 0)
+    return undo(Stage::kClone, Error{ErrorCode::kSystem, "socketpair", "", errno});
+  UniqueFd spawn_daemon(spawn[0]), spawn_zygote(spawn[1]);
+  UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (!devnull) return undo(Stage::kClone, Error{ErrorCode::kSystem, "open /dev/null", "", errno});
+
+  // An image in use cannot be removed (`corral image rm`): init holds its lock.
+  UniqueFd image_lock;
+  if (!spec.image.empty()) {
+    auto lock = ImageStore(ImageStore::default_dir()).lock_shared(spec.image);
+    if (!lock) return undo(Stage::kBaseLayer, lock.error());
+    image_lock = std::move(*lock);
+  }
+  // The fds init holds for a re-attaching daemon, at fixed numbers.
+  auto close_held = [] {
+    close(kInitHeldControlFd);
+    close(kInitHeldSpawnFd);
+    close(kInitHeldLayerFd);
+  };
+  if (dup3(control_daemon.get(), kInitHeldControlFd, O_CLOEXEC) < 0 ||
+      dup3(spawn_daemon.get(), kInitHeldSpawnFd, O_CLOEXEC) < 0 ||
+      dup3(prepared.layer->mount_fd(), kInitHeldLayerFd, O_CLOEXEC) < 0) {
+    const int e = errno;
+    close_held();
+    return undo(Stage::kClone, Error{ErrorCode::kSystem, "dup3 held fds", "", e});
+  }
+  plan.control_fd = control_init.get();
+  plan.spawn_fd = spawn_zygote.get();
+  for (int& fd : plan.stdio) fd = devnull.get();
+  const int held[] = {kInitHeldControlFd,       kInitHeldSpawnFd,             kInitHeldLayerFd,
+                      prepared.uids->lock_fd(), prepared.base_in_use.get(), alive.get(),
+                      image_lock.get()};
+  std::copy(std::begin(held), std::end(held), plan.held_fds);
+
+  int pidfd_raw = -1;
+  pid_t child = clone_sandbox_init(plan, cgroup, &pidfd_raw, sock);
+  const int clone_errno = errno;
+  close_held();
+  UniqueFd pidfd(pidfd_raw);
+  if (child < 0) {
+    return undo(Stage::kClone, Error{ErrorCode::kSystem, "clone3(new namespaces)",
+                                     std::string(stage_hint(Stage::kClone, clone_errno)),
+                                     clone_errno});
+  }
+  if (cgroup.clone_into_fd() < 0) {
+    if (auto st = cgroup.add_process(child); !st) {
+      sys::pidfd_send_signal(pidfd.get(), SIGKILL, nullptr, 0);
+      return undo(Stage::kCgroup, st.error());
+    }
+  }
+  ControlMessage go{};
+  go.type = ControlType::kGo;
+  (void)send(control_daemon.get(), &go, sizeof go, MSG_NOSIGNAL);
+
+  std::vector<std::string> env;
+  for (char* const* e = plan.envp.data(); e != nullptr && *e != nullptr; ++e) env.emplace_back(*e);
+  json reply{{"ok", true},
+             {"env", env},
+             {"id", prepared.id},
+             {"init_pid", child},
+             {"init_start_time", process_start_time(child)},
+             {"host_uid_base", prepared.uids->host_base()},
+             {"cgroup", cgroup.name()},
+             {"notices", prepared.notices}};
+  UniqueFd layer_dup(fcntl(prepared.layer->mount_fd(), F_DUPFD_CLOEXEC, 3));
+  const int fds[kReplyFds] = {pidfd.get(), control_daemon.get(), spawn_daemon.get(),
+                              layer_dup.get()};
+  if (auto st = send_frame(sock, reply.dump(), fds, kReplyFds); !st) {
+    // The daemon is gone: nobody owns this sandbox, so it must not live.
+    sys::pidfd_send_signal(pidfd.get(), SIGKILL, nullptr, 0);
+    (void)cgroup.destroy();
+    unlink(lock_path.c_str());
+  }
+}
+
+[[noreturn]] void factory_main(int sock, pid_t daemon) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != daemon) _exit(0);
+  prctl(PR_SET_NAME, "corral-factory");
+  // Inits are our children but the daemon watches them (pidfds): let the
+  // kernel reap them.
+  signal(SIGCHLD, SIG_IGN);
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  const int keep[] = {sock};
+  close_fds_except(keep, 1);
+  auto manager = CgroupManager::detect();
+  for (;;) {
+    auto request = recv_frame(sock, nullptr);
+    if (!request) _exit(0);
+    serve_one(sock, manager ? manager->get() : nullptr, *request);
+    malloc_trim(0);  // inits forked later share a small heap
+  }
+}
+
+}  // namespace
+
+std::uint64_t process_start_time(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto close_paren = text.rfind(')');
+  if (close_paren == std::string::npos) return 0;
+  std::istringstream rest(text.substr(close_paren + 2));
+  std::string field;
+  // Fields after "(comm)" start at 3 (state); start time is field 22.
+  for (int i = 3; i <= 22; ++i) {
+    if (!(rest >> field)) return 0;
+  }
+  return std::strtoull(field.c_str(), nullptr, 10);
+}
+
+Result<std::unique_ptr<SandboxFactory>> SandboxFactory::start() {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return errno_error("socketpair(factory)");
+  const pid_t daemon = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    int e = errno;
+    close(sv[0]);
+    close(sv[1]);
+    return errno_error("fork(factory)", e);
+  }
+  if (pid == 0) {
+    close(sv[0]);
+    factory_main(sv[1], daemon);
+  }
+  close(sv[1]);
+  return std::unique_ptr<SandboxFactory>(new SandboxFactory(UniqueFd(sv[0]), pid));
+}
+
+SandboxFactory::~SandboxFactory() {
+  sock_.reset();  // the factory sees EOF and exits
+  int status;
+  waitpid(pid_, &status, 0);
+}
+
+Result<CreatedSandbox> SandboxFactory::create(const SandboxSpec& spec, const RunOptions& options,
+                                              SetupFailure* failure) {
+  json request{{"spec", json::parse(api::spec_to_json(spec))},
+               {"options", options_to_json(options)}};
+  std::vector<UniqueFd> fds;
+  Result<std::string> reply_text = [&]() -> Result<std::string> {
+    std::lock_guard lock(mu_);
+    CORRAL_TRY(send_frame(sock_.get(), request.dump(), nullptr, 0));
+    return recv_frame(sock_.get(), &fds);
+  }();
+  if (!reply_text) {
+    if (failure != nullptr) *failure = SetupFailure{Stage::kPlan, 0, reply_text.error().message, ""};
+    return tl::unexpected(reply_text.error());
+  }
+  json reply = json::parse(*reply_text, nullptr, false);
+  if (!reply.is_object())
+    return make_error(ErrorCode::kInternal, "the sandbox factory sent a malformed reply");
+  if (!reply.value("ok", false)) {
+    Stage stage = static_cast<Stage>(reply.value("stage", 1));
+    int err = reply.value("errno", 0);
+    std::string message = reply.value("message", "");
+    std::string hint = reply.value("hint", "");
+    if (failure != nullptr) *failure = SetupFailure{stage, err, message, hint};
+    Error e{ErrorCode::kSystem, message, hint, err};
+    if (stage == Stage::kPlan) e.code = ErrorCode::kInvalidArgument;
+    return tl::unexpected(e);
+  }
+  if (fds.size() != kReplyFds)
+    return make_error(ErrorCode::kInternal, "the sandbox factory sent no channels");
+  CreatedSandbox c;
+  c.id = reply.value("id", "");
+  c.init_pid = reply.value("init_pid", -1);
+  c.init_start_time = reply.value("init_start_time", std::uint64_t{0});
+  c.host_uid_base = reply.value("host_uid_base", 0u);
+  c.cgroup = reply.value("cgroup", "");
+  c.notices = reply.value("notices", std::vector<std::string>{});
+  c.env = reply.value("env", std::vector<std::string>{});
+  c.pidfd = std::move(fds[0]);
+  c.control = std::move(fds[1]);
+  c.spawn = std::move(fds[2]);
+  c.layer = std::move(fds[3]);
+  return c;
+}
+
+}  // namespace corral

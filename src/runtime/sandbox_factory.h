@@ -1,0 +1,69 @@
+// SandboxFactory: creates the daemon's long-lived sandboxes (ADR 0004) in a
+// helper process forked when the daemon starts, before it has threads.
+//
+// Why a separate process: a sandbox's init is forked (clone3) from whoever
+// creates it and keeps that process's memory image for the sandbox's whole
+// life. Forked from the daemon, every init would pin a copy of the daemon's
+// heap, and a clone3 in a multithreaded process may catch another thread
+// holding a lock. The factory is small and single-threaded; it plans,
+// makes the cgroup, clones init, hands the daemon init's pidfd and channels,
+// and forgets the sandbox. Init is its child but survives it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "base/unique_fd.h"
+#include "jail/sandbox_runner.h"
+#include "spec/sandbox_spec.h"
+
+namespace corral {
+
+// A sandbox whose init is running its setup; the daemon owns it from here.
+struct CreatedSandbox {
+  std::string id;
+  pid_t init_pid = -1;
+  std::uint64_t init_start_time = 0;  // /proc/<pid>/stat field 22: pid-reuse guard
+  std::uint32_t host_uid_base = 0;
+  std::string cgroup;                 // name under corral's cgroup parent
+  std::vector<std::string> notices;
+  std::vector<std::string> env;       // the base environment of its processes ("K=V")
+  UniqueFd pidfd;    // init
+  UniqueFd control;  // ControlMessage from init (failure, zygote exit)
+  UniqueFd spawn;    // the zygote's requests and replies
+  UniqueFd layer;    // writable layer mount fd
+};
+
+class SandboxFactory {
+ public:
+  // Forks the factory process. Call it before the daemon starts any thread.
+  // The factory dies with the daemon (PDEATHSIG); sandboxes do not.
+  static Result<std::unique_ptr<SandboxFactory>> start();
+  ~SandboxFactory();
+
+  // Plans and starts a long-lived sandbox (spec.argv empty, options.long_lived
+  // and options.sandbox_id set by the caller). Thread-safe: requests are
+  // served one at a time. On failure, `failure` says at which stage, and
+  // nothing of the sandbox is left.
+  Result<CreatedSandbox> create(const SandboxSpec& spec, const RunOptions& options,
+                                SetupFailure* failure);
+
+  pid_t pid() const { return pid_; }
+
+ private:
+  SandboxFactory(UniqueFd sock, pid_t pid) : sock_(std::move(sock)), pid_(pid) {}
+  std::mutex mu_;
+  UniqueFd sock_;
+  pid_t pid_;
+};
+
+// /proc/<pid>/stat field 22 (start time in clock ticks since boot), or 0.
+std::uint64_t process_start_time(pid_t pid);
+
+}  // namespace corral
