@@ -41,9 +41,9 @@ constexpr std::size_t kMaxApiKeyEntries = 1024;
 constexpr std::size_t kMaxPathBytes = 4095;
 
 constexpr std::array<std::string_view, 2> kTopKeys = {"serve", "sandbox"};
-constexpr std::array<std::string_view, 8> kServeKeys = {
+constexpr std::array<std::string_view, 9> kServeKeys = {
     "listen",   "socket",          "data_dir",        "api_keys",
-    "capacity", "request_timeout", "max_exec_output", "max_upload"};
+    "capacity", "request_timeout", "max_exec_output", "max_upload", "mount_roots"};
 constexpr std::array<std::string_view, 2> kApiKeysKeys = {"sha256", "files"};
 constexpr std::array<std::string_view, 3> kCapacityKeys = {"max_sandboxes", "memory", "disk"};
 // The settings of the sandbox: map (spec/config_file.cc), to say where a
@@ -429,6 +429,19 @@ class ServeApplier {
         if (!listen) return fail(value_line, path, listen.error());
         config_.listen_host = listen->first;
         config_.listen_port = listen->second;
+      } else if (name == "mount_roots") {
+        auto list = scalar_list(key, value, path, "absolute host directories");
+        if (!list) return tl::unexpected<Error>(list.error());
+        std::size_t index = 0;
+        for (auto item = value.begin(); item != value.end(); ++item, ++index) {
+          const std::string& dir = (*list)[index];
+          if (!is_absolute_path(dir) || dir.size() > kMaxPathBytes) {
+            return fail(item->Mark().line, path + "[" + std::to_string(index) + "]",
+                        quote_for_message(dir) + " is not an absolute path",
+                        "list host directories that sandboxes may mount, e.g. /srv/datasets");
+          }
+        }
+        config_.mount_roots = std::move(*list);
       } else if (name == "socket") {
         auto text = scalar(key, value, path, "an absolute path");
         if (!text) return tl::unexpected<Error>(text.error());
@@ -682,6 +695,7 @@ serve:
   request_timeout: 30s
   max_exec_output: 64Mi
   max_upload: auto              # the sandbox's disk limit
+  mount_roots: []               # host dirs API mounts may come from (none: no mounts)
 sandbox:                        # defaults of every sandbox, as for corral run --config
   cpu_limit: "2"
   memory_limit: "2Gi"

@@ -62,6 +62,10 @@ struct DaemonConfig {
   // One uploaded file (serve.max_upload); 0 = the sandbox's disk limit.
   std::uint64_t max_upload_bytes = 0;
 
+  // Host directories that a create's `mounts` may take sources from
+  // (serve.mount_roots). Empty: no host mounts through the API.
+  std::vector<std::string> mount_roots;
+
   // The base of every create (sandbox:); a request's fields go on top.
   SandboxSpec default_spec;
 };

@@ -99,7 +99,7 @@ int serve(const ServeFlags& flags) {
   limits.max_sandboxes = config.max_sandboxes;
   limits.max_memory_bytes = config.max_memory_bytes;
   limits.max_disk_bytes = config.max_disk_bytes;
-  limits.mount_roots = {};  // serve.mount_roots: added with the config loader
+  limits.mount_roots = config.mount_roots;
   SandboxService service(limits, config.default_spec, *store, *audit, **factory, **cgroups, metrics);
   metrics.gauge_fn("corral_sandboxes_live", "Sandboxes alive now",
                    [&service] { return static_cast<double>(service.live_count()); });

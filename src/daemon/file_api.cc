@@ -59,7 +59,7 @@ void audit_file(ApiContext& ctx, const std::string& sandbox, std::string_view op
   extra["type"] = "file." + std::string(op);
   extra["sandbox"] = sandbox;
   extra["path"] = path;
-  (void)ctx.sandboxes.audit().append(extra);
+  ctx.sandboxes.audit_now(extra);
 }
 
 api::FileEntry entry_of(const FileInfo& f) {

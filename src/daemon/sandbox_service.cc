@@ -32,6 +32,8 @@ using Clock = std::chrono::steady_clock;
 
 std::int64_t now_ms() { return StateStore::now_ms(); }
 
+constexpr std::string_view kLifetimeReason = "max_lifetime reached";
+
 // epoll tokens: sandbox index in the low bits, what kind of fd in bit 0.
 enum class Watch : std::uint64_t { kSpawn = 0, kInit = 1 };
 
@@ -133,8 +135,33 @@ std::shared_ptr<SandboxEntry> SandboxService::entry(std::string_view id) {
   return it == entries_.end() ? nullptr : it->second;
 }
 
+void SandboxService::transition_later(SandboxEntry* entry, const std::string& id,
+                                      SandboxState to, std::string reason) {
+  if (entry != nullptr) entry->state = to;
+  journal_.post([this, id, to, reason = std::move(reason)] {
+    auto t = store_.transition(id, to, reason);
+    if (!t) return;
+    json ev{{"type", "sandbox.transition"},
+            {"sandbox", id},
+            {"to", std::string(sandbox_state_name(to))},
+            {"reason", reason}};
+    if (t->from) ev["from"] = std::string(sandbox_state_name(*t->from));
+    (void)audit_.append(ev);
+  });
+}
+
+void SandboxService::audit_now(const json& event) {
+  journal_.flush();
+  (void)audit_.append(event);
+}
+
+void SandboxService::audit_later(json event) {
+  journal_.post([this, event = std::move(event)] { (void)audit_.append(event); });
+}
+
 Status SandboxService::transition(SandboxEntry* entry, std::string_view id, SandboxState to,
                                   std::string_view reason) {
+  journal_.flush();
   auto t = store_.transition(id, to, reason);
   if (!t) return tl::unexpected(t.error());
   if (entry != nullptr) entry->state = to;
@@ -249,7 +276,7 @@ ApiResult<SandboxService::Created> SandboxService::create(
     reserved_memory_ += spec.limits.memory_bytes;
     reserved_disk_ += spec.limits.disk_bytes;
   }
-  (void)audit_.append(json{{"type", "sandbox.create"},
+  audit_now(json{{"type", "sandbox.create"},
                            {"sandbox", id},
                            {"spec", json::parse(spec_json)},
                            {"idempotency_key", idempotency_key ? json(*idempotency_key) : json()}});
@@ -369,6 +396,17 @@ ApiResult<std::shared_ptr<SandboxEntry>> SandboxService::live(std::string_view i
   auto e = entry(id);
   if (!e) {
     auto record = store_.get(id);
+    if (record && !takes_work(record->state)) {
+      // Ended by its lifetime: say so, with its own code (N7).
+      if (auto ts = store_.transitions(id); ts) {
+        for (const auto& t : *ts) {
+          if (t.to == SandboxState::kDestroying && t.reason == kLifetimeReason)
+            return api_fail("sandbox_expired",
+                            "sandbox " + std::string(id) + " reached its max_lifetime and was destroyed",
+                            "", "extend a sandbox's lifetime before it ends: POST /v1/sandboxes/{id}/timeout");
+        }
+      }
+    }
     if (record)
       return api_fail("conflict",
                       "sandbox " + std::string(id) + " is " +
@@ -399,7 +437,7 @@ ApiResult<api::SandboxInfo> SandboxService::extend(std::string_view id,
     (*e)->expires_at_ms = expires;
   }
   if (auto st = store_.set_expiry(id, expires); !st) return api_fail(st.error());
-  (void)audit_.append(json{{"type", "sandbox.extend"}, {"sandbox", std::string(id)}, {"expires_at_ms", expires}});
+  audit_now(json{{"type", "sandbox.extend"}, {"sandbox", std::string(id)}, {"expires_at_ms", expires}});
   reaper_cv_.notify_all();
   return get(id);
 }
@@ -475,7 +513,7 @@ api::SandboxInfo SandboxService::teardown(const std::shared_ptr<SandboxEntry>& e
       (void)transition(e.get(), id, SandboxState::kFailed, "teardown left: " + what);
     }
   }
-  (void)audit_.append(json{{"type", "sandbox.destroy"},
+  audit_now(json{{"type", "sandbox.destroy"},
                            {"sandbox", std::string(id)},
                            {"reason", std::string(reason)},
                            {"disk_used_bytes", report.disk_used_bytes},
@@ -544,9 +582,10 @@ ApiResult<std::shared_ptr<ProcessEntry>> SandboxService::spawn(
                                       " and takes no more work");
     sandbox->processes[req.request_id] = p;
     if (sandbox->running++ == 0 && sandbox->state == SandboxState::kReady)
-      (void)transition(sandbox.get(), sandbox->id, SandboxState::kRunning, "a process started");
+      transition_later(sandbox.get(), sandbox->id, SandboxState::kRunning, "a process started");
   }
   if (background) {
+    journal_.flush();
     ProcessRecord rec;
     rec.id = p->id;
     rec.sandbox_id = sandbox->id;
@@ -560,11 +599,16 @@ ApiResult<std::shared_ptr<ProcessEntry>> SandboxService::spawn(
       return api_fail(st.error());
     }
   }
-  (void)audit_.append(json{{"type", "exec.start"},
-                           {"sandbox", sandbox->id},
-                           {"process", p->id},
-                           {"argv", p->argv},
-                           {"background", background}});
+  json started{{"type", "exec.start"},
+               {"sandbox", sandbox->id},
+               {"process", p->id},
+               {"argv", p->argv},
+               {"background", background}};
+  if (background) {
+    audit_now(started);  // acknowledged with 201: written first
+  } else {
+    audit_later(std::move(started));
+  }
   const int fds[3] = {stdio[0].get(), stdio[1].get(), stdio[2].get()};
   auto sent = sandbox->live->send_spawn(req, fds);
   for (int i = 0; i < 3; ++i) stdio[i].reset();
@@ -615,6 +659,7 @@ void SandboxService::finish_process(SandboxEntry& sandbox, ProcessEntry& p) {
                      {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600})
       .observe(seconds);
   if (p.background) {
+    journal_.flush();
     (void)store_.update_process(p.id, ProcessState::kExited, p.exit_code, p.signal);
   }
   json ev{{"type", "exec.exit"},
@@ -625,7 +670,7 @@ void SandboxService::finish_process(SandboxEntry& sandbox, ProcessEntry& p) {
   if (p.exit_code) ev["exit_code"] = *p.exit_code;
   if (p.signal) ev["signal"] = *p.signal;
   if (!p.failure.empty()) ev["failure"] = p.failure;
-  (void)audit_.append(ev);
+  audit_later(std::move(ev));
   signal_event(p);
   bool idle = false;
   {
@@ -635,7 +680,7 @@ void SandboxService::finish_process(SandboxEntry& sandbox, ProcessEntry& p) {
     // Execs are forgotten once finished; background processes stay listed.
     if (!p.background) sandbox.processes.erase(p.request_id);
     if (idle)
-      (void)transition(&sandbox, sandbox.id, SandboxState::kReady, "the last process ended");
+      transition_later(&sandbox, sandbox.id, SandboxState::kReady, "the last process ended");
   }
 }
 
@@ -784,7 +829,7 @@ void SandboxService::reaper_loop() {
       }
       if (expired) {
         metrics_.counter("corral_sandbox_expired_total", "Sandboxes ended by max_lifetime").inc();
-        (void)destroy(e->id, "max_lifetime reached");
+        (void)destroy(e->id, kLifetimeReason);
         continue;
       }
       for (auto& p : late) {
@@ -859,7 +904,7 @@ std::string SandboxService::reconcile() {
           reserved_disk_ += e->spec.limits.disk_bytes;
         }
         watch(e);
-        (void)audit_.append(json{{"type", "sandbox.reattach"}, {"sandbox", r.id}});
+        audit_now(json{{"type", "sandbox.reattach"}, {"sandbox", r.id}});
         ++attached;
         continue;
       }
@@ -888,7 +933,7 @@ std::string SandboxService::reconcile() {
       } else {
         (void)store_.transition(r.id, SandboxState::kFailed, residue.front());
       }
-      (void)audit_.append(json{{"type", "sandbox.reconcile_destroy"}, {"sandbox", r.id}, {"residue", residue}});
+      audit_now(json{{"type", "sandbox.reconcile_destroy"}, {"sandbox", r.id}, {"residue", residue}});
       ++destroyed;
     }
   }

@@ -21,9 +21,12 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "api/api_model.h"
 #include "base/unique_fd.h"
 #include "daemon/api_result.h"
+#include "daemon/journal.h"
 #include "daemon/metrics.h"
 #include "daemon/process_entry.h"
 #include "jail/cgroup.h"
@@ -101,7 +104,8 @@ class SandboxService {
   std::vector<std::shared_ptr<ProcessEntry>> processes(const SandboxEntry& sandbox);
   std::shared_ptr<ProcessEntry> find_process(SandboxEntry& sandbox, std::string_view id);
 
-  AuditLog& audit() { return audit_; }
+  // Appends an audit record after everything the journal still holds.
+  void audit_now(const nlohmann::json& event);
   StateStore& store() { return store_; }
   MetricsRegistry& metrics() { return metrics_; }
   std::size_t live_count();
@@ -110,8 +114,13 @@ class SandboxService {
   ApiResult<api::SandboxInfo> info_of(const SandboxRecord& record,
                                       const std::shared_ptr<SandboxEntry>& entry);
   std::shared_ptr<SandboxEntry> entry(std::string_view id);
+  // Stores and audits a transition now (after what the journal holds).
   Status transition(SandboxEntry* entry, std::string_view id, SandboxState to,
                     std::string_view reason);
+  // The same through the journal: for ready <-> running, on the exec path.
+  void transition_later(SandboxEntry* entry, const std::string& id, SandboxState to,
+                        std::string reason);
+  void audit_later(nlohmann::json event);
   // Destroys a sandbox's host resources and records the outcome.
   api::SandboxInfo teardown(const std::shared_ptr<SandboxEntry>& entry, std::string_view id,
                             std::string_view reason, bool failed);
@@ -145,6 +154,7 @@ class SandboxService {
   std::thread reaper_;
   std::mutex reaper_mu_;
   std::condition_variable reaper_cv_;
+  Journal journal_;  // last: drained before the rest goes
 };
 
 }  // namespace corral::daemon

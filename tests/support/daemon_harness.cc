@@ -1,0 +1,170 @@
+#include "support/daemon_harness.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "support/sandbox_harness.h"
+
+namespace corral::testing {
+
+nlohmann::json HttpReply::json() const { return nlohmann::json::parse(body, nullptr, false); }
+
+TestDaemon::TestDaemon(std::vector<std::string> extra_args, std::string config_yaml)
+    : args_(std::move(extra_args)) {
+  dir_ = make_temp_dir("daemon");
+  data_dir_ = dir_ + "/data";
+  socket_ = dir_ + "/corral.sock";
+  if (!config_yaml.empty()) {
+    config_path_ = dir_ + "/config.yaml";
+    std::ofstream(config_path_) << config_yaml;
+  }
+  launch();
+}
+
+bool TestDaemon::launch() {
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) != 0) return false;
+  std::vector<std::string> argv = {corral_bin(), "serve", "--data-dir", data_dir_, "--socket",
+                                   socket_, "--listen",
+                                   "127.0.0.1:" + std::to_string(port_)};
+  if (!config_path_.empty()) {
+    argv.push_back("--config");
+    argv.push_back(config_path_);
+  }
+  for (const auto& a : args_) argv.push_back(a);
+  pid_ = fork();
+  if (pid_ == 0) {
+    dup2(pipefd[1], 1);
+    dup2(pipefd[1], 2);
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    execv(cargv[0], cargv.data());
+    _exit(127);
+  }
+  close(pipefd[1]);
+  out_fd_ = pipefd[0];
+  // Wait for the one "listening on" line.
+  output_.clear();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{out_fd_, POLLIN, 0};
+    if (poll(&p, 1, 200) <= 0) continue;
+    char buf[4096];
+    ssize_t n = read(out_fd_, buf, sizeof buf);
+    if (n <= 0) break;
+    output_.append(buf, static_cast<size_t>(n));
+    std::smatch m;
+    static const std::regex re("listening on http://127\\.0\\.0\\.1:([0-9]+)");
+    if (std::regex_search(output_, m, re)) {
+      port_ = static_cast<std::uint16_t>(std::stoi(m[1]));
+      // Keep draining its output so it never blocks on a full pipe.
+      int fd = out_fd_;
+      fcntl(fd, F_SETFL, O_NONBLOCK);
+      return true;
+    }
+  }
+  return false;
+}
+
+TestDaemon::~TestDaemon() {
+  if (pid_ > 0 && port_ != 0) {
+    // Destroy what is left, so no test leaks sandboxes.
+    auto list = request("GET", "/v1/sandboxes");
+    auto j = list.json();
+    if (j.is_object() && j.contains("sandboxes")) {
+      for (const auto& s : j["sandboxes"]) {
+        if (s.value("state", "") != "cleaned")
+          request("DELETE", "/v1/sandboxes/" + s.value("id", ""));
+      }
+    }
+  }
+  stop();
+  if (out_fd_ >= 0) close(out_fd_);
+  host_sh("rm -rf '" + dir_ + "'");
+}
+
+void TestDaemon::stop() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGTERM);
+  int status;
+  for (int i = 0; i < 100; ++i) {
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return;
+    }
+    usleep(50000);
+  }
+  kill(pid_, SIGKILL);
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+bool TestDaemon::kill9() {
+  if (pid_ <= 0) return false;
+  kill(pid_, SIGKILL);
+  int status;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  if (out_fd_ >= 0) close(out_fd_);
+  out_fd_ = -1;
+  return true;
+}
+
+bool TestDaemon::restart() {
+  if (pid_ > 0) stop();
+  if (out_fd_ >= 0) close(out_fd_);
+  out_fd_ = -1;
+  return launch();
+}
+
+std::string TestDaemon::api_key() const {
+  std::ifstream in(data_dir_ + "/api-key");
+  std::string key;
+  std::getline(in, key);
+  return key;
+}
+
+HttpReply TestDaemon::request(const std::string& method, const std::string& target,
+                              const std::string& body, bool via_tcp, bool with_key,
+                              http::Headers headers) {
+  HttpReply reply;
+  auto endpoint = http::Endpoint::parse(via_tcp ? tcp_url() : unix_url());
+  if (!endpoint) return reply;
+  auto client = http::Client::connect(*endpoint, std::chrono::seconds(60));
+  if (!client) return reply;
+  client->set_io_timeout(std::chrono::seconds(120));
+  if (via_tcp && with_key) headers.push_back({"authorization", "Bearer " + api_key()});
+  if (!body.empty() && !http::find_header(headers, "content-type"))
+    headers.push_back({"content-type", "application/json"});
+  auto head = client->send(method, target, headers, body);
+  if (!head) return reply;
+  reply.status = head->status;
+  reply.headers = head->headers;
+  auto all = client->read_all(std::size_t{1} << 30);
+  if (all) reply.body = *all;
+  return reply;
+}
+
+std::string TestDaemon::create_sandbox(const std::string& body, HttpReply* out) {
+  HttpReply r = request("POST", "/v1/sandboxes", body);
+  if (out != nullptr) *out = r;
+  auto j = r.json();
+  if ((r.status != 201 && r.status != 200) || !j.is_object()) return "";
+  return j.value("id", "");
+}
+
+nlohmann::json TestDaemon::exec(const std::string& id, const std::string& cmd) {
+  nlohmann::json body{{"cmd", cmd}};
+  return request("POST", "/v1/sandboxes/" + id + "/exec", body.dump()).json();
+}
+
+}  // namespace corral::testing

@@ -1,0 +1,73 @@
+// A real `corral serve` for the daemon tests: its own data dir and socket
+// (the run dir stays the default, /run/corral: uid blocks and sandbox locks
+// are host-wide and must be shared with every other corral), a free
+// loopback port, and an HTTP client for it. The destructor destroys every
+// sandbox the daemon still has, stops it, and removes its directories.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "http/http_client.h"
+
+namespace corral::testing {
+
+struct HttpReply {
+  int status = 0;
+  std::string body;
+  http::Headers headers;
+  nlohmann::json json() const;  // parsed body (discarded on error)
+};
+
+class TestDaemon {
+ public:
+  // Starts `corral serve` with `extra_args`; `config_yaml` (if any) is
+  // written to a file and passed with --config.
+  explicit TestDaemon(std::vector<std::string> extra_args = {}, std::string config_yaml = {});
+  ~TestDaemon();
+  TestDaemon(const TestDaemon&) = delete;
+  TestDaemon& operator=(const TestDaemon&) = delete;
+
+  bool ready() const { return port_ != 0; }
+  const std::string& startup_output() const { return output_; }
+  pid_t pid() const { return pid_; }
+  std::uint16_t port() const { return port_; }
+  const std::string& socket_path() const { return socket_; }
+  const std::string& data_dir() const { return data_dir_; }
+  std::string api_key() const;  // contents of <data>/api-key
+  std::string tcp_url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string unix_url() const { return "unix:" + socket_; }
+
+  // One request on a fresh connection. `via_tcp` adds the bearer key unless
+  // `with_key` is false.
+  HttpReply request(const std::string& method, const std::string& target,
+                    const std::string& body = {}, bool via_tcp = false, bool with_key = true,
+                    http::Headers headers = {});
+  // POST /v1/sandboxes, returns the id ("" on failure, with the reply in *reply).
+  std::string create_sandbox(const std::string& body = "{}", HttpReply* reply = nullptr);
+  // POST .../exec {"cmd": cmd} and returns the result JSON.
+  nlohmann::json exec(const std::string& id, const std::string& cmd);
+
+  // SIGKILL the daemon (crash tests) and start it again on the same data
+  // dir, socket and port. Returns false if it does not come back.
+  bool kill9();
+  bool restart();
+  // SIGTERM and wait.
+  void stop();
+
+ private:
+  bool launch();
+  std::vector<std::string> args_;
+  std::string dir_, data_dir_, socket_, config_path_;
+  std::string output_;
+  pid_t pid_ = -1;
+  std::uint16_t port_ = 0;
+  int out_fd_ = -1;
+};
+
+}  // namespace corral::testing
