@@ -35,7 +35,7 @@ test-asan: asan
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j 2 -L 'unit|integration|security|fuzz' -LE slow $(CTEST_ARGS)
 
-# A real sandboxed command, until the daemon (`make serve`) exists.
+# A real sandboxed command, one-shot, without the daemon.
 demo: build
 	@echo '--- corral run: a sandboxed shell with 256Mi memory, 64 pids, 5s timeout ---'
 	cd /tmp && $(CURDIR)/$(BUILD)/corral run --memory 256Mi --pids 64 --timeout 5s --json -- \
@@ -45,9 +45,10 @@ demo: build
 	    ls /home /root 2>&1; cat /etc/shadow 2>&1 | head -1; \
 	    echo data > /workspace/out.txt && wc -c /workspace/out.txt'
 
-serve:
-	@echo "corral serve (the daemon) arrives with issue #3; running the demo instead." >&2
-	@$(MAKE) --no-print-directory demo
+# The daemon in the foreground with its embedded default configuration
+# (docs/operations.md). Ctrl-C stops it; sandboxes are re-attached next time.
+serve: build
+	$(CURDIR)/$(BUILD)/corral serve $(SERVE_ARGS)
 
 bench: build
 	./bench/startup.sh
