@@ -43,6 +43,7 @@ struct ProcessEntry {
   std::optional<int> signal;
   std::string failure;           // kFailed: why it could not start
   bool timed_out = false;
+  int pending_signal = 0;        // asked for before the zygote said it runs
   std::int64_t ended_at_ms = 0;
   UniqueFd stdin_writer;         // background: the daemon's end of its stdin
 

@@ -299,7 +299,7 @@ ApiResult<SandboxService::Created> SandboxService::create(
   }
   options.sandbox_id = id;
   SetupFailure failure;
-  auto made = factory_.create(spec, options, &failure);
+  auto made = factory_.create(spec, options, expires, &failure);
   if (!made) {
     bool user_error = failure.stage == Stage::kPlan || failure.stage == Stage::kMountSources ||
                       failure.stage == Stage::kBaseLayer;
@@ -437,6 +437,7 @@ ApiResult<api::SandboxInfo> SandboxService::extend(std::string_view id,
     (*e)->expires_at_ms = expires;
   }
   if (auto st = store_.set_expiry(id, expires); !st) return api_fail(st.error());
+  (*e)->live->set_deadline(expires);
   audit_now(json{{"type", "sandbox.extend"}, {"sandbox", std::string(id)}, {"expires_at_ms", expires}});
   reaper_cv_.notify_all();
   return get(id);
@@ -627,7 +628,13 @@ ApiResult<std::shared_ptr<ProcessEntry>> SandboxService::spawn(
 
 void SandboxService::kill_process(ProcessEntry& p, int sig) {
   std::lock_guard lock(p.mu);
-  if (p.finished() || !p.pidfd) return;
+  if (p.finished()) return;
+  if (!p.pidfd) {
+    // Not started yet (or by an earlier daemon): applied when "started"
+    // arrives, so a kill is never lost to that race.
+    if (p.phase == ProcessEntry::Phase::kStarting) p.pending_signal = sig;
+    return;
+  }
   // The process leads its own session and group: the group goes too.
   if (p.host_pid > 0) kill(-p.host_pid, sig);
   sys::pidfd_send_signal(p.pidfd.get(), sig, nullptr, 0);
@@ -755,6 +762,11 @@ void SandboxService::on_reply(const std::shared_ptr<SandboxEntry>& e, ReceivedRe
       p->pidfd = std::move(r.pidfd);
       p->host_pid = p->pidfd ? pid_of_pidfd(p->pidfd.get()) : -1;
       if (p->phase == ProcessEntry::Phase::kStarting) p->phase = ProcessEntry::Phase::kRunning;
+      if (p->pending_signal != 0 && p->pidfd) {
+        if (p->host_pid > 0) kill(-p->host_pid, p->pending_signal);
+        sys::pidfd_send_signal(p->pidfd.get(), p->pending_signal, nullptr, 0);
+        p->pending_signal = 0;
+      }
       if (p->background)
         (void)store_.update_process(p->id, ProcessState::kRunning, std::nullopt, std::nullopt);
       signal_event(*p);

@@ -32,7 +32,7 @@ constexpr std::uint64_t kCloneIntoCgroup = 0x200000000ULL;
 }  // namespace
 
 pid_t clone_sandbox_init(SandboxPlan& plan, const Cgroup& cgroup, int* pidfd,
-                         int close_in_child) {
+                         const int* close_in_child, int count) {
   const bool v2 = cgroup.clone_into_fd() >= 0;
   plan.unshare_cgroup_ns = !v2;
   CloneArgs args{};
@@ -46,7 +46,9 @@ pid_t clone_sandbox_init(SandboxPlan& plan, const Cgroup& cgroup, int* pidfd,
   args.exit_signal = SIGCHLD;
   pid_t child = sys::clone3(&args, sizeof args);
   if (child == 0) {
-    if (close_in_child >= 0) close(close_in_child);
+    for (int i = 0; i < count; ++i) {
+      if (close_in_child[i] >= 0) close(close_in_child[i]);
+    }
     run_init(plan);  // never returns
   }
   return child;

@@ -13,8 +13,10 @@ namespace corral {
 // Returns init's pid (> 0) with *pidfd set, or -1 with errno. On v1 the
 // caller moves init into the cgroup (Cgroup::add_process) before "go".
 // plan.unshare_cgroup_ns is set here (v1: init unshares it after the move).
-// The child never returns: it runs run_init(plan).
+// The child closes the `count` fds in `close_in_child` (the creator's ends
+// of its channels: init must see EOF if its creator dies before "go"), then
+// runs run_init(plan) and never returns.
 pid_t clone_sandbox_init(SandboxPlan& plan, const Cgroup& cgroup, int* pidfd,
-                         int close_in_child);
+                         const int* close_in_child, int count);
 
 }  // namespace corral

@@ -13,6 +13,8 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -44,6 +46,9 @@ void child_fail(int control_fd, int stage, int err, const char* detail) {
 
 namespace {
 
+// How long after its deadline an unattended long-lived sandbox ends itself.
+constexpr std::int64_t kBackstopGraceMs = 60'000;
+
 [[noreturn]] void fail(const SandboxPlan& plan, Stage stage, const char* detail) {
   child_fail(plan.control_fd, static_cast<int>(stage), errno, detail);
 }
@@ -71,6 +76,25 @@ void write_id_map(const SandboxPlan& plan, pid_t pid, const char* name, const ch
 
 }  // namespace
 
+// "go" from the creator, with (long-lived sandboxes) the three fds that init
+// keeps for the daemon. Returns the bytes received.
+ssize_t recv_go(int control_fd, ControlMessage* go, int held[3]) {
+  iovec iov{go, sizeof *go};
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(3 * sizeof(int))];
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = cbuf;
+  mh.msg_controllen = sizeof cbuf;
+  ssize_t n = recvmsg(control_fd, &mh, MSG_CMSG_CLOEXEC);
+  for (cmsghdr* cm = CMSG_FIRSTHDR(&mh); n > 0 && cm != nullptr; cm = CMSG_NXTHDR(&mh, cm)) {
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count && i < 3; ++i) memcpy(&held[i], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+  }
+  return n;
+}
+
 int close_fds_except(const int* keep, int count) {
   int sorted[16];
   int n = 0;
@@ -97,15 +121,25 @@ void run_init(SandboxPlan& plan) {
   // If `corral run` dies, so does the sandbox: the pid namespace goes with
   // us. A long-lived sandbox outlives a daemon crash (ADR 0004): the daemon
   // re-attaches, or destroys it, when it comes back.
+  // If `corral run` dies, so does the sandbox: the pid namespace goes with
+  // us. A long-lived sandbox outlives its daemon (ADR 0004); before "go" it
+  // dies with its creator too, by EOF on the control socket: the ends it
+  // keeps for the daemon arrive with "go", not before.
   if (!plan.long_lived) prctl(PR_SET_PDEATHSIG, SIGKILL);
   // Whoever forked us may ignore SIGCHLD (the daemon's factory lets the
   // kernel reap inits): we and the zygote must see our children's ends.
   signal(SIGCHLD, SIG_DFL);
   signal(SIGPIPE, SIG_DFL);
   prctl(PR_SET_DUMPABLE, 0);
+  prctl(PR_SET_NAME, "corral-init");
   ControlMessage go{};
-  if (recv(plan.control_fd, &go, sizeof go, 0) != sizeof go || go.type != ControlType::kGo)
-    _exit(125);
+  int held[3] = {-1, -1, -1};
+  if (recv_go(plan.control_fd, &go, held) != sizeof go || go.type != ControlType::kGo) _exit(125);
+  for (int i = 0; i < 3; ++i) {
+    if (held[i] < 0) continue;
+    if (dup3(held[i], plan.held_fds[i], O_CLOEXEC) < 0) _exit(125);
+    close(held[i]);
+  }
   if (setsid() < 0) fail(plan, Stage::kSession, "setsid");
   for (int n = 0; n < 3; ++n) {
     if (plan.stdio[n] != n && dup2(plan.stdio[n], n) < 0) fail(plan, Stage::kSession, "dup2 stdio");
@@ -153,9 +187,9 @@ void run_init(SandboxPlan& plan) {
   // until the launcher has read it all), the release pipe and, for a
   // long-lived sandbox, what a re-attaching daemon takes back and the
   // locks that mark its uid block and base layer as in use.
-  const int* held = plan.held_fds;
-  const int keep[] = {plan.control_fd, pty_slave, go_pipe[1], held[0], held[1],
-                      held[2],         held[3],   held[4],     held[5], held[6]};
+  const int* kept = plan.held_fds;
+  const int keep[] = {plan.control_fd, pty_slave, go_pipe[1], kept[0], kept[1],
+                      kept[2],         kept[3],   kept[4],     kept[5], kept[6]};
   if (close_fds_except(keep, 10) != 0) fail(plan, Stage::kCloseFds, "close_range");
   if (write(go_pipe[1], &release, sizeof release) != sizeof release)
     fail(plan, Stage::kUserNamespace, "release workload");
@@ -169,27 +203,58 @@ void run_init(SandboxPlan& plan) {
       prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
     fail(plan, Stage::kCapabilities, "init drops its capabilities");
 
-  int sfd = signalfd(-1, &all, SFD_CLOEXEC);
+  int sfd = signalfd(-1, &all, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0) fail(plan, Stage::kSession, "signalfd");
+  // The lifetime backstop of a long-lived sandbox (no daemon left to end it).
+  int timer = -1;
+  auto arm = [&](std::int64_t deadline_ms) {
+    if (timer < 0 || deadline_ms <= 0) return;
+    itimerspec its{};
+    const std::int64_t at = deadline_ms + kBackstopGraceMs;
+    its.it_value.tv_sec = at / 1000;
+    its.it_value.tv_nsec = (at % 1000) * 1000000;
+    timerfd_settime(timer, TFD_TIMER_ABSTIME, &its, nullptr);
+  };
+  if (plan.long_lived && plan.deadline_ms > 0) {
+    timer = timerfd_create(CLOCK_REALTIME, TFD_CLOEXEC | TFD_NONBLOCK);
+    arm(plan.deadline_ms);
+  }
   for (;;) {
-    signalfd_siginfo si;
-    ssize_t n = read(sfd, &si, sizeof si);
-    if (n != sizeof si) continue;
-    if (si.ssi_signo == SIGCHLD) {
-      int status;
-      pid_t pid;
-      while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-        if (pid == workload) {
-          ControlMessage msg{};
-          msg.type = ControlType::kExited;
-          msg.wait_status = status;
-          (void)send(plan.control_fd, &msg, sizeof msg, MSG_NOSIGNAL);
-          _exit(0);  // takes every remaining process of the sandbox with it
-        }
-      }
-      continue;
+    pollfd fds[3] = {{sfd, POLLIN, 0},
+                     {plan.long_lived ? plan.control_fd : -1, POLLIN, 0},
+                     {timer, POLLIN, 0}};
+    if (poll(fds, 3, -1) < 0) continue;
+    if (fds[1].revents & POLLIN) {
+      ControlMessage msg{};
+      if (recv(plan.control_fd, &msg, sizeof msg, MSG_DONTWAIT) == sizeof msg &&
+          msg.type == ControlType::kExtend)
+        arm(msg.deadline_ms);
     }
-    kill(workload, static_cast<int>(si.ssi_signo));
+    if (fds[2].revents & POLLIN) {
+      ControlMessage msg{};
+      msg.type = ControlType::kExpired;
+      (void)send(plan.control_fd, &msg, sizeof msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      _exit(0);  // the pid namespace, and every process in it, goes with us
+    }
+    if (!(fds[0].revents & POLLIN)) continue;
+    signalfd_siginfo si;
+    while (read(sfd, &si, sizeof si) == sizeof si) {
+      if (si.ssi_signo == SIGCHLD) {
+        int status;
+        pid_t pid;
+        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+          if (pid == workload) {
+            ControlMessage msg{};
+            msg.type = ControlType::kExited;
+            msg.wait_status = status;
+            (void)send(plan.control_fd, &msg, sizeof msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+            _exit(0);  // takes every remaining process of the sandbox with it
+          }
+        }
+        continue;
+      }
+      kill(workload, static_cast<int>(si.ssi_signo));
+    }
   }
 }
 

@@ -45,13 +45,17 @@ struct RlimitSetting {
 };
 
 // Messages on the launcher <-> init control socket (SOCK_SEQPACKET).
-enum class ControlType : int { kGo = 1, kFailure, kExited, kPtyMaster };
+// kExtend (daemon -> init of a long-lived sandbox): a new lifetime
+// deadline. kExpired (init -> daemon): the deadline passed with no daemon
+// to end the sandbox, so init ended it.
+enum class ControlType : int { kGo = 1, kFailure, kExited, kPtyMaster, kExtend, kExpired };
 struct ControlMessage {
   ControlType type;
   int wait_status;  // kExited: the workload's wait status
   int stage;        // kFailure
   int err;          // kFailure
   char detail[240];
+  std::int64_t deadline_ms;  // kExtend: unix ms
 };
 
 struct SandboxPlan {
@@ -92,6 +96,9 @@ struct SandboxPlan {
   int spawn_fd = -1;          // the zygote's end of the spawn channel
   int held_fds[7] = {-1, -1, -1, -1, -1, -1, -1};
   std::string default_path;   // PATH of a request that sets none
+  // Lifetime backstop (unix ms, 0: none): init ends the sandbox itself this
+  // long after its deadline if no daemon did (a daemon that never came back).
+  std::int64_t deadline_ms = 0;
 
   // Workload.
   std::vector<std::string> exec_candidates;  // PATH search, precomputed

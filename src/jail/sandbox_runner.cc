@@ -171,13 +171,14 @@ RunResult run_sandbox(const SandboxSpec& spec, const RunOptions& options) {
 
   const bool v2 = cgroup.clone_into_fd() >= 0;
   int pidfd = -1;
+  const int control_fd = control.get();
 
   // Give freed planning memory back before init is forked from us: both
   // processes keep their heap for the sandbox's whole life.
   malloc_trim(0);
   const auto start = Clock::now();
   pid_t child =
-      result.failure ? -1 : clone_sandbox_init(plan, cgroup, &pidfd, control.get());
+      result.failure ? -1 : clone_sandbox_init(plan, cgroup, &pidfd, &control_fd, 1);
   if (sv[1] >= 0) close(sv[1]);
   stdio.close_child_ends();
   UniqueFd child_pidfd(pidfd);

@@ -186,6 +186,7 @@ void spawn_one(const SandboxPlan& plan, const SpawnRequest& request, const int s
 }  // namespace
 
 void run_zygote(const SandboxPlan& plan, int go_fd) {
+  prctl(PR_SET_NAME, "corral-zygote");
   WorkloadGo go{};
   if (read(go_fd, &go, sizeof go) != sizeof go) _exit(125);  // init failed
   close(go_fd);

@@ -168,6 +168,13 @@ Result<std::optional<ReceivedReply>> LiveSandbox::read_reply() {
   return std::optional<ReceivedReply>(std::move(r));
 }
 
+void LiveSandbox::set_deadline(std::int64_t deadline_ms) {
+  ControlMessage msg{};
+  msg.type = ControlType::kExtend;
+  msg.deadline_ms = deadline_ms;
+  (void)send(control_.get(), &msg, sizeof msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 Result<CgroupStats> LiveSandbox::stats() const {
   if (!cgroup_) return make_error(ErrorCode::kNotFound, "sandbox " + id() + " has no cgroup");
   return cgroup_->stats();

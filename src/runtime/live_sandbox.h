@@ -72,6 +72,9 @@ class LiveSandbox {
   // An error means the channel is broken (the sandbox is ending).
   Result<std::optional<ReceivedReply>> read_reply();
 
+  // Moves init's lifetime backstop (unix ms); see SandboxPlan::deadline_ms.
+  void set_deadline(std::int64_t deadline_ms);
+
   int spawn_fd() const { return spawn_.get(); }
   int pidfd() const { return pidfd_.get(); }
   int control_fd() const { return control_.get(); }

@@ -56,6 +56,27 @@ Status read_all(int fd, char* p, size_t n) {
   return ok();
 }
 
+Status send_with_fds(int sock, const void* data, size_t len, const int* fds, int nfds) {
+  iovec iov{const_cast<void*>(data), len};
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(kReplyFds * sizeof(int))] = {};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = cbuf;
+  mh.msg_controllen = CMSG_SPACE(static_cast<size_t>(nfds) * sizeof(int));
+  cmsghdr* cm = CMSG_FIRSTHDR(&mh);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(static_cast<size_t>(nfds) * sizeof(int));
+  memcpy(CMSG_DATA(cm), fds, static_cast<size_t>(nfds) * sizeof(int));
+  ssize_t w;
+  do {
+    w = sendmsg(sock, &mh, MSG_NOSIGNAL);
+  } while (w < 0 && errno == EINTR);
+  if (w != static_cast<ssize_t>(len)) return errno_error("sending go to init");
+  return ok();
+}
+
 // One frame: u32 length, then the bytes; `fds` ride with the length.
 Status send_frame(int sock, const std::string& body, const int* fds, int nfds) {
   std::uint32_t len = static_cast<std::uint32_t>(body.size());
@@ -210,19 +231,9 @@ void serve_one(int sock, CgroupManager* manager, const std::string& request) {
     if (!lock) return undo(Stage::kBaseLayer, lock.error());
     image_lock = std::move(*lock);
   }
-  // The fds init holds for a re-attaching daemon, at fixed numbers.
-  auto close_held = [] {
-    close(kInitHeldControlFd);
-    close(kInitHeldSpawnFd);
-    close(kInitHeldLayerFd);
-  };
-  if (dup3(control_daemon.get(), kInitHeldControlFd, O_CLOEXEC) < 0 ||
-      dup3(spawn_daemon.get(), kInitHeldSpawnFd, O_CLOEXEC) < 0 ||
-      dup3(prepared.layer->mount_fd(), kInitHeldLayerFd, O_CLOEXEC) < 0) {
-    const int e = errno;
-    close_held();
-    return undo(Stage::kClone, Error{ErrorCode::kSystem, "dup3 held fds", "", e});
-  }
+  // The fds init holds for a re-attaching daemon travel with "go", so that
+  // an init whose creator dies before "go" sees EOF and ends.
+  plan.deadline_ms = req.value("deadline_ms", std::int64_t{0});
   plan.control_fd = control_init.get();
   plan.spawn_fd = spawn_zygote.get();
   for (int& fd : plan.stdio) fd = devnull.get();
@@ -232,9 +243,9 @@ void serve_one(int sock, CgroupManager* manager, const std::string& request) {
   std::copy(std::begin(held), std::end(held), plan.held_fds);
 
   int pidfd_raw = -1;
-  pid_t child = clone_sandbox_init(plan, cgroup, &pidfd_raw, sock);
+  const int not_for_init[] = {sock, control_daemon.get(), spawn_daemon.get()};
+  pid_t child = clone_sandbox_init(plan, cgroup, &pidfd_raw, not_for_init, 3);
   const int clone_errno = errno;
-  close_held();
   UniqueFd pidfd(pidfd_raw);
   if (child < 0) {
     return undo(Stage::kClone, Error{ErrorCode::kSystem, "clone3(new namespaces)",
@@ -249,7 +260,11 @@ void serve_one(int sock, CgroupManager* manager, const std::string& request) {
   }
   ControlMessage go{};
   go.type = ControlType::kGo;
-  (void)send(control_daemon.get(), &go, sizeof go, MSG_NOSIGNAL);
+  const int go_fds[3] = {control_daemon.get(), spawn_daemon.get(), prepared.layer->mount_fd()};
+  if (auto st = send_with_fds(control_daemon.get(), &go, sizeof go, go_fds, 3); !st) {
+    sys::pidfd_send_signal(pidfd.get(), SIGKILL, nullptr, 0);
+    return undo(Stage::kClone, st.error());
+  }
 
   std::vector<std::string> env;
   for (char* const* e = plan.envp.data(); e != nullptr && *e != nullptr; ++e) env.emplace_back(*e);
@@ -337,9 +352,10 @@ SandboxFactory::~SandboxFactory() {
 }
 
 Result<CreatedSandbox> SandboxFactory::create(const SandboxSpec& spec, const RunOptions& options,
-                                              SetupFailure* failure) {
+                                              std::int64_t deadline_ms, SetupFailure* failure) {
   json request{{"spec", json::parse(api::spec_to_json(spec))},
-               {"options", options_to_json(options)}};
+               {"options", options_to_json(options)},
+               {"deadline_ms", deadline_ms}};
   std::vector<UniqueFd> fds;
   Result<std::string> reply_text = [&]() -> Result<std::string> {
     std::lock_guard lock(mu_);

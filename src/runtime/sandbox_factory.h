@@ -51,8 +51,9 @@ class SandboxFactory {
   // and options.sandbox_id set by the caller). Thread-safe: requests are
   // served one at a time. On failure, `failure` says at which stage, and
   // nothing of the sandbox is left.
+  // `deadline_ms` (unix ms) arms init's lifetime backstop.
   Result<CreatedSandbox> create(const SandboxSpec& spec, const RunOptions& options,
-                                SetupFailure* failure);
+                                std::int64_t deadline_ms, SetupFailure* failure);
 
   pid_t pid() const { return pid_; }
 

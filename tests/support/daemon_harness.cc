@@ -15,7 +15,10 @@
 
 namespace corral::testing {
 
-nlohmann::json HttpReply::json() const { return nlohmann::json::parse(body, nullptr, false); }
+nlohmann::json HttpReply::json() const {
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  return j.is_discarded() ? nlohmann::json::object() : j;
+}
 
 TestDaemon::TestDaemon(std::vector<std::string> extra_args, std::string config_yaml)
     : args_(std::move(extra_args)) {

@@ -21,7 +21,7 @@ struct HttpReply {
   int status = 0;
   std::string body;
   http::Headers headers;
-  nlohmann::json json() const;  // parsed body (discarded on error)
+  nlohmann::json json() const;  // parsed body ({} when it is not JSON)
 };
 
 class TestDaemon {
