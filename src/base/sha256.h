@@ -1,6 +1,8 @@
-// SHA-256 (FIPS 180-4), streaming. Used by the audit log's hash chain and for
-// the digests of files the daemon moves in and out of sandboxes. Our own
-// implementation so the base layer needs no crypto library.
+// SHA-256 (FIPS 180-4), streaming. Used by the audit log's hash chain, API
+// key digests and the digests of files the daemon moves in and out of
+// sandboxes. Backed by OpenSSL's libcrypto, which uses the CPU's SHA
+// extensions: a 256 MiB upload is hashed at GB/s, not at the ~200 MB/s of
+// portable C++.
 #pragma once
 
 #include <array>
@@ -15,7 +17,10 @@ class Sha256 {
  public:
   using Digest = std::array<std::uint8_t, 32>;
 
-  Sha256() { reset(); }
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
 
   void reset();
   void update(const void* data, std::size_t len);
@@ -28,12 +33,7 @@ class Sha256 {
   static std::string hex(const Digest& digest);
 
  private:
-  void compress(const std::uint8_t* block);
-
-  std::array<std::uint32_t, 8> state_;
-  std::array<std::uint8_t, 64> buffer_;
-  std::size_t buffered_ = 0;
-  std::uint64_t total_bytes_ = 0;
+  void* ctx_;  // EVP_MD_CTX, kept out of this header
 };
 
 // One-shot helper: lower-case hex SHA-256 of `data`.
