@@ -41,9 +41,9 @@ constexpr std::size_t kMaxApiKeyEntries = 1024;
 constexpr std::size_t kMaxPathBytes = 4095;
 
 constexpr std::array<std::string_view, 2> kTopKeys = {"serve", "sandbox"};
-constexpr std::array<std::string_view, 9> kServeKeys = {
+constexpr std::array<std::string_view, 10> kServeKeys = {
     "listen",   "socket",          "data_dir",        "api_keys",
-    "capacity", "request_timeout", "max_exec_output", "max_upload", "mount_roots"};
+    "capacity", "request_timeout", "max_exec_output", "max_upload", "mount_roots", "durability"};
 constexpr std::array<std::string_view, 2> kApiKeysKeys = {"sha256", "files"};
 constexpr std::array<std::string_view, 3> kCapacityKeys = {"max_sandboxes", "memory", "disk"};
 // The settings of the sandbox: map (spec/config_file.cc), to say where a
@@ -429,6 +429,13 @@ class ServeApplier {
         if (!listen) return fail(value_line, path, listen.error());
         config_.listen_host = listen->first;
         config_.listen_port = listen->second;
+      } else if (name == "durability") {
+        auto text = scalar(key, value, path, "\"process\" or \"power-loss\"");
+        if (!text) return tl::unexpected<Error>(text.error());
+        if (*text != "process" && *text != "power-loss")
+          return fail(value_line, path, quote_for_message(*text) + " is not a durability level",
+                      "use \"process\" (survive a kill -9) or \"power-loss\" (fsync every write)");
+        config_.power_loss_durable = *text == "power-loss";
       } else if (name == "mount_roots") {
         auto list = scalar_list(key, value, path, "absolute host directories");
         if (!list) return tl::unexpected<Error>(list.error());
@@ -696,6 +703,7 @@ serve:
   max_exec_output: 64Mi
   max_upload: auto              # the sandbox's disk limit
   mount_roots: []               # host dirs API mounts may come from (none: no mounts)
+  durability: process           # or power-loss: fsync before every acknowledgment
 sandbox:                        # defaults of every sandbox, as for corral run --config
   cpu_limit: "2"
   memory_limit: "2Gi"

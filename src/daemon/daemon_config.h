@@ -66,6 +66,12 @@ struct DaemonConfig {
   // (serve.mount_roots). Empty: no host mounts through the API.
   std::vector<std::string> mount_roots;
 
+  // What an acknowledged write to the state store and audit log survives
+  // (serve.durability): "process" (default: a kill -9 of the daemon; a power
+  // cut may lose the last ~100 ms, as it loses every sandbox anyway) or
+  // "power-loss" (fsync before every acknowledgment; slower creates).
+  bool power_loss_durable = false;
+
   // The base of every create (sandbox:); a request's fields go on top.
   SandboxSpec default_spec;
 };

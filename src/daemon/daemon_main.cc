@@ -71,10 +71,13 @@ int serve(const ServeFlags& flags) {
   auto factory = SandboxFactory::start();
   if (!factory) return fail(factory.error().message);
 
-  auto store = StateStore::open(config.data_dir + "/state.db");
+  auto store = StateStore::open(config.data_dir + "/state.db",
+                                config.power_loss_durable ? StateStore::Durability::kPowerLoss
+                                                          : StateStore::Durability::kProcessCrash);
   if (!store) return fail(store.error().message, store.error().hint);
   auto audit = AuditLog::open(config.data_dir + "/audit.log");
   if (!audit) return fail(audit.error().message, audit.error().hint);
+  audit->set_sync_each_append(config.power_loss_durable);
 
   std::string key_note;
   if (config.api_key_sha256.empty() && config.api_key_files.empty()) {

@@ -249,7 +249,22 @@ struct AuditLog::State {
   std::string prev = std::string(kAuditGenesisPrev);  // sha256 of the last line
   off_t size = 0;                                     // bytes we know are in the file
   std::string broken;                                 // why appends are refused, if they are
+  bool sync_each_append = true;
 };
+
+void AuditLog::set_sync_each_append(bool sync) {
+  std::lock_guard lock(state_->mu);
+  state_->sync_each_append = sync;
+}
+
+Status AuditLog::sync() {
+  std::lock_guard lock(state_->mu);
+  if (fdatasync(state_->fd.get()) != 0) {
+    state_->broken = "fdatasync failed; records may not be on disk";
+    return errno_error("fdatasync(" + state_->path + ")");
+  }
+  return ok();
+}
 
 AuditLog::AuditLog(std::unique_ptr<State> state) : state_(std::move(state)) {}
 AuditLog::AuditLog(AuditLog&&) noexcept = default;
@@ -405,7 +420,7 @@ Status AuditLog::append(const json& event) {
                               .value()
                               .wrap(ctx));
   }
-  if (fdatasync(s.fd.get()) != 0) {
+  if (s.sync_each_append && fdatasync(s.fd.get()) != 0) {
     int err = errno;
     // After a failed fdatasync the kernel may have dropped the dirty pages:
     // what is on disk is unknown, so no more appends until it is checked.

@@ -42,6 +42,13 @@ class AuditLog {
   // if even that fails, the log refuses further appends.
   Status append(const nlohmann::json& event);
 
+  // Default true: each append is fdatasync'd before it returns (survives a
+  // power cut). false: each append is write(2)n before it returns (survives
+  // a kill -9 of the daemon) and sync() makes it durable; the daemon calls
+  // it every 100 ms (docs/audit.md).
+  void set_sync_each_append(bool sync);
+  Status sync();
+
   const std::string& path() const;
   // seq of the last record written (0 for an empty log).
   std::uint64_t last_seq() const;

@@ -357,6 +357,10 @@ std::int64_t StateStore::now_ms() {
 }
 
 Result<StateStore> StateStore::open(const std::string& path) {
+  return open(path, Durability::kPowerLoss);
+}
+
+Result<StateStore> StateStore::open(const std::string& path, Durability durability) {
   if (path.empty()) {
     return make_error(ErrorCode::kInvalidArgument, "state store path is empty",
                       "give the path of the state database file");
@@ -388,9 +392,10 @@ Result<StateStore> StateStore::open(const std::string& path) {
                       "put the state database on a local file system that supports shared "
                       "memory (not NFS)");
   }
-  CORRAL_TRY_CTX(exec_sql(h, "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
-                          "setting synchronous=FULL and foreign_keys=ON"),
-                 "opening " + where);
+  const char* sync = durability == Durability::kPowerLoss
+                         ? "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"
+                         : "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;";
+  CORRAL_TRY_CTX(exec_sql(h, sync, "setting synchronous and foreign_keys=ON"), "opening " + where);
   auto fk = pragma_text(h, "PRAGMA foreign_keys");
   if (!fk || *fk != "1") {
     return make_error(ErrorCode::kUnavailable,

@@ -76,9 +76,19 @@ class StateStore {
  public:
   static constexpr int kSchemaVersion = 2;
 
+  // What an acknowledged write survives. kPowerLoss: synchronous=FULL, every
+  // commit is fsync'd before the call returns. kProcessCrash:
+  // synchronous=NORMAL in WAL mode, every commit is in the file (page
+  // cache) before the call returns, so a kill -9 of the daemon loses
+  // nothing; a power cut may lose the commits since the last checkpoint
+  // (docs/adr/0003-state-store.md: sandboxes live in RAM and do not survive
+  // a power cut either).
+  enum class Durability { kPowerLoss, kProcessCrash };
+
   // Opens (creating if needed, mode 0600) the database at `path` and brings
   // its schema to kSchemaVersion. Refuses a database written by a newer corral.
-  static Result<StateStore> open(const std::string& path);
+  static Result<StateStore> open(const std::string& path);  // kPowerLoss
+  static Result<StateStore> open(const std::string& path, Durability durability);
 
   StateStore(StateStore&&) noexcept;
   StateStore& operator=(StateStore&&) noexcept;
