@@ -1,0 +1,37 @@
+"""Python client of the corral sandbox daemon (``corral serve``).
+
+    import corral
+    client = corral.Client()                     # unix:/run/corral/corral.sock
+    with client.create(memory="512Mi") as sb:
+        print(sb.exec("echo hi").stdout)
+
+Standard library only; see sdk/python/README.md.
+"""
+
+from .client import DEFAULT_URL, Client, Process, Sandbox
+from .errors import (
+    BadRequest,
+    Conflict,
+    ConnectionFailed,
+    CorralError,
+    InsufficientStorage,
+    InternalError,
+    NotFound,
+    OverCapacity,
+    RequestTimeout,
+    SandboxExpired,
+    SetupFailed,
+    Unauthorized,
+    Unavailable,
+)
+from .models import ExecResult, FileEntry, ProcessInfo, SandboxInfo
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_URL", "Client", "Sandbox", "Process",
+    "ExecResult", "SandboxInfo", "ProcessInfo", "FileEntry",
+    "CorralError", "BadRequest", "Unauthorized", "NotFound", "RequestTimeout", "Conflict",
+    "SandboxExpired", "OverCapacity", "SetupFailed", "InternalError", "Unavailable",
+    "InsufficientStorage", "ConnectionFailed",
+]
