@@ -32,7 +32,7 @@ std::optional<Target> open_target(ApiContext& ctx, ApiRequest& r) {
     send_error(r.out, e.error());
     return std::nullopt;
   }
-  auto root = ConfinedRoot::open((*e)->live->root_path());
+  auto root = ConfinedRoot::open((*e)->live->root_path(), /*cross_mounts=*/true);
   if (!root) {
     send_error(r.out, api::make_api_error("conflict", "the root of sandbox " + (*e)->id +
                                                           " is not reachable: " + root.error().message));

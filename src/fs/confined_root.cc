@@ -5,6 +5,8 @@
 #include <linux/openat2.h>
 #include <poll.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -157,9 +159,10 @@ void fill_link_target(int dir_fd, const char* name, FileInfo& info) {
 }
 
 // openat2 relative to a parent fd for the last component, retried on EAGAIN.
-int open_last(int parent_fd, const std::string& name, int flags, mode_t mode) {
+int open_last(int parent_fd, const std::string& name, int flags, mode_t mode,
+              std::uint64_t resolve = kLastComponent) {
   for (int i = 0;; ++i) {
-    int fd = sys::openat2(parent_fd, name.c_str(), flags | O_CLOEXEC, mode, kLastComponent);
+    int fd = sys::openat2(parent_fd, name.c_str(), flags | O_CLOEXEC, mode, resolve);
     if (fd >= 0 || errno != EAGAIN || i >= kEagainRetries) return fd;
   }
 }
@@ -249,6 +252,12 @@ Result<std::vector<std::string>> split_sandbox_path(std::string_view path) {
   return parts;
 }
 
+Result<ConfinedRoot> ConfinedRoot::open(const std::string& host_dir, bool cross_mounts) {
+  auto r = open(host_dir);
+  if (r) r->cross_mounts_ = cross_mounts;
+  return r;
+}
+
 Result<ConfinedRoot> ConfinedRoot::open(const std::string& host_dir) {
   UniqueFd fd(::open(host_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!fd) {
@@ -272,9 +281,41 @@ Result<ConfinedRoot> ConfinedRoot::open(const std::string& host_dir) {
   return ConfinedRoot(std::move(fd), st.st_dev);
 }
 
+std::uint64_t ConfinedRoot::in_root_flags() const {
+  return cross_mounts_ ? (kInRoot & ~std::uint64_t{RESOLVE_NO_XDEV}) : kInRoot;
+}
+
+std::uint64_t ConfinedRoot::last_flags() const {
+  return cross_mounts_ ? (kLastComponent & ~std::uint64_t{RESOLVE_NO_XDEV}) : kLastComponent;
+}
+
+// With mount crossing allowed, the kernel's own file systems stay out of
+// reach: the sandbox's /proc and anything like it.
+Status ConfinedRoot::check_fs(int fd, std::string_view op, std::string_view path) const {
+  if (!cross_mounts_) return ok();
+  struct statfs sfs {};
+  if (::fstatfs(fd, &sfs) != 0) return path_error(op, path, errno, false);
+  switch (static_cast<unsigned long>(sfs.f_type)) {
+    case PROC_SUPER_MAGIC:
+    case SYSFS_MAGIC:
+    case CGROUP_SUPER_MAGIC:
+    case CGROUP2_SUPER_MAGIC:
+    case DEVPTS_SUPER_MAGIC:
+    case SECURITYFS_MAGIC:
+    case DEBUGFS_MAGIC:
+      return make_error(ErrorCode::kPermissionDenied,
+                        std::string(op) + "(" + quote(path) +
+                            "): the file API does not reach kernel file systems (/proc, /sys, "
+                            "/dev/pts)",
+                        "use paths under /workspace, /tmp or a mount of your own");
+    default:
+      return ok();
+  }
+}
+
 int ConfinedRoot::open_in_root(const std::string& rel, int flags) const {
   for (int i = 0;; ++i) {
-    int fd = sys::openat2(root_.get(), rel.c_str(), flags | O_CLOEXEC, 0, kInRoot);
+    int fd = sys::openat2(root_.get(), rel.c_str(), flags | O_CLOEXEC, 0, in_root_flags());
     if (fd >= 0 || errno != EAGAIN || i >= kEagainRetries) return fd;
   }
 }
@@ -292,6 +333,7 @@ Result<ConfinedRoot::Resolved> ConfinedRoot::resolve(std::string_view op,
   }
   r.parent.reset(open_in_root(parent, O_PATH | O_DIRECTORY));
   if (!r.parent) return path_error(op, path, errno, false);
+  CORRAL_TRY(check_fs(r.parent.get(), op, path));
   return r;
 }
 
@@ -324,7 +366,9 @@ Result<Listing> ConfinedRoot::list(std::string_view path, std::size_t max_entrie
         S_ISLNK(st.st_mode)) {
       return path_error("list", path, ELOOP, true);
     }
-    dir.reset(open_last(r->parent.get(), r->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0));
+    dir.reset(open_last(r->parent.get(), r->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0,
+                        last_flags()));
+    if (dir) CORRAL_TRY(check_fs(dir.get(), "list", path));
   }
   if (!dir) return path_error("list", path, errno, true);
   DirPtr stream = open_dir_stream(dir.get());
@@ -514,7 +558,8 @@ Result<UniqueFd> ConfinedRoot::open_read(std::string_view path) const {
                   "the file API reads and writes regular files only");
   }
   UniqueFd fd(
-      open_last(r->parent.get(), r->name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0));
+      open_last(r->parent.get(), r->name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0,
+                last_flags()));
   if (!fd) return path_error("open_read", path, errno, true);
   // Check what was opened, not what was looked at (it may have been swapped).
   if (::fstat(fd.get(), &st) != 0) return path_error("open_read", path, errno, true);
@@ -554,7 +599,7 @@ Result<UniqueFd> ConfinedRoot::open_write(std::string_view path,
   // single-link regular file.
   int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
   if (options.exclusive) flags |= O_EXCL;
-  UniqueFd fd(open_last(r->parent.get(), r->name, flags, options.mode & 0777));
+  UniqueFd fd(open_last(r->parent.get(), r->name, flags, options.mode & 0777, last_flags()));
   if (!fd) return path_error("open_write", path, errno, true);
   if (::fstat(fd.get(), &st) != 0) return path_error("open_write", path, errno, true);
   if (!S_ISREG(st.st_mode)) {

@@ -86,6 +86,11 @@ class ConfinedRoot {
   // user; it is opened O_PATH | O_DIRECTORY and everything after goes
   // through that fd.
   static Result<ConfinedRoot> open(const std::string& host_dir);
+  // With `cross_mounts`, paths may lead into other mounts below the root
+  // (a sandbox's /tmp, its --mount targets), except the kernel's own file
+  // systems (procfs, sysfs, cgroupfs, devpts, ...), which stay refused.
+  // Recursive removal still never leaves the mount it started on.
+  static Result<ConfinedRoot> open(const std::string& host_dir, bool cross_mounts);
 
   // lstat semantics: a symlink is described, not followed.
   Result<FileInfo> stat(std::string_view path) const;
@@ -125,8 +130,13 @@ class ConfinedRoot {
   int open_in_root(const std::string& rel, int flags) const;
   Status remove_tree(int dir_fd, std::string_view op, std::string_view path, int depth) const;
 
+  std::uint64_t in_root_flags() const;
+  std::uint64_t last_flags() const;
+  Status check_fs(int fd, std::string_view op, std::string_view path) const;
+
   UniqueFd root_;
-  dev_t dev_ = 0;  // st_dev of the root, for the recursive removal
+  dev_t dev_ = 0;
+  bool cross_mounts_ = false;  // st_dev of the root, for the recursive removal
 };
 
 struct CopyStats {
