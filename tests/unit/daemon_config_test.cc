@@ -224,7 +224,8 @@ TEST(DaemonConfig, UnknownKeysNameKeyAndLine) {
             "serve.yaml:3: serve.api_keys.hashes: unknown key (did you mean sha256?)");
   EXPECT_EQ(config_error("serve:\n  zzz: 1\n"),
             "serve.yaml:2: serve.zzz: unknown key (hint: the keys allowed here are: listen, "
-            "socket, data_dir, api_keys, capacity, request_timeout, max_exec_output, max_upload)");
+            "socket, data_dir, api_keys, capacity, request_timeout, max_exec_output, max_upload, "
+            "mount_roots, durability)");
   std::string msg = config_error("serve:\n  memory_limit: 1Gi\n");
   expect_prefix(msg, "serve.yaml:2: serve.memory_limit: is a sandbox setting: put it in the top");
   EXPECT_EQ(config_error("server:\n  listen: \":1\"\n"),
@@ -497,6 +498,28 @@ TEST(DaemonConfig, DescribeIsOneLineWithoutSecrets) {
   EXPECT_NE(line.find("default sandbox: cpus 2, memory 2Gi"), std::string::npos) << line;
   EXPECT_NE(line.find("lifetime 600s"), std::string::npos) << line;
   EXPECT_EQ(line.find(std::string(64, 'e')), std::string::npos) << "no digests in the log";
+}
+
+}  // namespace
+}  // namespace corral
+
+namespace corral {
+namespace {
+
+TEST(DaemonConfig, MountRootsAndDurability) {
+  auto c = parse_daemon_config("serve:\n  mount_roots: [/srv/data, /opt/x]\n  durability: power-loss\n",
+                               "serve.yaml");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->mount_roots, (std::vector<std::string>{"/srv/data", "/opt/x"}));
+  EXPECT_TRUE(c->power_loss_durable);
+  EXPECT_FALSE(default_daemon_config().power_loss_durable);
+  EXPECT_TRUE(default_daemon_config().mount_roots.empty());
+  auto bad = parse_daemon_config("serve:\n  mount_roots: [relative/dir]\n", "serve.yaml");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("serve.mount_roots[0]"), std::string::npos) << bad.error().message;
+  auto bad2 = parse_daemon_config("serve:\n  durability: sometimes\n", "serve.yaml");
+  ASSERT_FALSE(bad2);
+  EXPECT_NE(bad2.error().message.find("durability"), std::string::npos) << bad2.error().message;
 }
 
 }  // namespace
