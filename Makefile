@@ -52,6 +52,7 @@ serve: build
 
 bench: build
 	./bench/startup.sh
+	./bench/daemon.sh
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
