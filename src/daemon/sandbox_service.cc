@@ -220,6 +220,21 @@ ApiResult<SandboxService::Created> SandboxService::create(
 
   const std::string id = new_sandbox_id();
   const std::string spec_json = api::spec_to_json(spec);
+  // A retry is answered before capacity is counted: it asks for nothing new.
+  if (idempotency_key) {
+    auto earlier = store_.find_by_idempotency_key(*idempotency_key);
+    if (!earlier) return api_fail(earlier.error());
+    if (*earlier) {
+      if (json::parse((*earlier)->spec_json, nullptr, false) != json::parse(spec_json, nullptr, false))
+        return api_fail("idempotency_mismatch",
+                        "Idempotency-Key \"" + *idempotency_key +
+                            "\" was used before with a different request",
+                        "", "use a new key for a different sandbox");
+      auto info = info_of(**earlier, entry((*earlier)->id));
+      if (!info) return tl::unexpected(info.error());
+      return Created{*info, false};
+    }
+  }
   // Capacity (C2): refuse now rather than accept and kill later.
   {
     std::lock_guard lock(mu_);

@@ -603,6 +603,19 @@ Status StateStore::set_expiry(std::string_view id, std::int64_t expires_at_ms) {
   return ok();
 }
 
+Result<std::optional<SandboxRecord>> StateStore::find_by_idempotency_key(std::string_view key) {
+  std::lock_guard lock(db_->mu);
+  sqlite3* h = db_->handle;
+  auto st = Stmt::prepare(h, std::string("SELECT ") + kSandboxColumns +
+                                 " FROM sandboxes WHERE idempotency_key = ?1");
+  if (!st) return tl::unexpected<Error>(std::move(st).error());
+  st->bind(1, key);
+  auto rows = read_sandboxes(*st, "looking up an idempotency key");
+  if (!rows) return tl::unexpected<Error>(std::move(rows).error());
+  if (rows->empty()) return std::optional<SandboxRecord>();
+  return std::optional<SandboxRecord>(std::move(rows->front()));
+}
+
 Result<SandboxRecord> StateStore::get(std::string_view id) {
   std::lock_guard lock(db_->mu);
   sqlite3* h = db_->handle;

@@ -121,6 +121,8 @@ class StateStore {
   Status set_expiry(std::string_view id, std::int64_t expires_at_ms);
 
   Result<SandboxRecord> get(std::string_view id);
+  // The sandbox created with this idempotency key, if any.
+  Result<std::optional<SandboxRecord>> find_by_idempotency_key(std::string_view key);
   // Sandboxes in any of `states` (all of them when empty), oldest first.
   Result<std::vector<SandboxRecord>> list(std::span<const SandboxState> states = {});
   // The transitions of one sandbox, in the order they happened.

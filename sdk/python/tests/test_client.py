@@ -299,7 +299,7 @@ def test_request_errors_map_to_exceptions(sandbox, unix_client):
     with pytest.raises(corral.NotFound):
         sandbox.process("p-0000000000000000").info()
     with pytest.raises(corral.BadRequest) as e:
-        sandbox.get_file("/proc/self/environ")  # another mount: out of the file API's reach
+        sandbox.get_file("/proc/1/environ")  # a kernel file system: out of the file API's reach
     assert e.value.code == "path_escape"
     sandbox.put_file("/workspace/a", b"a")
     sandbox.put_file("/workspace/b", b"b")
