@@ -1062,7 +1062,7 @@ Status read_network(const Json& v, const std::string& path, NetworkSpec& network
   return ok();
 }
 
-Result<CreateSandboxRequest> parse_create(std::string_view body) {
+Result<CreateSandboxRequest> parse_create(std::string_view body, const SandboxSpec* base) {
   const Ctx& ctx = kRequest;
   auto doc = parse_json(body, ctx);
   if (!doc) return tl::unexpected<Error>(doc.error());
@@ -1071,6 +1071,7 @@ Result<CreateSandboxRequest> parse_create(std::string_view body) {
                           "root", "network"});
   if (!obj) return tl::unexpected<Error>(obj.error());
   CreateSandboxRequest request;
+  if (base != nullptr) request.spec = *base;
   SandboxSpec& s = request.spec;
   if (const Json* image = obj->get("image")) {
     auto name = read_string(*image, obj->at("image"), ctx);
@@ -1599,7 +1600,12 @@ ApiError to_api_error(const Error& error) {
 // ---- public: sandboxes -----------------------------------------------------------
 
 Result<CreateSandboxRequest> parse_create_sandbox(std::string_view body) {
-  return guarded<CreateSandboxRequest>([&] { return parse_create(body); });
+  return guarded<CreateSandboxRequest>([&] { return parse_create(body, nullptr); });
+}
+
+Result<CreateSandboxRequest> parse_create_sandbox(std::string_view body,
+                                                  const SandboxSpec& defaults) {
+  return guarded<CreateSandboxRequest>([&] { return parse_create(body, &defaults); });
 }
 
 std::string to_json(const CreateSandboxRequest& request) {

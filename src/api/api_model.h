@@ -78,6 +78,10 @@ struct CreateSandboxRequest {
   SandboxSpec spec;  // argv stays empty
 };
 Result<CreateSandboxRequest> parse_create_sandbox(std::string_view body);
+// The same on top of `defaults` (the daemon's `sandbox:` configuration):
+// fields the body leaves out keep the defaults' values.
+Result<CreateSandboxRequest> parse_create_sandbox(std::string_view body,
+                                                  const SandboxSpec& defaults);
 std::string to_json(const CreateSandboxRequest& request);
 
 // The spec as stored and shown (canonical, every field present, sizes in

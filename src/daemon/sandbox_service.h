@@ -109,6 +109,8 @@ class SandboxService {
   StateStore& store() { return store_; }
   MetricsRegistry& metrics() { return metrics_; }
   std::size_t live_count();
+  // The daemon's `sandbox:` configuration: the base of every create.
+  const SandboxSpec& defaults() const { return defaults_; }
 
  private:
   ApiResult<api::SandboxInfo> info_of(const SandboxRecord& record,

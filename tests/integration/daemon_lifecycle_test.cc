@@ -250,3 +250,26 @@ TEST(DaemonLifecycle, SignalEndsABackgroundProcess) {
 
 }  // namespace
 }  // namespace corral::testing
+
+namespace corral::testing {
+namespace {
+
+TEST(DaemonLifecycle, ConfigSandboxDefaultsApplyToCreates) {
+  TestDaemon d({}, "sandbox:\n  memory_limit: 256Mi\n  pids_limit: 32\n  max_lifetime: 90s\n");
+  ASSERT_TRUE(d.ready()) << d.startup_output();
+  HttpReply r;
+  std::string id = d.create_sandbox("{}", &r);
+  ASSERT_FALSE(id.empty()) << r.body;
+  auto spec = r.json()["spec"];
+  EXPECT_EQ(spec["limits"].value("memory_bytes", 0ull), 256ull << 20) << r.body;
+  EXPECT_EQ(spec["limits"].value("pids", 0), 32);
+  EXPECT_EQ(spec["limits"].value("max_lifetime_ms", 0), 90000);
+  // A field the request gives wins over the default.
+  std::string id2 = d.create_sandbox(R"({"limits": {"pids": 64}})", &r);
+  ASSERT_FALSE(id2.empty()) << r.body;
+  EXPECT_EQ(r.json()["spec"]["limits"].value("pids", 0), 64);
+  EXPECT_EQ(r.json()["spec"]["limits"].value("memory_bytes", 0ull), 256ull << 20);
+}
+
+}  // namespace
+}  // namespace corral::testing
