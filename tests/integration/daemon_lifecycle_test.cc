@@ -273,3 +273,41 @@ TEST(DaemonLifecycle, ConfigSandboxDefaultsApplyToCreates) {
 
 }  // namespace
 }  // namespace corral::testing
+
+namespace corral::testing {
+namespace {
+
+TEST(DaemonAudit, EveryOperationIsRecordedAndAnEditedLineFailsVerify) {
+  std::string log;
+  {
+    TestDaemon d;
+    ASSERT_TRUE(d.ready()) << d.startup_output();
+    std::string id = d.create_sandbox();
+    ASSERT_FALSE(id.empty());
+    d.exec(id, "echo audited");
+    auto up = d.request("PUT", "/v1/sandboxes/" + id + "/files?path=/workspace/a.txt", "payload",
+                        false, true, {{"content-type", "application/octet-stream"}});
+    ASSERT_EQ(up.status, 201) << up.body;
+    d.request("GET", "/v1/sandboxes/" + id + "/files?path=/workspace/a.txt");
+    d.request("DELETE", "/v1/sandboxes/" + id);
+    d.stop();  // flushes the journal
+    log = d.data_dir() + "/audit.log";
+    auto ok = run_corral({"audit", "verify", "--log", log});
+    EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+    std::string text = host_sh("cat '" + log + "'");
+    for (const char* type : {"sandbox.create", "sandbox.transition", "exec.start", "exec.exit",
+                             "file.write", "file.read", "sandbox.destroy"})
+      EXPECT_NE(text.find(std::string("\"type\":\"") + type + "\""), std::string::npos) << type;
+    // The upload's digest is in the record: sha256("payload").
+    EXPECT_NE(text.find("239f59ed55e737c77147cf55ad0c1b030b6d7ee748a7426952f9b852d5a935e5"),
+              std::string::npos);
+    // Edit one byte of a record in the middle: verify must fail and say where.
+    host_sh("sed -i '3s/\"sandbox\"/\"sandbax\"/' '" + log + "'");
+    auto bad = run_corral({"audit", "verify", "--log", log});
+    EXPECT_NE(bad.exit_code, 0) << bad.out << bad.err;
+    EXPECT_NE((bad.out + bad.err).find("line 3"), std::string::npos) << bad.out << bad.err;
+  }
+}
+
+}  // namespace
+}  // namespace corral::testing
