@@ -471,10 +471,20 @@ ApiResult<api::SandboxInfo> SandboxService::destroy(std::string_view id, std::st
   }
   {
     std::lock_guard lock(e->mu);
-    if (e->state == SandboxState::kDestroying) {
-      // Someone else is tearing it down: report where it is.
+    if (e->tearing_down) {
+      // Someone else (another DELETE, the reaper) is tearing it down: wait
+      // for it, bounded, and report where it is.
+      e->torn_down.wait_for(e->mu, std::chrono::seconds(30), [&] { return e->torn; });
     } else {
+      e->tearing_down = true;
       (void)transition(e.get(), id, SandboxState::kDestroying, reason);
+    }
+  }
+  {
+    std::unique_lock lock(e->mu);
+    if (e->torn) {
+      lock.unlock();
+      return get(id);
     }
   }
   api::SandboxInfo info = teardown(e, id, reason, false);
@@ -484,11 +494,9 @@ ApiResult<api::SandboxInfo> SandboxService::destroy(std::string_view id, std::st
 api::SandboxInfo SandboxService::teardown(const std::shared_ptr<SandboxEntry>& e,
                                           std::string_view id, std::string_view reason,
                                           bool failed) {
-  // One teardown at a time per sandbox; the others wait and then report.
-  static std::mutex teardown_mu;  // coarse but rare: destroys are short
-  std::unique_lock<std::mutex> tl(teardown_mu, std::defer_lock);
   {
     std::lock_guard lock(e->mu);
+    e->tearing_down = true;
     if (failed && e->state == SandboxState::kFailed)
       (void)transition(e.get(), id, SandboxState::kDestroying, "cleanup of a failed create");
   }
@@ -546,6 +554,11 @@ api::SandboxInfo SandboxService::teardown(const std::shared_ptr<SandboxEntry>& e
       reserved_disk_ -= std::min(reserved_disk_, e->spec.limits.disk_bytes);
     }
   }
+  {
+    std::lock_guard lock(e->mu);
+    e->torn = true;
+  }
+  e->torn_down.notify_all();
   api::SandboxInfo info;
   if (auto record = store_.get(id); record) {
     if (auto i = info_of(*record, nullptr); i) info = *i;

@@ -64,6 +64,9 @@ struct SandboxEntry {
   std::int64_t expires_at_ms = 0;
   std::map<std::uint64_t, std::shared_ptr<ProcessEntry>> processes;  // by request id
   std::uint64_t running = 0;  // processes not yet finished
+  bool tearing_down = false;  // one teardown per sandbox; later destroys wait
+  bool torn = false;
+  std::condition_variable_any torn_down;
 };
 
 class SandboxService {
