@@ -1603,7 +1603,7 @@ Result<CreateSandboxRequest> parse_create_sandbox(std::string_view body) {
   return guarded<CreateSandboxRequest>([&] { return parse_create(body, nullptr); });
 }
 
-Result<CreateSandboxRequest> parse_create_sandbox(std::string_view body,
+Result<CreateSandboxRequest> parse_create_sandbox_over(std::string_view body,
                                                   const SandboxSpec& defaults) {
   return guarded<CreateSandboxRequest>([&] { return parse_create(body, &defaults); });
 }

@@ -80,7 +80,7 @@ struct CreateSandboxRequest {
 Result<CreateSandboxRequest> parse_create_sandbox(std::string_view body);
 // The same on top of `defaults` (the daemon's `sandbox:` configuration):
 // fields the body leaves out keep the defaults' values.
-Result<CreateSandboxRequest> parse_create_sandbox(std::string_view body,
+Result<CreateSandboxRequest> parse_create_sandbox_over(std::string_view body,
                                                   const SandboxSpec& defaults);
 std::string to_json(const CreateSandboxRequest& request);
 

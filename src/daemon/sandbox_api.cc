@@ -19,7 +19,7 @@ bool fail_if_error(ApiRequest& r, const ApiResult<T>& result) {
 void handle_create_sandbox(ApiContext& ctx, ApiRequest& r) {
   auto body = read_json_body(r, ctx.limits.max_json_body);
   if (fail_if_error(r, body)) return;
-  auto request = api::parse_create_sandbox(body->empty() ? "{}" : *body, ctx.sandboxes.defaults());
+  auto request = api::parse_create_sandbox_over(body->empty() ? "{}" : *body, ctx.sandboxes.defaults());
   if (!request) return send_error(r.out, api::to_api_error(request.error()));
   std::optional<std::string> key;
   if (auto k = r.head.header("idempotency-key"); k) {
