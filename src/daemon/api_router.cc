@@ -135,9 +135,11 @@ void ApiRouter::handle(const http::Peer& peer, const http::RequestHead& head,
       if (match(route.pattern, parts, &params))
         allowed += (allowed.empty() ? "" : ", ") + std::string(route.method);
     }
-    send_error(out, api::make_api_error("method_not_allowed",
-                                        head.method + " is not allowed on " + head.path +
-                                            " (allowed: " + allowed + ")"));
+    api::ApiError e = api::make_api_error(
+        "method_not_allowed", head.method + " is not allowed on " + head.path + " (allowed: " +
+                                  allowed + ")");
+    (void)out.send(e.http_status, {{"content-type", "application/json"}, {"allow", allowed}},
+                   api::to_json(e));
     return;
   }
   send_error(out, api::make_api_error("not_found", "no route " + head.method + " " + head.path, "",

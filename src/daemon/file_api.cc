@@ -109,7 +109,7 @@ void handle_file_upload(ApiContext& ctx, ApiRequest& r) {
     if (!n) {
       (void)ftruncate(fd->get(), 0);
       const bool timeout = n.error().code == ErrorCode::kTimeout;
-      return send_error(r.out, api::make_api_error(timeout ? "request_timeout" : "bad_request_body",
+      return send_error(r.out, api::make_api_error(timeout ? "request_timeout" : "invalid_value",
                                                    "upload interrupted: " + n.error().message));
     }
     if (*n == 0) break;

@@ -238,7 +238,7 @@ ApiResult<SandboxService::Created> SandboxService::create(
   // Capacity (C2): refuse now rather than accept and kill later.
   {
     std::lock_guard lock(mu_);
-    if (!idempotency_key || true) {
+    {
       if (entries_.size() >= limits_.max_sandboxes)
         return api_fail("over_capacity",
                         "the daemon already runs " + std::to_string(entries_.size()) +
