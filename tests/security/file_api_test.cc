@@ -306,7 +306,9 @@ TEST_F(FileApiSecurity, SymlinksMadeInsideNeverReachTheHost) {
   expect_refused(mkdir("/workspace/d/sub"), "mkdir via the dir link");
   HttpReply vt = list("/workspace/up/var/tmp");
   ASSERT_EQ(vt.status, 200) << describe(vt);
-  for (const auto& e : vt.json()["entries"]) {
+  const json entries = vt.json()["entries"];
+  EXPECT_TRUE(entries.is_array()) << describe(vt);
+  for (const auto& e : entries) {
     EXPECT_NE("/var/tmp/" + e.value("name", ""), dir) << "the host's /var/tmp was listed";
   }
   canary.expect_untouched("before the directory exists inside");
