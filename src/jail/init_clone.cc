@@ -12,21 +12,6 @@ namespace corral {
 
 namespace {
 
-// Layout of struct clone_args (linux/sched.h), kept here because that
-// header clashes with glibc's <sched.h>.
-struct CloneArgs {
-  std::uint64_t flags;
-  std::uint64_t pidfd;
-  std::uint64_t child_tid;
-  std::uint64_t parent_tid;
-  std::uint64_t exit_signal;
-  std::uint64_t stack;
-  std::uint64_t stack_size;
-  std::uint64_t tls;
-  std::uint64_t set_tid;
-  std::uint64_t set_tid_size;
-  std::uint64_t cgroup;
-};
 constexpr std::uint64_t kCloneIntoCgroup = 0x200000000ULL;
 
 }  // namespace
@@ -35,7 +20,7 @@ pid_t clone_sandbox_init(SandboxPlan& plan, const Cgroup& cgroup, int* pidfd,
                          const int* close_in_child, int count) {
   const bool v2 = cgroup.clone_into_fd() >= 0;
   plan.unshare_cgroup_ns = !v2;
-  CloneArgs args{};
+  sys::CloneArgs args{};
   args.flags = CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
                CLONE_PIDFD;
   if (v2) {

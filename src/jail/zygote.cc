@@ -32,11 +32,6 @@ namespace corral {
 
 namespace {
 
-// Layout of struct clone_args (see sandbox_runner.cc for why it is here).
-struct CloneArgs {
-  std::uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls,
-      set_tid, set_tid_size, cgroup;
-};
 
 void send_reply(int fd, const SpawnReply& reply, int pass_fd = -1) {
   iovec iov{const_cast<SpawnReply*>(&reply), sizeof reply};
@@ -140,7 +135,7 @@ void spawn_one(const SandboxPlan& plan, const SpawnRequest& request, const int s
     return;
   }
   int pidfd = -1;
-  CloneArgs args{};
+  sys::CloneArgs args{};
   args.flags = CLONE_PIDFD;
   args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
   args.exit_signal = SIGCHLD;

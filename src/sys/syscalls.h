@@ -19,6 +19,22 @@ namespace corral::sys {
 int pivot_root(const char* new_root, const char* put_old);
 
 // --- processes ---
+// Layout of struct clone_args (linux/sched.h), kept here because that
+// header clashes with glibc's <sched.h>.
+struct CloneArgs {
+  std::uint64_t flags;
+  std::uint64_t pidfd;
+  std::uint64_t child_tid;
+  std::uint64_t parent_tid;
+  std::uint64_t exit_signal;
+  std::uint64_t stack;
+  std::uint64_t stack_size;
+  std::uint64_t tls;
+  std::uint64_t set_tid;
+  std::uint64_t set_tid_size;
+  std::uint64_t cgroup;
+};
+
 // clone3 with a caller-built clone_args; returns like fork().
 pid_t clone3(void* clone_args, std::size_t size);
 // fork(2) semantics, the child in a new user namespace (clone(2) with
