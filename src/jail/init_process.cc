@@ -191,17 +191,17 @@ void run_init(SandboxPlan& plan) {
   const int keep[] = {plan.control_fd, pty_slave, go_pipe[1], kept[0], kept[1],
                       kept[2],         kept[3],   kept[4],     kept[5], kept[6]};
   if (close_fds_except(keep, 10) != 0) fail(plan, Stage::kCloseFds, "close_range");
-  if (write(go_pipe[1], &release, sizeof release) != sizeof release)
-    fail(plan, Stage::kUserNamespace, "release workload");
-  close(go_pipe[1]);
-  close(userns);
 
   // Setup is over: from here init only reaps, forwards signals to the
   // workload (another uid: CAP_KILL) and reports. It keeps nothing else,
-  // so a bug in this loop is not a bug in full host root.
+  // so a bug in this loop is not a bug in full host root. The drop comes
+  // before the release, so no workload ever runs beside a privileged init.
   if (drop_bounding_set(kInitCapabilities) != 0 || set_capabilities(kInitCapabilities) != 0 ||
       prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
     fail(plan, Stage::kCapabilities, "init drops its capabilities");
+  if (write(go_pipe[1], &release, sizeof release) != sizeof release)
+    fail(plan, Stage::kUserNamespace, "release workload");
+  close(go_pipe[1]);
 
   int sfd = signalfd(-1, &all, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0) fail(plan, Stage::kSession, "signalfd");
