@@ -51,7 +51,7 @@ LandlockPlan make_landlock_plan(int abi) {
   return plan;
 }
 
-int apply_landlock(const LandlockPlan& plan) {
+int build_landlock_ruleset(const LandlockPlan& plan) {
   RulesetAttr attr{plan.handled_fs, 0, plan.scoped};
   std::size_t size = plan.abi >= 6 ? sizeof attr : (plan.abi >= 4 ? 16 : 8);
   int ruleset = sys::landlock_create_ruleset(&attr, size, 0);
@@ -83,7 +83,15 @@ int apply_landlock(const LandlockPlan& plan) {
       return -1;
     }
   }
-  int r = sys::landlock_restrict_self(ruleset, 0);
+  return ruleset;
+}
+
+int restrict_to_landlock_ruleset(int ruleset) { return sys::landlock_restrict_self(ruleset, 0); }
+
+int apply_landlock(const LandlockPlan& plan) {
+  int ruleset = build_landlock_ruleset(plan);
+  if (ruleset < 0) return -1;
+  int r = restrict_to_landlock_ruleset(ruleset);
   int err = errno;
   close(ruleset);
   errno = err;

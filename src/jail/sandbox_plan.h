@@ -136,7 +136,24 @@ struct HardenFailure {
 // workdir, Landlock, seccomp last). The same steps for `corral run`'s
 // workload and for every process the zygote starts. Returns false with
 // `failure` set when a step fails.
-bool harden_process(const SandboxPlan& plan, const char* workdir, HardenFailure* failure);
+//
+// A spawner that starts many processes (the zygote) prepares the costly,
+// shareable part once with prepare_shared_confinement() and passes it in:
+// then the seccomp filter is inherited (checked, not installed again) and
+// each process enters a Landlock domain of its own from the prebuilt
+// ruleset. The resulting process is confined exactly as without it.
+struct SharedConfinement {
+  int landlock_ruleset = -1;  // kept open by the spawner; its children close it
+};
+bool harden_process(const SandboxPlan& plan, const char* workdir, HardenFailure* failure,
+                    const SharedConfinement* shared = nullptr);
+
+// In the spawner itself: shrinks its bounding set to the plan's, sets
+// no_new_privs, builds the Landlock ruleset and installs the seccomp filter
+// on itself, so everything it forks starts under the filter. Its own
+// capabilities (needed to set each child's ids) are left as they are.
+bool prepare_shared_confinement(const SandboxPlan& plan, SharedConfinement* out,
+                                HardenFailure* failure);
 
 // Post-fork: closes every fd >= 3 except the `count` listed in `keep`
 // (at most 16; negative entries are ignored).

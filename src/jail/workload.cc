@@ -16,6 +16,7 @@
 #include <cstdio>
 
 #include "jail/capabilities.h"
+#include "jail/landlock.h"
 #include "jail/sandbox_plan.h"
 #include "jail/seccomp_install.h"
 #include "jail/stage.h"
@@ -37,7 +38,8 @@ bool failed(HardenFailure* failure, Stage stage, const char* detail) {
 
 }  // namespace
 
-bool harden_process(const SandboxPlan& plan, const char* workdir, HardenFailure* failure) {
+bool harden_process(const SandboxPlan& plan, const char* workdir, HardenFailure* failure,
+                    const SharedConfinement* shared) {
   gid_t groups[1] = {plan.gid};
   if (setgroups(1, groups) != 0) return failed(failure, Stage::kCredentials, "setgroups");
   if (setresgid(plan.gid, plan.gid, plan.gid) != 0)
@@ -61,10 +63,39 @@ bool harden_process(const SandboxPlan& plan, const char* workdir, HardenFailure*
   }
   umask(022);  // init runs with 0 to create /dev; the command gets the usual
   if (chdir(workdir) != 0) return failed(failure, Stage::kWorkdir, workdir);
+
+  if (shared != nullptr) {
+    // A domain of its own (so it cannot signal its spawner or its
+    // siblings' domains), from the ruleset built once.
+    int r = restrict_to_landlock_ruleset(shared->landlock_ruleset);
+    close(shared->landlock_ruleset);
+    if (r != 0) return failed(failure, Stage::kLandlock, "landlock");
+    // Inherited from the spawner; fail closed if it is somehow not there.
+    if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) != 2) {
+      errno = EPERM;
+      return failed(failure, Stage::kSeccomp, "inherited filter missing");
+    }
+    return true;
+  }
   if (apply_landlock(plan.landlock) != 0) return failed(failure, Stage::kLandlock, "landlock");
 
   // seccomp goes last, so that the filter is as strict as the command
   // needs and not loosened for the setup steps above.
+  if (install_seccomp_filter_raw(plan.seccomp) != 0)
+    return failed(failure, Stage::kSeccomp, "install filter");
+  return true;
+}
+
+bool prepare_shared_confinement(const SandboxPlan& plan, SharedConfinement* out,
+                                HardenFailure* failure) {
+  if (drop_bounding_set(plan.capabilities) != 0)
+    return failed(failure, Stage::kCapabilities, "bounding set");
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    return failed(failure, Stage::kNoNewPrivs, "prctl");
+  out->landlock_ruleset = build_landlock_ruleset(plan.landlock);
+  if (out->landlock_ruleset < 0) return failed(failure, Stage::kLandlock, "landlock ruleset");
+  // The filter permits what the spawner still does (fork without namespace
+  // flags, set ids, Landlock), as it permits it to any sandboxed process.
   if (install_seccomp_filter_raw(plan.seccomp) != 0)
     return failed(failure, Stage::kSeccomp, "install filter");
   return true;

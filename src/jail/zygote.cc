@@ -3,11 +3,13 @@
 // and never exec'd (so its memory belongs to the host's user namespace and
 // nothing inside can ptrace it). It starts one process per spawn request
 // from the daemon: fork, the request's stdio fds as 0-2, the same
-// hardening as `corral run`'s workload (harden_process), execve. It reaps
+// hardening as `corral run`'s workload (harden_process, with the seccomp
+// filter and Landlock ruleset prepared once here), execve. It reaps
 // its children and reports every start, failure and exit on the spawn
 // channel (jail/live_channel.h). It is single-threaded, so its children may
 // allocate before they exec.
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -80,13 +82,14 @@ struct ChildReport {
 }
 
 // The child: becomes the requested process or reports why it could not.
-[[noreturn]] void become_process(const SandboxPlan& plan, const SpawnRequest& request,
-                                 const int stdio[3], int report_fd) {
+[[noreturn]] void become_process(const SandboxPlan& plan, const SharedConfinement& shared,
+                                 const SpawnRequest& request, const int stdio[3],
+                                 int report_fd) {
   for (int n = 0; n < 3; ++n) {
     if (dup2(stdio[n], n) < 0) child_report(report_fd, Stage::kSession, errno, "dup2 stdio");
   }
-  const int keep[] = {report_fd};
-  if (close_fds_except(keep, 1) != 0)
+  const int keep[] = {report_fd, shared.landlock_ruleset};
+  if (close_fds_except(keep, 2) != 0)
     child_report(report_fd, Stage::kCloseFds, errno, "close_range");
   sigset_t none;
   sigemptyset(&none);
@@ -97,7 +100,7 @@ struct ChildReport {
 
   const std::string& cwd = request.cwd.empty() ? plan.workdir : request.cwd;
   HardenFailure failure;
-  if (!harden_process(plan, cwd.c_str(), &failure))
+  if (!harden_process(plan, cwd.c_str(), &failure, &shared))
     child_report(report_fd, static_cast<Stage>(failure.stage), failure.err, failure.detail);
 
   std::vector<char*> argv, envp;
@@ -127,7 +130,8 @@ struct ChildReport {
 }
 
 // Starts one request; the reply says how it went.
-void spawn_one(const SandboxPlan& plan, const SpawnRequest& request, const int stdio[3],
+void spawn_one(const SandboxPlan& plan, const SharedConfinement& shared,
+               const SpawnRequest& request, const int stdio[3],
                std::unordered_map<pid_t, std::uint64_t>& running) {
   int report[2];
   if (pipe2(report, O_CLOEXEC) != 0) {
@@ -135,21 +139,17 @@ void spawn_one(const SandboxPlan& plan, const SpawnRequest& request, const int s
     return;
   }
   int pidfd = -1;
-  sys::CloneArgs args{};
-  args.flags = CLONE_PIDFD;
-  args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
-  args.exit_signal = SIGCHLD;
-  pid_t pid = sys::clone3(&args, sizeof args);
+  pid_t pid = sys::fork_with_pidfd(&pidfd);
   if (pid == 0) {
     close(report[0]);
-    become_process(plan, request, stdio, report[1]);
+    become_process(plan, shared, request, stdio, report[1]);
   }
   const int clone_errno = errno;
   close(report[1]);
   if (pid < 0) {
     close(report[0]);
     send_reply(plan.spawn_fd,
-               failure_reply(request.request_id, Stage::kClone, clone_errno, "clone3"));
+               failure_reply(request.request_id, Stage::kClone, clone_errno, "clone"));
     return;
   }
   // The pipe closes on a successful execve (O_CLOEXEC): zero bytes = running.
@@ -188,6 +188,14 @@ void run_zygote(const SandboxPlan& plan, int go_fd) {
   const int keep[] = {plan.control_fd, plan.spawn_fd};
   if (close_fds_except(keep, 2) != 0) child_fail(plan.control_fd, static_cast<int>(Stage::kCloseFds), errno, "close_range");
   if (setsid() < 0) child_fail(plan.control_fd, static_cast<int>(Stage::kSession), errno, "setsid");
+  // A new user namespace does not change credentials: until now the zygote
+  // is still host uid 0, which owns host files by DAC alone. Become root of
+  // the sandbox's namespace (its first host id); the capabilities it holds
+  // there stay (an euid change to that namespace's root keeps them).
+  const gid_t root_group[1] = {0};
+  if (setgroups(1, root_group) != 0 || setresgid(0, 0, 0) != 0 || setresuid(0, 0, 0) != 0)
+    child_fail(plan.control_fd, static_cast<int>(Stage::kCredentials), errno,
+               "zygote credentials");
   if (chdir("/") != 0) child_fail(plan.control_fd, static_cast<int>(Stage::kWorkdir), errno, "/");
   // Signals stay blocked (as init left them); children are reaped here.
   sigset_t chld;
@@ -195,6 +203,14 @@ void run_zygote(const SandboxPlan& plan, int go_fd) {
   sigaddset(&chld, SIGCHLD);
   int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0) child_fail(plan.control_fd, static_cast<int>(Stage::kSession), errno, "signalfd");
+  // The costly part of every child's hardening, done once: each child
+  // inherits the seccomp filter and a shrunk bounding set and enters its
+  // own Landlock domain from this ruleset. The zygote itself is then as
+  // filtered as the processes it starts.
+  SharedConfinement shared;
+  HardenFailure failure;
+  if (!prepare_shared_confinement(plan, &shared, &failure))
+    child_fail(plan.control_fd, failure.stage, failure.err, failure.detail);
   // From here on, failures are per request: init alone speaks on control.
   close(plan.control_fd);
 
@@ -271,7 +287,7 @@ void run_zygote(const SandboxPlan& plan, int go_fd) {
                                               request.error().message.c_str()));
       continue;
     }
-    spawn_one(plan, *request, stdio, running);
+    spawn_one(plan, shared, *request, stdio, running);
     close_stdio();
   }
 }

@@ -8,9 +8,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
-#include <utility>
-
 #include <nlohmann/json.hpp>
+#include <unordered_map>
+#include <utility>
 
 namespace corral {
 
@@ -100,8 +100,9 @@ Error sqlite_error(sqlite3* db, std::string_view what, int rc) {
     case SQLITE_PERM:
     case SQLITE_AUTH:
       e.code = ErrorCode::kPermissionDenied;
-      e.hint = "the state database (and its -wal/-shm files and directory) must be writable by "
-               "the daemon";
+      e.hint =
+          "the state database (and its -wal/-shm files and directory) must be writable by "
+          "the daemon";
       break;
     case SQLITE_CANTOPEN:
       e.code = ErrorCode::kSystem;
@@ -110,8 +111,9 @@ Error sqlite_error(sqlite3* db, std::string_view what, int rc) {
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB:
       e.code = ErrorCode::kUnavailable;
-      e.hint = "the file is not a corral state database or is damaged: move it aside (keep it for "
-               "diagnosis) and restart";
+      e.hint =
+          "the file is not a corral state database or is damaged: move it aside (keep it for "
+          "diagnosis) and restart";
       break;
     case SQLITE_CONSTRAINT:
       e.code = ErrorCode::kInvalidArgument;
@@ -131,18 +133,65 @@ tl::unexpected<Error> fail(sqlite3* db, std::string_view what, int rc) {
   return tl::unexpected<Error>(sqlite_error(db, what, rc));
 }
 
-// A prepared statement, finalized on scope exit.
+// The prepared statements of one connection, kept for reuse: parsing the
+// SQL costs more than running these small statements, and the exec path
+// writes a few rows per command. Used under the connection's mutex.
+class StmtCache {
+ public:
+  StmtCache() = default;
+  StmtCache(const StmtCache&) = delete;
+  StmtCache& operator=(const StmtCache&) = delete;
+  ~StmtCache() { clear(); }
+  void clear() {
+    for (auto& [sql, entry] : entries_) sqlite3_finalize(entry.stmt);
+    entries_.clear();
+  }
+  struct Entry {
+    sqlite3_stmt* stmt = nullptr;
+    bool in_use = false;
+  };
+  Entry& entry(std::string_view sql) { return entries_[std::string(sql)]; }
+
+ private:
+  std::unordered_map<std::string, Entry> entries_;
+};
+
+// A prepared statement, finalized on scope exit, or reset and handed back
+// to its cache.
 class Stmt {
  public:
   Stmt() = default;
   Stmt(const Stmt&) = delete;
   Stmt& operator=(const Stmt&) = delete;
-  Stmt(Stmt&& o) noexcept : db_(o.db_), s_(std::exchange(o.s_, nullptr)) {}
-  ~Stmt() { sqlite3_finalize(s_); }
+  Stmt(Stmt&& o) noexcept
+      : db_(o.db_), s_(std::exchange(o.s_, nullptr)), cached_(std::exchange(o.cached_, nullptr)) {}
+  ~Stmt() {
+    if (cached_ != nullptr) {
+      sqlite3_reset(s_);
+      sqlite3_clear_bindings(s_);
+      cached_->in_use = false;
+    } else {
+      sqlite3_finalize(s_);
+    }
+  }
 
-  static Result<Stmt> prepare(sqlite3* db, std::string_view sql) {
+  static Result<Stmt> prepare(sqlite3* db, std::string_view sql, StmtCache* cache = nullptr) {
     Stmt st;
     st.db_ = db;
+    StmtCache::Entry* entry = cache != nullptr ? &cache->entry(sql) : nullptr;
+    // A statement already in use (a nested query of the same text) gets a
+    // one-off copy.
+    if (entry != nullptr && !entry->in_use) {
+      if (entry->stmt == nullptr) {
+        int rc = sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()),
+                                    SQLITE_PREPARE_PERSISTENT, &entry->stmt, nullptr);
+        if (rc != SQLITE_OK) return fail(db, "preparing `" + std::string(sql) + "`", rc);
+      }
+      entry->in_use = true;
+      st.s_ = entry->stmt;
+      st.cached_ = entry;
+      return st;
+    }
     int rc = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &st.s_, nullptr);
     if (rc != SQLITE_OK) return fail(db, "preparing `" + std::string(sql) + "`", rc);
     return st;
@@ -202,6 +251,7 @@ class Stmt {
  private:
   sqlite3* db_ = nullptr;
   sqlite3_stmt* s_ = nullptr;
+  StmtCache::Entry* cached_ = nullptr;
 };
 
 // BEGIN IMMEDIATE ... COMMIT; rolled back on scope exit unless committed.
@@ -264,9 +314,9 @@ Result<std::string> canonical_json(std::string_view text) {
 
 Status check_id(std::string_view what, std::string_view id) {
   if (id.empty() || id.size() > kMaxIdBytes) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      std::string(what) + " id must be 1-" + std::to_string(kMaxIdBytes) +
-                          " bytes, got " + std::to_string(id.size()));
+    return make_error(ErrorCode::kInvalidArgument, std::string(what) + " id must be 1-" +
+                                                       std::to_string(kMaxIdBytes) +
+                                                       " bytes, got " + std::to_string(id.size()));
   }
   return ok();
 }
@@ -320,10 +370,14 @@ tl::unexpected<Error> no_sandbox(std::string_view id) {
 
 std::string_view process_state_name(ProcessState state) {
   switch (state) {
-    case ProcessState::kStarting: return "starting";
-    case ProcessState::kRunning: return "running";
-    case ProcessState::kExited: return "exited";
-    case ProcessState::kLost: return "lost";
+    case ProcessState::kStarting:
+      return "starting";
+    case ProcessState::kRunning:
+      return "running";
+    case ProcessState::kExited:
+      return "exited";
+    case ProcessState::kLost:
+      return "lost";
   }
   return "unknown";
 }
@@ -340,7 +394,11 @@ struct StateStore::Db {
   std::string path;
   sqlite3* handle = nullptr;
   std::mutex mu;  // one writer connection, shared by all threads
-  ~Db() { sqlite3_close_v2(handle); }
+  StmtCache cache;
+  ~Db() {
+    cache.clear();
+    sqlite3_close_v2(handle);
+  }
 };
 
 StateStore::StateStore(std::unique_ptr<Db> db) : db_(std::move(db)) {}
@@ -377,9 +435,9 @@ Result<StateStore> StateStore::open(const std::string& path, Durability durabili
   auto db = std::make_unique<Db>();
   db->path = path;
   std::string where = "state store " + path;
-  int rc = sqlite3_open_v2(path.c_str(), &db->handle,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
-                           nullptr);
+  int rc =
+      sqlite3_open_v2(path.c_str(), &db->handle,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, nullptr);
   if (rc != SQLITE_OK) return fail(db->handle, "opening " + where, rc);
   sqlite3* h = db->handle;
   sqlite3_busy_timeout(h, kBusyTimeoutMs);
@@ -437,8 +495,8 @@ Result<CreateResult> StateStore::create_sandbox(std::string_view id, std::string
   CORRAL_TRY(check_id("sandbox", id));
   if (idempotency_key && (idempotency_key->empty() || idempotency_key->size() > kMaxKeyBytes)) {
     return make_error(ErrorCode::kInvalidArgument,
-                      "Idempotency-Key must be 1-" + std::to_string(kMaxKeyBytes) +
-                          " bytes, got " + std::to_string(idempotency_key->size()),
+                      "Idempotency-Key must be 1-" + std::to_string(kMaxKeyBytes) + " bytes, got " +
+                          std::to_string(idempotency_key->size()),
                       "send a short unique key, such as a UUID, or none");
   }
   auto spec = canonical_json(spec_json);
@@ -451,8 +509,9 @@ Result<CreateResult> StateStore::create_sandbox(std::string_view id, std::string
   CORRAL_TRY_CTX(txn.begin(), what);
 
   if (idempotency_key) {
-    auto st = Stmt::prepare(h, std::string("SELECT ") + kSandboxColumns +
-                                   " FROM sandboxes WHERE idempotency_key = ?1");
+    auto st = Stmt::prepare(
+        h, std::string("SELECT ") + kSandboxColumns + " FROM sandboxes WHERE idempotency_key = ?1",
+        &db_->cache);
     if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
     st->bind(1, *idempotency_key);
     auto found = read_sandboxes(*st, "looking up the idempotency key");
@@ -472,11 +531,17 @@ Result<CreateResult> StateStore::create_sandbox(std::string_view id, std::string
   }
 
   std::int64_t now = now_ms();
-  auto ins = Stmt::prepare(h,
-                           "INSERT INTO sandboxes (id, state, spec_json, idempotency_key, "
-                           "created_at, updated_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)");
+  auto ins =
+      Stmt::prepare(h,
+                    "INSERT INTO sandboxes (id, state, spec_json, idempotency_key, "
+                    "created_at, updated_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)",
+                    &db_->cache);
   if (!ins) return tl::unexpected<Error>(std::move(ins).error().wrap(what));
-  ins->bind(1, id).bind(2, SandboxState::kCreating).bind(3, *spec).bind(5, now).bind(6, expires_at_ms);
+  ins->bind(1, id)
+      .bind(2, SandboxState::kCreating)
+      .bind(3, *spec)
+      .bind(5, now)
+      .bind(6, expires_at_ms);
   if (idempotency_key) {
     ins->bind(4, *idempotency_key);
   } else {
@@ -492,7 +557,8 @@ Result<CreateResult> StateStore::create_sandbox(std::string_view id, std::string
   }
   auto tr = Stmt::prepare(h,
                           "INSERT INTO transitions (sandbox_id, from_state, to_state, at, reason) "
-                          "VALUES (?1, NULL, ?2, ?3, 'created')");
+                          "VALUES (?1, NULL, ?2, ?3, 'created')",
+                          &db_->cache);
   if (!tr) return tl::unexpected<Error>(std::move(tr).error().wrap(what));
   tr->bind(1, id).bind(2, SandboxState::kCreating).bind(3, now);
   CORRAL_TRY_CTX(tr->run("INSERT INTO transitions"), what);
@@ -514,12 +580,12 @@ Result<TransitionRecord> StateStore::transition(std::string_view id, SandboxStat
   CORRAL_TRY(check_id("sandbox", id));
   std::lock_guard lock(db_->mu);
   sqlite3* h = db_->handle;
-  std::string what = "moving sandbox " + std::string(id) + " to " +
-                     std::string(sandbox_state_name(to));
+  std::string what =
+      "moving sandbox " + std::string(id) + " to " + std::string(sandbox_state_name(to));
   Txn txn(h);
   CORRAL_TRY_CTX(txn.begin(), what);
 
-  auto sel = Stmt::prepare(h, "SELECT state FROM sandboxes WHERE id = ?1");
+  auto sel = Stmt::prepare(h, "SELECT state FROM sandboxes WHERE id = ?1", &db_->cache);
   if (!sel) return tl::unexpected<Error>(std::move(sel).error().wrap(what));
   sel->bind(1, id);
   auto row = sel->step("SELECT state");
@@ -539,14 +605,16 @@ Result<TransitionRecord> StateStore::transition(std::string_view id, SandboxStat
   std::int64_t now = now_ms();
   auto upd = Stmt::prepare(h,
                            "UPDATE sandboxes SET state = ?2, updated_at = ?3, "
-                           "error = CASE WHEN ?2 = 'failed' THEN ?4 ELSE error END WHERE id = ?1");
+                           "error = CASE WHEN ?2 = 'failed' THEN ?4 ELSE error END WHERE id = ?1",
+                           &db_->cache);
   if (!upd) return tl::unexpected<Error>(std::move(upd).error().wrap(what));
   upd->bind(1, id).bind(2, to).bind(3, now).bind(4, reason);
   CORRAL_TRY_CTX(upd->run("UPDATE sandboxes"), what);
 
   auto ins = Stmt::prepare(h,
                            "INSERT INTO transitions (sandbox_id, from_state, to_state, at, reason) "
-                           "VALUES (?1, ?2, ?3, ?4, ?5)");
+                           "VALUES (?1, ?2, ?3, ?4, ?5)",
+                           &db_->cache);
   if (!ins) return tl::unexpected<Error>(std::move(ins).error().wrap(what));
   ins->bind(1, id).bind(2, *from).bind(3, to).bind(4, now).bind(5, reason);
   CORRAL_TRY_CTX(ins->run("INSERT INTO transitions"), what);
@@ -564,7 +632,8 @@ Status StateStore::set_resources(std::string_view id, std::optional<std::int64_t
   std::string what = "recording the resources of sandbox " + std::string(id);
   auto st = Stmt::prepare(h,
                           "UPDATE sandboxes SET host_uid_base = ?2, cgroup = ?3, updated_at = ?4 "
-                          "WHERE id = ?1");
+                          "WHERE id = ?1",
+                          &db_->cache);
   if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
   st->bind(1, id).bind(2, host_uid_base).bind(4, now_ms());
   if (cgroup) {
@@ -582,7 +651,8 @@ Status StateStore::set_runtime(std::string_view id, std::string_view runtime_jso
   std::lock_guard lock(db_->mu);
   sqlite3* h = db_->handle;
   std::string what = "recording the runtime of sandbox " + std::string(id);
-  auto st = Stmt::prepare(h, "UPDATE sandboxes SET runtime_json = ?2, updated_at = ?3 WHERE id = ?1");
+  auto st = Stmt::prepare(
+      h, "UPDATE sandboxes SET runtime_json = ?2, updated_at = ?3 WHERE id = ?1", &db_->cache);
   if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
   st->bind(1, id).bind(2, runtime_json).bind(3, now_ms());
   CORRAL_TRY_CTX(st->run("UPDATE sandboxes"), what);
@@ -595,7 +665,8 @@ Status StateStore::set_expiry(std::string_view id, std::int64_t expires_at_ms) {
   std::lock_guard lock(db_->mu);
   sqlite3* h = db_->handle;
   std::string what = "recording the expiry of sandbox " + std::string(id);
-  auto st = Stmt::prepare(h, "UPDATE sandboxes SET expires_at = ?2, updated_at = ?3 WHERE id = ?1");
+  auto st = Stmt::prepare(h, "UPDATE sandboxes SET expires_at = ?2, updated_at = ?3 WHERE id = ?1",
+                          &db_->cache);
   if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
   st->bind(1, id).bind(2, expires_at_ms).bind(3, now_ms());
   CORRAL_TRY_CTX(st->run("UPDATE sandboxes"), what);
@@ -606,8 +677,9 @@ Status StateStore::set_expiry(std::string_view id, std::int64_t expires_at_ms) {
 Result<std::optional<SandboxRecord>> StateStore::find_by_idempotency_key(std::string_view key) {
   std::lock_guard lock(db_->mu);
   sqlite3* h = db_->handle;
-  auto st = Stmt::prepare(h, std::string("SELECT ") + kSandboxColumns +
-                                 " FROM sandboxes WHERE idempotency_key = ?1");
+  auto st = Stmt::prepare(
+      h, std::string("SELECT ") + kSandboxColumns + " FROM sandboxes WHERE idempotency_key = ?1",
+      &db_->cache);
   if (!st) return tl::unexpected<Error>(std::move(st).error());
   st->bind(1, key);
   auto rows = read_sandboxes(*st, "looking up an idempotency key");
@@ -619,8 +691,8 @@ Result<std::optional<SandboxRecord>> StateStore::find_by_idempotency_key(std::st
 Result<SandboxRecord> StateStore::get(std::string_view id) {
   std::lock_guard lock(db_->mu);
   sqlite3* h = db_->handle;
-  auto st = Stmt::prepare(h, std::string("SELECT ") + kSandboxColumns +
-                                 " FROM sandboxes WHERE id = ?1");
+  auto st = Stmt::prepare(
+      h, std::string("SELECT ") + kSandboxColumns + " FROM sandboxes WHERE id = ?1", &db_->cache);
   if (!st) return tl::unexpected<Error>(std::move(st).error());
   st->bind(1, id);
   auto rows = read_sandboxes(*st, "reading sandbox " + std::string(id));
@@ -638,7 +710,7 @@ Result<std::vector<SandboxRecord>> StateStore::list(std::span<const SandboxState
   }
   sql += " ORDER BY rowid";
   std::lock_guard lock(db_->mu);
-  auto st = Stmt::prepare(db_->handle, sql);
+  auto st = Stmt::prepare(db_->handle, sql, &db_->cache);
   if (!st) return tl::unexpected<Error>(std::move(st).error());
   for (std::size_t i = 0; i < states.size(); ++i) st->bind(static_cast<int>(i + 1), states[i]);
   return read_sandboxes(*st, "listing sandboxes");
@@ -646,9 +718,11 @@ Result<std::vector<SandboxRecord>> StateStore::list(std::span<const SandboxState
 
 Result<std::vector<TransitionRecord>> StateStore::transitions(std::string_view id) {
   std::lock_guard lock(db_->mu);
-  auto st = Stmt::prepare(db_->handle,
-                          "SELECT id, sandbox_id, from_state, to_state, at, reason FROM transitions "
-                          "WHERE sandbox_id = ?1 ORDER BY id");
+  auto st =
+      Stmt::prepare(db_->handle,
+                    "SELECT id, sandbox_id, from_state, to_state, at, reason FROM transitions "
+                    "WHERE sandbox_id = ?1 ORDER BY id",
+                    &db_->cache);
   if (!st) return tl::unexpected<Error>(std::move(st).error());
   st->bind(1, id);
   std::vector<TransitionRecord> out;
@@ -689,7 +763,7 @@ Status StateStore::add_process(const ProcessRecord& p) {
   std::string what = "recording process " + p.id + " of sandbox " + p.sandbox_id;
   Txn txn(h);
   CORRAL_TRY_CTX(txn.begin(), what);
-  auto sel = Stmt::prepare(h, "SELECT state FROM sandboxes WHERE id = ?1");
+  auto sel = Stmt::prepare(h, "SELECT state FROM sandboxes WHERE id = ?1", &db_->cache);
   if (!sel) return tl::unexpected<Error>(std::move(sel).error().wrap(what));
   sel->bind(1, p.sandbox_id);
   auto row = sel->step("SELECT state");
@@ -698,14 +772,15 @@ Status StateStore::add_process(const ProcessRecord& p) {
   std::string state = sel->text(0);
   if (state != sandbox_state_name(SandboxState::kReady) &&
       state != sandbox_state_name(SandboxState::kRunning)) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      what + ": the sandbox is " + state +
-                          "; processes start only in a ready or running sandbox",
-                      "wait until the sandbox is ready");
+    return make_error(
+        ErrorCode::kInvalidArgument,
+        what + ": the sandbox is " + state + "; processes start only in a ready or running sandbox",
+        "wait until the sandbox is ready");
   }
   auto ins = Stmt::prepare(h,
                            "INSERT INTO processes (id, sandbox_id, argv_json, state, exit_code, "
-                           "signal, started_at, ended_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+                           "signal, started_at, ended_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                           &db_->cache);
   if (!ins) return tl::unexpected<Error>(std::move(ins).error().wrap(what));
   ins->bind(1, p.id).bind(2, p.sandbox_id).bind(3, argv_json).bind(4, p.state);
   ins->bind(5, p.exit_code ? std::optional<std::int64_t>(*p.exit_code) : std::nullopt);
@@ -731,7 +806,7 @@ Status StateStore::update_process(std::string_view id, ProcessState state,
   std::string what = "updating process " + std::string(id);
   Txn txn(h);
   CORRAL_TRY_CTX(txn.begin(), what);
-  auto sel = Stmt::prepare(h, "SELECT state FROM processes WHERE id = ?1");
+  auto sel = Stmt::prepare(h, "SELECT state FROM processes WHERE id = ?1", &db_->cache);
   if (!sel) return tl::unexpected<Error>(std::move(sel).error().wrap(what));
   sel->bind(1, id);
   auto row = sel->step("SELECT state");
@@ -752,7 +827,8 @@ Status StateStore::update_process(std::string_view id, ProcessState state,
   bool ends = state == ProcessState::kExited || state == ProcessState::kLost;
   auto upd = Stmt::prepare(h,
                            "UPDATE processes SET state = ?2, exit_code = ?3, signal = ?4, "
-                           "ended_at = CASE WHEN ?5 THEN ?6 ELSE ended_at END WHERE id = ?1");
+                           "ended_at = CASE WHEN ?5 THEN ?6 ELSE ended_at END WHERE id = ?1",
+                           &db_->cache);
   if (!upd) return tl::unexpected<Error>(std::move(upd).error().wrap(what));
   upd->bind(1, id).bind(2, state);
   upd->bind(3, exit_code ? std::optional<std::int64_t>(*exit_code) : std::nullopt);
@@ -767,7 +843,8 @@ Result<std::vector<ProcessRecord>> StateStore::list_processes(std::string_view s
   std::lock_guard lock(db_->mu);
   auto st = Stmt::prepare(db_->handle,
                           "SELECT id, sandbox_id, argv_json, state, exit_code, signal, started_at, "
-                          "ended_at FROM processes WHERE sandbox_id = ?1 ORDER BY rowid");
+                          "ended_at FROM processes WHERE sandbox_id = ?1 ORDER BY rowid",
+                          &db_->cache);
   if (!st) return tl::unexpected<Error>(std::move(st).error());
   st->bind(1, sandbox_id);
   std::vector<ProcessRecord> out;
@@ -814,7 +891,8 @@ Result<std::vector<SandboxRecord>> StateStore::expired(std::int64_t now) {
                           std::string("SELECT ") + kSandboxColumns +
                               " FROM sandboxes WHERE expires_at IS NOT NULL AND expires_at <= ?1 "
                               "AND state IN ('creating', 'initializing', 'ready', 'running') "
-                              "ORDER BY expires_at, rowid");
+                              "ORDER BY expires_at, rowid",
+                          &db_->cache);
   if (!st) return tl::unexpected<Error>(std::move(st).error());
   st->bind(1, now);
   return read_sandboxes(*st, "listing expired sandboxes");

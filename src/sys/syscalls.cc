@@ -18,6 +18,10 @@ pid_t clone3(void* clone_args, std::size_t size) {
 pid_t fork_into_new_userns() {
   return static_cast<pid_t>(::syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0));
 }
+pid_t fork_with_pidfd(int* pidfd) {
+  // x86-64 and arm64 order: flags, stack, parent_tid (the pidfd), child_tid, tls.
+  return static_cast<pid_t>(::syscall(SYS_clone, CLONE_PIDFD | SIGCHLD, 0, pidfd, 0, 0));
+}
 int capset_mask(std::uint64_t mask) {
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2] = {};

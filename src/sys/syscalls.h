@@ -40,6 +40,10 @@ pid_t clone3(void* clone_args, std::size_t size);
 // fork(2) semantics, the child in a new user namespace (clone(2) with
 // CLONE_NEWUSER | SIGCHLD, no shared memory).
 pid_t fork_into_new_userns();
+// fork(2) semantics plus a pidfd for the child in *pidfd (clone(2) with
+// CLONE_PIDFD | SIGCHLD): clone(2), not clone3, because it works under
+// corral's own seccomp filter, which answers clone3 with ENOSYS.
+pid_t fork_with_pidfd(int* pidfd);
 // capset(2) with version 3 headers: permitted = effective = `mask`,
 // inheritable = 0.
 int capset_mask(std::uint64_t mask);
