@@ -23,6 +23,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "api/base64.h"
@@ -615,9 +617,11 @@ Status check_file_path(const std::string& value, std::string_view path) {
   return ok();
 }
 
-Result<std::vector<std::pair<std::string, std::string>>> read_env(const Json& v,
-                                                                  std::string_view path,
-                                                                  const Ctx& ctx) {
+// An env object. With `unset` (a create's env, which goes on top of the
+// daemon's defaults) a null value is allowed too: the name goes to *unset.
+Result<std::vector<std::pair<std::string, std::string>>> read_env(
+    const Json& v, std::string_view path, const Ctx& ctx,
+    std::vector<std::string>* unset = nullptr) {
   if (!v.is_object()) return wrong_type(path, "an object of \"NAME\": \"value\"", v);
   if (v.size() > kMaxEnv) {
     return fail(
@@ -633,7 +637,13 @@ Result<std::vector<std::pair<std::string, std::string>>> read_env(const Json& v,
       return fail("invalid_value", var_path,
                   "invalid variable name: it must match [A-Za-z_][A-Za-z0-9_]*");
     }
-    auto value = read_string(it.value(), var_path, ctx, "a string value");
+    if (unset != nullptr && it.value().is_null()) {
+      unset->push_back(name);
+      continue;
+    }
+    auto value = read_string(it.value(), var_path, ctx,
+                             unset != nullptr ? "a string value, or null to remove a default"
+                                              : "a string value");
     if (!value) return tl::unexpected<Error>(value.error());
     if (value->find('\0') != std::string::npos) {
       return fail("invalid_value", var_path, "the value contains a NUL byte (\\u0000)");
@@ -641,6 +651,39 @@ Result<std::vector<std::pair<std::string, std::string>>> read_env(const Json& v,
     env.emplace_back(name, std::move(*value));
   }
   return env;
+}
+
+// A create's env on top of the base's (the daemon's defaults): a name set
+// in `body` replaces the base's value in place, a new one is appended, and
+// a name in `unset` is removed.
+Status merge_env(std::vector<std::pair<std::string, std::string>>& base,
+                 std::vector<std::pair<std::string, std::string>> body,
+                 const std::vector<std::string>& unset, std::string_view path) {
+  if (base.empty() && unset.empty()) {
+    base = std::move(body);
+    return ok();
+  }
+  std::unordered_map<std::string, std::size_t> index;
+  index.reserve(base.size() + body.size());
+  for (std::size_t i = 0; i < base.size(); ++i) index.emplace(base[i].first, i);
+  for (auto& [name, value] : body) {
+    auto [it, added] = index.emplace(name, base.size());
+    if (added) {
+      base.emplace_back(std::move(name), std::move(value));
+    } else {
+      base[it->second].second = std::move(value);
+    }
+  }
+  if (!unset.empty()) {
+    std::unordered_set<std::string_view> drop(unset.begin(), unset.end());
+    std::erase_if(base, [&](const auto& var) { return drop.contains(var.first); });
+  }
+  if (base.size() > kMaxEnv) {
+    return fail("invalid_value", path,
+                "more than " + std::to_string(kMaxEnv) + " variables with the daemon's defaults (" +
+                    std::to_string(base.size()) + ")");
+  }
+  return ok();
 }
 
 Result<std::vector<std::string>> read_string_list(const Json& v, std::string_view path,
@@ -1092,8 +1135,12 @@ Result<CreateSandboxRequest> parse_create(std::string_view body, const SandboxSp
                          if (!ms) return tl::unexpected<Error>(ms.error());
                          return std::chrono::milliseconds(*ms);
                        }));
-  CORRAL_TRY(read_into(*obj, "env", s.env,
-                       [&](const Json& j, std::string_view p) { return read_env(j, p, ctx); }));
+  // env goes on top of the defaults' env instead of replacing it.
+  if (const Json* env = obj->get("env")) {
+    auto body_env = read_env(*env, obj->at("env"), ctx, &request.env_unset);
+    if (!body_env) return tl::unexpected<Error>(body_env.error());
+    CORRAL_TRY(merge_env(s.env, std::move(*body_env), request.env_unset, obj->at("env")));
+  }
   if (const Json* mounts = obj->get("mounts")) {
     auto m = read_mounts(*mounts, obj->at("mounts"));
     if (!m) return tl::unexpected<Error>(m.error());
@@ -1621,7 +1668,15 @@ std::string to_json(const CreateSandboxRequest& request) {
   limits["timeout"] = duration_json(s.limits.timeout.count());
   j["limits"] = std::move(limits);
   j["max_lifetime"] = duration_json(s.limits.max_lifetime.count());
-  j["env"] = env_json(s.env);
+  Json env = env_json(s.env);
+  if (!request.env_unset.empty()) {
+    std::unordered_set<std::string_view> set;  // a name set in spec.env wins
+    for (const auto& var : s.env) set.insert(var.first);
+    for (const auto& name : request.env_unset) {
+      if (set.insert(name).second) env[name] = nullptr;
+    }
+  }
+  j["env"] = std::move(env);
   Json mounts = Json::array();
   for (const auto& m : s.mounts) {
     Json mj = Json::object();

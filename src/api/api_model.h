@@ -69,17 +69,26 @@ ApiError parse_api_error(int http_status, std::string_view body);
 //              "timeout": "30s" | 30},           // default per-command timeout;
 //                                                // duration: string or seconds
 //   "max_lifetime": "10m" | 600,                 // default 600 s
-//   "env": {"NAME": "value"},                    // names [A-Za-z_][A-Za-z0-9_]*
+//   "env": {"NAME": "value", "OTHER": null},     // names [A-Za-z_][A-Za-z0-9_]*;
+//                                                // merged into the defaults' env
+//                                                // (same name: replaced), null
+//                                                // removes a default variable
 //   "mounts": [{"source": "/srv/data", "target": "/data", "writable": false}],
 //   "workdir": "/workspace", "hostname": "sandbox", "root": false,
 //   "network": {"mode": "none"}
 // }
 struct CreateSandboxRequest {
   SandboxSpec spec;  // argv stays empty
+  // Names the body gave as null: removed from the defaults' env (already
+  // done in spec.env), sent as null by to_json. A name that spec.env sets
+  // is not sent as null.
+  std::vector<std::string> env_unset;
 };
 Result<CreateSandboxRequest> parse_create_sandbox(std::string_view body);
 // The same on top of `defaults` (the daemon's `sandbox:` configuration):
-// fields the body leaves out keep the defaults' values.
+// fields the body leaves out keep the defaults' values, and `limits` and
+// `env` are merged field by field and name by name; `mounts` replaces the
+// defaults' list.
 Result<CreateSandboxRequest> parse_create_sandbox_over(std::string_view body,
                                                   const SandboxSpec& defaults);
 std::string to_json(const CreateSandboxRequest& request);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <set>
 #include <system_error>
@@ -46,6 +47,13 @@ Result<std::string> BodyReader::read_all(std::size_t limit) {
   }
 }
 
+// Connections are served one per thread. Threads that finish a connection
+// wait a while for the next one instead of exiting: creating a thread
+// (stack mapping, clone) is a noticeable part of a short request such as
+// an exec of `true`.
+constexpr std::size_t kMaxIdleThreads = 8;
+constexpr std::chrono::seconds kIdleThreadLinger{10};
+
 struct Server::Impl {
   Handler handler;
   ServerOptions options;
@@ -53,16 +61,29 @@ struct Server::Impl {
   int stop_errno = 0;
   std::atomic<bool> stop_requested{false};
   std::atomic<bool> stopping{false};  // seen by connection threads
+
   std::vector<Listener> listeners;
 
+  // An admitted connection waiting for a thread.
+  struct Accepted {
+    int fd;
+    Peer peer;
+    io::Clock::time_point at;
+  };
+
   std::mutex mu;
-  std::condition_variable cv;
-  std::set<int> conn_fds;  // open connections, for shutdown on stop
-  std::size_t active = 0;
+  std::condition_variable cv;       // active / threads changed
+  std::condition_variable work_cv;  // a connection was queued, or stopping
+  std::set<int> conn_fds;           // open connections, for shutdown on stop
+  std::deque<Accepted> queue;       // handed to idle threads
+  std::size_t active = 0;           // admitted connections not yet closed
+  std::size_t threads = 0;          // connection threads alive
+  std::size_t idle = 0;             // of which waiting for work
   bool running = false;
 
   void accept_from(const Listener& listener);
   void start_connection(UniqueFd fd, const Listener& listener);
+  void connection_thread(Accepted first);
   void close_listeners();
 };
 
@@ -93,32 +114,28 @@ void Server::Impl::accept_from(const Listener& listener) {
 
 void Server::Impl::start_connection(UniqueFd fd, const Listener& listener) {
   auto accepted = io::Clock::now();
-  bool admitted = false;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    admitted = active < options.max_connections;
-    if (admitted) {
-      ++active;
-      conn_fds.insert(fd.get());
-    }
-  }
-  if (!admitted) {
-    reject_overloaded(fd.get());
-    return;
-  }
   Peer peer = peer_of(fd.get(), listener);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    if (active >= options.max_connections) {
+      lock.unlock();
+      reject_overloaded(fd.get());
+      return;
+    }
+    ++active;
+    conn_fds.insert(fd.get());
+    // Every queued connection has an idle thread of its own waiting.
+    if (idle > queue.size()) {
+      queue.push_back(Accepted{fd.release(), std::move(peer), accepted});
+      work_cv.notify_one();
+      return;
+    }
+    ++threads;
+  }
   int raw = fd.release();
   try {
-    std::thread([this, raw, peer = std::move(peer), accepted] {
-      ConnectionEnv env{handler, options, stopping};
-      serve_connection(raw, peer, env, accepted);
-      // Unregister and close under the lock: stop() must never shut down
-      // an fd number that was closed and reused meanwhile.
-      std::lock_guard<std::mutex> lock(mu);
-      conn_fds.erase(raw);
-      ::close(raw);
-      --active;
-      cv.notify_all();
+    std::thread([this, first = Accepted{raw, peer, accepted}]() mutable {
+      connection_thread(std::move(first));
     }).detach();
   } catch (const std::system_error&) {
     // No thread for it (EAGAIN): answered like any other overload.
@@ -127,7 +144,33 @@ void Server::Impl::start_connection(UniqueFd fd, const Listener& listener) {
     conn_fds.erase(raw);
     ::close(raw);
     --active;
+    --threads;
+    cv.notify_all();
   }
+}
+
+void Server::Impl::connection_thread(Accepted next) {
+  for (;;) {
+    ConnectionEnv env{handler, options, stopping};
+    serve_connection(next.fd, next.peer, env, next.at);
+    std::unique_lock<std::mutex> lock(mu);
+    // Unregister and close under the lock: stop() must never shut down an
+    // fd number that was closed and reused meanwhile.
+    conn_fds.erase(next.fd);
+    ::close(next.fd);
+    --active;
+    cv.notify_all();
+    if (idle >= kMaxIdleThreads || stopping.load()) break;
+    ++idle;
+    work_cv.wait_for(lock, kIdleThreadLinger, [&] { return !queue.empty() || stopping.load(); });
+    --idle;
+    if (queue.empty()) break;  // lingered long enough, or stopping
+    next = std::move(queue.front());
+    queue.pop_front();
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  --threads;
+  cv.notify_all();
 }
 
 Server::Server(Handler handler, ServerOptions options) : impl_(std::make_unique<Impl>()) {
@@ -195,9 +238,11 @@ void Server::run() {
   s.close_listeners();
   std::unique_lock<std::mutex> lock(s.mu);
   // Ends every connection's blocking wait: reads see end of stream, writes
-  // fail, and each thread finishes its request and exits.
+  // fail, and each thread finishes its request and exits; idle threads
+  // wake up and exit too (they use this object).
   for (int fd : s.conn_fds) ::shutdown(fd, SHUT_RDWR);
-  s.cv.wait(lock, [&] { return s.active == 0; });
+  s.work_cv.notify_all();
+  s.cv.wait(lock, [&] { return s.active == 0 && s.threads == 0; });
   s.running = false;
   s.cv.notify_all();
 }

@@ -70,6 +70,13 @@ CREATE INDEX processes_by_sandbox ON processes(sandbox_id);
     R"sql(
 ALTER TABLE sandboxes ADD COLUMN runtime_json TEXT;
 )sql",
+    // 2 -> 3: what the daemon needs to find a background process again
+    // after a restart (host pid and start time) and to keep its timeout.
+    R"sql(
+ALTER TABLE processes ADD COLUMN deadline_at INTEGER;
+ALTER TABLE processes ADD COLUMN host_pid INTEGER CHECK (host_pid > 0);
+ALTER TABLE processes ADD COLUMN host_start_time INTEGER CHECK (host_start_time > 0);
+)sql",
 };
 static_assert(std::size(kMigrations) == StateStore::kSchemaVersion,
               "one migration per schema version");

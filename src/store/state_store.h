@@ -65,6 +65,15 @@ struct ProcessRecord {
   std::optional<int> signal;
   std::int64_t started_at_ms = 0;
   std::optional<std::int64_t> ended_at_ms;
+  // Its timeout as a unix-ms deadline (empty: none recorded).
+  std::optional<std::int64_t> deadline_at_ms;
+  // Who it is on the host, recorded once it runs (set_process_host), so
+  // that a restarted daemon can find and signal it again: its pid in the
+  // host's pid namespace and its start time (/proc/<pid>/stat field 22,
+  // clock ticks since boot), which tells it from a later process that got
+  // the same pid.
+  std::optional<std::int64_t> host_pid;
+  std::optional<std::uint64_t> host_start_time;
 };
 
 struct CreateResult {
@@ -74,7 +83,7 @@ struct CreateResult {
 
 class StateStore {
  public:
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   // What an acknowledged write survives. kPowerLoss: synchronous=FULL, every
   // commit is fsync'd before the call returns. kProcessCrash:
@@ -133,6 +142,11 @@ class StateStore {
   // ended_at.
   Status update_process(std::string_view id, ProcessState state,
                         std::optional<int> exit_code, std::optional<int> signal);
+  // Records the host pid and start time of a process that runs, and moves
+  // it from starting to running, in one transaction. kNotFound for an
+  // unknown id; kInvalidArgument once it has ended.
+  Status set_process_host(std::string_view id, std::int64_t host_pid,
+                          std::uint64_t host_start_time);
   Result<std::vector<ProcessRecord>> list_processes(std::string_view sandbox_id);
 
   // Sandboxes that may still hold host resources (every state but
