@@ -53,6 +53,7 @@ serve: build
 bench: build
 	./bench/startup.sh
 	./bench/daemon.sh
+	$(BUILD)/bench/corral_bench_net_setup
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')

@@ -642,8 +642,7 @@ Result<std::vector<std::pair<std::string, std::string>>> read_env(
       continue;
     }
     auto value = read_string(it.value(), var_path, ctx,
-                             unset != nullptr ? "a string value, or null to remove a default"
-                                              : "a string value");
+                             unset != nullptr ? "a string value or null" : "a string value");
     if (!value) return tl::unexpected<Error>(value.error());
     if (value->find('\0') != std::string::npos) {
       return fail("invalid_value", var_path, "the value contains a NUL byte (\\u0000)");
@@ -1651,7 +1650,7 @@ Result<CreateSandboxRequest> parse_create_sandbox(std::string_view body) {
 }
 
 Result<CreateSandboxRequest> parse_create_sandbox_over(std::string_view body,
-                                                  const SandboxSpec& defaults) {
+                                                       const SandboxSpec& defaults) {
   return guarded<CreateSandboxRequest>([&] { return parse_create(body, &defaults); });
 }
 

@@ -90,7 +90,7 @@ Result<CreateSandboxRequest> parse_create_sandbox(std::string_view body);
 // `env` are merged field by field and name by name; `mounts` replaces the
 // defaults' list.
 Result<CreateSandboxRequest> parse_create_sandbox_over(std::string_view body,
-                                                  const SandboxSpec& defaults);
+                                                       const SandboxSpec& defaults);
 std::string to_json(const CreateSandboxRequest& request);
 
 // The spec as stored and shown (canonical, every field present, sizes in
@@ -148,7 +148,7 @@ std::string to_json(const ExtendRequest& request);
 // at most 64 MiB), "stream": "ndjson" | "sse" (exec only; also chosen by
 // the Accept header).
 struct ExecRequest {
-  std::vector<std::string> argv;  // cmd is turned into {"/bin/sh", "-c", cmd}
+  std::vector<std::string> argv;   // cmd is turned into {"/bin/sh", "-c", cmd}
   std::optional<std::string> cmd;  // as given, for display
   std::vector<std::pair<std::string, std::string>> env;
   std::optional<std::string> cwd;
@@ -180,19 +180,19 @@ Result<ExecResult> parse_exec_result(std::string_view body);
 // fields without the outputs} or {"type": "error", "error": {...}}.
 struct ExecEvent {
   enum Kind { kStdout, kStderr, kExit, kError } kind = kStdout;
-  std::string data;          // kStdout/kStderr
-  ExecResult result;         // kExit
-  ApiError error;            // kError
+  std::string data;   // kStdout/kStderr
+  ExecResult result;  // kExit
+  ApiError error;     // kError
 };
 std::string to_json(const ExecEvent& event);  // one line, no trailing newline
 Result<ExecEvent> parse_exec_event(std::string_view line);
 
 // Background processes.
 struct ProcessInfo {
-  std::string id;          // "p-" + hex
+  std::string id;  // "p-" + hex
   std::string sandbox_id;
   std::vector<std::string> argv;
-  std::string state;       // process_state_name()
+  std::string state;  // process_state_name()
   std::optional<int> exit_code;
   std::optional<int> signal;
   bool timed_out = false;
@@ -222,7 +222,8 @@ struct FileEntry {
 };
 std::string to_json(const FileEntry& entry);
 Result<FileEntry> parse_file_entry(std::string_view body);
-std::string to_json(const std::vector<FileEntry>& entries, bool truncated);  // {"entries": [...], "truncated": b}
+std::string to_json(const std::vector<FileEntry>& entries,
+                    bool truncated);  // {"entries": [...], "truncated": b}
 Result<std::vector<FileEntry>> parse_file_list(std::string_view body, bool* truncated);
 
 // POST .../files/mkdir: {"path": "/workspace/a/b", "parents": true, "mode": "0755" | 493}

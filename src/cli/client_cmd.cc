@@ -3,11 +3,11 @@
 // Exit codes: 0 success, 1 failure (the API's message and hint on stderr),
 // 2 usage error (with the verb's usage text); `exec` exits with the
 // command's status and uses 125 for its own failures, like `corral run`.
+// Every verb reads its command line with ClientFlags (cli/client_flags.h).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -22,6 +22,7 @@
 
 #include "base/unique_fd.h"
 #include "cli/cli_output.h"
+#include "cli/client_flags.h"
 #include "cli/commands.h"
 #include "sdk/remote_provider.h"
 #include "spec/mount_arg.h"
@@ -33,11 +34,6 @@ namespace corral::cli {
 namespace {
 
 using ojson = nlohmann::ordered_json;
-
-constexpr const char* kEndpointHelp =
-    "  --url URL            the daemon: unix:/path/to.sock or http://HOST:PORT\n"
-    "                       (default: $CORRAL_URL, else unix:/run/corral/corral.sock)\n"
-    "  --api-key-file FILE  the key for an http URL (default: $CORRAL_API_KEY)\n";
 
 constexpr const char* kCreateUsage =
     "usage: corral create [options]\n"
@@ -132,24 +128,6 @@ constexpr const char* kRmUsage =
     "options:\n"
     "  --all                every sandbox of the daemon that is not destroyed yet\n";
 
-std::string usage_of(const char* usage) { return std::string(usage) + kEndpointHelp; }
-
-// --url, --api-key-file: accepted by every verb.
-struct Endpoint {
-  std::string url;
-  std::string key_file;
-};
-
-// Consumes a common option at args[i]; 1 taken, 0 not ours, -1 missing value.
-int take_endpoint_option(const std::vector<std::string_view>& args, std::size_t& i, Endpoint& ep) {
-  if (args[i] != "--url" && args[i] != "--api-key-file") return 0;
-  if (i + 1 >= args.size()) return -1;
-  std::string& field = args[i] == "--url" ? ep.url : ep.key_file;
-  field = std::string(args[i + 1]);
-  ++i;
-  return 1;
-}
-
 Result<std::unique_ptr<sdk::RemoteProvider>> connect(const Endpoint& ep) {
   sdk::RemoteOptions options = sdk::RemoteProvider::options_from_environment();
   if (!ep.url.empty()) options.url = ep.url;
@@ -180,6 +158,24 @@ std::string pretty(std::string_view json_text) {
   auto j = ojson::parse(json_text, nullptr, false);
   if (j.is_discarded()) return std::string(json_text);
   return j.dump(2, ' ', false, ojson::error_handler_t::replace);
+}
+
+// The daemon's answer, indented. Exit status 0, or 1 without an answer.
+int print_json(const Result<std::string>& reply) {
+  if (!reply) return command_failure(reply.error());
+  printf("%s\n", pretty(*reply).c_str());
+  return 0;
+}
+
+// The daemon's answer as JSON with --json (`as_json`), else what `print`
+// makes of it once `parse` has read it.
+template <typename Parse, typename Print>
+int print_reply(const Result<std::string>& reply, bool as_json, Parse parse, Print print) {
+  if (!reply || as_json) return print_json(reply);
+  auto parsed = parse(*reply);
+  if (!parsed) return command_failure(parsed.error().wrap("the daemon's answer"));
+  print(*parsed);
+  return 0;
 }
 
 bool write_all(int fd, std::string_view data) {
@@ -255,135 +251,76 @@ std::string base_name(std::string_view path) {
 // ---- create -------------------------------------------------------------------------
 
 int create_command(const std::vector<std::string_view>& args) {
-  const std::string usage = usage_of(kCreateUsage);
-  Endpoint ep;
+  ClientFlags flags(kCreateUsage);
   ojson body = ojson::object();
   ojson limits = ojson::object();
   ojson env = ojson::object();
   std::optional<std::string> idempotency_key;
   bool as_json = false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string_view a = args[i];
-    if (a == "-h" || a == "--help") {
-      fputs(usage.c_str(), stdout);
-      return 0;
-    }
-    int common = take_endpoint_option(args, i, ep);
-    if (common < 0) return usage_error(std::string(a) + " needs a value", usage);
-    if (common > 0) continue;
-    if (a == "--root") {
-      body["root"] = true;
-      continue;
-    }
-    if (a == "--json") {
-      as_json = true;
-      continue;
-    }
-    static constexpr std::string_view kValued[] = {
-        "--image", "--memory",  "--cpus",     "--pids",     "--disk",           "--timeout",
-        "--lifetime", "--env", "--workdir", "--hostname", "--idempotency-key"};
-    if (std::find(std::begin(kValued), std::end(kValued), a) == std::end(kValued))
-      return usage_error("unknown option \"" + std::string(a) + "\"", usage);
-    if (i + 1 >= args.size()) return usage_error(std::string(a) + " needs a value", usage);
-    const std::string v(args[++i]);
-    // Checked here with the same parsers as the daemon's, sent as given.
-    auto bad = [&](const Error& e) {
-      return usage_error(std::string(a) + ": " + e.message, usage);
-    };
-    if (a == "--image") {
-      body["image"] = v;
-    } else if (a == "--memory" || a == "--disk") {
-      if (auto r = parse_size(v); !r) return bad(r.error());
-      limits[a == "--memory" ? "memory" : "disk"] = v;
-    } else if (a == "--cpus") {
-      if (auto r = parse_cpus(v); !r) return bad(r.error());
-      limits["cpus"] = v;
-    } else if (a == "--pids") {
-      auto r = parse_count(v);
-      if (!r) return bad(r.error());
-      limits["pids"] = *r;
-    } else if (a == "--timeout") {
-      if (auto r = parse_duration(v); !r) return bad(r.error());
-      limits["timeout"] = v;
-    } else if (a == "--lifetime") {
-      if (auto r = parse_duration(v); !r) return bad(r.error());
-      body["max_lifetime"] = v;
-    } else if (a == "--env") {
-      auto r = parse_env_arg(v);
-      if (!r) return bad(r.error());
-      env[r->first] = r->second;
-    } else if (a == "--workdir") {
-      body["workdir"] = v;
-    } else if (a == "--hostname") {
-      if (!is_valid_hostname(v))
-        return usage_error("--hostname \"" + v +
-                               "\" is not a host name: use letters, digits, '-' and '.' (at most 64)",
-                           usage);
-      body["hostname"] = v;
-    } else if (a == "--idempotency-key") {
-      idempotency_key = v;
-    }
-  }
+  flags.flag({"--root"}, [&] { body["root"] = true; });
+  flags.flag({"--json"}, as_json);
+  // A value sent as given in `object[key]`, once `check` accepted it (with
+  // the same parsers as the daemon's).
+  auto sent = [&](std::string_view flag, ojson& object, const char* key, auto check) {
+    flags.option(flag, [flag, check, &object, key](const std::string& v) -> Refusal {
+      if (auto r = check(v); !r) return refused(flag, r.error());
+      object[key] = v;
+      return std::nullopt;
+    });
+  };
+  auto any = [](std::string_view) { return Status(); };
+  sent("--image", body, "image", any);
+  sent("--memory", limits, "memory", parse_size);
+  sent("--cpus", limits, "cpus", parse_cpus);
+  flags.option("--pids", [&](const std::string& v) -> Refusal {
+    auto r = parse_count(v);
+    if (!r) return refused("--pids", r.error());
+    limits["pids"] = *r;
+    return std::nullopt;
+  });
+  sent("--disk", limits, "disk", parse_size);
+  sent("--timeout", limits, "timeout", parse_duration);
+  sent("--lifetime", body, "max_lifetime", parse_duration);
+  flags.option("--env", [&](const std::string& v) -> Refusal {
+    auto r = parse_env_arg(v);
+    if (!r) return refused("--env", r.error());
+    env[r->first] = r->second;
+    return std::nullopt;
+  });
+  sent("--workdir", body, "workdir", any);
+  flags.option("--hostname", [&](const std::string& v) -> Refusal {
+    if (!is_valid_hostname(v))
+      return "--hostname \"" + v +
+             "\" is not a host name: use letters, digits, '-' and '.' (at most 64)";
+    body["hostname"] = v;
+    return std::nullopt;
+  });
+  flags.option("--idempotency-key", idempotency_key);
+  if (auto status = flags.parse(args)) return *status;
   if (!limits.empty()) body["limits"] = std::move(limits);
   if (!env.empty()) body["env"] = std::move(env);
   // Only what was given goes out: the daemon's defaults fill in the rest.
   const std::string text = body.dump();
   if (auto parsed = api::parse_create_sandbox(text); !parsed) {
     api::ApiError e = api::to_api_error(parsed.error());
-    return usage_error(e.message, usage);
+    return flags.usage_error(e.message);
   }
-  auto provider = connect(ep);
+  auto provider = connect(flags.endpoint());
   if (!provider) return command_failure(provider.error());
   http::Headers headers;
   if (idempotency_key) headers.push_back({"idempotency-key", *idempotency_key});
   auto reply = (*provider)->call("POST", "/v1/sandboxes", text, headers);
-  if (!reply) return command_failure(reply.error());
-  if (as_json) {
-    printf("%s\n", pretty(*reply).c_str());
-    return 0;
-  }
-  auto info = api::parse_sandbox_info(*reply);
-  if (!info) return command_failure(info.error().wrap("the daemon's answer"));
-  printf("%s\n", info->id.c_str());
-  return 0;
+  return print_reply(reply, as_json, api::parse_sandbox_info,
+                     [](const api::SandboxInfo& info) { printf("%s\n", info.id.c_str()); });
 }
 
 // ---- ls -----------------------------------------------------------------------------
 
-int ls_command(const std::vector<std::string_view>& args) {
-  const std::string usage = usage_of(kLsUsage);
-  Endpoint ep;
-  bool all = false, as_json = false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string_view a = args[i];
-    if (a == "-h" || a == "--help") {
-      fputs(usage.c_str(), stdout);
-      return 0;
-    }
-    int common = take_endpoint_option(args, i, ep);
-    if (common < 0) return usage_error(std::string(a) + " needs a value", usage);
-    if (common > 0) continue;
-    if (a == "--all" || a == "-a") {
-      all = true;
-    } else if (a == "--json") {
-      as_json = true;
-    } else {
-      return usage_error("unknown argument \"" + std::string(a) + "\"", usage);
-    }
-  }
-  auto provider = connect(ep);
-  if (!provider) return command_failure(provider.error());
-  auto reply = (*provider)->call("GET", all ? "/v1/sandboxes?all=true" : "/v1/sandboxes");
-  if (!reply) return command_failure(reply.error());
-  if (as_json) {
-    printf("%s\n", pretty(*reply).c_str());
-    return 0;
-  }
-  auto list = api::parse_sandbox_list(*reply);
-  if (!list) return command_failure(list.error().wrap("the daemon's answer"));
+// ID STATE AGE EXPIRES MEM DISK, one sandbox a line.
+void print_sandbox_table(const std::vector<api::SandboxInfo>& list) {
   const std::int64_t now = now_ms();
   printf("%-16s %-12s %-6s %-8s %-15s %s\n", "ID", "STATE", "AGE", "EXPIRES", "MEM", "DISK");
-  for (const api::SandboxInfo& s : *list) {
+  for (const api::SandboxInfo& s : list) {
     std::string expires = "-";
     const bool alive = s.state != "cleaned" && s.state != "failed";
     if (s.expires_at_ms && alive)
@@ -397,35 +334,36 @@ int ls_command(const std::vector<std::string_view>& args) {
            short_duration(now - s.created_at_ms).c_str(), expires.c_str(), mem.c_str(),
            disk.c_str());
   }
-  return 0;
+}
+
+int ls_command(const std::vector<std::string_view>& args) {
+  ClientFlags flags(kLsUsage);
+  bool all = false, as_json = false;
+  flags.flag({"--all", "-a"}, all);
+  flags.flag({"--json"}, as_json);
+  flags.unknown_word("argument");
+  if (auto status = flags.parse(args)) return *status;
+  auto provider = connect(flags.endpoint());
+  if (!provider) return command_failure(provider.error());
+  auto reply = (*provider)->call("GET", all ? "/v1/sandboxes?all=true" : "/v1/sandboxes");
+  return print_reply(reply, as_json, api::parse_sandbox_list, print_sandbox_table);
 }
 
 // ---- inspect ------------------------------------------------------------------------
 
 int inspect_command(const std::vector<std::string_view>& args) {
-  const std::string usage = usage_of(kInspectUsage);
-  Endpoint ep;
+  ClientFlags flags(kInspectUsage);
   std::string id;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string_view a = args[i];
-    if (a == "-h" || a == "--help") {
-      fputs(usage.c_str(), stdout);
-      return 0;
-    }
-    int common = take_endpoint_option(args, i, ep);
-    if (common < 0) return usage_error(std::string(a) + " needs a value", usage);
-    if (common > 0) continue;
-    if (a.starts_with("-")) return usage_error("unknown option \"" + std::string(a) + "\"", usage);
-    if (!id.empty()) return usage_error("one sandbox ID at a time", usage);
+  flags.positional([&](std::string_view a) -> Refusal {
+    if (!id.empty()) return "one sandbox ID at a time";
     id = std::string(a);
-  }
-  if (id.empty()) return usage_error("which sandbox? give its ID", usage);
-  auto provider = connect(ep);
+    return std::nullopt;
+  });
+  if (auto status = flags.parse(args)) return *status;
+  if (id.empty()) return flags.usage_error("which sandbox? give its ID");
+  auto provider = connect(flags.endpoint());
   if (!provider) return command_failure(provider.error());
-  auto reply = (*provider)->call("GET", sdk::sandbox_path(id));
-  if (!reply) return command_failure(reply.error());
-  printf("%s\n", pretty(*reply).c_str());
-  return 0;
+  return print_json((*provider)->call("GET", sdk::sandbox_path(id)));
 }
 
 // ---- exec ---------------------------------------------------------------------------
@@ -433,72 +371,47 @@ int inspect_command(const std::vector<std::string_view>& args) {
 constexpr int kExecFailure = 125;
 constexpr std::size_t kMaxExecStdin = std::size_t{8} << 20;
 
-int exec_usage_error(const std::string& message, const std::string& usage) {
-  cli::usage_error(message, usage);
-  return kExecFailure;
-}
-
 int exec_command(const std::vector<std::string_view>& args) {
-  const std::string usage = usage_of(kExecUsage);
-  Endpoint ep;
+  ClientFlags flags(kExecUsage, kExecFailure);
   std::string id;
   api::ExecRequest request;
   bool forward_stdin = false;
   std::optional<std::string> shell;
-  std::size_t i = 0;
-  bool dashdash = false;
-  for (; i < args.size(); ++i) {
-    std::string_view a = args[i];
-    if (a == "--") {
-      dashdash = true;
-      ++i;
-      break;
-    }
-    if (a == "-h" || a == "--help") {
-      fputs(usage.c_str(), stdout);
-      return 0;
-    }
-    int common = take_endpoint_option(args, i, ep);
-    if (common < 0) return exec_usage_error(std::string(a) + " needs a value", usage);
-    if (common > 0) continue;
-    if (a == "-i" || a == "--stdin" || a == "--interactive") {
-      forward_stdin = true;
-      continue;
-    }
-    if (a == "--env" || a == "--cwd" || a == "--timeout" || a == "--sh") {
-      if (i + 1 >= args.size()) return exec_usage_error(std::string(a) + " needs a value", usage);
-      std::string v(args[++i]);
-      if (a == "--env") {
-        auto r = parse_env_arg(v);
-        if (!r) return exec_usage_error("--env: " + r.error().message, usage);
-        request.env.push_back(*r);
-      } else if (a == "--cwd") {
-        request.cwd = v;
-      } else if (a == "--timeout") {
-        auto r = parse_duration(v);
-        if (!r) return exec_usage_error("--timeout: " + r.error().message, usage);
-        request.timeout_ms = r->count();
-      } else {
-        shell = v;
-      }
-      continue;
-    }
-    if (a.starts_with("-"))
-      return exec_usage_error("unknown option \"" + std::string(a) + "\"", usage);
+  flags.stop_at_double_dash();
+  flags.flag({"-i", "--stdin", "--interactive"}, forward_stdin);
+  flags.option("--env", [&](const std::string& v) -> Refusal {
+    auto r = parse_env_arg(v);
+    if (!r) return refused("--env", r.error());
+    request.env.push_back(*r);
+    return std::nullopt;
+  });
+  flags.option("--cwd", request.cwd);
+  flags.option("--timeout", [&](const std::string& v) -> Refusal {
+    auto r = parse_duration(v);
+    if (!r) return refused("--timeout", r.error());
+    request.timeout_ms = r->count();
+    return std::nullopt;
+  });
+  flags.option("--sh", shell);
+  flags.positional([&](std::string_view a) -> Refusal {
     if (!id.empty())
-      return exec_usage_error("unexpected argument \"" + std::string(a) +
-                                  "\": put the command after -- (or use --sh)",
-                              usage);
+      return "unexpected argument \"" + std::string(a) +
+             "\": put the command after -- (or use --sh)";
     id = std::string(a);
+    return std::nullopt;
+  });
+  if (auto status = flags.parse(args)) return *status;
+  if (id.empty()) return flags.usage_error("which sandbox? give its ID");
+  const auto& command = flags.after_double_dash();
+  if (command) {
+    for (std::string_view a : *command) request.argv.emplace_back(a);
   }
-  if (id.empty()) return exec_usage_error("which sandbox? give its ID", usage);
-  for (; i < args.size(); ++i) request.argv.emplace_back(args[i]);
-  if (shell && dashdash)
-    return exec_usage_error("give either --sh STRING or a command after --, not both", usage);
+  if (shell && command)
+    return flags.usage_error("give either --sh STRING or a command after --, not both");
   if (shell) {
     request.cmd = *shell;
   } else if (request.argv.empty()) {
-    return exec_usage_error("no command given: put it after -- (or use --sh)", usage);
+    return flags.usage_error("no command given: put it after -- (or use --sh)");
   }
 
   if (forward_stdin) {
@@ -525,9 +438,9 @@ int exec_command(const std::vector<std::string_view>& args) {
   }
   // The request as the daemon will read it: refused here with the same words.
   if (auto parsed = api::parse_exec(api::to_json(request)); !parsed)
-    return exec_usage_error(api::to_api_error(parsed.error()).message, usage);
+    return flags.usage_error(api::to_api_error(parsed.error()).message);
 
-  auto provider = connect(ep);
+  auto provider = connect(flags.endpoint());
   if (!provider) {
     print_error(provider.error());
     return kExecFailure;
@@ -549,8 +462,8 @@ int exec_command(const std::vector<std::string_view>& args) {
 // ---- cp -----------------------------------------------------------------------------
 
 int upload(sdk::RemoteProvider& provider, const std::string& src, RemotePath dst,
-           const std::string& usage) {
-  if (dst.path.empty()) return usage_error("the path inside " + dst.id + " is empty", usage);
+           const ClientFlags& flags) {
+  if (dst.path.empty()) return flags.usage_error("the path inside " + dst.id + " is empty");
   UniqueFd file;
   int fd = STDIN_FILENO;
   std::optional<std::uint64_t> length;
@@ -561,8 +474,7 @@ int upload(sdk::RemoteProvider& provider, const std::string& src, RemotePath dst
     struct stat st;
     if (fstat(file.get(), &st) != 0) return command_failure(errno_error("stat " + src).value());
     if (!S_ISREG(st.st_mode))
-      return command_failure(Error{ErrorCode::kInvalidArgument,
-                                   src + " is not a regular file",
+      return command_failure(Error{ErrorCode::kInvalidArgument, src + " is not a regular file",
                                    "corral cp copies one file; for a directory, pipe a tar: "
                                    "tar c DIR | corral exec -i ID --sh 'tar x'",
                                    0});
@@ -573,8 +485,8 @@ int upload(sdk::RemoteProvider& provider, const std::string& src, RemotePath dst
   // Into a directory: keep the file's name.
   bool into_dir = dst.path.back() == '/';
   if (!into_dir) {
-    auto stat = provider.call("GET", sdk::sandbox_path(dst.id) + "/files/stat?path=" +
-                                         http::percent_encode(dst.path));
+    auto stat = provider.call(
+        "GET", sdk::sandbox_path(dst.id) + "/files/stat?path=" + http::percent_encode(dst.path));
     if (stat) {
       auto entry = api::parse_file_entry(*stat);
       into_dir = entry && entry->type == "directory";
@@ -582,7 +494,7 @@ int upload(sdk::RemoteProvider& provider, const std::string& src, RemotePath dst
   }
   if (into_dir) {
     if (src == "-")
-      return usage_error("name the file to write from stdin: ID:" + dst.path + "NAME", usage);
+      return flags.usage_error("name the file to write from stdin: ID:" + dst.path + "NAME");
     if (dst.path.back() != '/') dst.path += '/';
     dst.path += base_name(src);
   }
@@ -600,8 +512,8 @@ int upload(sdk::RemoteProvider& provider, const std::string& src, RemotePath dst
 }
 
 int download(sdk::RemoteProvider& provider, const RemotePath& src, std::string dst,
-             const std::string& usage) {
-  if (src.path.empty()) return usage_error("the path inside " + src.id + " is empty", usage);
+             const ClientFlags& flags) {
+  if (src.path.empty()) return flags.usage_error("the path inside " + src.id + " is empty");
   if (dst == "-") {
     auto got = provider.get_file_to_fd(src.id, src.path, STDOUT_FILENO);
     if (!got) return command_failure(got.error());
@@ -635,61 +547,43 @@ int download(sdk::RemoteProvider& provider, const RemotePath& src, std::string d
 }
 
 int cp_command(const std::vector<std::string_view>& args) {
-  const std::string usage = usage_of(kCpUsage);
-  Endpoint ep;
+  ClientFlags flags(kCpUsage);
   std::vector<std::string> paths;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string_view a = args[i];
-    if (a == "-h" || a == "--help") {
-      fputs(usage.c_str(), stdout);
-      return 0;
-    }
-    int common = take_endpoint_option(args, i, ep);
-    if (common < 0) return usage_error(std::string(a) + " needs a value", usage);
-    if (common > 0) continue;
-    if (a.size() > 1 && a.starts_with("-"))
-      return usage_error("unknown option \"" + std::string(a) + "\"", usage);
-    paths.emplace_back(a);
-  }
-  if (paths.size() != 2) return usage_error("give a SRC and a DST", usage);
+  flags.positional(
+      [&](std::string_view a) -> Refusal {
+        paths.emplace_back(a);
+        return std::nullopt;
+      },
+      /*lone_dash_is_positional=*/true);
+  if (auto status = flags.parse(args)) return *status;
+  if (paths.size() != 2) return flags.usage_error("give a SRC and a DST");
   auto src_remote = remote_path(paths[0]);
   auto dst_remote = remote_path(paths[1]);
   if (src_remote && dst_remote)
-    return usage_error("both sides are in sandboxes: copy through a local file", usage);
+    return flags.usage_error("both sides are in sandboxes: copy through a local file");
   if (!src_remote && !dst_remote)
-    return usage_error("one side must be ID:PATH (a path inside a sandbox)", usage);
-  auto provider = connect(ep);
+    return flags.usage_error("one side must be ID:PATH (a path inside a sandbox)");
+  auto provider = connect(flags.endpoint());
   if (!provider) return command_failure(provider.error());
-  if (dst_remote) return upload(**provider, paths[0], *dst_remote, usage);
-  return download(**provider, *src_remote, paths[1], usage);
+  if (dst_remote) return upload(**provider, paths[0], *dst_remote, flags);
+  return download(**provider, *src_remote, paths[1], flags);
 }
 
 // ---- rm -----------------------------------------------------------------------------
 
 int rm_command(const std::vector<std::string_view>& args) {
-  const std::string usage = usage_of(kRmUsage);
-  Endpoint ep;
+  ClientFlags flags(kRmUsage);
   std::vector<std::string> ids;
   bool all = false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string_view a = args[i];
-    if (a == "-h" || a == "--help") {
-      fputs(usage.c_str(), stdout);
-      return 0;
-    }
-    int common = take_endpoint_option(args, i, ep);
-    if (common < 0) return usage_error(std::string(a) + " needs a value", usage);
-    if (common > 0) continue;
-    if (a == "--all") {
-      all = true;
-      continue;
-    }
-    if (a.starts_with("-")) return usage_error("unknown option \"" + std::string(a) + "\"", usage);
+  flags.flag({"--all"}, all);
+  flags.positional([&](std::string_view a) -> Refusal {
     ids.emplace_back(a);
-  }
-  if (all && !ids.empty()) return usage_error("give IDs or --all, not both", usage);
-  if (!all && ids.empty()) return usage_error("which sandboxes? give their IDs (or --all)", usage);
-  auto provider = connect(ep);
+    return std::nullopt;
+  });
+  if (auto status = flags.parse(args)) return *status;
+  if (all && !ids.empty()) return flags.usage_error("give IDs or --all, not both");
+  if (!all && ids.empty()) return flags.usage_error("which sandboxes? give their IDs (or --all)");
+  auto provider = connect(flags.endpoint());
   if (!provider) return command_failure(provider.error());
   if (all) {
     auto list = (*provider)->list(false);

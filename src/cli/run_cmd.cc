@@ -15,6 +15,8 @@
 #include "cli/commands.h"
 #include "image/image_store.h"
 #include "jail/sandbox_runner.h"
+#include "net/dns_message.h"
+#include "net/network_engine.h"
 #include "spec/config_file.h"
 #include "spec/mount_arg.h"
 #include "spec/units.h"
@@ -44,7 +46,11 @@ constexpr const char* kRunUsage =
     "  --image NAME         base image from `corral image` (default: host base)\n"
     "  --root               run as uid 0 inside, with a small capability set\n"
     "  --hostname NAME      (default sandbox)\n"
-    "  --network none       loopback only (the default and, for now, only mode)\n"
+    "  --network MODE       none (loopback only, the default), allowlist or open\n"
+    "  --allow RULE         allow [http|tls|tcp://]host[:ports] (repeatable; implies allowlist)\n"
+    "  --deny RULE          deny the same form; deny wins (repeatable)\n"
+    "  --network-template NAME  start from a rule set: code-exec, data-query, scraping\n"
+    "  --dns IP[:PORT]      upstream DNS for this sandbox (default: the host's resolvers)\n"
     "  --config FILE        YAML with cpu_limit, memory_limit, disk_limit, ...\n"
     "  --tty / --no-tty     force or refuse a pty (default: when on a terminal)\n"
     "  --json               print the JSON report on stderr at the end\n"
@@ -140,8 +146,8 @@ int run_command(int argc, char** argv) {
               r.error().message.c_str());
       return true;
     };
-#define CORRAL_FLAG_VALUE(name)            \
-  auto v = value(name);                    \
+#define CORRAL_FLAG_VALUE(name) \
+  auto v = value(name);         \
   if (fail_on(v, name)) return 125;
     if (a == "--memory") {
       CORRAL_FLAG_VALUE("--memory");
@@ -201,6 +207,18 @@ int run_command(int argc, char** argv) {
     } else if (a == "--network") {
       CORRAL_FLAG_VALUE("--network");
       spec.network.mode = std::string(*v);
+    } else if (a == "--allow") {
+      CORRAL_FLAG_VALUE("--allow");
+      spec.network.allow.emplace_back(*v);
+    } else if (a == "--deny") {
+      CORRAL_FLAG_VALUE("--deny");
+      spec.network.deny.emplace_back(*v);
+    } else if (a == "--network-template") {
+      CORRAL_FLAG_VALUE("--network-template");
+      spec.network.template_name = std::string(*v);
+    } else if (a == "--dns") {
+      CORRAL_FLAG_VALUE("--dns");
+      spec.network.dns_servers.emplace_back(*v);
     } else if (a == "--config") {
       ++i;  // applied above
     } else if (a == "--json") {
@@ -223,7 +241,7 @@ int run_command(int argc, char** argv) {
     return usage_error("--hostname \"" + spec.hostname +
                        "\" is not a host name: use letters, digits, '-' and '.' (at most 64)");
   if (spec.network.mode != "none" && spec.network.mode != "allowlist" &&
-      spec.network.mode != "open")
+      spec.network.mode != "open" && !spec.network.mode.empty())
     return usage_error("--network \"" + spec.network.mode +
                        "\" is not a network mode: use none, allowlist or open");
   if (geteuid() != 0) {
@@ -237,9 +255,10 @@ int run_command(int argc, char** argv) {
   RunOptions options;
   char cwd[4096];
   options.cwd = getcwd(cwd, sizeof cwd) != nullptr ? cwd : "/";
-  options.mount_roots = flags.mount_roots.empty() ? std::vector<std::string>{options.cwd}
-                                                  : flags.mount_roots;
-  options.tty = flags.tty == 1 || (flags.tty == -1 && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO));
+  options.mount_roots =
+      flags.mount_roots.empty() ? std::vector<std::string>{options.cwd} : flags.mount_roots;
+  options.tty =
+      flags.tty == 1 || (flags.tty == -1 && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO));
 
   ImageStore images(data_dir() + "/images");
   UniqueFd image_lock;
@@ -255,7 +274,38 @@ int run_command(int argc, char** argv) {
     if (!flags.workdir_set && !info->workdir.empty()) spec.workdir = info->workdir;
   }
 
+  // A networked sandbox gets its proxy and DNS from this process (ADR 0005).
+  std::unique_ptr<net::NetworkEngine> network;
+  if (spec.network.mode == "none" &&
+      (!spec.network.allow.empty() || !spec.network.template_name.empty()))
+    spec.network.mode = "";  // rules or a template without --network: what they say
+  options.network_ready = [&](const std::string& id, const SandboxNetwork& n) -> Status {
+    net::NetworkEngineConfig config;
+    config.dns_servers = n.policy.dns_servers;
+    net::NetworkAuditSinks sinks;
+    sinks.egress = [](const net::EgressEvent& e) {
+      if (e.allowed) return;
+      fprintf(stderr, "corral: network: refused %s%s%s:%u: %s\n",
+              e.protocol.empty() ? "" : (e.protocol + " to ").c_str(),
+              e.name.empty() ? e.original_address.c_str() : e.name.c_str(),
+              e.name.empty() && e.original_address.empty() ? e.address.c_str() : "",
+              static_cast<unsigned>(e.port), e.reason.c_str());
+    };
+    sinks.dns = [](const net::DnsLogEntry& e) {
+      if (e.outcome != net::DnsOutcome::kDenied && e.outcome != net::DnsOutcome::kRefused &&
+          e.outcome != net::DnsOutcome::kTypeRefused)
+        return;
+      fprintf(stderr, "corral: network: refused DNS %s %s: %s\n",
+              net::dns::type_name(e.qtype).c_str(), e.name.c_str(), e.reason.c_str());
+    };
+    auto engine = net::NetworkEngine::start(std::move(config), std::move(sinks));
+    if (!engine) return tl::unexpected(engine.error());
+    network = std::move(*engine);
+    return network->add_sandbox(id, n.host_address(),
+                                net::IpAddress::v4(n.slot->sandbox_address()).str(), n.policy);
+  };
   RunResult result = run_sandbox(spec, options);
+  network.reset();
 
   for (const std::string& n : result.notices) fprintf(stderr, "corral: %s\n", n.c_str());
   if (result.failure) print_error(result.failure->message, result.failure->hint);

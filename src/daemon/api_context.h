@@ -21,9 +21,10 @@ namespace corral::daemon {
 class SandboxService;
 
 struct ApiLimits {
-  std::size_t max_json_body = 1 << 20;             // create, mkdir, ...
-  std::size_t max_exec_body = 16 << 20;            // exec carries stdin
-  std::uint64_t max_exec_output = 64ull << 20;     // per stream, wait mode
+  std::size_t max_json_body = 1 << 20;          // create, mkdir, ...
+  std::size_t max_exec_body = 16 << 20;         // exec carries stdin
+  std::uint64_t max_exec_output = 64ull << 20;  // per stream, wait mode
+  std::uint64_t max_upload = 0;                 // one file; 0: only the disk limit
   std::chrono::milliseconds stdin_write_timeout{30000};
 };
 

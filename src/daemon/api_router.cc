@@ -1,6 +1,7 @@
 #include "daemon/api_router.h"
 
 #include <cstring>
+#include <optional>
 
 #include "daemon/api_keys.h"
 #include "daemon/metrics.h"
@@ -42,29 +43,33 @@ const Route kRoutes[] = {
     {"POST", "/v1/sandboxes/{id}/files/rename", handle_file_rename},
 };
 
-std::vector<std::string_view> split_path(std::string_view path) {
+// The segments of an absolute path, or nothing when one is empty: "//", a
+// trailing "/" and "/" itself name no route. Paths are matched as sent,
+// never normalized, so one resource has one path.
+std::optional<std::vector<std::string_view>> split_path(std::string_view path) {
+  if (path.empty() || path.front() != '/') return std::nullopt;
   std::vector<std::string_view> parts;
-  size_t i = 0;
-  while (i < path.size()) {
-    while (i < path.size() && path[i] == '/') ++i;
-    size_t j = path.find('/', i);
+  std::size_t i = 1;
+  for (;;) {
+    std::size_t j = path.find('/', i);
     if (j == std::string_view::npos) j = path.size();
-    if (j > i) parts.push_back(path.substr(i, j - i));
-    i = j;
+    if (j == i) return std::nullopt;  // an empty segment
+    parts.push_back(path.substr(i, j - i));
+    if (j == path.size()) return parts;
+    i = j + 1;
   }
-  return parts;
 }
 
 // Matches `path` against `pattern`; fills {params} in order.
 bool match(std::string_view pattern, const std::vector<std::string_view>& path,
            std::vector<std::string>* params) {
   auto pat = split_path(pattern);
-  if (pat.size() != path.size()) return false;
+  if (!pat || pat->size() != path.size()) return false;
   params->clear();
-  for (size_t i = 0; i < pat.size(); ++i) {
-    if (pat[i].front() == '{') {
+  for (size_t i = 0; i < pat->size(); ++i) {
+    if ((*pat)[i].front() == '{') {
       params->emplace_back(path[i]);
-    } else if (pat[i] != path[i]) {
+    } else if ((*pat)[i] != path[i]) {
       return false;
     }
   }
@@ -85,8 +90,9 @@ void ApiRouter::handle(const http::Peer& peer, const http::RequestHead& head,
                        http::BodyReader& body, http::ResponseWriter& out) {
   ctx_.metrics.counter("corral_http_requests_total", "HTTP requests received").inc();
   if (head.path == "/healthz" && head.method == "GET") {
-    send_json(out, 200,
-              "{\"status\":\"ok\",\"sandboxes\":" + std::to_string(ctx_.sandboxes.live_count()) + "}");
+    send_json(
+        out, 200,
+        "{\"status\":\"ok\",\"sandboxes\":" + std::to_string(ctx_.sandboxes.live_count()) + "}");
     return;
   }
   // The unix socket is reachable only by root (mode 0600): no key there.
@@ -98,10 +104,12 @@ void ApiRouter::handle(const http::Peer& peer, const http::RequestHead& head,
       ok = key && keys_.verify(*key);
     }
     if (!ok) {
-      ctx_.metrics.counter("corral_http_unauthorized_total", "Requests refused for a missing or wrong key").inc();
+      ctx_.metrics
+          .counter("corral_http_unauthorized_total", "Requests refused for a missing or wrong key")
+          .inc();
       api::ApiError e = api::make_api_error(
-          "unauthorized", header ? "the API key is not valid" : "this route needs an API key",
-          "", "send Authorization: Bearer <key> (the key file is printed when corral serve starts)");
+          "unauthorized", header ? "the API key is not valid" : "this route needs an API key", "",
+          "send Authorization: Bearer <key> (the key file is printed when corral serve starts)");
       std::string body_json = api::to_json(e);
       (void)out.send(401, {{"content-type", "application/json"}, {"www-authenticate", "Bearer"}},
                      body_json);
@@ -113,37 +121,47 @@ void ApiRouter::handle(const http::Peer& peer, const http::RequestHead& head,
                    ctx_.metrics.render());
     return;
   }
+  std::vector<std::string> params;
+  HandlerFn handler = route(head, out, &params);
+  if (handler == nullptr) return;
   auto query = http::parse_query(head.query);
   if (!query) {
     send_error(out, api::make_api_error("invalid_value", query.error().message, "query"));
     return;
   }
+  ApiRequest r{peer, head, body, out, std::move(params), *query};
+  handler(ctx_, r);
+}
+
+ApiRouter::Handler ApiRouter::route(const http::RequestHead& head, http::ResponseWriter& out,
+                                    std::vector<std::string>* params) {
   const auto parts = split_path(head.path);
-  std::vector<std::string> params;
   bool path_known = false;
-  for (const Route& route : kRoutes) {
-    if (!match(route.pattern, parts, &params)) continue;
-    path_known = true;
-    if (head.method != route.method) continue;
-    ApiRequest r{peer, head, body, out, params, *query};
-    route.handler(ctx_, r);
-    return;
+  if (parts) {
+    for (const Route& r : kRoutes) {
+      if (!match(r.pattern, *parts, params)) continue;
+      path_known = true;
+      if (head.method == r.method) return r.handler;
+    }
   }
+  params->clear();
   if (path_known) {
     std::string allowed;
-    for (const Route& route : kRoutes) {
-      if (match(route.pattern, parts, &params))
-        allowed += (allowed.empty() ? "" : ", ") + std::string(route.method);
+    std::vector<std::string> ignored;
+    for (const Route& r : kRoutes) {
+      if (match(r.pattern, *parts, &ignored))
+        allowed += (allowed.empty() ? "" : ", ") + std::string(r.method);
     }
-    api::ApiError e = api::make_api_error(
-        "method_not_allowed", head.method + " is not allowed on " + head.path + " (allowed: " +
-                                  allowed + ")");
+    api::ApiError e =
+        api::make_api_error("method_not_allowed", head.method + " is not allowed on " + head.path +
+                                                      " (allowed: " + allowed + ")");
     (void)out.send(e.http_status, {{"content-type", "application/json"}, {"allow", allowed}},
                    api::to_json(e));
-    return;
+    return nullptr;
   }
   send_error(out, api::make_api_error("not_found", "no route " + head.method + " " + head.path, "",
                                       "the API is described in docs/api.md"));
+  return nullptr;
 }
 
 // ---- helpers shared by the handlers -----------------------------------------
@@ -166,16 +184,16 @@ ApiResult<std::string> read_json_body(ApiRequest& r, std::size_t limit) {
                       "send the body as application/json");
   }
   if (auto len = r.body.declared_length(); len && *len > limit)
-    return api_fail("body_too_large",
-                    "the body is " + std::to_string(*len) + " bytes; at most " +
-                        std::to_string(limit) + " are accepted here");
+    return api_fail("body_too_large", "the body is " + std::to_string(*len) + " bytes; at most " +
+                                          std::to_string(limit) + " are accepted here");
   auto text = r.body.read_all(limit);
   if (!text) {
     if (text.error().code == ErrorCode::kResourceExhausted)
-      return api_fail("body_too_large",
-                      "the body is larger than the " + std::to_string(limit) + " bytes accepted here");
+      return api_fail("body_too_large", "the body is larger than the " + std::to_string(limit) +
+                                            " bytes accepted here");
     if (text.error().code == ErrorCode::kTimeout)
-      return api_fail("request_timeout", "the request body did not arrive in time: " + text.error().message);
+      return api_fail("request_timeout",
+                      "the request body did not arrive in time: " + text.error().message);
     return api_fail("bad_json", "could not read the body: " + text.error().message);
   }
   return *text;

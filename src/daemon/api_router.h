@@ -25,6 +25,15 @@ class ApiRouter {
   // Every route the server has (the OpenAPI check compares these).
   static std::vector<RouteInfo> routes();
 
+  using Handler = void (*)(ApiContext&, ApiRequest&);
+  // The handler of `head`'s method and path, with the path parameters in
+  // *params. Paths are matched exactly as sent: one with an empty segment
+  // ("//", a trailing "/") is unknown. When there is no handler, answers on
+  // `out` (404 not_found for an unknown path, 405 method_not_allowed with
+  // Allow for a known path) and returns nullptr.
+  static Handler route(const http::RequestHead& head, http::ResponseWriter& out,
+                       std::vector<std::string>* params);
+
  private:
   ApiContext& ctx_;
   const ApiKeys& keys_;

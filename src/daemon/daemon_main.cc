@@ -110,6 +110,7 @@ int serve(const ServeFlags& flags) {
 
   ApiContext context{service, metrics, ApiLimits{}};
   context.limits.max_exec_output = config.max_exec_output_bytes;
+  context.limits.max_upload = config.max_upload_bytes;
   ApiRouter router(context, *keys);
   http::ServerOptions server_options;
   server_options.io_timeout = std::chrono::milliseconds(config.request_timeout_ms);

@@ -42,9 +42,12 @@ void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOC
 
 std::string process_state_of(const ProcessEntry& p) {
   switch (p.phase) {
-    case ProcessEntry::Phase::kStarting: return "starting";
-    case ProcessEntry::Phase::kRunning: return "running";
-    default: return "exited";
+    case ProcessEntry::Phase::kStarting:
+      return "starting";
+    case ProcessEntry::Phase::kRunning:
+      return "running";
+    default:
+      return "exited";
   }
 }
 
@@ -83,8 +86,8 @@ ApiResult<std::shared_ptr<SandboxEntry>> live_or_fail(ApiContext& ctx, ApiReques
 std::shared_ptr<ProcessEntry> process_or_fail(ApiContext& ctx, ApiRequest& r, SandboxEntry& s) {
   auto p = ctx.sandboxes.find_process(s, r.params[1]);
   if (!p)
-    send_error(r.out, api::make_api_error("not_found", "no process \"" + r.params[1] +
-                                                           "\" in sandbox " + s.id,
+    send_error(r.out, api::make_api_error("not_found",
+                                          "no process \"" + r.params[1] + "\" in sandbox " + s.id,
                                           "", "list them with GET /v1/sandboxes/{id}/processes"));
   return p;
 }
@@ -115,7 +118,8 @@ void handle_exec(ApiContext& ctx, ApiRequest& r) {
   auto err = make_pipe();
   auto in = make_pipe();
   if (!out || !err || !in)
-    return send_error(r.out, api::make_api_error("internal", "could not make pipes for the process"));
+    return send_error(r.out,
+                      api::make_api_error("internal", "could not make pipes for the process"));
   UniqueFd stdio[3] = {std::move(in->read), std::move(out->write), std::move(err->write)};
   UniqueFd stdin_w = std::move(in->write);
   if (request->stdin_data.empty()) stdin_w.reset();  // EOF at once
@@ -129,8 +133,9 @@ void handle_exec(ApiContext& ctx, ApiRequest& r) {
 
   const bool streaming = !mode.empty();
   if (streaming) {
-    http::Headers h = {{"content-type", mode == "sse" ? "text/event-stream" : "application/x-ndjson"},
-                       {"cache-control", "no-store"}};
+    http::Headers h = {
+        {"content-type", mode == "sse" ? "text/event-stream" : "application/x-ndjson"},
+        {"cache-control", "no-store"}};
     (void)r.out.start(200, h, std::nullopt);
   }
   api::ExecResult result;
@@ -143,8 +148,10 @@ void handle_exec(ApiContext& ctx, ApiRequest& r) {
   auto emit = [&](api::ExecEvent::Kind kind, std::string_view data) {
     if (!streaming) {
       std::string& dst = kind == api::ExecEvent::kStdout ? result.stdout_data : result.stderr_data;
-      bool& cut = kind == api::ExecEvent::kStdout ? result.stdout_truncated : result.stderr_truncated;
-      std::size_t room = request->max_output_bytes > dst.size() ? request->max_output_bytes - dst.size() : 0;
+      bool& cut =
+          kind == api::ExecEvent::kStdout ? result.stdout_truncated : result.stderr_truncated;
+      std::size_t room =
+          request->max_output_bytes > dst.size() ? request->max_output_bytes - dst.size() : 0;
       if (data.size() > room) cut = true;
       dst.append(data.substr(0, std::min(room, data.size())));
       return;
@@ -216,7 +223,8 @@ void handle_exec(ApiContext& ctx, ApiRequest& r) {
     result.timed_out = p.timed_out;
     if (p.phase == ProcessEntry::Phase::kFailed && !p.failure.empty())
       result.stderr_data += "corral: " + p.failure + "\n";
-    result.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - p.started).count();
+    result.duration_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - p.started).count();
   }
   if (client_gone) return;
   if (streaming) {
@@ -245,20 +253,23 @@ void handle_start_process(ApiContext& ctx, ApiRequest& r) {
   SandboxEntry& s = **sandbox;
   const int layer = s.live->layer_root_fd();
   if (mkdirat(layer, kOutputDir, 0700) != 0 && errno != EEXIST)
-    return send_error(r.out, api::make_api_error("internal", std::string("output dir: ") + strerror(errno)));
+    return send_error(
+        r.out, api::make_api_error("internal", std::string("output dir: ") + strerror(errno)));
   const std::uint64_t rid = new_request_id();
   const std::string pid = process_id_for(rid);
   UniqueFd files[2];
   for (int i = 0; i < 2; ++i) {
     std::string name = output_name(pid, i == 0 ? "stdout" : "stderr");
-    files[i] = UniqueFd(openat(layer, name.c_str(),
-                               O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600));
+    files[i] =
+        UniqueFd(openat(layer, name.c_str(),
+                        O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600));
     if (!files[i]) {
       int e = errno;
-      return send_error(r.out, e == ENOSPC || e == EDQUOT
-                                   ? api::make_api_error("insufficient_storage",
-                                                         "the sandbox's disk is full; no room for process output")
-                                   : api::make_api_error("internal", "output file: " + std::string(strerror(e))));
+      return send_error(
+          r.out, e == ENOSPC || e == EDQUOT
+                     ? api::make_api_error("insufficient_storage",
+                                           "the sandbox's disk is full; no room for process output")
+                     : api::make_api_error("internal", "output file: " + std::string(strerror(e))));
     }
   }
   auto in = make_pipe();
@@ -273,7 +284,8 @@ void handle_start_process(ApiContext& ctx, ApiRequest& r) {
     if (!request->stdin_data.empty()) {
       // Initial stdin, written while the pipe has room; the rest is refused.
       set_nonblocking((*proc)->stdin_writer.get());
-      (void)!write((*proc)->stdin_writer.get(), request->stdin_data.data(), request->stdin_data.size());
+      (void)!write((*proc)->stdin_writer.get(), request->stdin_data.data(),
+                   request->stdin_data.size());
     }
   }
   // Report it once the zygote said whether it runs (bounded wait).
@@ -308,22 +320,28 @@ void handle_process_output(ApiContext& ctx, ApiRequest& r) {
   if (!p) return;
   std::string stream = r.query_value("stream").value_or("stdout");
   if (stream != "stdout" && stream != "stderr")
-    return send_error(r.out, api::make_api_error("invalid_value", "stream must be stdout or stderr", "stream"));
+    return send_error(
+        r.out, api::make_api_error("invalid_value", "stream must be stdout or stderr", "stream"));
   std::uint64_t offset = 0;
   if (auto o = r.query_value("offset"); o) {
     char* end = nullptr;
     offset = std::strtoull(o->c_str(), &end, 10);
     if (o->empty() || *end != '\0')
-      return send_error(r.out, api::make_api_error("invalid_value", "offset must be a byte count", "offset"));
+      return send_error(
+          r.out, api::make_api_error("invalid_value", "offset must be a byte count", "offset"));
   }
   const bool follow = query_flag(r, "follow");
   if (!p->background)
-    return send_error(r.out, api::make_api_error("conflict", "process " + p->id +
-                                                                 " is an exec: its output goes to its own request"));
+    return send_error(
+        r.out,
+        api::make_api_error(
+            "conflict", "process " + p->id + " is an exec: its output goes to its own request"));
   UniqueFd file(openat((*sandbox)->live->layer_root_fd(), output_name(p->id, stream).c_str(),
                        O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!file) return send_error(r.out, api::make_api_error("not_found", "no output recorded for " + p->id));
-  (void)r.out.start(200, {{"content-type", "application/octet-stream"}, {"cache-control", "no-store"}},
+  if (!file)
+    return send_error(r.out, api::make_api_error("not_found", "no output recorded for " + p->id));
+  (void)r.out.start(200,
+                    {{"content-type", "application/octet-stream"}, {"cache-control", "no-store"}},
                     std::nullopt);
   std::string buf(256 * 1024, '\0');
   for (;;) {
@@ -364,8 +382,16 @@ void handle_process_stdin(ApiContext& ctx, ApiRequest& r) {
     std::lock_guard lock(p->mu);
     fd = p->stdin_writer ? p->stdin_writer.get() : -1;
   }
+  if (fd < 0 && p->reattached)
+    return send_error(
+        r.out, api::make_api_error("conflict",
+                                   "the stdin of " + p->id +
+                                       " is closed: the process was started by an earlier daemon "
+                                       "run, and the write end of its stdin ended with that daemon",
+                                   "", "start a new process to give it input"));
   if (fd < 0)
-    return send_error(r.out, api::make_api_error("conflict", "the stdin of " + p->id + " is closed"));
+    return send_error(r.out,
+                      api::make_api_error("conflict", "the stdin of " + p->id + " is closed"));
   set_nonblocking(fd);
   std::uint64_t written = 0;
   std::string buf(64 * 1024, '\0');
@@ -386,10 +412,10 @@ void handle_process_stdin(ApiContext& ctx, ApiRequest& r) {
         poll(&pfd, 1, 100);
         continue;
       }
-      return send_error(r.out, api::make_api_error(
-                                   errno == EAGAIN ? "request_timeout" : "conflict",
-                                   errno == EAGAIN ? "the process does not read its stdin"
-                                                   : "the process closed its stdin"));
+      return send_error(r.out,
+                        api::make_api_error(errno == EAGAIN ? "request_timeout" : "conflict",
+                                            errno == EAGAIN ? "the process does not read its stdin"
+                                                            : "the process closed its stdin"));
     }
     written += *n;
   }
@@ -411,11 +437,14 @@ void handle_process_signal(ApiContext& ctx, ApiRequest& r) {
   if (!p) return;
   {
     std::lock_guard lock(p->mu);
-    if (!p->finished() && !p->pidfd)
+    // Only a re-attached process whose host pid was never recorded (by a
+    // daemon older than schema 3) has no pidfd once running.
+    if (!p->finished() && !p->pidfd && p->phase == ProcessEntry::Phase::kRunning)
       return send_error(r.out, api::make_api_error(
                                    "conflict", "process " + p->id +
-                                                   " was started by an earlier daemon; it can be "
-                                                   "waited for, or ended with its sandbox"));
+                                                   " was started by an earlier daemon run that did "
+                                                   "not record its host pid; it can be waited for, "
+                                                   "or ended with its sandbox"));
   }
   ctx.sandboxes.kill_process(*p, *sig);
   send_json(r.out, 200, api::to_json(info_of(**sandbox, *p)));
@@ -431,7 +460,8 @@ void handle_process_wait(ApiContext& ctx, ApiRequest& r) {
     char* end = nullptr;
     double secs = std::strtod(t->c_str(), &end);
     if (t->empty() || *end != '\0' || secs < 0 || secs > 3600)
-      return send_error(r.out, api::make_api_error("invalid_value", "timeout is seconds, 0 to 3600", "timeout"));
+      return send_error(
+          r.out, api::make_api_error("invalid_value", "timeout is seconds, 0 to 3600", "timeout"));
     timeout = std::chrono::milliseconds(static_cast<std::int64_t>(secs * 1000));
   }
   bool done;

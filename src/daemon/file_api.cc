@@ -34,8 +34,9 @@ std::optional<Target> open_target(ApiContext& ctx, ApiRequest& r) {
   }
   auto root = ConfinedRoot::open((*e)->live->root_path(), /*cross_mounts=*/true);
   if (!root) {
-    send_error(r.out, api::make_api_error("conflict", "the root of sandbox " + (*e)->id +
-                                                          " is not reachable: " + root.error().message));
+    send_error(r.out,
+               api::make_api_error("conflict", "the root of sandbox " + (*e)->id +
+                                                   " is not reachable: " + root.error().message));
     return std::nullopt;
   }
   Target t{*e, std::nullopt};
@@ -46,9 +47,10 @@ std::optional<Target> open_target(ApiContext& ctx, ApiRequest& r) {
 std::optional<std::string> path_param(ApiRequest& r, std::string_view name = "path") {
   auto p = r.query_value(name);
   if (!p || p->empty()) {
-    send_error(r.out, api::make_api_error("invalid_value",
-                                          "the query parameter \"" + std::string(name) + "\" is required",
-                                          std::string(name), "e.g. ?" + std::string(name) + "=/workspace/file.txt"));
+    send_error(r.out,
+               api::make_api_error(
+                   "invalid_value", "the query parameter \"" + std::string(name) + "\" is required",
+                   std::string(name), "e.g. ?" + std::string(name) + "=/workspace/file.txt"));
     return std::nullopt;
   }
   return p;
@@ -80,6 +82,14 @@ uid_t owner_uid(const SandboxEntry& s) {
   return s.spec.root ? s.live->identity().host_uid_base : s.live->host_user_uid();
 }
 
+api::ApiError upload_too_large(std::string_view size, std::uint64_t limit) {
+  return api::make_api_error("body_too_large",
+                             "the upload is " + std::string(size) +
+                                 "; this daemon accepts at most " + std::to_string(limit) +
+                                 " bytes per file (serve.max_upload)",
+                             "", "split the file, or raise serve.max_upload");
+}
+
 }  // namespace
 
 void handle_file_upload(ApiContext& ctx, ApiRequest& r) {
@@ -92,15 +102,26 @@ void handle_file_upload(ApiContext& ctx, ApiRequest& r) {
     char* end = nullptr;
     unsigned long mode = std::strtoul(m->c_str(), &end, 8);
     if (m->empty() || *end != '\0' || mode > 0777)
-      return send_error(r.out, api::make_api_error("invalid_value", "mode must be octal, 0 to 0777", "mode"));
+      return send_error(
+          r.out, api::make_api_error("invalid_value", "mode must be octal, 0 to 0777", "mode"));
     options.mode = static_cast<mode_t>(mode);
+  }
+  // serve.max_upload: a declared length over it is refused before the
+  // file is opened (an existing file stays as it was) and before a byte of
+  // the body is read (no "100 Continue" is sent).
+  const std::uint64_t limit = ctx.limits.max_upload;
+  if (auto declared = r.body.declared_length(); limit != 0 && declared && *declared > limit) {
+    audit_file(ctx, t->sandbox->id, "write", *path,
+               {{"bytes", 0}, {"outcome", "refused"}, {"error", "over serve.max_upload"}});
+    return send_error(r.out, upload_too_large(std::to_string(*declared) + " bytes", limit));
   }
   auto fd = t->root->open_write(*path, options);
   if (!fd) return send_error(r.out, api::to_api_error(fd.error()));
   // Files land as the sandbox's user, not as an unmapped host root.
   const uid_t uid = owner_uid(*t->sandbox);
   if (fchown(fd->get(), uid, uid) != 0)
-    return send_error(r.out, api::make_api_error("internal", "fchown: " + std::string(strerror(errno))));
+    return send_error(r.out,
+                      api::make_api_error("internal", "fchown: " + std::string(strerror(errno))));
   Sha256 hash;
   std::uint64_t total = 0;
   std::string buf(kBuffer, '\0');
@@ -113,6 +134,18 @@ void handle_file_upload(ApiContext& ctx, ApiRequest& r) {
                                                    "upload interrupted: " + n.error().message));
     }
     if (*n == 0) break;
+    if (limit != 0 && *n > limit - total) {
+      // A body without a length (chunked) that grows past the limit: none
+      // of it past the limit is written, and the partial file is removed
+      // (emptied first, in case its name was moved meanwhile).
+      (void)ftruncate(fd->get(), 0);
+      fd->reset();
+      (void)t->root->remove(*path);
+      audit_file(ctx, t->sandbox->id, "write", *path,
+                 {{"bytes", total}, {"outcome", "refused"}, {"error", "over serve.max_upload"}});
+      return send_error(r.out,
+                        upload_too_large("more than " + std::to_string(limit) + " bytes", limit));
+    }
     hash.update(buf.data(), *n);
     std::size_t off = 0;
     while (off < *n) {
@@ -124,12 +157,13 @@ void handle_file_upload(ApiContext& ctx, ApiRequest& r) {
         audit_file(ctx, t->sandbox->id, "write", *path,
                    {{"bytes", total}, {"outcome", "refused"}, {"error", strerror(e)}});
         if (e == ENOSPC || e == EDQUOT || e == EFBIG)
-          return send_error(r.out, api::make_api_error(
-                                       "insufficient_storage",
-                                       "the sandbox's disk limit is full after " +
-                                           std::to_string(total) + " bytes",
-                                       "", "create the sandbox with a bigger limits.disk"));
-        return send_error(r.out, api::make_api_error("internal", std::string("write: ") + strerror(e)));
+          return send_error(
+              r.out, api::make_api_error("insufficient_storage",
+                                         "the sandbox's disk limit is full after " +
+                                             std::to_string(total) + " bytes",
+                                         "", "create the sandbox with a bigger limits.disk"));
+        return send_error(r.out,
+                          api::make_api_error("internal", std::string("write: ") + strerror(e)));
       }
       off += static_cast<size_t>(w);
       total += static_cast<std::uint64_t>(w);
@@ -232,7 +266,9 @@ void handle_file_rename(ApiContext& ctx, ApiRequest& r) {
   if (auto st = t->root->rename(request->from, request->to, !request->overwrite); !st)
     return send_error(r.out, api::to_api_error(st.error()));
   audit_file(ctx, t->sandbox->id, "rename", request->from, {{"to", request->to}});
-  send_json(r.out, 200, "{\"from\":" + json(request->from).dump() + ",\"to\":" + json(request->to).dump() + "}");
+  send_json(
+      r.out, 200,
+      "{\"from\":" + json(request->from).dump() + ",\"to\":" + json(request->to).dump() + "}");
 }
 
 }  // namespace corral::daemon

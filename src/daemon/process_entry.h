@@ -27,6 +27,7 @@ struct ProcessEntry {
   std::uint64_t request_id = 0;
   std::vector<std::string> argv;
   bool background = false;
+  bool reattached = false;  // started by an earlier daemon run: its stdin is gone
   std::int64_t started_at_ms = 0;
   std::chrono::steady_clock::time_point started{};
   std::optional<std::chrono::steady_clock::time_point> deadline;  // its timeout
@@ -41,11 +42,11 @@ struct ProcessEntry {
   int wait_status = 0;
   std::optional<int> exit_code;  // set in kExited and kFailed (126/127/125)
   std::optional<int> signal;
-  std::string failure;           // kFailed: why it could not start
+  std::string failure;  // kFailed: why it could not start
   bool timed_out = false;
-  int pending_signal = 0;        // asked for before the zygote said it runs
+  int pending_signal = 0;  // asked for before the zygote said it runs
   std::int64_t ended_at_ms = 0;
-  UniqueFd stdin_writer;         // background: the daemon's end of its stdin
+  UniqueFd stdin_writer;  // background: the daemon's end of its stdin
 
   bool finished() const { return phase == Phase::kExited || phase == Phase::kFailed; }
 };

@@ -6,6 +6,7 @@
 #include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,7 +38,6 @@ constexpr std::string_view kLifetimeReason = "max_lifetime reached";
 // epoll tokens: sandbox index in the low bits, what kind of fd in bit 0.
 enum class Watch : std::uint64_t { kSpawn = 0, kInit = 1 };
 
-
 pid_t pid_of_pidfd(int pidfd) {
   std::ifstream in("/proc/self/fdinfo/" + std::to_string(pidfd));
   std::string line;
@@ -55,9 +55,43 @@ void signal_event(ProcessEntry& p) {
 
 bool takes_work(SandboxState s) { return s == SandboxState::kReady || s == SandboxState::kRunning; }
 
+bool same_pid_namespace(pid_t a, pid_t b) {
+  struct stat sa;
+  struct stat sb;
+  return stat(("/proc/" + std::to_string(a) + "/ns/pid").c_str(), &sa) == 0 &&
+         stat(("/proc/" + std::to_string(b) + "/ns/pid").c_str(), &sb) == 0 &&
+         sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+// A background process of a re-attached sandbox, found again by the host
+// pid and start time its first daemon recorded: a pidfd on it, or why the
+// process with that pid is not (or no longer) the one we started.
+Result<UniqueFd> reopen_process(pid_t pid, std::uint64_t start_time, pid_t init_pid) {
+  const std::string what = "finding process " + std::to_string(pid) + " again";
+  UniqueFd fd(sys::pidfd_open(pid, 0));
+  if (!fd) return errno_error("pidfd_open(" + std::to_string(pid) + ")", errno);
+  // The pidfd holds whatever has this pid now. The start time, read after
+  // it, tells whether that is still our process: a process that got the
+  // pid later started later. (Ours cannot have gone and come back.)
+  const std::uint64_t now_start = process_start_time(pid);
+  if (now_start != start_time)
+    return make_error(ErrorCode::kNotFound,
+                      what + ": the pid now belongs to another process (start time " +
+                          std::to_string(now_start) + ", recorded " + std::to_string(start_time) +
+                          ")");
+  // And it must still be inside the sandbox: in its init's pid namespace.
+  if (!same_pid_namespace(pid, init_pid))
+    return make_error(ErrorCode::kNotFound,
+                      what + ": it is not in the pid namespace of the sandbox's init " +
+                          std::to_string(init_pid));
+  return fd;
+}
+
 json runtime_json(const LiveSandboxIdentity& id, const std::vector<std::string>& env) {
-  return json{{"init_pid", id.init_pid},     {"init_start_time", id.init_start_time},
-              {"host_uid_base", id.host_uid_base}, {"cgroup", id.cgroup},
+  return json{{"init_pid", id.init_pid},
+              {"init_start_time", id.init_start_time},
+              {"host_uid_base", id.host_uid_base},
+              {"cgroup", id.cgroup},
               {"env", env}};
 }
 
@@ -135,8 +169,8 @@ std::shared_ptr<SandboxEntry> SandboxService::entry(std::string_view id) {
   return it == entries_.end() ? nullptr : it->second;
 }
 
-void SandboxService::transition_later(SandboxEntry* entry, const std::string& id,
-                                      SandboxState to, std::string reason) {
+void SandboxService::transition_later(SandboxEntry* entry, const std::string& id, SandboxState to,
+                                      std::string reason) {
   if (entry != nullptr) entry->state = to;
   journal_.post([this, id, to, reason = std::move(reason)] {
     auto t = store_.transition(id, to, reason);
@@ -187,8 +221,8 @@ ApiResult<SandboxService::Created> SandboxService::create(
                     "list the host directories sandboxes may mount under serve.mount_roots");
   for (const auto& m : spec.mounts) {
     if (m.source.empty() || m.source[0] != '/')
-      return api_fail("invalid_value", "mount source \"" + m.source + "\" must be an absolute host path",
-                      "mounts");
+      return api_fail("invalid_value",
+                      "mount source \"" + m.source + "\" must be an absolute host path", "mounts");
   }
 
   // Resolve the image before anything is reserved.
@@ -203,7 +237,8 @@ ApiResult<SandboxService::Created> SandboxService::create(
     options.base.rootfs = info->rootfs;
     options.base.env = info->env;
     options.base.passwd_source = info->rootfs + "/etc";
-    if (!info->workdir.empty() && spec.workdir == SandboxSpec{}.workdir) spec.workdir = info->workdir;
+    if (!info->workdir.empty() && spec.workdir == SandboxSpec{}.workdir)
+      spec.workdir = info->workdir;
   }
 
   // One create per idempotency key at a time: a retry racing the original
@@ -225,11 +260,12 @@ ApiResult<SandboxService::Created> SandboxService::create(
     auto earlier = store_.find_by_idempotency_key(*idempotency_key);
     if (!earlier) return api_fail(earlier.error());
     if (*earlier) {
-      if (json::parse((*earlier)->spec_json, nullptr, false) != json::parse(spec_json, nullptr, false))
-        return api_fail("idempotency_mismatch",
-                        "Idempotency-Key \"" + *idempotency_key +
-                            "\" was used before with a different request",
-                        "", "use a new key for a different sandbox");
+      if (json::parse((*earlier)->spec_json, nullptr, false) !=
+          json::parse(spec_json, nullptr, false))
+        return api_fail(
+            "idempotency_mismatch",
+            "Idempotency-Key \"" + *idempotency_key + "\" was used before with a different request",
+            "", "use a new key for a different sandbox");
       auto info = info_of(**earlier, entry((*earlier)->id));
       if (!info) return tl::unexpected(info.error());
       return Created{*info, false};
@@ -267,10 +303,10 @@ ApiResult<SandboxService::Created> SandboxService::create(
   auto created = store_.create_sandbox(id, spec_json, idempotency_key, expires);
   if (!created) {
     if (created.error().code == ErrorCode::kAlreadyExists)
-      return api_fail("idempotency_mismatch",
-                      "Idempotency-Key \"" + *idempotency_key +
-                          "\" was used before with a different request",
-                      "", "use a new key for a different sandbox");
+      return api_fail(
+          "idempotency_mismatch",
+          "Idempotency-Key \"" + *idempotency_key + "\" was used before with a different request",
+          "", "use a new key for a different sandbox");
     return api_fail(created.error());
   }
   if (!created->created) {
@@ -347,8 +383,9 @@ ApiResult<SandboxService::Created> SandboxService::create(
   journal_.flush();  // acknowledged below: everything about it is written
   watch(e);
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  metrics_.histogram("corral_sandbox_create_seconds", "Time to create a sandbox",
-                     {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})
+  metrics_
+      .histogram("corral_sandbox_create_seconds", "Time to create a sandbox",
+                 {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})
       .observe(seconds);
   auto record = store_.get(id);
   if (!record) return api_fail(record.error());
@@ -392,7 +429,8 @@ ApiResult<api::SandboxInfo> SandboxService::info_of(const SandboxRecord& record,
 ApiResult<api::SandboxInfo> SandboxService::get(std::string_view id) {
   auto record = store_.get(id);
   if (!record) {
-    if (record.error().code == ErrorCode::kNotFound || record.error().code == ErrorCode::kInvalidArgument)
+    if (record.error().code == ErrorCode::kNotFound ||
+        record.error().code == ErrorCode::kInvalidArgument)
       return api_fail("not_found", "no sandbox with id \"" + std::string(id) + "\"", "",
                       "list sandboxes with GET /v1/sandboxes");
     return api_fail(record.error());
@@ -420,16 +458,18 @@ ApiResult<std::shared_ptr<SandboxEntry>> SandboxService::live(std::string_view i
       if (auto ts = store_.transitions(id); ts) {
         for (const auto& t : *ts) {
           if (t.to == SandboxState::kDestroying && t.reason == kLifetimeReason)
-            return api_fail("sandbox_expired",
-                            "sandbox " + std::string(id) + " reached its max_lifetime and was destroyed",
-                            "", "extend a sandbox's lifetime before it ends: POST /v1/sandboxes/{id}/timeout");
+            return api_fail(
+                "sandbox_expired",
+                "sandbox " + std::string(id) + " reached its max_lifetime and was destroyed", "",
+                "extend a sandbox's lifetime before it ends: POST /v1/sandboxes/{id}/timeout");
         }
       }
     }
     if (record)
       return api_fail("conflict",
                       "sandbox " + std::string(id) + " is " +
-                          std::string(sandbox_state_name(record->state)) + " and takes no more work",
+                          std::string(sandbox_state_name(record->state)) +
+                          " and takes no more work",
                       "", "create a new sandbox");
     return api_fail("not_found", "no sandbox with id \"" + std::string(id) + "\"");
   }
@@ -457,7 +497,8 @@ ApiResult<api::SandboxInfo> SandboxService::extend(std::string_view id,
   }
   if (auto st = store_.set_expiry(id, expires); !st) return api_fail(st.error());
   (*e)->live->set_deadline(expires);
-  audit_now(json{{"type", "sandbox.extend"}, {"sandbox", std::string(id)}, {"expires_at_ms", expires}});
+  audit_now(
+      json{{"type", "sandbox.extend"}, {"sandbox", std::string(id)}, {"expires_at_ms", expires}});
   reaper_cv_.notify_all();
   return get(id);
 }
@@ -542,11 +583,11 @@ api::SandboxInfo SandboxService::teardown(const std::shared_ptr<SandboxEntry>& e
     }
   }
   audit_now(json{{"type", "sandbox.destroy"},
-                           {"sandbox", std::string(id)},
-                           {"reason", std::string(reason)},
-                           {"disk_used_bytes", report.disk_used_bytes},
-                           {"residue_bytes", report.residue_bytes},
-                           {"residue", report.residue}});
+                 {"sandbox", std::string(id)},
+                 {"reason", std::string(reason)},
+                 {"disk_used_bytes", report.disk_used_bytes},
+                 {"residue_bytes", report.residue_bytes},
+                 {"residue", report.residue}});
   {
     std::lock_guard lock(mu_);
     if (entries_.erase(std::string(id)) > 0) {
@@ -571,8 +612,8 @@ api::SandboxInfo SandboxService::teardown(const std::shared_ptr<SandboxEntry>& e
 // ---- processes ---------------------------------------------------------------
 
 ApiResult<std::shared_ptr<ProcessEntry>> SandboxService::spawn(
-    const std::shared_ptr<SandboxEntry>& sandbox, const api::ExecRequest& request,
-    bool background, UniqueFd stdio[3], std::uint64_t request_id) {
+    const std::shared_ptr<SandboxEntry>& sandbox, const api::ExecRequest& request, bool background,
+    UniqueFd stdio[3], std::uint64_t request_id) {
   SpawnRequest req;
   req.request_id = request_id != 0 ? request_id : new_request_id();
   req.argv = request.argv;
@@ -590,8 +631,8 @@ ApiResult<std::shared_ptr<ProcessEntry>> SandboxService::spawn(
   }
   req.cwd = request.cwd.value_or("");
   req.new_session = true;
-  const auto timeout = std::chrono::milliseconds(
-      request.timeout_ms.value_or(sandbox->spec.limits.timeout.count()));
+  const auto timeout =
+      std::chrono::milliseconds(request.timeout_ms.value_or(sandbox->spec.limits.timeout.count()));
   req.timeout_ms = static_cast<std::uint32_t>(std::min<std::int64_t>(timeout.count(), UINT32_MAX));
   if (auto st = validate_spawn_request(req); !st)
     return api_fail("invalid_value", st.error().message);
@@ -625,6 +666,7 @@ ApiResult<std::shared_ptr<ProcessEntry>> SandboxService::spawn(
     rec.argv = p->argv;
     rec.state = ProcessState::kStarting;
     rec.started_at_ms = p->started_at_ms;
+    rec.deadline_at_ms = p->started_at_ms + timeout.count();
     if (auto st = store_.add_process(rec); !st) {
       std::lock_guard lock(sandbox->mu);
       sandbox->processes.erase(req.request_id);
@@ -651,8 +693,8 @@ ApiResult<std::shared_ptr<ProcessEntry>> SandboxService::spawn(
     p->failure = sent.error().message;
     p->exit_code = 125;
     finish_process(*sandbox, *p);
-    return api_fail("conflict", "sandbox " + sandbox->id + " cannot start processes: " +
-                                    sent.error().message);
+    return api_fail("conflict",
+                    "sandbox " + sandbox->id + " cannot start processes: " + sent.error().message);
   }
   metrics_.counter("corral_exec_total", "Processes started in sandboxes").inc();
   return p;
@@ -694,8 +736,9 @@ std::shared_ptr<ProcessEntry> SandboxService::find_process(SandboxEntry& sandbox
 void SandboxService::finish_process(SandboxEntry& sandbox, ProcessEntry& p) {
   p.ended_at_ms = now_ms();
   const double seconds = std::chrono::duration<double>(Clock::now() - p.started).count();
-  metrics_.histogram("corral_exec_duration_seconds", "Wall time of processes in sandboxes",
-                     {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600})
+  metrics_
+      .histogram("corral_exec_duration_seconds", "Wall time of processes in sandboxes",
+                 {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600})
       .observe(seconds);
   if (p.background) {
     journal_.flush();
@@ -723,6 +766,26 @@ void SandboxService::finish_process(SandboxEntry& sandbox, ProcessEntry& p) {
   }
 }
 
+void SandboxService::lose_process(SandboxEntry& sandbox, ProcessEntry& p, const std::string& why) {
+  {
+    std::lock_guard lock(p.mu);
+    if (p.finished()) return;  // its exit was reported after all
+    p.phase = ProcessEntry::Phase::kExited;
+    p.ended_at_ms = now_ms();
+    p.deadline.reset();
+    journal_.flush();
+    (void)store_.update_process(p.id, ProcessState::kLost, std::nullopt, std::nullopt);
+    audit_later(json{{"type", "exec.exit"},
+                     {"sandbox", sandbox.id},
+                     {"process", p.id},
+                     {"lost", true},
+                     {"failure", "lost after a daemon restart: " + why}});
+    signal_event(p);
+  }
+  std::lock_guard lock(sandbox.mu);
+  if (sandbox.running > 0) --sandbox.running;
+}
+
 // ---- monitor -------------------------------------------------------------------
 
 void SandboxService::watch(const std::shared_ptr<SandboxEntry>& e) {
@@ -730,7 +793,8 @@ void SandboxService::watch(const std::shared_ptr<SandboxEntry>& e) {
   // The entry outlives its registration (unwatch runs before it is freed).
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.u64 = reinterpret_cast<std::uint64_t>(e.get()) | static_cast<std::uint64_t>(Watch::kSpawn);
+  ev.data.u64 =
+      reinterpret_cast<std::uint64_t>(e.get()) | static_cast<std::uint64_t>(Watch::kSpawn);
   epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, e->live->spawn_fd(), &ev);
   ev.data.u64 = reinterpret_cast<std::uint64_t>(e.get()) | static_cast<std::uint64_t>(Watch::kInit);
   epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, e->live->pidfd(), &ev);
@@ -789,6 +853,9 @@ void SandboxService::on_reply(const std::shared_ptr<SandboxEntry>& e, ReceivedRe
   }
   if (!p) return;  // e.g. an exec whose request was abandoned
   std::lock_guard lock(p->mu);
+  // Already ended: recorded as lost after a restart, or ended with its
+  // sandbox. A late report changes nothing.
+  if (p->finished()) return;
   switch (r.reply.type) {
     case SpawnReplyType::kStarted:
       p->pidfd = std::move(r.pidfd);
@@ -799,8 +866,17 @@ void SandboxService::on_reply(const std::shared_ptr<SandboxEntry>& e, ReceivedRe
         sys::pidfd_send_signal(p->pidfd.get(), p->pending_signal, nullptr, 0);
         p->pending_signal = 0;
       }
-      if (p->background)
-        (void)store_.update_process(p->id, ProcessState::kRunning, std::nullopt, std::nullopt);
+      if (p->background) {
+        // Who it is on the host, for a daemon that restarts while it runs.
+        // The start time is ours if the pidfd still names the same pid
+        // after reading it (not yet reaped, so the pid is not reused).
+        std::uint64_t start = p->host_pid > 0 ? process_start_time(p->host_pid) : 0;
+        if (start != 0 && pid_of_pidfd(p->pidfd.get()) != p->host_pid) start = 0;
+        if (start != 0)
+          (void)store_.set_process_host(p->id, p->host_pid, start);
+        else
+          (void)store_.update_process(p->id, ProcessState::kRunning, std::nullopt, std::nullopt);
+      }
       signal_event(*p);
       break;
     case SpawnReplyType::kFailed: {
@@ -808,9 +884,9 @@ void SandboxService::on_reply(const std::shared_ptr<SandboxEntry>& e, ReceivedRe
       p->phase = ProcessEntry::Phase::kFailed;
       if (stage == Stage::kExec) {
         p->exit_code = r.reply.err == ENOENT ? 127 : 126;
-        p->failure = std::string(r.reply.detail) + ": " +
-                     (r.reply.err == ENOENT ? "command not found in the sandbox"
-                                            : strerror(r.reply.err));
+        p->failure =
+            std::string(r.reply.detail) + ": " +
+            (r.reply.err == ENOENT ? "command not found in the sandbox" : strerror(r.reply.err));
       } else {
         p->exit_code = 125;
         p->failure = "process setup failed at stage " + std::string(stage_name(stage)) + " (" +
@@ -882,6 +958,10 @@ void SandboxService::reaper_loop() {
         {
           std::lock_guard lock(p->mu);
           if (p->finished() || p->timed_out) continue;
+          // Re-attached without a pidfd (its host pid was never recorded):
+          // it cannot be killed; keep the deadline for a pidfd that may
+          // still arrive with its "started" report.
+          if (!p->pidfd && p->phase == ProcessEntry::Phase::kRunning) continue;
           p->timed_out = true;
           p->deadline.reset();
         }
@@ -921,7 +1001,11 @@ std::string SandboxService::reconcile() {
         e->state = r.state;
         e->live = std::move(live);
         // Background processes that were running: their exits may be
-        // waiting in the spawn channel, or still to come.
+        // waiting in the spawn channel, or still to come. Those whose host
+        // pid was recorded are found again (pidfd), so they can be
+        // signalled and timed out as before; their stdin ended with the
+        // previous daemon.
+        std::vector<std::pair<std::shared_ptr<ProcessEntry>, std::string>> unverified;
         if (auto procs = store_.list_processes(r.id); procs) {
           for (const auto& pr : *procs) {
             if (pr.state != ProcessState::kRunning && pr.state != ProcessState::kStarting) continue;
@@ -933,16 +1017,43 @@ std::string SandboxService::reconcile() {
             p->request_id = *rid;
             p->argv = pr.argv;
             p->background = true;
+            p->reattached = true;
             p->started_at_ms = pr.started_at_ms;
             p->started = Clock::now();
             p->phase = ProcessEntry::Phase::kRunning;
             p->event = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+            if (pr.deadline_at_ms)
+              p->deadline = p->started + std::chrono::milliseconds(std::max<std::int64_t>(
+                                             0, *pr.deadline_at_ms - now_ms()));
+            if (pr.host_pid && pr.host_start_time) {
+              auto fd = reopen_process(static_cast<pid_t>(*pr.host_pid), *pr.host_start_time,
+                                       e->live->identity().init_pid);
+              if (fd) {
+                p->pidfd = std::move(*fd);
+                p->host_pid = static_cast<pid_t>(*pr.host_pid);
+              } else {
+                unverified.emplace_back(p, fd.error().message);
+              }
+            }
             e->processes[*rid] = p;
             ++e->running;
           }
         }
+        // What the zygote reported while no daemon listened: exits, and
+        // starts (with their pidfds) of processes caught starting.
+        for (;;) {
+          auto reply = e->live->read_reply();
+          if (!reply || !*reply) break;
+          on_reply(e, std::move(**reply));
+        }
+        // A recorded process that is not on the host any more and whose
+        // exit was not reported (the old daemon read it and died before
+        // storing it): lost. One whose pid now names another process is
+        // lost too, and never signalled.
+        for (auto& [p, why] : unverified) lose_process(*e, *p, why);
         if (e->running == 0 && e->state == SandboxState::kRunning)
-          (void)transition(e.get(), r.id, SandboxState::kReady, "re-attached after a daemon restart");
+          (void)transition(e.get(), r.id, SandboxState::kReady,
+                           "re-attached after a daemon restart");
         {
           std::lock_guard lock(mu_);
           entries_[r.id] = e;
@@ -957,9 +1068,9 @@ std::string SandboxService::reconcile() {
       // Not re-attachable: kill whatever is left of it, by its cgroup.
       std::string cg_name = r.cgroup.value_or(r.id);
       if (r.state != SandboxState::kFailed && r.state != SandboxState::kDestroying)
-        (void)store_.transition(r.id, SandboxState::kFailed,
-                                "daemon restarted while it was " +
-                                    std::string(sandbox_state_name(r.state)));
+        (void)store_.transition(
+            r.id, SandboxState::kFailed,
+            "daemon restarted while it was " + std::string(sandbox_state_name(r.state)));
       if (r.state != SandboxState::kDestroying)
         (void)store_.transition(r.id, SandboxState::kDestroying, "reconcile after restart");
       std::vector<std::string> residue;
@@ -979,7 +1090,8 @@ std::string SandboxService::reconcile() {
       } else {
         (void)store_.transition(r.id, SandboxState::kFailed, residue.front());
       }
-      audit_now(json{{"type", "sandbox.reconcile_destroy"}, {"sandbox", r.id}, {"residue", residue}});
+      audit_now(
+          json{{"type", "sandbox.reconcile_destroy"}, {"sandbox", r.id}, {"residue", residue}});
       ++destroyed;
     }
   }
@@ -1005,9 +1117,8 @@ std::string SandboxService::reconcile() {
       }
     }
   }
-  return "reconciled: " + std::to_string(attached) + " re-attached, " +
-         std::to_string(destroyed) + " destroyed, " + std::to_string(orphans) +
-         " orphan cgroups removed";
+  return "reconciled: " + std::to_string(attached) + " re-attached, " + std::to_string(destroyed) +
+         " destroyed, " + std::to_string(orphans) + " orphan cgroups removed";
 }
 
 }  // namespace corral::daemon

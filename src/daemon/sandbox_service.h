@@ -16,12 +16,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "api/api_model.h"
 #include "base/unique_fd.h"
@@ -63,7 +62,7 @@ struct SandboxEntry {
   SandboxState state = SandboxState::kCreating;
   std::int64_t expires_at_ms = 0;
   std::map<std::uint64_t, std::shared_ptr<ProcessEntry>> processes;  // by request id
-  std::uint64_t running = 0;  // processes not yet finished
+  std::uint64_t running = 0;                                         // processes not yet finished
   bool tearing_down = false;  // one teardown per sandbox; later destroys wait
   bool torn = false;
   std::condition_variable_any torn_down;
@@ -136,6 +135,9 @@ class SandboxService {
   void on_reply(const std::shared_ptr<SandboxEntry>& entry, ReceivedReply reply);
   void on_init_exit(const std::shared_ptr<SandboxEntry>& entry);
   void finish_process(SandboxEntry& sandbox, ProcessEntry& process);
+  // A re-attached process whose end was never reported and that could
+  // not be found again on the host: recorded as lost.
+  void lose_process(SandboxEntry& sandbox, ProcessEntry& process, const std::string& why);
   std::string reconcile();
 
   ServiceLimits limits_;

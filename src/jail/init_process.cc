@@ -8,16 +8,16 @@
 // kills whatever is left in the pid namespace (double-forked daemons too).
 #include <fcntl.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
-#include <sys/timerfd.h>
-#include <poll.h>
-#include <sys/stat.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -90,7 +90,8 @@ ssize_t recv_go(int control_fd, ControlMessage* go, int held[3]) {
   for (cmsghdr* cm = CMSG_FIRSTHDR(&mh); n > 0 && cm != nullptr; cm = CMSG_NXTHDR(&mh, cm)) {
     if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
     size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count && i < 3; ++i) memcpy(&held[i], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+    for (size_t i = 0; i < count && i < 3; ++i)
+      memcpy(&held[i], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
   }
   return n;
 }
@@ -188,9 +189,10 @@ void run_init(SandboxPlan& plan) {
   // long-lived sandbox, what a re-attaching daemon takes back and the
   // locks that mark its uid block and base layer as in use.
   const int* kept = plan.held_fds;
-  const int keep[] = {plan.control_fd, pty_slave, go_pipe[1], kept[0], kept[1],
-                      kept[2],         kept[3],   kept[4],     kept[5], kept[6]};
-  if (close_fds_except(keep, 10) != 0) fail(plan, Stage::kCloseFds, "close_range");
+  const int keep[] = {plan.control_fd, pty_slave, go_pipe[1], kept[0], kept[1], kept[2],
+                      kept[3],         kept[4],   kept[5],    kept[6], kept[7]};
+  static_assert(sizeof keep / sizeof keep[0] == 3 + sizeof plan.held_fds / sizeof(int));
+  if (close_fds_except(keep, 11) != 0) fail(plan, Stage::kCloseFds, "close_range");
 
   // Setup is over: from here init only reaps, forwards signals to the
   // workload (another uid: CAP_KILL) and reports. It keeps nothing else,
@@ -220,9 +222,8 @@ void run_init(SandboxPlan& plan) {
     arm(plan.deadline_ms);
   }
   for (;;) {
-    pollfd fds[3] = {{sfd, POLLIN, 0},
-                     {plan.long_lived ? plan.control_fd : -1, POLLIN, 0},
-                     {timer, POLLIN, 0}};
+    pollfd fds[3] = {
+        {sfd, POLLIN, 0}, {plan.long_lived ? plan.control_fd : -1, POLLIN, 0}, {timer, POLLIN, 0}};
     if (poll(fds, 3, -1) < 0) continue;
     if (fds[1].revents & POLLIN) {
       ControlMessage msg{};

@@ -94,7 +94,7 @@ struct SandboxPlan {
   // and the workload is a zygote that starts processes on request.
   bool long_lived = false;
   int spawn_fd = -1;          // the zygote's end of the spawn channel
-  int held_fds[7] = {-1, -1, -1, -1, -1, -1, -1};
+  int held_fds[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
   std::string default_path;   // PATH of a request that sets none
   // Lifetime backstop (unix ms, 0: none): init ends the sandbox itself this
   // long after its deadline if no daemon did (a daemon that never came back).

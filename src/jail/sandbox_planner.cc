@@ -28,10 +28,9 @@ constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/
 constexpr uid_t kSandboxUid = 1000;
 constexpr gid_t kTtyGid = 5;
 
-const char* const kMaskedProcFiles[] = {"kcore",         "keys",          "timer_list",
-                                        "sysrq-trigger", "latency_stats", "sched_debug",
-                                        "kallsyms",      "kmsg",          "config.gz",
-                                        "kpagecount",    "kpageflags",    "kpagecgroup"};
+const char* const kMaskedProcFiles[] = {
+    "kcore",    "keys", "timer_list", "sysrq-trigger", "latency_stats", "sched_debug",
+    "kallsyms", "kmsg", "config.gz",  "kpagecount",    "kpageflags",    "kpagecgroup"};
 const char* const kMaskedProcDirs[] = {"acpi", "scsi", "asound", "driver", "firmware"};
 const char* const kReadOnlyProc[] = {"sys", "irq", "bus", "fs"};
 
@@ -66,8 +65,8 @@ Result<std::string> relative_target(const std::string& target) {
 // mount flags applied, ready for init to attach (open_tree only clones
 // mounts of the caller's own namespace, so it is done here, on the host).
 Result<UniqueFd> clone_tree(int source_fd, bool writable, const std::string& what) {
-  UniqueFd tree(open_tree(source_fd, "",
-                          OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE));
+  UniqueFd tree(
+      open_tree(source_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE));
   if (!tree) return errno_error("open_tree(" + what + ")");
   mount_attr attr{};
   attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (writable ? 0 : MOUNT_ATTR_RDONLY);
@@ -88,8 +87,10 @@ Result<std::string> idmap_user_mount(int tree, int source_fd, bool writable, uid
   struct stat st;
   if (fstat(source_fd, &st) != 0) return errno_error("fstat(" + what + ")");
   if (writable && (st.st_uid == 0 || st.st_gid == 0)) {
-    return "mount " + what + " is owned by host root: files the sandbox writes there are "
-           "owned by its own host uid " + std::to_string(host_base + sandbox_uid) +
+    return "mount " + what +
+           " is owned by host root: files the sandbox writes there are "
+           "owned by its own host uid " +
+           std::to_string(host_base + sandbox_uid) +
            " (give the directory to an unprivileged owner to have them owned by that user)";
   }
   auto line = [&](unsigned owner) {
@@ -127,8 +128,9 @@ std::pair<std::string, std::string> make_account_files(const BaseLayerRef& base,
     group = read_small_file(base.passwd_source + "/group");
   }
   if (passwd.empty()) {
-    passwd = "root:x:0:0:root:/root:/bin/sh\n"
-             "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+    passwd =
+        "root:x:0:0:root:/root:/bin/sh\n"
+        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
   }
   if (group.empty()) {
     group = "root:x:0:\ntty:x:5:\nnogroup:x:65534:\n";
@@ -170,11 +172,6 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
   if (spec.argv.empty() && !options.long_lived)
     return make_error(ErrorCode::kInvalidArgument, "no command given",
                       "put the command after --, e.g. corral run -- echo hi");
-  if (spec.network.mode != "none")
-    return make_error(ErrorCode::kUnavailable,
-                      "network mode \"" + spec.network.mode + "\" is not available yet",
-                      "only --network none (loopback only) is implemented; corral never "
-                      "silently grants more network than asked");
   if (spec.limits.disk_bytes < kMiB)
     return make_error(ErrorCode::kInvalidArgument,
                       "disk limit " + std::to_string(spec.limits.disk_bytes) +
@@ -188,6 +185,12 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
     return make_error(ErrorCode::kUnavailable, "Landlock is not available on this kernel",
                       "enable Landlock (CONFIG_SECURITY_LANDLOCK, lsm=landlock,...); run "
                       "`corral doctor`");
+
+  {
+    auto network = plan_sandbox_network(spec.network, options.network, failed_stage);
+    if (!network) return tl::unexpected(network.error());
+    p.network = std::move(*network);
+  }
 
   failed_stage = Stage::kUidRange;
   auto uids = UidRange::acquire();
@@ -237,8 +240,8 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
     if (!opened) return tl::unexpected(opened.error());
     auto tree = clone_tree(opened->fd.get(), m.writable, opened->source);
     if (!tree) return tl::unexpected(tree.error());
-    auto notice = idmap_user_mount(tree->get(), opened->fd.get(), m.writable, base, plan.uid,
-                                   opened->source);
+    auto notice =
+        idmap_user_mount(tree->get(), opened->fd.get(), m.writable, base, plan.uid, opened->source);
     if (!notice) return tl::unexpected(notice.error());
     if (!notice->empty()) p.notices.push_back(*notice);
     plan.binds.push_back(BindStep{tree->get(), *rel, opened->is_dir, m.writable, false});
@@ -254,8 +257,10 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
   const uid_t user = base + plan.uid;
   const std::string home = spec.root ? "/root" : "/home/sandbox";
   auto [passwd, group] = make_account_files(options.base, spec.root);
-  std::string hosts = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
-                      "127.0.1.1\t" + spec.hostname + "\n";
+  std::string hosts =
+      "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+      "127.0.1.1\t" +
+      spec.hostname + "\n";
   Status s = ok();
   auto step = [&](Status st) {
     if (s && !st) s = std::move(st);
@@ -272,6 +277,8 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
   step(L.make_file("upper/etc/group", group, 0644, base, base));
   step(L.make_file("upper/etc/hostname", spec.hostname + "\n", 0644, base, base));
   step(L.make_file("upper/etc/hosts", hosts, 0644, base, base));
+  if (p.network.slot)
+    step(L.make_file("upper/etc/resolv.conf", p.network.resolv_conf(), 0644, base, base));
   // Mount points corral needs, for images that lack them (scratch images).
   step(L.make_dir("upper/dev", 0755, base, base));
   step(L.make_dir("upper/proc", 0555, base, base));
@@ -345,6 +352,9 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
   for (const std::string& kv : options.base.env) {
     auto eq = kv.find('=');
     if (eq != std::string::npos && eq > 0) set_env(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  if (p.network.slot) {
+    for (const auto& [k, v] : p.network.proxy_env()) set_env(k, v);
   }
   for (const auto& [k, v] : spec.env) set_env(k, v);
 

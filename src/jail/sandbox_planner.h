@@ -24,6 +24,7 @@ struct PreparedSandbox {
   std::optional<WritableLayer> layer;
   std::vector<UniqueFd> bind_fds;  // base dirs and user mount sources
   UniqueFd base_in_use;            // shared lock on the host-base skeleton
+  SandboxNetwork network;          // policy; slot when it lets anything out
   SandboxPlan plan;
   std::vector<std::string> notices;  // for the user; nothing was weakened
 };

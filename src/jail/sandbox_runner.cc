@@ -29,6 +29,7 @@
 #include "jail/sandbox_planner.h"
 #include "jail/stdio_relay.h"
 #include "jail/tty_relay.h"
+#include "net/sandbox_link.h"
 #include "sys/syscalls.h"
 
 namespace corral {
@@ -36,7 +37,6 @@ namespace corral {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
 
 std::string signal_name(int sig) {
   const char* abbrev = sigabbrev_np(sig);
@@ -113,13 +113,19 @@ RunResult run_sandbox(const SandboxSpec& spec, const RunOptions& options) {
 
   auto prepared_or = prepare_sandbox(spec, options, failed_stage);
   if (!prepared_or) {
-    set_failure(result, failed_stage, prepared_or.error().sys_errno,
-                prepared_or.error().message, prepared_or.error().hint);
+    set_failure(result, failed_stage, prepared_or.error().sys_errno, prepared_or.error().message,
+                prepared_or.error().hint);
     return result;
   }
   PreparedSandbox& prepared = **prepared_or;
   SandboxPlan& plan = prepared.plan;
   result.sandbox_id = prepared.id;
+  if (prepared.network.slot && !options.network_ready) {
+    set_failure(result, Stage::kNetworkPolicy, 0,
+                "this caller runs no proxy or DNS, so it cannot give a sandbox network",
+                "use `corral run` or `corral serve`, which serve them");
+    return result;
+  }
   result.notices = prepared.notices;
 
   auto stdio_or = StdioRelay::create(options.tty);
@@ -156,8 +162,8 @@ RunResult run_sandbox(const SandboxSpec& spec, const RunOptions& options) {
   auto cgroup_or = (*manager)->create(prepared.id, limits);
   if (!cgroup_or) {
     unlink(lock_path.c_str());
-    set_failure(result, Stage::kCgroup, cgroup_or.error().sys_errno,
-                cgroup_or.error().message, cgroup_or.error().hint);
+    set_failure(result, Stage::kCgroup, cgroup_or.error().sys_errno, cgroup_or.error().message,
+                cgroup_or.error().hint);
     return result;
   }
   Cgroup& cgroup = **cgroup_or;
@@ -177,8 +183,7 @@ RunResult run_sandbox(const SandboxSpec& spec, const RunOptions& options) {
   // processes keep their heap for the sandbox's whole life.
   malloc_trim(0);
   const auto start = Clock::now();
-  pid_t child =
-      result.failure ? -1 : clone_sandbox_init(plan, cgroup, &pidfd, &control_fd, 1);
+  pid_t child = result.failure ? -1 : clone_sandbox_init(plan, cgroup, &pidfd, &control_fd, 1);
   if (sv[1] >= 0) close(sv[1]);
   stdio.close_child_ends();
   UniqueFd child_pidfd(pidfd);
@@ -192,6 +197,23 @@ RunResult run_sandbox(const SandboxSpec& spec, const RunOptions& options) {
   if (child_alive && !v2) {
     if (auto st = cgroup.add_process(child); !st) {
       set_failure(result, Stage::kCgroup, st.error().sys_errno, st.error().message, "");
+      sys::pidfd_send_signal(child_pidfd.get(), SIGKILL, nullptr, 0);
+    }
+  }
+  // The veth pair, then the owner's proxy and DNS on its host end, before
+  // init builds the sandbox: the workload never runs with half a network.
+  if (child_alive && !result.failure && prepared.network.slot) {
+    auto netns_path = "/proc/" + std::to_string(child) + "/ns/net";
+    UniqueFd netns(open(netns_path.c_str(), O_RDONLY | O_CLOEXEC));
+    Status linked = netns ? net::setup_sandbox_link(*prepared.network.slot, netns.get())
+                          : errno_error("open(" + netns_path + ")");
+    if (linked && options.network_ready)
+      linked = options.network_ready(prepared.id, prepared.network);
+    if (!linked) {
+      set_failure(result, Stage::kNetworkLink, linked.error().sys_errno, linked.error().message,
+                  linked.error().hint.empty()
+                      ? std::string(stage_hint(Stage::kNetworkLink, linked.error().sys_errno))
+                      : linked.error().hint);
       sys::pidfd_send_signal(child_pidfd.get(), SIGKILL, nullptr, 0);
     }
   }
@@ -237,11 +259,11 @@ RunResult run_sandbox(const SandboxSpec& spec, const RunOptions& options) {
       if (msg.type == ControlType::kFailure && !result.failure) {
         msg.detail[sizeof msg.detail - 1] = '\0';
         Stage stage = static_cast<Stage>(msg.stage);
-        std::string message = stage == Stage::kExec
-                                  ? std::string(msg.detail) + ": " +
-                                        (msg.err == ENOENT ? "command not found in the sandbox"
-                                                           : strerror(msg.err))
-                                  : describe_failure(stage, msg.err, msg.detail);
+        std::string message =
+            stage == Stage::kExec
+                ? std::string(msg.detail) + ": " +
+                      (msg.err == ENOENT ? "command not found in the sandbox" : strerror(msg.err))
+                : describe_failure(stage, msg.err, msg.detail);
         set_failure(result, stage, msg.err, message, std::string(stage_hint(stage, msg.err)));
       } else if (msg.type == ControlType::kExited) {
         got_exit = true;
@@ -344,8 +366,7 @@ RunResult run_sandbox(const SandboxSpec& spec, const RunOptions& options) {
     if (result.pids_max_hits > 0) {
       if (result.limit_hit.empty()) result.limit_hit = "pids";
       result.notices.push_back("the process limit (" + std::to_string(spec.limits.pids) +
-                               ") refused " + std::to_string(result.pids_max_hits) +
-                               " fork(s)");
+                               ") refused " + std::to_string(result.pids_max_hits) + " fork(s)");
     }
   }
   if (result.signal != 0 && result.limit_hit.empty() && killed_by_us == 0) {
@@ -365,6 +386,12 @@ RunResult run_sandbox(const SandboxSpec& spec, const RunOptions& options) {
     result.residue.push_back(wiped.error().message);
   }
   for (auto& m : leaked_mounts(plan.stage_dir)) result.residue.push_back(m);
+  // The veth pair dies with the namespace; delete the host end if the
+  // kernel has not yet, and check.
+  if (prepared.network.slot) {
+    if (auto st = net::teardown_sandbox_link(*prepared.network.slot); !st)
+      result.residue.push_back(st.error().message);
+  }
   alive.reset();
   if (unlink(lock_path.c_str()) != 0) result.residue.push_back("file " + lock_path);
   return result;

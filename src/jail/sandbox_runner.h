@@ -5,10 +5,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "jail/sandbox_network.h"
 #include "jail/stage.h"
 #include "spec/sandbox_spec.h"
 
@@ -16,9 +18,9 @@ namespace corral {
 
 // The base layer to use (resolved by the caller: host base or an image).
 struct BaseLayerRef {
-  std::string rootfs;                  // empty: the embedded host base
-  std::vector<std::string> env;        // "K=V" from an image's config
-  std::string passwd_source;           // image /etc dir to take passwd/group from
+  std::string rootfs;            // empty: the embedded host base
+  std::vector<std::string> env;  // "K=V" from an image's config
+  std::string passwd_source;     // image /etc dir to take passwd/group from
 };
 
 struct RunOptions {
@@ -30,6 +32,12 @@ struct RunOptions {
   // and init survives its creator. The id is the daemon's choice.
   bool long_lived = false;
   std::string sandbox_id;  // empty: a new random one
+  // Templates and the address pool for networked sandboxes (ADR 0005).
+  NetworkOptions network;
+  // `corral run`: called once the sandbox's veth pair exists and before
+  // init builds the sandbox, to start the proxy and DNS on its host end. A
+  // failure stops the sandbox (fail closed). Unset: no networked sandboxes.
+  std::function<Status(const std::string& sandbox_id, const SandboxNetwork& network)> network_ready;
 };
 
 struct SetupFailure {
@@ -49,9 +57,9 @@ struct RunResult {
   std::chrono::milliseconds wall{0};
   std::chrono::milliseconds cpu{0};
   std::uint64_t memory_peak_bytes = 0;
-  std::uint64_t disk_used_bytes = 0;   // writable layer in use when the command ended
-  std::uint64_t residue_bytes = 0;     // still allocated after cleanup (F3): must be 0
-  std::vector<std::string> residue;    // anything of the sandbox left on the host
+  std::uint64_t disk_used_bytes = 0;  // writable layer in use when the command ended
+  std::uint64_t residue_bytes = 0;    // still allocated after cleanup (F3): must be 0
+  std::vector<std::string> residue;   // anything of the sandbox left on the host
   std::uint64_t oom_kills = 0;
   std::uint64_t pids_max_hits = 0;
   std::optional<SetupFailure> failure;  // set when exit_code is 125 (or 126/127)

@@ -16,7 +16,10 @@ enum class Stage : int {
   kWritableLayer,
   kSeccompCompile,
   kCgroup,
+  kNetworkPolicy,  // the spec's network request against the templates
+  kNetworkSlot,    // an address slot of the pool (ADR 0005)
   kClone,
+  kNetworkLink,    // the veth pair, made between clone and "go"
   // In the sandbox's init (host root inside new namespaces).
   kCgroupNamespace,
   kMountPropagation,

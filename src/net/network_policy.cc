@@ -183,7 +183,7 @@ Result<NetworkRule> parse_rule(std::string_view text, bool deny) {
     }
     if (d != "*" && !valid_domain(check))
       return bad_rule(text, "\"" + std::string(host) + "\" is not a valid domain name");
-    if (d != "*" && check.find('.') == std::string_view::npos && !deny)
+    if (d != "*" && d.rfind("*.", 0) != 0 && check.find('.') == std::string_view::npos && !deny)
       return bad_rule(text, "\"" + std::string(host) +
                                 "\" is a single label; name a full domain such as example.com");
     rule.domain = d;

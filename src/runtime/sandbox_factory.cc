@@ -22,6 +22,7 @@
 #include "jail/init_clone.h"
 #include "jail/live_channel.h"
 #include "jail/sandbox_planner.h"
+#include "net/sandbox_link.h"
 #include "sys/syscalls.h"
 
 namespace corral {
@@ -123,8 +124,10 @@ Result<std::string> recv_frame(int sock, std::vector<UniqueFd>* fds) {
     for (size_t i = 0; i < count; ++i) {
       int fd;
       memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
-      if (fds != nullptr) fds->emplace_back(fd);
-      else close(fd);
+      if (fds != nullptr)
+        fds->emplace_back(fd);
+      else
+        close(fd);
     }
   }
   if (len > kMaxFrame) return make_error(ErrorCode::kResourceExhausted, "factory frame too large");
@@ -134,14 +137,20 @@ Result<std::string> recv_frame(int sock, std::vector<UniqueFd>* fds) {
 }
 
 json options_to_json(const RunOptions& o) {
-  return json{{"rootfs", o.base.rootfs},     {"env", o.base.env},
-              {"passwd_source", o.base.passwd_source},
-              {"mount_roots", o.mount_roots}, {"cwd", o.cwd},
-              {"sandbox_id", o.sandbox_id}};
+  return json{
+      {"rootfs", o.base.rootfs},      {"env", o.base.env}, {"passwd_source", o.base.passwd_source},
+      {"mount_roots", o.mount_roots}, {"cwd", o.cwd},      {"sandbox_id", o.sandbox_id}};
+}
+
+// The daemon's network settings, fixed when the factory is forked.
+NetworkOptions& factory_network() {
+  static NetworkOptions options;
+  return options;
 }
 
 RunOptions options_from_json(const json& j) {
   RunOptions o;
+  o.network = factory_network();
   o.base.rootfs = j.value("rootfs", "");
   o.base.env = j.value("env", std::vector<std::string>{});
   o.base.passwd_source = j.value("passwd_source", "");
@@ -191,11 +200,13 @@ void serve_one(int sock, CgroupManager* manager, const std::string& request) {
   const std::string lock_path = locks_dir + "/" + prepared.id + ".lock";
   UniqueFd alive(open(lock_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!alive || flock(alive.get(), LOCK_EX) != 0)
-    return fail(Stage::kPlan, Error{ErrorCode::kSystem, "creating " + lock_path + ": " + strerror(errno), "", errno});
+    return fail(Stage::kPlan, Error{ErrorCode::kSystem,
+                                    "creating " + lock_path + ": " + strerror(errno), "", errno});
 
   if (manager == nullptr) {
     unlink(lock_path.c_str());
-    return fail(Stage::kCgroup, Error{ErrorCode::kUnavailable, "no usable cgroup hierarchy", "run `corral doctor`", 0});
+    return fail(Stage::kCgroup, Error{ErrorCode::kUnavailable, "no usable cgroup hierarchy",
+                                      "run `corral doctor`", 0});
   }
   const SandboxSpec& spec = *spec_or;
   CgroupLimits limits;
@@ -237,9 +248,12 @@ void serve_one(int sock, CgroupManager* manager, const std::string& request) {
   plan.control_fd = control_init.get();
   plan.spawn_fd = spawn_zygote.get();
   for (int& fd : plan.stdio) fd = devnull.get();
-  const int held[] = {kInitHeldControlFd,       kInitHeldSpawnFd,             kInitHeldLayerFd,
-                      prepared.uids->lock_fd(), prepared.base_in_use.get(), alive.get(),
-                      image_lock.get()};
+  const int held[] = {
+      kInitHeldControlFd,         kInitHeldSpawnFd,
+      kInitHeldLayerFd,           prepared.uids->lock_fd(),
+      prepared.base_in_use.get(), alive.get(),
+      image_lock.get(),           prepared.network.slot ? prepared.network.slot->lock_fd() : -1};
+  static_assert(sizeof held == sizeof plan.held_fds);
   std::copy(std::begin(held), std::end(held), plan.held_fds);
 
   int pidfd_raw = -1;
@@ -248,14 +262,26 @@ void serve_one(int sock, CgroupManager* manager, const std::string& request) {
   const int clone_errno = errno;
   UniqueFd pidfd(pidfd_raw);
   if (child < 0) {
-    return undo(Stage::kClone, Error{ErrorCode::kSystem, "clone3(new namespaces)",
-                                     std::string(stage_hint(Stage::kClone, clone_errno)),
-                                     clone_errno});
+    return undo(Stage::kClone,
+                Error{ErrorCode::kSystem, "clone3(new namespaces)",
+                      std::string(stage_hint(Stage::kClone, clone_errno)), clone_errno});
   }
   if (cgroup.clone_into_fd() < 0) {
     if (auto st = cgroup.add_process(child); !st) {
       sys::pidfd_send_signal(pidfd.get(), SIGKILL, nullptr, 0);
       return undo(Stage::kCgroup, st.error());
+    }
+  }
+  // The veth pair, before init's setup starts: the sandbox never runs a
+  // moment with a half-made network.
+  if (prepared.network.slot) {
+    auto netns_path = "/proc/" + std::to_string(child) + "/ns/net";
+    UniqueFd netns(open(netns_path.c_str(), O_RDONLY | O_CLOEXEC));
+    Status linked = netns ? net::setup_sandbox_link(*prepared.network.slot, netns.get())
+                          : errno_error("open(" + netns_path + ")");
+    if (!linked) {
+      sys::pidfd_send_signal(pidfd.get(), SIGKILL, nullptr, 0);
+      return undo(Stage::kNetworkLink, linked.error());
     }
   }
   ControlMessage go{};
@@ -268,14 +294,17 @@ void serve_one(int sock, CgroupManager* manager, const std::string& request) {
 
   std::vector<std::string> env;
   for (char* const* e = plan.envp.data(); e != nullptr && *e != nullptr; ++e) env.emplace_back(*e);
-  json reply{{"ok", true},
-             {"env", env},
-             {"id", prepared.id},
-             {"init_pid", child},
-             {"init_start_time", process_start_time(child)},
-             {"host_uid_base", prepared.uids->host_base()},
-             {"cgroup", cgroup.name()},
-             {"notices", prepared.notices}};
+  json reply{
+      {"ok", true},
+      {"env", env},
+      {"id", prepared.id},
+      {"init_pid", child},
+      {"init_start_time", process_start_time(child)},
+      {"host_uid_base", prepared.uids->host_base()},
+      {"cgroup", cgroup.name()},
+      {"net_slot", prepared.network.slot ? static_cast<std::int64_t>(prepared.network.slot->index())
+                                         : std::int64_t{-1}},
+      {"notices", prepared.notices}};
   UniqueFd layer_dup(fcntl(prepared.layer->mount_fd(), F_DUPFD_CLOEXEC, 3));
   const int fds[kReplyFds] = {pidfd.get(), control_daemon.get(), spawn_daemon.get(),
                               layer_dup.get()};
@@ -325,7 +354,12 @@ std::uint64_t process_start_time(pid_t pid) {
   return std::strtoull(field.c_str(), nullptr, 10);
 }
 
-Result<std::unique_ptr<SandboxFactory>> SandboxFactory::start() {
+Result<std::unique_ptr<SandboxFactory>> SandboxFactory::start(const NetworkOptions& network) {
+  // Copied into the factory by the fork: templates included.
+  static std::vector<net::NetworkTemplate> templates;
+  templates = network.templates != nullptr ? *network.templates : net::default_network_templates();
+  factory_network() = network;
+  factory_network().templates = &templates;
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     return errno_error("socketpair(factory)");
@@ -363,7 +397,8 @@ Result<CreatedSandbox> SandboxFactory::create(const SandboxSpec& spec, const Run
     return recv_frame(sock_.get(), &fds);
   }();
   if (!reply_text) {
-    if (failure != nullptr) *failure = SetupFailure{Stage::kPlan, 0, reply_text.error().message, ""};
+    if (failure != nullptr)
+      *failure = SetupFailure{Stage::kPlan, 0, reply_text.error().message, ""};
     return tl::unexpected(reply_text.error());
   }
   json reply = json::parse(*reply_text, nullptr, false);

@@ -44,7 +44,8 @@ class SandboxFactory {
  public:
   // Forks the factory process. Call it before the daemon starts any thread.
   // The factory dies with the daemon (PDEATHSIG); sandboxes do not.
-  static Result<std::unique_ptr<SandboxFactory>> start();
+  // `network`: the templates and address pool of networked sandboxes.
+  static Result<std::unique_ptr<SandboxFactory>> start(const NetworkOptions& network = {});
   ~SandboxFactory();
 
   // Plans and starts a long-lived sandbox (spec.argv empty, options.long_lived

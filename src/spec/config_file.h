@@ -6,6 +6,7 @@
 // invalid size "2GG": ...".
 #pragma once
 
+#include <array>
 #include <string>
 #include <string_view>
 
@@ -13,6 +14,13 @@
 #include "spec/sandbox_spec.h"
 
 namespace corral {
+
+// The settings of a sandbox (the top level, or the `sandbox:` map), in the
+// order the reference (docs/config.md) lists them.
+inline constexpr std::array<std::string_view, 14> kSandboxSettingKeys = {
+    "cpu_limit", "memory_limit", "disk_limit", "inodes_limit", "pids_limit",
+    "timeout",   "max_lifetime", "network",    "image",        "hostname",
+    "root",      "workdir",      "env",        "mounts"};
 
 // Applies the keys present in `yaml_text` on top of `spec` (keys absent
 // keep their value). `source_name` is used in messages (file name).

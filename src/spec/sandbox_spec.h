@@ -40,12 +40,21 @@ struct MountSpec {
   bool writable = false;  // read-only unless asked
 };
 
-// Network policy. Issue 2 implements mode "none" (N1); other modes are
-// refused until the network engine exists, never silently weakened.
+// Network policy (ADR 0005, N1-N4): a mode, optionally a named template,
+// and rules in the grammar of net/network_policy.h. `allow_domains` is the
+// design source's own form: each domain is an http+tls rule.
 struct NetworkSpec {
   std::string mode = "none";  // "none" | "allowlist" | "open"
   std::vector<std::string> allow_domains;
   std::vector<std::string> dns_servers;
+  std::string template_name;  // "code-exec" or "code-exec@1"; empty: none
+  std::vector<std::string> allow;
+  std::vector<std::string> deny;
+  std::vector<std::string> remove;  // template rules to drop
+  std::int64_t timeout_ms = 0;      // per connection (connect and idle); 0: 10 s
+  double rate_per_second = -1;      // new connections; -1: the default (20/s, burst 40)
+  double rate_burst = -1;
+  std::vector<std::string> gateway;  // internal services granted (N5)
 };
 
 struct SandboxSpec {

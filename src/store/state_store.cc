@@ -786,13 +786,18 @@ Status StateStore::add_process(const ProcessRecord& p) {
   }
   auto ins = Stmt::prepare(h,
                            "INSERT INTO processes (id, sandbox_id, argv_json, state, exit_code, "
-                           "signal, started_at, ended_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                           "signal, started_at, ended_at, deadline_at, host_pid, host_start_time) "
+                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                            &db_->cache);
   if (!ins) return tl::unexpected<Error>(std::move(ins).error().wrap(what));
   ins->bind(1, p.id).bind(2, p.sandbox_id).bind(3, argv_json).bind(4, p.state);
   ins->bind(5, p.exit_code ? std::optional<std::int64_t>(*p.exit_code) : std::nullopt);
   ins->bind(6, p.signal ? std::optional<std::int64_t>(*p.signal) : std::nullopt);
   ins->bind(7, p.started_at_ms != 0 ? p.started_at_ms : now_ms()).bind(8, p.ended_at_ms);
+  ins->bind(9, p.deadline_at_ms).bind(10, p.host_pid);
+  ins->bind(11, p.host_start_time
+                    ? std::optional<std::int64_t>(static_cast<std::int64_t>(*p.host_start_time))
+                    : std::nullopt);
   if (auto r = ins->run("INSERT INTO processes"); !r) {
     if (sqlite3_extended_errcode(h) == SQLITE_CONSTRAINT_PRIMARYKEY) {
       return make_error(ErrorCode::kAlreadyExists,
@@ -846,11 +851,48 @@ Status StateStore::update_process(std::string_view id, ProcessState state,
   return ok();
 }
 
+Status StateStore::set_process_host(std::string_view id, std::int64_t host_pid,
+                                    std::uint64_t host_start_time) {
+  CORRAL_TRY(check_id("process", id));
+  std::string what = "recording the host pid of process " + std::string(id);
+  if (host_pid <= 0 || host_start_time == 0 ||
+      host_start_time > static_cast<std::uint64_t>(INT64_MAX)) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      what + ": pid " + std::to_string(host_pid) + " and start time " +
+                          std::to_string(host_start_time) + " must both be positive");
+  }
+  std::lock_guard lock(db_->mu);
+  sqlite3* h = db_->handle;
+  // One statement, so no transaction is needed: it changes only a process
+  // that has not ended, and says which case it was through changes().
+  auto upd = Stmt::prepare(h,
+                           "UPDATE processes SET host_pid = ?2, host_start_time = ?3, "
+                           "state = CASE WHEN state = 'starting' THEN 'running' ELSE state END "
+                           "WHERE id = ?1 AND state IN ('starting', 'running')",
+                           &db_->cache);
+  if (!upd) return tl::unexpected<Error>(std::move(upd).error().wrap(what));
+  upd->bind(1, id).bind(2, host_pid).bind(3, static_cast<std::int64_t>(host_start_time));
+  CORRAL_TRY_CTX(upd->run("UPDATE processes"), what);
+  if (sqlite3_changes(h) > 0) return ok();
+  auto sel = Stmt::prepare(h, "SELECT state FROM processes WHERE id = ?1", &db_->cache);
+  if (!sel) return tl::unexpected<Error>(std::move(sel).error().wrap(what));
+  sel->bind(1, id);
+  auto row = sel->step("SELECT state");
+  if (!row) return tl::unexpected<Error>(std::move(row).error().wrap(what));
+  if (!*row) {
+    return make_error(ErrorCode::kNotFound, "process '" + std::string(id) + "' does not exist");
+  }
+  return make_error(ErrorCode::kInvalidArgument,
+                    what + ": it has already ended (" + sel->text(0) + ")",
+                    "an ended process is never updated again");
+}
+
 Result<std::vector<ProcessRecord>> StateStore::list_processes(std::string_view sandbox_id) {
   std::lock_guard lock(db_->mu);
   auto st = Stmt::prepare(db_->handle,
                           "SELECT id, sandbox_id, argv_json, state, exit_code, signal, started_at, "
-                          "ended_at FROM processes WHERE sandbox_id = ?1 ORDER BY rowid",
+                          "ended_at, deadline_at, host_pid, host_start_time FROM processes "
+                          "WHERE sandbox_id = ?1 ORDER BY rowid",
                           &db_->cache);
   if (!st) return tl::unexpected<Error>(std::move(st).error());
   st->bind(1, sandbox_id);
@@ -879,6 +921,9 @@ Result<std::vector<ProcessRecord>> StateStore::list_processes(std::string_view s
     if (auto v = st->opt_int64(5)) p.signal = static_cast<int>(*v);
     p.started_at_ms = st->int64(6);
     p.ended_at_ms = st->opt_int64(7);
+    p.deadline_at_ms = st->opt_int64(8);
+    p.host_pid = st->opt_int64(9);
+    if (auto v = st->opt_int64(10)) p.host_start_time = static_cast<std::uint64_t>(*v);
     out.push_back(std::move(p));
   }
   return out;

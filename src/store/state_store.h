@@ -33,7 +33,7 @@ struct SandboxRecord {
   std::int64_t created_at_ms = 0;
   std::int64_t updated_at_ms = 0;
   std::optional<std::int64_t> expires_at_ms;
-  std::optional<std::string> error;  // reason of the last move to kFailed
+  std::optional<std::string> error;         // reason of the last move to kFailed
   std::optional<std::string> runtime_json;  // the daemon's re-attach data (init pid, ...)
 };
 
@@ -49,8 +49,8 @@ struct TransitionRecord {
 enum class ProcessState {
   kStarting,  // requested, not yet confirmed running by PID 1
   kRunning,
-  kExited,    // ended: exit_code or signal is set
-  kLost,      // its end was never observed (daemon restarted, sandbox gone)
+  kExited,  // ended: exit_code or signal is set
+  kLost,    // its end was never observed (daemon restarted, sandbox gone)
 };
 
 std::string_view process_state_name(ProcessState state);
@@ -140,8 +140,8 @@ class StateStore {
   Status add_process(const ProcessRecord& process);
   // Sets state, exit code and signal; a move to kExited or kLost also sets
   // ended_at.
-  Status update_process(std::string_view id, ProcessState state,
-                        std::optional<int> exit_code, std::optional<int> signal);
+  Status update_process(std::string_view id, ProcessState state, std::optional<int> exit_code,
+                        std::optional<int> signal);
   // Records the host pid and start time of a process that runs, and moves
   // it from starting to running, in one transaction. kNotFound for an
   // unknown id; kInvalidArgument once it has ended.

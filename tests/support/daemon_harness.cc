@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,23 +36,35 @@ TestDaemon::TestDaemon(std::vector<std::string> extra_args, std::string config_y
 bool TestDaemon::launch() {
   int pipefd[2];
   if (pipe2(pipefd, O_CLOEXEC) != 0) return false;
-  std::vector<std::string> argv = {corral_bin(), "serve", "--data-dir", data_dir_, "--socket",
-                                   socket_, "--listen",
-                                   "127.0.0.1:" + std::to_string(port_)};
+  std::vector<std::string> argv = {
+      corral_bin(), "serve", "--data-dir", data_dir_,
+      "--socket",   socket_, "--listen",   "127.0.0.1:" + std::to_string(port_)};
   if (!config_path_.empty()) {
     argv.push_back("--config");
     argv.push_back(config_path_);
   }
   for (const auto& a : args_) argv.push_back(a);
+  // Built before the fork: the child only makes async-signal-safe calls.
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  const pid_t parent = getpid();
   pid_ = fork();
   if (pid_ == 0) {
+    // The daemon dies with the test process (an aborted or killed test run
+    // leaks no daemon). Only the daemon: its sandboxes outlive it by design
+    // (PDEATHSIG is not inherited across fork), and the next daemon
+    // re-attaches them. The parent may have died before the prctl.
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);
     dup2(pipefd[1], 1);
     dup2(pipefd[1], 2);
-    std::vector<char*> cargv;
-    for (auto& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
     execv(cargv[0], cargv.data());
     _exit(127);
+  }
+  if (pid_ < 0) {
+    close(pipefd[0]);
+    close(pipefd[1]);
+    return false;
   }
   close(pipefd[1]);
   out_fd_ = pipefd[0];

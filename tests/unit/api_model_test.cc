@@ -282,6 +282,109 @@ TEST(ApiCreate, RoundTrip) {
   expect_same_spec(back2->spec, defaults.spec);
 }
 
+// ---- create: env on top of the daemon's defaults --------------------------------------
+
+SandboxSpec env_defaults() {
+  SandboxSpec defaults;
+  defaults.env = {{"LANG", "C.UTF-8"}, {"PATH", "/usr/bin"}, {"HTTP_PROXY", "http://proxy:3128"}};
+  return defaults;
+}
+
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+TEST(ApiCreate, EnvMergesWithTheDefaults) {
+  const SandboxSpec defaults = env_defaults();
+  // Kept, replaced in place, added at the end.
+  auto r = parse_create_sandbox_over(R"({"env": {"PATH": "/opt/bin", "DEBUG": "1"}})", defaults);
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  EXPECT_EQ(r->spec.env, (Env{{"LANG", "C.UTF-8"},
+                              {"PATH", "/opt/bin"},
+                              {"HTTP_PROXY", "http://proxy:3128"},
+                              {"DEBUG", "1"}}));
+  EXPECT_TRUE(r->env_unset.empty());
+
+  // No env, or an empty one: the defaults as they are.
+  for (const char* body : {"{}", R"({"env": {}})", R"({"limits": {"pids": 9}})"}) {
+    auto kept = parse_create_sandbox_over(body, defaults);
+    ASSERT_TRUE(kept.has_value()) << body << ": " << kept.error().message;
+    EXPECT_EQ(kept->spec.env, defaults.env) << body;
+  }
+
+  // An empty string is a value, not a removal.
+  auto empty = parse_create_sandbox_over(R"({"env": {"LANG": ""}})", defaults);
+  ASSERT_TRUE(empty.has_value()) << empty.error().message;
+  EXPECT_EQ(empty->spec.env.at(0), (std::pair<std::string, std::string>{"LANG", ""}));
+  EXPECT_EQ(empty->spec.env.size(), 3u);
+}
+
+TEST(ApiCreate, EnvNullRemovesADefault) {
+  const SandboxSpec defaults = env_defaults();
+  auto r = parse_create_sandbox_over(
+      R"({"env": {"HTTP_PROXY": null, "NOT_A_DEFAULT": null, "X": "1"}})", defaults);
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  EXPECT_EQ(r->spec.env, (Env{{"LANG", "C.UTF-8"}, {"PATH", "/usr/bin"}, {"X", "1"}}));
+  EXPECT_EQ(r->env_unset, (std::vector<std::string>{"HTTP_PROXY", "NOT_A_DEFAULT"}));
+
+  // The client side encodes the removals as null, and they parse back.
+  std::string json = to_json(*r);
+  EXPECT_TRUE(contains(json, R"("HTTP_PROXY":null)")) << json;
+  auto again = parse_create_sandbox_over(json, defaults);
+  ASSERT_TRUE(again.has_value()) << json << ": " << again.error().message;
+  EXPECT_EQ(again->spec.env, r->spec.env);
+  EXPECT_EQ(again->env_unset, r->env_unset);
+
+  // Without defaults a null removes nothing, and still round-trips.
+  auto bare = parse_create_sandbox(R"({"env": {"A": null}})");
+  ASSERT_TRUE(bare.has_value()) << bare.error().message;
+  EXPECT_TRUE(bare->spec.env.empty());
+  EXPECT_TRUE(contains(to_json(*bare), R"("env":{"A":null})")) << to_json(*bare);
+
+  // A name that spec.env sets is not also sent as null.
+  CreateSandboxRequest both;
+  both.spec.env = {{"A", "1"}};
+  both.env_unset = {"A"};
+  EXPECT_TRUE(contains(to_json(both), R"("env":{"A":"1"})")) << to_json(both);
+}
+
+TEST(ApiCreate, EnvNullIsOnlyForCreate) {
+  // An exec's env has no defaults to remove.
+  Error e = exec_refused(R"({"argv": ["ls"], "env": {"A": null}})");
+  EXPECT_EQ(e.message, "wrong_type: env.A: expected a string value, found null");
+  // The stored spec holds the merged env: no nulls there either.
+  auto stored = spec_from_json(R"({"env": {"A": null}})");
+  ASSERT_FALSE(stored.has_value());
+  EXPECT_TRUE(stored.error().message.starts_with("wrong_type: env.A:")) << stored.error().message;
+  // Other create fields do not take null.
+  e = create_refused(R"({"env": null})");
+  EXPECT_TRUE(e.message.starts_with("wrong_type: env: expected an object")) << e.message;
+  // Names are checked for null values too.
+  e = create_refused(R"({"env": {"1X": null}})");
+  EXPECT_TRUE(contains(e.message, "invalid variable name")) << e.message;
+}
+
+TEST(ApiCreate, EnvWithDefaultsIsBounded) {
+  SandboxSpec defaults;
+  for (int i = 0; i < 4000; ++i) defaults.env.emplace_back("D" + std::to_string(i), "x");
+  std::string body = R"({"env": {)";
+  for (int i = 0; i < 97; ++i) {
+    if (i > 0) body.append(",");
+    body.append("\"N" + std::to_string(i) + "\": \"x\"");
+  }
+  body.append("}}");
+  auto over = parse_create_sandbox_over(body, defaults);
+  ASSERT_FALSE(over.has_value());
+  EXPECT_TRUE(contains(over.error().message, "more than 4096 variables with the daemon's defaults"))
+      << over.error().message;
+  EXPECT_EQ(over.error().hint, "env");
+  // Replacing defaults does not add to the count.
+  defaults.env.resize(4096);
+  for (int i = 4000; i < 4096; ++i) defaults.env[i] = {"D" + std::to_string(i), "x"};
+  auto replaced = parse_create_sandbox_over(R"({"env": {"D0": "y", "D4095": null}})", defaults);
+  ASSERT_TRUE(replaced.has_value()) << replaced.error().message;
+  EXPECT_EQ(replaced->spec.env.size(), 4095u);
+  EXPECT_EQ(replaced->spec.env.front().second, "y");
+}
+
 // ---- create: refused, one test per class -------------------------------------------
 
 TEST(ApiCreate, UnknownFieldIsNamedWithItsPath) {
@@ -323,7 +426,7 @@ TEST(ApiCreate, WrongTypeSaysExpectedAndFound) {
   e = create_refused(R"({"root": "yes"})");
   EXPECT_EQ(e.message, R"(wrong_type: root: expected true or false, found the string "yes")");
   e = create_refused(R"({"env": {"A": 1}})");
-  EXPECT_EQ(e.message, "wrong_type: env.A: expected a string value, found the number 1");
+  EXPECT_EQ(e.message, "wrong_type: env.A: expected a string value or null, found the number 1");
   e = create_refused(R"({"max_lifetime": true})");
   EXPECT_TRUE(e.message.starts_with("wrong_type: max_lifetime: expected a duration")) << e.message;
   e = create_refused(R"({"mounts": {}})");

@@ -1,32 +1,17 @@
 #include "spec/config_file.h"
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <cstdlib>
-#include <fstream>
 #include <string>
+
+#include "config_test_support.h"
 
 namespace corral {
 namespace {
 
+using config_test::kSourceExample;
 using std::chrono::milliseconds;
-
-// The configuration example of the design source, as written there.
-constexpr std::string_view kSourceExample = R"(sandbox:
-  cpu_limit: "2"
-  memory_limit: "2Gi"
-  disk_limit: "2Gi"
-  pids_limit: 256
-  timeout: 300
-  max_lifetime: 600
-  network:
-    default: deny
-    allow_domains: ["pypi.org", "registry.npmjs.org"]
-    dns_servers: ["10.0.0.53"]
-)";
 
 // Applies `yaml` to a default spec and returns the error message, failing
 // the test when the file was accepted.
@@ -52,16 +37,7 @@ TEST(config_file, SourceExampleVerbatim) {
   spec.limits.cpus = 7;  // every key of the example must overwrite
   spec.limits.timeout = milliseconds(1);
   ASSERT_TRUE(apply_config_yaml(kSourceExample, "config.yaml", spec).has_value());
-  EXPECT_DOUBLE_EQ(spec.limits.cpus, 2.0);
-  EXPECT_EQ(spec.limits.memory_bytes, 2 * kGiB);
-  EXPECT_EQ(spec.limits.disk_bytes, 2 * kGiB);
-  EXPECT_EQ(spec.limits.pids, 256u);
-  EXPECT_EQ(spec.limits.timeout, milliseconds(300'000));
-  EXPECT_EQ(spec.limits.max_lifetime, milliseconds(600'000));
-  EXPECT_EQ(spec.network.mode, "allowlist");
-  EXPECT_EQ(spec.network.allow_domains,
-            (std::vector<std::string>{"pypi.org", "registry.npmjs.org"}));
-  EXPECT_EQ(spec.network.dns_servers, (std::vector<std::string>{"10.0.0.53"}));
+  config_test::expect_source_example(spec);
 }
 
 TEST(config_file, TopLevelLayout) {
@@ -372,21 +348,12 @@ TEST(config_file, HostileTextIsQuotedSafely) {
 
 class ConfigFileOnDisk : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/corral-config-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::string cmd = "rm -rf '" + dir_ + "'";
-    EXPECT_EQ(std::system(cmd.c_str()), 0);
-  }
+  void SetUp() override { ASSERT_FALSE(dir_.empty()); }
   std::string write(const std::string& name, const std::string& text) {
-    std::string path = dir_ + "/" + name;
-    std::ofstream(path, std::ios::binary) << text;
-    return path;
+    return tmp_.write(name, text);
   }
-  std::string dir_;
+  config_test::TempDir tmp_;
+  const std::string dir_ = tmp_.path();
 };
 // Named like the file, so that `ctest -R config_file` selects these tests.
 using config_file_on_disk = ConfigFileOnDisk;

@@ -1,33 +1,18 @@
 #include "daemon/daemon_config.h"
 
 #include <gtest/gtest.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cstdlib>
 #include <fstream>
 #include <string>
 
 #include "base/paths.h"
+#include "config_test_support.h"
 
 namespace corral {
 namespace {
 
+using config_test::kSourceExample;
 using std::chrono::milliseconds;
-
-// The configuration example of the design source (section 8.1), as written.
-constexpr std::string_view kSourceExample = R"(sandbox:
-  cpu_limit: "2"
-  memory_limit: "2Gi"
-  disk_limit: "2Gi"
-  pids_limit: 256
-  timeout: 300
-  max_lifetime: 600
-  network:
-    default: deny
-    allow_domains: ["pypi.org", "registry.npmjs.org"]
-    dns_servers: ["10.0.0.53"]
-)";
 
 DaemonConfig config_ok(std::string_view yaml, std::string_view source = "serve.yaml") {
   auto config = parse_daemon_config(yaml, source);
@@ -150,16 +135,7 @@ TEST(DaemonConfig, ListenShorthandAndAuto) {
 
 TEST(DaemonConfig, SourceSandboxExampleIsTheDefaultSpec) {
   DaemonConfig c = config_ok(kSourceExample);
-  const SandboxSpec& s = c.default_spec;
-  EXPECT_DOUBLE_EQ(s.limits.cpus, 2.0);
-  EXPECT_EQ(s.limits.memory_bytes, 2 * kGiB);
-  EXPECT_EQ(s.limits.disk_bytes, 2 * kGiB);
-  EXPECT_EQ(s.limits.pids, 256u);
-  EXPECT_EQ(s.limits.timeout, milliseconds(300'000));
-  EXPECT_EQ(s.limits.max_lifetime, milliseconds(600'000));
-  EXPECT_EQ(s.network.mode, "allowlist");
-  EXPECT_EQ(s.network.allow_domains, (std::vector<std::string>{"pypi.org", "registry.npmjs.org"}));
-  EXPECT_EQ(s.network.dns_servers, std::vector<std::string>{"10.0.0.53"});
+  config_test::expect_source_example(c.default_spec);
   EXPECT_EQ(c.default_max_lifetime_ms, 600'000);
   EXPECT_EQ(c.listen_port, 7070);
 
@@ -446,9 +422,9 @@ TEST(DaemonConfig, MeminfoAndCapacity) {
 }
 
 TEST(DaemonConfig, LoadFromFile) {
-  char tmpl[] = "/tmp/corral-dconf-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
+  config_test::TempDir tmp;
+  ASSERT_FALSE(tmp.path().empty());
+  const std::string dir = tmp.path();
   const std::string path = dir + "/serve.yaml";
   {
     std::ofstream out(path);
@@ -481,7 +457,6 @@ TEST(DaemonConfig, LoadFromFile) {
   c = load_daemon_config(path);
   ASSERT_FALSE(c.has_value());
   EXPECT_NE(c.error().message.find("larger than 1 MiB"), std::string::npos);
-  ASSERT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
 }
 
 TEST(DaemonConfig, DescribeIsOneLineWithoutSecrets) {
@@ -507,8 +482,8 @@ namespace corral {
 namespace {
 
 TEST(DaemonConfig, MountRootsAndDurability) {
-  auto c = parse_daemon_config("serve:\n  mount_roots: [/srv/data, /opt/x]\n  durability: power-loss\n",
-                               "serve.yaml");
+  auto c = parse_daemon_config(
+      "serve:\n  mount_roots: [/srv/data, /opt/x]\n  durability: power-loss\n", "serve.yaml");
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->mount_roots, (std::vector<std::string>{"/srv/data", "/opt/x"}));
   EXPECT_TRUE(c->power_loss_durable);
@@ -516,7 +491,8 @@ TEST(DaemonConfig, MountRootsAndDurability) {
   EXPECT_TRUE(default_daemon_config().mount_roots.empty());
   auto bad = parse_daemon_config("serve:\n  mount_roots: [relative/dir]\n", "serve.yaml");
   ASSERT_FALSE(bad);
-  EXPECT_NE(bad.error().message.find("serve.mount_roots[0]"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("serve.mount_roots[0]"), std::string::npos)
+      << bad.error().message;
   auto bad2 = parse_daemon_config("serve:\n  durability: sometimes\n", "serve.yaml");
   ASSERT_FALSE(bad2);
   EXPECT_NE(bad2.error().message.find("durability"), std::string::npos) << bad2.error().message;

@@ -246,8 +246,10 @@ TEST(StateStoreTest, IdempotencyKey) {
   EXPECT_FALSE(store.get("sb-3"));
 
   // Without a key, or with another key, a new sandbox is made.
-  ASSERT_TRUE(store.create_sandbox("sb-4", R"({"argv":["sh"],"cpus":1})", std::nullopt, std::nullopt));
-  ASSERT_TRUE(store.create_sandbox("sb-5", R"({"argv":["sh"],"cpus":1})", std::nullopt, std::nullopt));
+  ASSERT_TRUE(
+      store.create_sandbox("sb-4", R"({"argv":["sh"],"cpus":1})", std::nullopt, std::nullopt));
+  ASSERT_TRUE(
+      store.create_sandbox("sb-5", R"({"argv":["sh"],"cpus":1})", std::nullopt, std::nullopt));
   ASSERT_TRUE(store.create_sandbox("sb-6", R"({"argv":["sh"],"cpus":1})", "k2", std::nullopt));
 
   auto dup = store.create_sandbox("sb-4", "{}", std::nullopt, std::nullopt);
@@ -275,8 +277,8 @@ TEST(StateStoreTest, EveryPairMatchesTheTable) {
       }
       std::size_t rows_before = store.transitions(id)->size();
       auto r = store.transition(id, to, "under test");
-      std::string pair = std::string(sandbox_state_name(from)) + " -> " +
-                         std::string(sandbox_state_name(to));
+      std::string pair =
+          std::string(sandbox_state_name(from)) + " -> " + std::string(sandbox_state_name(to));
       EXPECT_EQ(r.has_value(), transition_allowed(from, to)) << pair;
       auto sb = store.get(id);
       ASSERT_TRUE(sb);
@@ -355,10 +357,9 @@ TEST(StateStoreTest, ProcessesAndQueries) {
   ASSERT_TRUE(store.update_process("p1", ProcessState::kRunning, std::nullopt, std::nullopt));
   ASSERT_TRUE(store.update_process("p1", ProcessState::kExited, std::nullopt, 9));
   EXPECT_FALSE(store.update_process("p1", ProcessState::kRunning, std::nullopt, std::nullopt));
-  EXPECT_EQ(store.update_process("p9", ProcessState::kLost, std::nullopt, std::nullopt)
-                .error()
-                .code,
-            ErrorCode::kNotFound);
+  EXPECT_EQ(
+      store.update_process("p9", ProcessState::kLost, std::nullopt, std::nullopt).error().code,
+      ErrorCode::kNotFound);
   auto procs = store.list_processes("a");
   ASSERT_TRUE(procs);
   ASSERT_EQ(procs->size(), 1u);
@@ -393,6 +394,164 @@ TEST(StateStoreTest, ProcessesAndQueries) {
   EXPECT_TRUE(store.expired(999)->empty());
 }
 
+TEST(StateStoreTest, ProcessHostPidAndDeadline) {
+  TempDir dir;
+  std::string path = dir.file("state.db");
+  {
+    StateStore store = open_or_die(path);
+    ASSERT_TRUE(store.create_sandbox("sb", "{}", std::nullopt, std::nullopt));
+    for (S s : {S::kInitializing, S::kReady}) ASSERT_TRUE(store.transition("sb", s, ""));
+    ProcessRecord p{"p1", "sb", {"sleep", "9"}, ProcessState::kStarting, {}, {}, 1000, {}};
+    p.deadline_at_ms = 61000;
+    ASSERT_TRUE(store.add_process(p));
+    p.id = "p2";
+    p.deadline_at_ms.reset();
+    ASSERT_TRUE(store.add_process(p));
+    auto procs = store.list_processes("sb");
+    ASSERT_TRUE(procs);
+    ASSERT_EQ(procs->size(), 2u);
+    EXPECT_EQ((*procs)[0].deadline_at_ms, 61000);
+    EXPECT_FALSE((*procs)[0].host_pid.has_value());
+    EXPECT_FALSE((*procs)[0].host_start_time.has_value());
+    EXPECT_FALSE((*procs)[1].deadline_at_ms.has_value());
+
+    // Starting -> running, with who it is on the host.
+    ASSERT_TRUE(store.set_process_host("p1", 4242, 987654321));
+    // Running stays running; the values are replaced.
+    ASSERT_TRUE(store.update_process("p2", ProcessState::kRunning, std::nullopt, std::nullopt));
+    ASSERT_TRUE(store.set_process_host("p2", 7, 1));
+    EXPECT_EQ(store.set_process_host("nope", 1, 1).error().code, ErrorCode::kNotFound);
+    EXPECT_EQ(store.set_process_host("p1", 0, 1).error().code, ErrorCode::kInvalidArgument);
+    EXPECT_EQ(store.set_process_host("p1", 1, 0).error().code, ErrorCode::kInvalidArgument);
+    ASSERT_TRUE(store.update_process("p2", ProcessState::kExited, 0, std::nullopt));
+    auto ended = store.set_process_host("p2", 8, 2);
+    ASSERT_FALSE(ended);
+    EXPECT_EQ(ended.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(ended.error().message.find("already ended"), std::string::npos)
+        << ended.error().message;
+  }
+  StateStore store = open_or_die(path);
+  auto procs = store.list_processes("sb");
+  ASSERT_TRUE(procs);
+  ASSERT_EQ(procs->size(), 2u);
+  EXPECT_EQ((*procs)[0].state, ProcessState::kRunning);
+  EXPECT_EQ((*procs)[0].host_pid, 4242);
+  EXPECT_EQ((*procs)[0].host_start_time, 987654321u);
+  EXPECT_EQ((*procs)[0].deadline_at_ms, 61000);
+  EXPECT_EQ((*procs)[1].state, ProcessState::kExited);
+  EXPECT_EQ((*procs)[1].host_pid, 7);  // the refused update changed nothing
+  EXPECT_EQ((*procs)[1].host_start_time, 1u);
+  // A raw write of a nonsense pid is refused by the schema itself.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  EXPECT_NE(sqlite3_exec(db, "UPDATE processes SET host_pid = -1 WHERE id = 'p1'", nullptr, nullptr,
+                         nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  EXPECT_EQ(store.list_processes("sb")->front().host_pid, 4242);
+}
+
+// A database as schema version 2 (the version before host pids) wrote it,
+// with a sandbox and a running background process in it.
+void write_schema2_database(const std::string& path) {
+  static constexpr const char* kSchema2 = R"sql(
+CREATE TABLE sandboxes (
+  id TEXT PRIMARY KEY NOT NULL,
+  state TEXT NOT NULL CHECK (state IN
+    ('creating','initializing','ready','running','destroying','cleaned','failed')),
+  spec_json TEXT NOT NULL,
+  idempotency_key TEXT UNIQUE,
+  host_uid_base INTEGER,
+  cgroup TEXT,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  expires_at INTEGER,
+  error TEXT
+, runtime_json TEXT) STRICT;
+CREATE INDEX sandboxes_by_state ON sandboxes(state);
+CREATE INDEX sandboxes_by_expiry ON sandboxes(expires_at) WHERE expires_at IS NOT NULL;
+CREATE TABLE transitions (
+  id INTEGER PRIMARY KEY,
+  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,
+  from_state TEXT CHECK (from_state IN
+    ('creating','initializing','ready','running','destroying','cleaned','failed')),
+  to_state TEXT NOT NULL CHECK (to_state IN
+    ('creating','initializing','ready','running','destroying','cleaned','failed')),
+  at INTEGER NOT NULL,
+  reason TEXT NOT NULL
+) STRICT;
+CREATE INDEX transitions_by_sandbox ON transitions(sandbox_id, id);
+CREATE TABLE processes (
+  id TEXT PRIMARY KEY NOT NULL,
+  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,
+  argv_json TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('starting','running','exited','lost')),
+  exit_code INTEGER,
+  signal INTEGER,
+  started_at INTEGER NOT NULL,
+  ended_at INTEGER
+) STRICT;
+CREATE INDEX processes_by_sandbox ON processes(sandbox_id);
+INSERT INTO sandboxes (id, state, spec_json, created_at, updated_at, runtime_json)
+  VALUES ('sb-old', 'running', '{}', 10, 20, '{"init_pid":1234}');
+INSERT INTO transitions (sandbox_id, from_state, to_state, at, reason)
+  VALUES ('sb-old', NULL, 'creating', 10, 'created'),
+         ('sb-old', 'creating', 'initializing', 11, ''),
+         ('sb-old', 'initializing', 'ready', 12, ''),
+         ('sb-old', 'ready', 'running', 15, 'a process started');
+INSERT INTO processes (id, sandbox_id, argv_json, state, started_at)
+  VALUES ('p-old', 'sb-old', '["sleep","60"]', 'running', 15);
+PRAGMA user_version = 2;
+)sql";
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, kSchema2, nullptr, nullptr, &err), SQLITE_OK)
+      << (err != nullptr ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+}
+
+TEST(StateStoreTest, MigratesFromSchema2) {
+  TempDir dir;
+  std::string path = dir.file("state.db");
+  write_schema2_database(path);
+  ASSERT_EQ(raw_sql(path, "PRAGMA user_version"), "2");
+  StateStore store = open_or_die(path);
+  EXPECT_EQ(*store.pragma("user_version"), std::to_string(StateStore::kSchemaVersion));
+  EXPECT_EQ(StateStore::kSchemaVersion, 3);
+  // The old rows are all there; the process has no host pid, start time or
+  // deadline (its daemon did not record them).
+  auto sb = store.get("sb-old");
+  ASSERT_TRUE(sb) << sb.error().to_string();
+  EXPECT_EQ(sb->state, S::kRunning);
+  EXPECT_EQ(sb->runtime_json, R"({"init_pid":1234})");
+  auto procs = store.list_processes("sb-old");
+  ASSERT_TRUE(procs) << procs.error().to_string();
+  ASSERT_EQ(procs->size(), 1u);
+  const ProcessRecord& old = procs->front();
+  EXPECT_EQ(old.id, "p-old");
+  EXPECT_EQ(old.state, ProcessState::kRunning);
+  EXPECT_EQ(old.argv, (std::vector<std::string>{"sleep", "60"}));
+  EXPECT_EQ(old.started_at_ms, 15);
+  EXPECT_FALSE(old.host_pid.has_value());
+  EXPECT_FALSE(old.host_start_time.has_value());
+  EXPECT_FALSE(old.deadline_at_ms.has_value());
+  // The new columns work on migrated rows and new ones.
+  ASSERT_TRUE(store.set_process_host("p-old", 99, 12345));
+  ProcessRecord fresh{"p-new", "sb-old", {"true"}, ProcessState::kStarting, {}, {}, 30, {}};
+  fresh.deadline_at_ms = 90;
+  ASSERT_TRUE(store.add_process(fresh)) << store.add_process(fresh).error().to_string();
+  procs = store.list_processes("sb-old");
+  ASSERT_TRUE(procs);
+  ASSERT_EQ(procs->size(), 2u);
+  EXPECT_EQ((*procs)[0].host_pid, 99);
+  EXPECT_EQ((*procs)[0].host_start_time, 12345u);
+  EXPECT_EQ((*procs)[1].deadline_at_ms, 90);
+  EXPECT_EQ(*store.integrity_check(), "ok");
+  expect_consistent(store);
+}
+
 // The crash child: creates sandboxes and walks each through its lifecycle,
 // writing one line to `fd` right after each call returned success. Never
 // returns.
@@ -403,12 +562,13 @@ TEST(StateStoreTest, ProcessesAndQueries) {
     std::string l = line + "\n";
     if (write(fd, l.data(), l.size()) != static_cast<ssize_t>(l.size())) _exit(4);
   };
-  const S walk[] = {S::kInitializing, S::kReady, S::kRunning, S::kReady, S::kDestroying,
-                    S::kCleaned};
+  const S walk[] = {S::kInitializing, S::kReady,      S::kRunning,
+                    S::kReady,        S::kDestroying, S::kCleaned};
   for (int n = 0; n < 100000; ++n) {
     std::string id = "it" + std::to_string(iter) + "-" + std::to_string(n);
     std::string key = "key-" + id;
-    if (!store->create_sandbox(id, R"({"n":)" + std::to_string(n) + "}", key, std::nullopt)) _exit(5);
+    if (!store->create_sandbox(id, R"({"n":)" + std::to_string(n) + "}", key, std::nullopt))
+      _exit(5);
     ack("C " + id);
     for (S s : walk) {
       if (!store->transition(id, s, "walk")) _exit(6);
@@ -501,7 +661,8 @@ TEST(StateStoreTest, AcknowledgedWritesSurviveSigkill) {
   for (const auto& [id, states] : acked) n_transitions += states.size();
   std::printf("acknowledged before the kills: %zu sandboxes, %zu transitions, %zu processes\n",
               acked.size(), n_transitions, acked_procs.size());
-  EXPECT_GT(acked.size(), 20u) << "the children acknowledged almost nothing; the test proves little";
+  EXPECT_GT(acked.size(), 20u)
+      << "the children acknowledged almost nothing; the test proves little";
 }
 
 TEST(StateStoreTest, ConcurrentThreads) {
@@ -515,8 +676,8 @@ TEST(StateStoreTest, ConcurrentThreads) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       // All threads race on one idempotency key: one sandbox results.
-      auto shared = store.create_sandbox("shared-" + std::to_string(t), R"({"s":1})", "shared",
-                                         std::nullopt);
+      auto shared =
+          store.create_sandbox("shared-" + std::to_string(t), R"({"s":1})", "shared", std::nullopt);
       if (!shared) {
         ++failures;
       } else if (shared->created) {

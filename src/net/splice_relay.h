@@ -1,0 +1,53 @@
+// The data phase of the egress proxy (ADR 0005, "Proxy (as built)"): moves
+// bytes both ways between a sandbox's connection and the upstream with
+// splice(2) through a pipe per direction, so that they never enter user
+// space, until both directions have ended, one side fails, or the
+// connection idles; the caller then closes both sockets.
+//
+// Ends, each way:
+//   - a side's end of stream is passed on (shutdown(SHUT_WR) of the other
+//     socket): a client that half-closes still gets the upstream's answer;
+//   - once the upstream has ended, the client has half_close_timeout to end
+//     too (it normally closes at once): no socket stays half-open for long;
+//   - a reset or error on either side ends both;
+//   - no progress either way for idle_timeout ends both.
+// A plain HTTP request (framing kLength or kChunked) is forwarded up to the
+// end of its body and no further: a second request on the connection never
+// reaches the upstream chosen for the first (see egress_proxy.cc).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace corral::net {
+
+enum class RequestFraming {
+  kNone,     // any bytes, until the client's end of stream
+  kLength,   // one HTTP request with a body of `length` bytes (0: none)
+  kChunked,  // one HTTP request with a chunked body, up to its last chunk
+};
+
+struct RelaySpec {
+  int client = -1;  // non-blocking sockets, connected; not closed here
+  int upstream = -1;
+  std::string head;  // sent upstream first, as is
+  std::string body;  // then these, the start of the request body (counted by `framing`)
+  RequestFraming framing = RequestFraming::kNone;
+  std::uint64_t length = 0;
+  std::chrono::milliseconds idle_timeout{10'000};
+  std::chrono::milliseconds half_close_timeout{2'000};
+  std::size_t pipe_bytes = 1 << 20;  // pipes grow to this after the first 256 KiB of a flow
+};
+
+struct RelayResult {
+  std::uint64_t bytes_up = 0;    // delivered to the upstream (head and body included)
+  std::uint64_t bytes_down = 0;  // delivered to the client
+  std::string end;  // "closed", "idle timeout (N ms)", "reset (client to upstream)", ...
+};
+
+// Blocks (with the timeouts above) until the relay ends.
+RelayResult relay_connection(RelaySpec spec);
+
+}  // namespace corral::net

@@ -1,0 +1,241 @@
+// The egress proxy's data phase (src/net/splice_relay.h) between two
+// socketpairs: the test holds the "sandbox" and "upstream" ends, the relay
+// the other two, on a thread of its own.
+#include "net/splice_relay.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <string>
+#include <thread>
+
+#include "base/unique_fd.h"
+
+namespace corral::net {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Pair {
+  UniqueFd ours, relays;  // ours: blocking, 5 s timeouts; relays: non-blocking
+  Pair() {
+    int fds[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+    ours.reset(fds[0]);
+    relays.reset(fds[1]);
+    timeval tv{5, 0};
+    ::setsockopt(fds[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(fds[0], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    int fl = 1;
+    ::ioctl(fds[1], FIONBIO, &fl);
+  }
+};
+
+void send_all(int fd, std::string_view s) {
+  while (!s.empty()) {
+    ssize_t n = ::send(fd, s.data(), s.size(), MSG_NOSIGNAL);
+    ASSERT_GT(n, 0) << strerror(errno);
+    s.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+std::string read_n(int fd, std::size_t n) {
+  std::string out;
+  char buf[65536];
+  while (out.size() < n) {
+    ssize_t r = ::recv(fd, buf, std::min(sizeof buf, n - out.size()), 0);
+    if (r <= 0) break;
+    out.append(buf, static_cast<std::size_t>(r));
+  }
+  return out;
+}
+
+// Everything until end of stream; `eof` says whether it was a clean one.
+std::string read_to_eof(int fd, bool* eof = nullptr) {
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t r = ::recv(fd, buf, sizeof buf, 0);
+    if (r > 0) {
+      out.append(buf, static_cast<std::size_t>(r));
+      continue;
+    }
+    if (eof) *eof = r == 0;
+    return out;
+  }
+}
+
+class SpliceRelayTest : public ::testing::Test {
+ protected:
+  std::future<RelayResult> start(RelaySpec spec) {
+    spec.client = client_.relays.get();
+    spec.upstream = upstream_.relays.get();
+    return std::async(std::launch::async, [spec]() { return relay_connection(spec); });
+  }
+  Pair client_, upstream_;
+};
+
+TEST_F(SpliceRelayTest, BothWaysAndAClientHalfCloseGetsItsAnswer) {
+  RelaySpec spec;
+  spec.head = "hello ";
+  auto done = start(spec);
+  send_all(client_.ours.get(), "world");
+  EXPECT_EQ(read_n(upstream_.ours.get(), 11), "hello world");
+  send_all(upstream_.ours.get(), "pong");
+  EXPECT_EQ(read_n(client_.ours.get(), 4), "pong");
+  ::shutdown(client_.ours.get(), SHUT_WR);
+  bool eof = false;
+  EXPECT_EQ(read_to_eof(upstream_.ours.get(), &eof), "");  // the half-close was passed on
+  EXPECT_TRUE(eof);
+  send_all(upstream_.ours.get(), "answer after EOF");
+  upstream_.ours.reset();
+  EXPECT_EQ(read_to_eof(client_.ours.get(), &eof), "answer after EOF");
+  EXPECT_TRUE(eof);
+  RelayResult r = done.get();
+  EXPECT_EQ(r.end, "closed");
+  EXPECT_EQ(r.bytes_up, 11u);
+  EXPECT_EQ(r.bytes_down, 20u);
+}
+
+TEST_F(SpliceRelayTest, ALengthFramedRequestStopsAtItsBody) {
+  RelaySpec spec;
+  spec.head = "POST / HTTP/1.1\r\ncontent-length: 10\r\n\r\n";
+  spec.body = "0123";
+  spec.framing = RequestFraming::kLength;
+  spec.length = 10;
+  auto done = start(spec);
+  send_all(client_.ours.get(), "456789GET /second HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(read_n(upstream_.ours.get(), spec.head.size() + 10), spec.head + "0123456789");
+  send_all(upstream_.ours.get(), "HTTP/1.1 200 OK\r\n\r\n");
+  ::shutdown(upstream_.ours.get(), SHUT_WR);
+  bool eof = false;
+  EXPECT_EQ(read_to_eof(client_.ours.get(), &eof), "HTTP/1.1 200 OK\r\n\r\n");
+  EXPECT_TRUE(eof);
+  RelayResult r = done.get();
+  EXPECT_EQ(r.end, "closed");
+  // The second request never went up, and the upstream was not told EOF
+  // (the end of a request is not the end of the client's sending).
+  EXPECT_EQ(r.bytes_up, spec.head.size() + 10);
+  struct pollfd p = {upstream_.ours.get(), POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, 50), 0) << "neither more bytes nor an end of stream";
+}
+
+TEST_F(SpliceRelayTest, ABodyBeyondItsLengthInTheFirstBytesIsCut) {
+  RelaySpec spec;
+  spec.head = "PUT / HTTP/1.1\r\n\r\n";
+  spec.body = "abcEXTRA";
+  spec.framing = RequestFraming::kLength;
+  spec.length = 3;
+  auto done = start(spec);
+  EXPECT_EQ(read_n(upstream_.ours.get(), spec.head.size() + 3), spec.head + "abc");
+  upstream_.ours.reset();
+  EXPECT_EQ(read_to_eof(client_.ours.get()), "");
+  RelayResult r = done.get();
+  EXPECT_EQ(r.bytes_up, spec.head.size() + 3);
+}
+
+TEST_F(SpliceRelayTest, AChunkedRequestStopsAtItsLastChunk) {
+  RelaySpec spec;
+  spec.head = "POST / HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n";
+  spec.body = "5\r\nhel";
+  spec.framing = RequestFraming::kChunked;
+  auto done = start(spec);
+  send_all(client_.ours.get(), "lo\r\n");
+  std::this_thread::sleep_for(20ms);
+  send_all(client_.ours.get(), "0\r\n\r\nGET /smuggled HTTP/1.1\r\n\r\n");
+  const std::string body = "5\r\nhello\r\n0\r\n\r\n";
+  EXPECT_EQ(read_n(upstream_.ours.get(), spec.head.size() + body.size()), spec.head + body);
+  upstream_.ours.reset();
+  read_to_eof(client_.ours.get());
+  RelayResult r = done.get();
+  EXPECT_EQ(r.bytes_up, spec.head.size() + body.size());
+}
+
+TEST_F(SpliceRelayTest, AMalformedChunkedBodyEndsTheRelay) {
+  RelaySpec spec;
+  spec.head = "POST / HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n";
+  spec.framing = RequestFraming::kChunked;
+  auto done = start(spec);
+  send_all(client_.ours.get(), "zz\r\n");
+  RelayResult r = done.get();
+  EXPECT_NE(r.end.find("malformed chunked body"), std::string::npos) << r.end;
+}
+
+TEST_F(SpliceRelayTest, IdleTimeout) {
+  RelaySpec spec;
+  spec.idle_timeout = 150ms;
+  auto t0 = std::chrono::steady_clock::now();
+  RelayResult r = start(spec).get();
+  EXPECT_EQ(r.end, "idle timeout (150 ms)");
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 150ms);
+}
+
+TEST_F(SpliceRelayTest, TheClientMustFollowTheUpstreamsEndSoon) {
+  RelaySpec spec;
+  spec.half_close_timeout = 200ms;
+  auto done = start(spec);
+  send_all(upstream_.ours.get(), "bye");
+  ::shutdown(upstream_.ours.get(), SHUT_WR);
+  bool eof = false;
+  EXPECT_EQ(read_to_eof(client_.ours.get(), &eof), "bye");
+  EXPECT_TRUE(eof);
+  // The client keeps its side open: the relay ends anyway.
+  RelayResult r = done.get();
+  EXPECT_EQ(r.end, "closed (the client did not close within 200 ms of the upstream's end)");
+}
+
+TEST_F(SpliceRelayTest, WritingToAClosedUpstreamEndsBothWays) {
+  RelaySpec spec;
+  auto done = start(spec);
+  send_all(client_.ours.get(), "x");
+  EXPECT_EQ(read_n(upstream_.ours.get(), 1), "x");
+  upstream_.ours.reset();  // gone, both ways
+  // The relay passes the EOF on; the client's next bytes have nowhere to go.
+  EXPECT_EQ(read_to_eof(client_.ours.get()), "");
+  ::send(client_.ours.get(), "y", 1, MSG_NOSIGNAL);
+  RelayResult r = done.get();
+  EXPECT_TRUE(r.end == "reset (client to upstream)" || r.end.rfind("closed (the client", 0) == 0)
+      << r.end;
+}
+
+TEST_F(SpliceRelayTest, LargeTransfersBothWaysAtOnce) {
+  constexpr std::size_t kBytes = 48 << 20;
+  RelaySpec spec;
+  auto done = start(spec);
+  auto pattern = [](std::size_t i) { return static_cast<char>((i * 7 + i / 4096) & 0xff); };
+  auto writer = [&](int fd) {
+    std::string block(1 << 16, 0);
+    for (std::size_t off = 0; off < kBytes; off += block.size()) {
+      for (std::size_t i = 0; i < block.size(); ++i) block[i] = pattern(off + i);
+      send_all(fd, block);
+    }
+    ::shutdown(fd, SHUT_WR);
+  };
+  auto checker = [&](int fd, bool* ok) {
+    std::string all = read_to_eof(fd);
+    *ok = all.size() == kBytes;
+    for (std::size_t i = 0; *ok && i < all.size(); i += 4093) *ok = all[i] == pattern(i);
+  };
+  bool up_ok = false, down_ok = false;
+  std::thread w1(writer, client_.ours.get()), w2(writer, upstream_.ours.get());
+  std::thread c1(checker, upstream_.ours.get(), &up_ok), c2(checker, client_.ours.get(), &down_ok);
+  w1.join();
+  w2.join();
+  c1.join();
+  c2.join();
+  EXPECT_TRUE(up_ok);
+  EXPECT_TRUE(down_ok);
+  RelayResult r = done.get();
+  EXPECT_EQ(r.end, "closed");
+  EXPECT_EQ(r.bytes_up, kBytes);
+  EXPECT_EQ(r.bytes_down, kBytes);
+}
+
+}  // namespace
+}  // namespace corral::net
