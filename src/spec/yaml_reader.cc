@@ -169,8 +169,13 @@ Result<std::string> read_config_text(const std::string& path, std::string_view c
 
 Status read_yaml_document(std::string_view yaml_text, std::string_view source_name,
                           const YamlApply& apply, const YamlSyntaxHint& syntax_hint) {
-  auto located = [&](const YAML::Mark& mark, std::string_view what) {
+  auto located = [&](const YAML::Mark& raw_mark, std::string_view what) {
     std::string msg(source_name);
+    YAML::Mark mark = raw_mark;
+    // An error found at the end of the text (an unclosed list) is marked on
+    // the empty line after it: name the last line that has something.
+    while (!mark.is_null() && mark.line > 0 && line_of(yaml_text, mark.line).empty())
+      --mark.line;
     const bool known = !mark.is_null() && mark.line >= 0;
     if (known) msg.append(":").append(std::to_string(mark.line + 1));
     msg.append(": ").append(what);
