@@ -130,6 +130,15 @@ bool read_head(int fd) {
   return h.rfind("HTTP/1.1 200", 0) == 0;
 }
 
+double cpu_seconds(clockid_t clock = CLOCK_PROCESS_CPUTIME_ID) {
+  timespec ts{};
+  ::clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+// CPU time of the bulk upstream's thread for its last connection, in ns.
+std::atomic<long long> g_upstream_cpu_ns{0};
+
 // The bulk upstream: per connection, waits for one byte, sends `bytes`,
 // closes.
 void bulk_server(int listen_fd, std::uint64_t bytes, std::atomic<bool>& stop) {
@@ -138,6 +147,7 @@ void bulk_server(int listen_fd, std::uint64_t bytes, std::atomic<bool>& stop) {
     int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     char c;
+    const double t0 = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
     if (::recv(fd, &c, 1, 0) == 1) {
       std::uint64_t left = bytes;
       while (left > 0) {
@@ -147,6 +157,7 @@ void bulk_server(int listen_fd, std::uint64_t bytes, std::atomic<bool>& stop) {
         left -= static_cast<std::uint64_t>(n);
       }
     }
+    g_upstream_cpu_ns = static_cast<long long>((cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - t0) * 1e9);
     ::close(fd);
   }
 }
@@ -173,17 +184,16 @@ void small_server(int listen_fd, std::atomic<bool>& stop) {
   }
 }
 
-double cpu_seconds() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
+// CPU seconds of a transfer: the client's thread, the upstream's thread,
+// and the rest of the process (the proxy's threads; nothing else runs).
+struct Cpu {
+  double client = 0, upstream = 0, rest = 0;
+};
 
-// MiB/s of one transfer; adds the CPU time of the whole process (client,
-// upstream and proxy threads) to *cpu.
+// MiB/s of one transfer; adds its CPU time to *cpu.
 double bulk_once(std::uint16_t port, const std::string& connect_target, std::uint64_t expect,
-                 std::vector<char>& buf, double* cpu) {
-  const double c0 = cpu_seconds();
+                 std::vector<char>& buf, Cpu* cpu) {
+  const double c0 = cpu_seconds(), t0c = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
   auto t0 = Clock::now();
   UniqueFd fd = dial(port);
   if (!fd) return 0;
@@ -195,7 +205,11 @@ double bulk_once(std::uint16_t port, const std::string& connect_target, std::uin
   send_all(fd.get(), "g");  // lower case: at once "not HTTP", so tcp
   long long got = drain(fd.get(), buf.data(), buf.size());
   double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  *cpu += cpu_seconds() - c0;
+  const double all = cpu_seconds() - c0, client = cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - t0c;
+  const double upstream = static_cast<double>(g_upstream_cpu_ns.load()) / 1e9;
+  cpu->client += client;
+  cpu->upstream += upstream;
+  cpu->rest += std::max(0.0, all - client - upstream);
   if (got != static_cast<long long>(expect)) {
     std::fprintf(stderr, "bulk: got %lld of %llu bytes\n", got,
                  static_cast<unsigned long long>(expect));
@@ -276,7 +290,7 @@ int main(int argc, char** argv) {
   // --- bulk ---
   std::vector<char> buf(1 << 20);
   std::vector<double> direct_rates, proxy_rates;
-  double direct_cpu = 0, proxy_cpu = 0;
+  Cpu direct_cpu, proxy_cpu;
   const std::string bulk_target = "bulk.test:" + std::to_string(bulk_port);
   for (int i = 0; i < bulk_runs; ++i) {
     direct_rates.push_back(bulk_once(bulk_port, "", bulk_bytes, buf, &direct_cpu));
@@ -300,9 +314,14 @@ int main(int argc, char** argv) {
   // CPU per GiB moved, all threads of the process: what the proxy costs,
   // whatever else the machine is doing.
   const double gib = static_cast<double>(bulk_bytes) * bulk_runs / (1024.0 * 1024 * 1024);
-  std::printf("  cpu s/GiB: direct %.2f, proxy %.2f (x%.2f; %u CPUs online)\n", direct_cpu / gib,
-              proxy_cpu / gib, direct_cpu > 0 ? proxy_cpu / direct_cpu : 0,
+  auto total = [](const Cpu& c) { return c.client + c.upstream + c.rest; };
+  std::printf("  cpu s/GiB (client + upstream + proxy threads), %u CPUs online:\n",
               std::thread::hardware_concurrency());
+  std::printf("    direct   %.3f + %.3f          = %.3f\n", direct_cpu.client / gib,
+              direct_cpu.upstream / gib, total(direct_cpu) / gib);
+  std::printf("    proxy    %.3f + %.3f + %.3f  = %.3f (x%.2f)\n", proxy_cpu.client / gib,
+              proxy_cpu.upstream / gib, proxy_cpu.rest / gib, total(proxy_cpu) / gib,
+              total(direct_cpu) > 0 ? total(proxy_cpu) / total(direct_cpu) : 0);
 
   // --- small requests ---
   Stats st[3];
@@ -339,12 +358,14 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"bench\":\"egress_proxy\",\"bulk_mib\":%llu,\"direct_mib_s\":%.0f,\"proxy_mib_s\":%.0f,"
       "\"throughput_ratio\":%.3f,\"direct_cpu_s_per_gib\":%.3f,\"proxy_cpu_s_per_gib\":%.3f,"
+      "\"proxy_thread_cpu_s_per_gib\":%.3f,"
       "\"requests\":%d,\"direct_p50_us\":%.1f,\"direct_p95_us\":%.1f,"
       "\"absolute_p50_us\":%.1f,\"absolute_p95_us\":%.1f,\"connect_p50_us\":%.1f,"
       "\"connect_p95_us\":%.1f,\"added_p50_absolute_us\":%.1f,\"added_p50_connect_us\":%.1f}\n",
       static_cast<unsigned long long>(bulk_mib), d_med, p_med, d_med > 0 ? p_med / d_med : 0,
-      direct_cpu / gib, proxy_cpu / gib, requests, st[0].pct(50), st[0].pct(95), st[1].pct(50),
-      st[1].pct(95), st[2].pct(50), st[2].pct(95), st[1].pct(50) - base, st[2].pct(50) - base);
+      total(direct_cpu) / gib, total(proxy_cpu) / gib, proxy_cpu.rest / gib, requests,
+      st[0].pct(50), st[0].pct(95), st[1].pct(50), st[1].pct(95), st[2].pct(50), st[2].pct(95),
+      st[1].pct(50) - base, st[2].pct(50) - base);
 
   proxy->reset();
   stop = true;

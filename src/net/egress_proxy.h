@@ -112,7 +112,8 @@ struct EgressProxyOptions {
 class EgressProxy {
  public:
   // `answers` may be null (then no tcp destination has a name). `audit` is
-  // called from connection threads, with no lock held.
+  // called from connection threads, with no lock held; it must not call
+  // remove_sandbox() (which waits for the audit of every connection).
   static Result<std::unique_ptr<EgressProxy>> start(std::shared_ptr<Resolver> resolver,
                                                     std::shared_ptr<DnsAnswers> answers,
                                                     EgressAuditSink audit,

@@ -174,8 +174,7 @@ Status read_yaml_document(std::string_view yaml_text, std::string_view source_na
     YAML::Mark mark = raw_mark;
     // An error found at the end of the text (an unclosed list) is marked on
     // the empty line after it: name the last line that has something.
-    while (!mark.is_null() && mark.line > 0 && line_of(yaml_text, mark.line).empty())
-      --mark.line;
+    while (!mark.is_null() && mark.line > 0 && line_of(yaml_text, mark.line).empty()) --mark.line;
     const bool known = !mark.is_null() && mark.line >= 0;
     if (known) msg.append(":").append(std::to_string(mark.line + 1));
     msg.append(": ").append(what);
