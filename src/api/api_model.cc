@@ -28,6 +28,7 @@
 #include <utility>
 
 #include "api/base64.h"
+#include "net/network_policy.h"
 #include "spec/mount_arg.h"
 #include "spec/units.h"
 
@@ -86,6 +87,7 @@ const std::vector<ErrorCodeInfo> kErrorCodes = {
     {"internal", 500},
     {"setup_failed", 500},
     {"unavailable", 503},
+    {"network_unavailable", 503},
     {"insufficient_storage", 507},
 };
 
@@ -876,6 +878,112 @@ Result<ApiError> read_error_body(const Json& v, std::string_view path, const Ctx
 
 // ---- the spec ------------------------------------------------------------------
 
+// ---- network ---------------------------------------------------------------------
+
+constexpr std::size_t kMaxNetworkRules = 1024;
+constexpr std::int64_t kMaxNetworkTimeoutMs = 3600 * kSecondMs;
+constexpr double kMaxNetworkRate = 1e6;
+
+// The API form, which is also the stored form: absent lists are empty, an
+// absent timeout or rate is the daemon's default.
+Json network_json(const NetworkSpec& n) {
+  Json j = Json::object();
+  j["mode"] = n.mode;
+  if (!n.template_name.empty()) j["template"] = n.template_name;
+  j["allow"] = strings_json(n.allow);
+  j["deny"] = strings_json(n.deny);
+  if (!n.remove.empty()) j["remove"] = strings_json(n.remove);
+  j["allow_domains"] = strings_json(n.allow_domains);
+  j["dns_servers"] = strings_json(n.dns_servers);
+  if (n.timeout_ms > 0) j["timeout"] = duration_json(n.timeout_ms);
+  if (n.rate_per_second >= 0) {
+    Json rate = Json::object();
+    rate["per_second"] = n.rate_per_second;
+    rate["burst"] = n.rate_burst >= 0 ? n.rate_burst : n.rate_per_second;
+    j["rate"] = std::move(rate);
+  }
+  j["gateway"] = strings_json(n.gateway);
+  return j;
+}
+
+Result<double> read_rate_number(const Json& v, std::string_view path) {
+  if (!v.is_number()) return wrong_type(path, "a number", v);
+  const double d = v.get<double>();
+  if (!std::isfinite(d) || d < 0 || d > kMaxNetworkRate)
+    return fail("invalid_value", path,
+                "must be between 0 (no limit) and 1000000, found " + v.dump());
+  return d;
+}
+
+// Checks each rule of a request with the policy's own parser, so that the
+// error names the entry ("network.allow[2]").
+Status check_rules(const std::vector<std::string>& rules, const std::string& path, bool deny) {
+  for (std::size_t i = 0; i < rules.size(); ++i) {
+    auto rule = net::parse_rule(rules[i], deny);
+    if (!rule) return fail("invalid_value", index_path(path, i), rule.error().message);
+  }
+  return ok();
+}
+
+Result<NetworkSpec> read_network_object(const Json& v, const std::string& path, const Ctx& ctx) {
+  auto obj = open_object(v, path, ctx,
+                         {"mode", "template", "allow", "deny", "remove", "allow_domains",
+                          "dns_servers", "timeout", "rate", "gateway"});
+  if (!obj) return tl::unexpected<Error>(obj.error());
+  NetworkSpec n;
+  const bool request = &ctx == &kRequest;
+  if (const Json* mode = obj->get("mode")) {
+    auto m =
+        read_string(*mode, obj->at("mode"), ctx, "a string (\"none\", \"allowlist\", \"open\")");
+    if (!m) return tl::unexpected<Error>(m.error());
+    if (*m != "none" && *m != "allowlist" && *m != "open" && !(m->empty() && !request))
+      return fail("invalid_value", obj->at("mode"),
+                  quote_for_message(*m) +
+                      " is not a network mode: use \"none\" (loopback only), "
+                      "\"allowlist\" or \"open\"");
+    n.mode = *m;
+  } else if (obj->get("allow") != nullptr || obj->get("template") != nullptr ||
+             obj->get("allow_domains") != nullptr || obj->get("gateway") != nullptr) {
+    n.mode = "";  // what the rules, template or gateway say (resolve_policy)
+  }
+  auto list = [&](std::string_view key, std::vector<std::string>& out) -> Status {
+    const Json* l = obj->get(key);
+    if (l == nullptr) return ok();
+    auto items = read_string_list(*l, obj->at(key), ctx, kMaxNetworkRules, true);
+    if (!items) return tl::unexpected<Error>(items.error());
+    out = std::move(*items);
+    return ok();
+  };
+  CORRAL_TRY(read_into(*obj, "template", n.template_name, any_string(ctx)));
+  CORRAL_TRY(list("allow", n.allow));
+  CORRAL_TRY(list("deny", n.deny));
+  CORRAL_TRY(list("remove", n.remove));
+  CORRAL_TRY(list("allow_domains", n.allow_domains));
+  CORRAL_TRY(list("dns_servers", n.dns_servers));
+  CORRAL_TRY(list("gateway", n.gateway));
+  if (request) {
+    CORRAL_TRY(check_rules(n.allow, obj->at("allow"), false));
+    CORRAL_TRY(check_rules(n.deny, obj->at("deny"), true));
+    CORRAL_TRY(check_rules(n.remove, obj->at("remove"), false));
+  }
+  if (const Json* t = obj->get("timeout")) {
+    auto ms = read_duration_ms(*t, obj->at("timeout"), ctx, 1, kMaxNetworkTimeoutMs);
+    if (!ms) return tl::unexpected<Error>(ms.error());
+    n.timeout_ms = *ms;
+  }
+  if (const Json* r = obj->get("rate")) {
+    auto rate = open_object(*r, obj->at("rate"), ctx, {"per_second", "burst"});
+    if (!rate) return tl::unexpected<Error>(rate.error());
+    if (rate->get("per_second") == nullptr)
+      return fail("invalid_value", rate->at("per_second"),
+                  "is missing: new connections per second (0: no limit)");
+    CORRAL_TRY(read_into(*rate, "per_second", n.rate_per_second, read_rate_number));
+    n.rate_burst = n.rate_per_second;
+    CORRAL_TRY(read_into(*rate, "burst", n.rate_burst, read_rate_number));
+  }
+  return n;
+}
+
 Json spec_json(const SandboxSpec& s) {
   Json j = Json::object();
   j["image"] = s.image;
@@ -902,11 +1010,7 @@ Json spec_json(const SandboxSpec& s) {
   j["workdir"] = s.workdir;
   j["hostname"] = s.hostname;
   j["root"] = s.root;
-  Json network = Json::object();
-  network["mode"] = s.network.mode;
-  network["allow_domains"] = strings_json(s.network.allow_domains);
-  network["dns_servers"] = strings_json(s.network.dns_servers);
-  j["network"] = std::move(network);
+  j["network"] = network_json(s.network);
   return j;
 }
 
@@ -971,14 +1075,9 @@ Result<SandboxSpec> read_spec(const Json& v, std::string path, const Ctx& ctx) {
   CORRAL_TRY(read_into(*obj, "hostname", s.hostname, any_string(ctx)));
   CORRAL_TRY(read_into(*obj, "root", s.root, any_bool()));
   if (const Json* nv = obj->get("network")) {
-    auto n = open_object(*nv, obj->at("network"), ctx, {"mode", "allow_domains", "dns_servers"});
+    auto n = read_network_object(*nv, obj->at("network"), ctx);
     if (!n) return tl::unexpected<Error>(n.error());
-    auto list = [&](const Json& j, std::string_view p) {
-      return read_string_list(j, p, ctx, kMaxFieldsPerObject, false);
-    };
-    CORRAL_TRY(read_into(*n, "mode", s.network.mode, any_string(ctx)));
-    CORRAL_TRY(read_into(*n, "allow_domains", s.network.allow_domains, list));
-    CORRAL_TRY(read_into(*n, "dns_servers", s.network.dns_servers, list));
+    s.network = std::move(*n);
   }
   return s;
 }
@@ -1071,39 +1170,6 @@ Result<std::vector<MountSpec>> read_mounts(const Json& v, const std::string& pat
   return mounts;
 }
 
-Status read_network(const Json& v, const std::string& path, NetworkSpec& network) {
-  const Ctx& ctx = kRequest;
-  auto obj = open_object(v, path, ctx, {"mode", "allow_domains", "dns_servers"});
-  if (!obj) return tl::unexpected<Error>(obj.error());
-  if (const Json* mode = obj->get("mode")) {
-    auto m = read_string(*mode, obj->at("mode"), ctx, "a string (\"none\")");
-    if (!m) return tl::unexpected<Error>(m.error());
-    if (*m != "none") {
-      bool known = *m == "allowlist" || *m == "open";
-      return fail("invalid_value", obj->at("mode"),
-                  (known ? quote_for_message(*m) + " is not available yet: only \"none\" is "
-                                                   "accepted for now; \"allowlist\" and \"open\" "
-                                                   "arrive with the network engine"
-                         : quote_for_message(*m) + " is not a network mode: only \"none\" is "
-                                                   "accepted for now (\"allowlist\" and \"open\" "
-                                                   "arrive with the network engine)"));
-    }
-    network.mode = *m;
-  }
-  for (std::string_view key : {"allow_domains", "dns_servers"}) {
-    const Json* list = obj->get(key);
-    if (list == nullptr) continue;
-    auto items = read_string_list(*list, obj->at(key), ctx, kMaxFieldsPerObject, true);
-    if (!items) return tl::unexpected<Error>(items.error());
-    if (!items->empty()) {
-      return fail("invalid_value", obj->at(key),
-                  "must be empty with network mode \"none\" (\"allowlist\" arrives with the "
-                  "network engine)");
-    }
-  }
-  return ok();
-}
-
 Result<CreateSandboxRequest> parse_create(std::string_view body, const SandboxSpec* base) {
   const Ctx& ctx = kRequest;
   auto doc = parse_json(body, ctx);
@@ -1163,8 +1229,11 @@ Result<CreateSandboxRequest> parse_create(std::string_view body, const SandboxSp
     s.hostname = std::move(*name);
   }
   CORRAL_TRY(read_into(*obj, "root", s.root, any_bool()));
+  // A network object replaces the defaults' network as a whole.
   if (const Json* network = obj->get("network")) {
-    CORRAL_TRY(read_network(*network, obj->at("network"), s.network));
+    auto n = read_network_object(*network, obj->at("network"), ctx);
+    if (!n) return tl::unexpected<Error>(n.error());
+    s.network = std::move(*n);
   }
   return request;
 }
@@ -1315,13 +1384,27 @@ Json sandbox_info_json(const SandboxInfo& info) {
   j["error"] = nullable(info.error);
   j["residue"] = strings_json(info.residue);
   j["residue_bytes"] = info.residue_bytes;
+  if (info.network) {
+    const NetworkStatus& n = *info.network;
+    Json nj = Json::object();
+    nj["address"] = n.address;
+    nj["host_address"] = n.host_address;
+    nj["mode"] = n.mode;
+    nj["template"] = n.template_name;
+    nj["allow"] = strings_json(n.allow);
+    nj["deny"] = strings_json(n.deny);
+    nj["gateway"] = strings_json(n.gateway);
+    j["network"] = std::move(nj);
+  } else {
+    j["network"] = nullptr;
+  }
   return j;
 }
 
 Result<SandboxInfo> read_sandbox_info(const Json& v, std::string path, const Ctx& ctx) {
   auto obj = open_object(v, std::move(path), ctx,
                          {"id", "state", "spec", "usage", "created_at_ms", "updated_at_ms",
-                          "expires_at_ms", "error", "residue", "residue_bytes"});
+                          "expires_at_ms", "error", "residue", "residue_bytes", "network"});
   if (!obj) return tl::unexpected<Error>(obj.error());
   SandboxInfo info;
   if (obj->get("id") == nullptr) return fail("invalid_value", obj->at("id"), "is missing");
@@ -1347,6 +1430,24 @@ Result<SandboxInfo> read_sandbox_info(const Json& v, std::string path, const Ctx
     CORRAL_TRY(read_into(*u, "oom_kills", su.oom_kills, any_u64()));
     CORRAL_TRY(read_into(*u, "pids_max_hits", su.pids_max_hits, any_u64()));
     info.usage = su;
+  }
+  if (const Json* nv = obj->get("network"); nv != nullptr && !nv->is_null()) {
+    auto n =
+        open_object(*nv, obj->at("network"), ctx,
+                    {"address", "host_address", "mode", "template", "allow", "deny", "gateway"});
+    if (!n) return tl::unexpected<Error>(n.error());
+    NetworkStatus ns;
+    auto list = [&](const Json& j, std::string_view p) {
+      return read_string_list(j, p, ctx, std::numeric_limits<std::size_t>::max(), false);
+    };
+    CORRAL_TRY(read_into(*n, "address", ns.address, any_string(ctx)));
+    CORRAL_TRY(read_into(*n, "host_address", ns.host_address, any_string(ctx)));
+    CORRAL_TRY(read_into(*n, "mode", ns.mode, any_string(ctx)));
+    CORRAL_TRY(read_into(*n, "template", ns.template_name, any_string(ctx)));
+    CORRAL_TRY(read_into(*n, "allow", ns.allow, list));
+    CORRAL_TRY(read_into(*n, "deny", ns.deny, list));
+    CORRAL_TRY(read_into(*n, "gateway", ns.gateway, list));
+    info.network = std::move(ns);
   }
   CORRAL_TRY(read_into(*obj, "created_at_ms", info.created_at_ms, any_i64()));
   CORRAL_TRY(read_into(*obj, "updated_at_ms", info.updated_at_ms, any_i64()));
@@ -1688,9 +1789,7 @@ std::string to_json(const CreateSandboxRequest& request) {
   j["workdir"] = s.workdir;
   j["hostname"] = s.hostname;
   j["root"] = s.root;
-  Json network = Json::object();
-  network["mode"] = s.network.mode;
-  j["network"] = std::move(network);
+  j["network"] = network_json(s.network);
   return dump(j);
 }
 
@@ -1758,6 +1857,16 @@ Result<ExtendRequest> parse_extend(std::string_view body) {
     return request;
   });
 }
+
+Result<NetworkSpec> parse_network_update(std::string_view body) {
+  return guarded<NetworkSpec>([&]() -> Result<NetworkSpec> {
+    auto doc = parse_json(body, kRequest);
+    if (!doc) return tl::unexpected<Error>(doc.error());
+    return read_network_object(*doc, "", kRequest);
+  });
+}
+
+std::string to_json(const NetworkSpec& network) { return dump(network_json(network)); }
 
 std::string to_json(const ExtendRequest& request) {
   Json j = Json::object();

@@ -110,6 +110,18 @@ struct SandboxUsage {
 };
 
 // GET /v1/sandboxes/{id} and the items of GET /v1/sandboxes.
+// The network policy a live sandbox runs under, as the daemon resolved it
+// (template applied, rules normalised).
+struct NetworkStatus {
+  std::string address;       // the sandbox's end ("10.211.0.2"); empty: loopback only
+  std::string host_address;  // the host end: its proxy and DNS
+  std::string mode;          // "none", "allowlist" or "open"
+  std::string template_name;
+  std::vector<std::string> allow;  // normalised rules
+  std::vector<std::string> deny;
+  std::vector<std::string> gateway;
+};
+
 struct SandboxInfo {
   std::string id;
   std::string state;  // sandbox_state_name()
@@ -121,6 +133,7 @@ struct SandboxInfo {
   std::optional<std::string> error;  // why it failed
   std::vector<std::string> residue;  // after destroy: what was left (must be empty)
   std::uint64_t residue_bytes = 0;
+  std::optional<NetworkStatus> network;  // live sandboxes only
 };
 std::string to_json(const SandboxInfo& info);
 Result<SandboxInfo> parse_sandbox_info(std::string_view body);
@@ -129,6 +142,11 @@ Result<std::vector<SandboxInfo>> parse_sandbox_list(std::string_view body);
 
 // POST /v1/sandboxes/{id}/timeout: {"max_lifetime": "20m" | 1200} (from now)
 // or {"extend_by": "5m" | 300}; exactly one of them.
+// PUT /v1/sandboxes/{id}/network: the whole new network object (the
+// create request's "network"), not a patch.
+Result<NetworkSpec> parse_network_update(std::string_view body);
+std::string to_json(const NetworkSpec& network);
+
 struct ExtendRequest {
   std::optional<std::int64_t> max_lifetime_ms;
   std::optional<std::int64_t> extend_by_ms;

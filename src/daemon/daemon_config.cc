@@ -23,6 +23,9 @@
 #include <optional>
 
 #include "base/unique_fd.h"
+#include "net/firewall.h"
+#include "net/net_slot.h"
+#include "net/upstream_resolver.h"
 #include "spec/config_file.h"
 #include "spec/units.h"
 #include "spec/yaml_reader.h"
@@ -34,9 +37,23 @@ constexpr std::size_t kMaxApiKeyEntries = 1024;
 constexpr std::size_t kMaxPathBytes = 4095;
 
 constexpr std::array<std::string_view, 2> kTopKeys = {"serve", "sandbox"};
-constexpr std::array<std::string_view, 10> kServeKeys = {
-    "listen",          "socket",          "data_dir",   "api_keys",    "capacity",
-    "request_timeout", "max_exec_output", "max_upload", "mount_roots", "durability"};
+constexpr std::array<std::string_view, 11> kServeKeys = {
+    "listen",          "socket",     "data_dir",    "api_keys",   "capacity", "request_timeout",
+    "max_exec_output", "max_upload", "mount_roots", "durability", "network"};
+constexpr std::array<std::string_view, 7> kNetworkEngineKeys = {
+    "subnet",   "interface_prefix", "firewall_table", "proxy_port",
+    "dns_port", "dns_servers",      "templates"};
+constexpr std::array<std::string_view, 6> kTemplateKeys = {"name",  "version", "mode",
+                                                           "allow", "deny",    "description"};
+
+Result<std::uint16_t> parse_port(std::string_view text) {
+  unsigned value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value == 0 || value > 65535)
+    return make_error(ErrorCode::kInvalidArgument,
+                      quote_for_message(text) + " is not a port (1-65535)");
+  return static_cast<std::uint16_t>(value);
+}
 constexpr std::array<std::string_view, 2> kApiKeysKeys = {"sha256", "files"};
 constexpr std::array<std::string_view, 3> kCapacityKeys = {"max_sandboxes", "memory", "disk"};
 
@@ -250,12 +267,150 @@ class ServeApplier : private YamlReader {
       return read_into(e, "a size (512Mi, 8Gi) or auto", parse_size_or_auto,
                        config_.max_upload_bytes);
     }
+    if (name == "network") {
+      if (e.value.IsNull()) return ok();
+      CORRAL_TRY(expect_map(e, "a map of network engine settings (subnet, dns_servers, ...)"));
+      return for_each_entry(e.value, e.path, [&](const YamlEntry& n) { return apply_network(n); });
+    }
     if (contains(kSandboxSettingKeys, name)) {
       return fail(e.line, e.path, "is a sandbox setting: put it in the top-level sandbox: map",
                   "serve: holds the daemon's own settings; sandbox: the defaults of every "
                   "sandbox");
     }
     return unknown_key(e.line, e.path, name, serve_candidates(), kServeKeys);
+  }
+
+  // One entry of serve.network.
+  Status apply_network(const YamlEntry& e) {
+    DaemonConfig::Network& n = config_.network;
+    if (e.name == "subnet") {
+      return read_into(
+          e, "an IPv4 prefix such as 10.211.0.0/16",
+          [](std::string_view t) -> Result<std::string> {
+            CORRAL_TRY(net::NetSlotPool::make(t).map([](auto&&) {}));
+            return std::string(t);
+          },
+          n.subnet);
+    }
+    if (e.name == "interface_prefix") {
+      return read_into(
+          e, "a short interface name prefix such as crl",
+          [](std::string_view t) -> Result<std::string> {
+            CORRAL_TRY(net::NetSlotPool::make("10.211.0.0/16", t).map([](auto&&) {}));
+            return std::string(t);
+          },
+          n.interface_prefix);
+    }
+    if (e.name == "firewall_table") {
+      return read_into(
+          e, "an nftables table name",
+          [](std::string_view t) -> Result<std::string> {
+            net::FirewallConfig f;
+            f.table = std::string(t);
+            CORRAL_TRY(net::validate_firewall_config(f));
+            return std::string(t);
+          },
+          n.firewall_table);
+    }
+    if (e.name == "proxy_port" || e.name == "dns_port") {
+      return read_into(e, "a port (1-65535)", parse_port,
+                       e.name == "proxy_port" ? n.proxy_port : n.dns_port);
+    }
+    if (e.name == "dns_servers") {
+      auto servers = list(e, "IP addresses (optionally IP:PORT)", [](std::string& item) -> Status {
+        if (net::parse_dns_endpoint(item)) return ok();
+        return make_error(ErrorCode::kInvalidArgument,
+                          quote_for_message(item) + " is not an IP address with an optional port");
+      });
+      if (!servers) return tl::unexpected<Error>(servers.error());
+      n.dns_servers = std::move(*servers);
+      return ok();
+    }
+    if (e.name == "templates") {
+      if (e.value.IsNull()) return ok();
+      if (!e.value.IsSequence())
+        return fail(e.line, e.path, "expected a list of templates, found " + describe_node(e.value),
+                    "each template: {name: NAME, version: 1, allow: [RULE, ...]}");
+      n.templates.clear();
+      for (std::size_t i = 0; i < e.value.size(); ++i) {
+        const YAML::Node& item = e.value[i];
+        const std::string path = item_path(e.path, i);
+        if (!item.IsMap())
+          return fail(
+              item.Mark().line, path,
+              "expected a map (name, version, mode, allow, deny), found " + describe_node(item));
+        net::NetworkTemplate t;
+        t.version = 1;
+        CORRAL_TRY(for_each_entry(
+            item, path, [&](const YamlEntry& k) -> Status { return apply_template_key(k, t); }));
+        if (t.name.empty()) return fail(item.Mark().line, path, "has no name");
+        net::NetworkRequest probe;
+        probe.template_name = t.name + "@" + std::to_string(t.version);
+        std::vector<net::NetworkTemplate> one = {t};
+        if (auto p = net::resolve_policy(probe, one); !p)
+          return fail(item.Mark().line, path, p.error());
+        for (const auto& earlier : n.templates) {
+          if (earlier.name == t.name && earlier.version == t.version)
+            return fail(item.Mark().line, path,
+                        "a second template " + t.name + "@" + std::to_string(t.version));
+        }
+        n.templates.push_back(std::move(t));
+      }
+      return ok();
+    }
+    return unknown_key(e, kNetworkEngineKeys,
+                       {{"cidr", "subnet"},
+                        {"prefix", "interface_prefix"},
+                        {"table", "firewall_table"},
+                        {"nameservers", "dns_servers"}});
+  }
+
+  Status apply_template_key(const YamlEntry& k, net::NetworkTemplate& t) {
+    if (k.name == "name") {
+      return read_into(
+          k, "a template name such as ci-builds",
+          [](std::string_view v) -> Result<std::string> {
+            bool good = !v.empty() && v.size() <= 64 && std::all_of(v.begin(), v.end(), [](char c) {
+              return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+            });
+            if (!good)
+              return make_error(
+                  ErrorCode::kInvalidArgument,
+                  quote_for_message(v) + " is not a template name ([a-z0-9_-], at most 64)");
+            return std::string(v);
+          },
+          t.name);
+    }
+    if (k.name == "version") {
+      std::uint32_t v = 0;
+      CORRAL_TRY(read_into(k, "a version number (1, 2, ...)", parse_count, v));
+      if (v == 0) return fail(k.value_line, k.path, "versions start at 1");
+      t.version = static_cast<int>(v);
+      return ok();
+    }
+    if (k.name == "mode") {
+      auto m = one_of(k, std::array<std::string_view, 2>{"allowlist", "open"}, "allowlist or open");
+      if (!m) return tl::unexpected<Error>(m.error());
+      t.mode = *m == "open" ? net::NetworkMode::kOpen : net::NetworkMode::kAllowlist;
+      return ok();
+    }
+    if (k.name == "allow" || k.name == "deny") {
+      const bool deny = k.name == "deny";
+      auto rules =
+          list(k, "rules ([http|tls|tcp://]host[:ports])", [deny](std::string& r) -> Status {
+            auto rule = net::parse_rule(r, deny);
+            if (!rule) return tl::unexpected<Error>(rule.error());
+            return ok();
+          });
+      if (!rules) return tl::unexpected<Error>(rules.error());
+      (deny ? t.deny : t.allow) = std::move(*rules);
+      return ok();
+    }
+    if (k.name == "description")
+      return read_into(
+          k, "a line of text",
+          [](std::string_view v) -> Result<std::string> { return std::string(v); }, t.description);
+    return unknown_key(k, kTemplateKeys, {{"rules", "allow"}});
   }
 
   // One entry of serve.api_keys.
@@ -380,6 +535,14 @@ serve:
   max_upload: auto              # the sandbox's disk limit
   mount_roots: []               # host dirs API mounts may come from (none: no mounts)
   durability: process           # or power-loss: fsync before every acknowledgment
+  network:                      # the network engine (docs/network.md)
+    subnet: 10.211.0.0/16       # one /30 per networked sandbox
+    interface_prefix: crl       # host ends of the veth pairs: crl<slot>
+    firewall_table: corral      # nftables table inet corral
+    proxy_port: 15001           # on each sandbox's host end
+    dns_port: 15053
+    dns_servers: []             # upstream DNS; none: the host's /etc/resolv.conf
+    templates: []               # extra rule sets (the shipped code-exec, data-query, scraping stay)
 sandbox:                        # defaults of every sandbox, as for corral run --config
   cpu_limit: "2"
   memory_limit: "2Gi"

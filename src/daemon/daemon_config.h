@@ -26,6 +26,7 @@
 
 #include "base/paths.h"
 #include "base/result.h"
+#include "net/network_policy.h"
 #include "spec/sandbox_spec.h"
 
 namespace corral {
@@ -71,6 +72,20 @@ struct DaemonConfig {
   // cut may lose the last ~100 ms, as it loses every sandbox anyway) or
   // "power-loss" (fsync before every acknowledgment; slower creates).
   bool power_loss_durable = false;
+
+  // The network engine (serve.network; ADR 0005, docs/network.md).
+  struct Network {
+    std::string subnet = "10.211.0.0/16";   // per-sandbox /30 slots
+    std::string interface_prefix = "crl";   // host ends: crl<slot>
+    std::string firewall_table = "corral";  // nftables table inet <name>
+    std::uint16_t proxy_port = 15001;
+    std::uint16_t dns_port = 15053;
+    // Upstream DNS servers ("IP", "IP:PORT"); empty: the host's resolv.conf.
+    std::vector<std::string> dns_servers;
+    // Templates added to (or, by name and version, replacing) the shipped
+    // code-exec, data-query and scraping.
+    std::vector<net::NetworkTemplate> templates;
+  } network;
 
   // The base of every create (sandbox:); a request's fields go on top.
   SandboxSpec default_spec;

@@ -68,7 +68,10 @@ int serve(const ServeFlags& flags) {
   signal(SIGPIPE, SIG_IGN);
 
   // The factory first: it must be forked while the daemon is one thread.
-  auto factory = SandboxFactory::start();
+  // It plans networks with the same pool and templates as the engine.
+  MetricsRegistry metrics;
+  NetworkService network(config.network, metrics);
+  auto factory = SandboxFactory::start(network.factory_options());
   if (!factory) return fail(factory.error().message);
 
   auto store = StateStore::open(config.data_dir + "/state.db",
@@ -97,13 +100,19 @@ int serve(const ServeFlags& flags) {
   auto cgroups = CgroupManager::detect();
   if (!cgroups) return fail(cgroups.error().message, cgroups.error().hint);
 
-  MetricsRegistry metrics;
+  // The network engine (ADR 0005). If it cannot start, sandboxes without
+  // network are still served; networked creates are refused with why.
+  network.start();
+  if (auto why = network.unavailable())
+    fprintf(stderr, "corral serve: warning: no network for sandboxes: %s\n", why->c_str());
   ServiceLimits limits;
   limits.max_sandboxes = config.max_sandboxes;
   limits.max_memory_bytes = config.max_memory_bytes;
   limits.max_disk_bytes = config.max_disk_bytes;
   limits.mount_roots = config.mount_roots;
-  SandboxService service(limits, config.default_spec, *store, *audit, **factory, **cgroups, metrics);
+  SandboxService service(limits, config.default_spec, *store, *audit, **factory, **cgroups, metrics,
+                         &network);
+  network.set_audit([&service](nlohmann::json event) { service.audit_async(std::move(event)); });
   metrics.gauge_fn("corral_sandboxes_live", "Sandboxes alive now",
                    [&service] { return static_cast<double>(service.live_count()); });
   std::string reconciled = service.start();
@@ -141,8 +150,10 @@ int serve(const ServeFlags& flags) {
   // Wake the signal thread if the server stopped for another reason.
   pthread_kill(signals.native_handle(), SIGTERM);
   signals.join();
-  fprintf(stderr, "corral serve: stopped; %zu sandboxes keep running and are re-attached on the next start\n",
-          service.live_count());
+  fprintf(
+      stderr,
+      "corral serve: stopped; %zu sandboxes keep running and are re-attached on the next start\n",
+      service.live_count());
   return 0;
 }
 

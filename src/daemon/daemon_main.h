@@ -14,7 +14,7 @@ struct ServeFlags {
   std::string socket_path;  // overrides the config
   std::string data_dir;     // overrides the config
   std::vector<std::string> api_key_files;
-  bool no_tcp = false;      // socket only
+  bool no_tcp = false;  // socket only
 };
 
 // Returns the process exit code.

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "daemon/api_context.h"
 #include "daemon/sandbox_service.h"
@@ -29,14 +30,17 @@ struct Pipe {
   UniqueFd read, write;
 };
 
+// Pipes start at the kernel's default size (64 KiB): most commands write
+// less, and a 1 MiB ring costs an allocation on every exec. A pipe that
+// fills up is grown then (grow_pipe).
 Result<Pipe> make_pipe() {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return errno_error("pipe2");
-  Pipe p{UniqueFd(fds[0]), UniqueFd(fds[1])};
-  // Bigger pipes: fewer wakeups for chatty commands.
-  (void)fcntl(p.read.get(), F_SETPIPE_SZ, 1 << 20);
-  return p;
+  return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
+
+// Bigger pipes: fewer wakeups for chatty commands.
+void grow_pipe(int fd) { (void)fcntl(fd, F_SETPIPE_SZ, 1 << 20); }
 
 void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
@@ -143,7 +147,8 @@ void handle_exec(ApiContext& ctx, ApiRequest& r) {
   std::size_t stdin_off = 0;
   bool out_open = true, err_open = true, client_gone = false;
   std::optional<Clock::time_point> drain_until;
-  std::string buf(kChunk, '\0');
+  bool grown[2] = {false, false};
+  std::unique_ptr<char[]> buf(new char[kChunk]);  // not zeroed: read() fills it
 
   auto emit = [&](api::ExecEvent::Kind kind, std::string_view data) {
     if (!streaming) {
@@ -189,11 +194,15 @@ void handle_exec(ApiContext& ctx, ApiRequest& r) {
       if (!(fds[i].revents & (POLLIN | POLLHUP))) continue;
       int fd = i == 0 ? out->read.get() : err->read.get();
       for (;;) {
-        ssize_t n = read(fd, buf.data(), buf.size());
+        ssize_t n = read(fd, buf.get(), kChunk);
         if (n > 0) {
           emit(i == 0 ? api::ExecEvent::kStdout : api::ExecEvent::kStderr,
-               std::string_view(buf.data(), static_cast<size_t>(n)));
-          if (static_cast<size_t>(n) < buf.size()) break;
+               std::string_view(buf.get(), static_cast<size_t>(n)));
+          if (static_cast<size_t>(n) < kChunk) break;
+          if (!grown[i]) {
+            grown[i] = true;  // it filled the default pipe: a chatty one
+            grow_pipe(fd);
+          }
           continue;
         }
         if (n == 0) (i == 0 ? out_open : err_open) = false;

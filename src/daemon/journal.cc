@@ -1,5 +1,8 @@
 #include "daemon/journal.h"
 
+#include <algorithm>
+#include <vector>
+
 namespace corral::daemon {
 
 Journal::Journal() : thread_([this] { run(); }) {}
@@ -7,16 +10,20 @@ Journal::Journal() : thread_([this] { run(); }) {}
 Journal::~Journal() {
   {
     std::lock_guard lock(mu_);
+    promote(Clock::now(), true);
     stop_ = true;
   }
   cv_.notify_all();
   thread_.join();
 }
 
-void Journal::post(std::function<void()> write) {
+void Journal::post(std::function<void()> write) { post(std::string(), std::move(write)); }
+
+void Journal::post(const std::string& key, std::function<void()> write) {
   {
     std::lock_guard lock(mu_);
-    queue_.push_back(std::move(write));
+    if (!key.empty()) ++queued_by_key_[key];
+    queue_.push_back(Item{key, std::move(write)});
     ++posted_;
   }
   cv_.notify_all();
@@ -24,23 +31,73 @@ void Journal::post(std::function<void()> write) {
 
 void Journal::flush() {
   std::unique_lock lock(mu_);
+  if (!deferred_.empty()) {
+    promote(Clock::now(), true);
+    cv_.notify_all();
+  }
   const std::uint64_t target = posted_;
   cv_.wait(lock, [&] { return done_ >= target; });
+}
+
+void Journal::flush(const std::string& key) {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return !queued_by_key_.contains(key); });
+}
+
+void Journal::defer(const std::string& key, std::chrono::milliseconds delay,
+                    std::function<void()> write) {
+  {
+    std::lock_guard lock(mu_);
+    deferred_[key] = Deferred{Clock::now() + delay, std::move(write)};
+  }
+  cv_.notify_all();  // the writer may have to wake earlier
+}
+
+bool Journal::cancel(const std::string& key) {
+  std::lock_guard lock(mu_);
+  return deferred_.erase(key) != 0;
+}
+
+void Journal::promote(Clock::time_point now, bool all) {
+  std::vector<std::map<std::string, Deferred>::iterator> due;
+  for (auto it = deferred_.begin(); it != deferred_.end(); ++it) {
+    if (all || it->second.due <= now) due.push_back(it);
+  }
+  // In the order they fell due, after everything posted before.
+  std::sort(due.begin(), due.end(), [](auto a, auto b) { return a->second.due < b->second.due; });
+  for (auto it : due) {
+    ++queued_by_key_[it->first];
+    queue_.push_back(Item{it->first, std::move(it->second.write)});
+    ++posted_;
+    deferred_.erase(it);
+  }
 }
 
 void Journal::run() {
   std::unique_lock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty() && !deferred_.empty()) {
+      Clock::time_point next = Clock::time_point::max();
+      for (const auto& [key, d] : deferred_) next = std::min(next, d.due);
+      // Woken early by a post, a defer or stop: the loop looks again.
+      if (!stop_) cv_.wait_until(lock, next);
+      promote(Clock::now(), stop_);
+    } else {
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !deferred_.empty(); });
+    }
     if (queue_.empty()) {
-      if (stop_) return;
+      if (stop_ && deferred_.empty()) return;
       continue;
     }
-    auto write = std::move(queue_.front());
+    Item item = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
-    write();
+    item.write();
     lock.lock();
+    if (!item.key.empty()) {
+      auto it = queued_by_key_.find(item.key);
+      if (it != queued_by_key_.end() && --it->second == 0) queued_by_key_.erase(it);
+    }
     ++done_;
     cv_.notify_all();
   }

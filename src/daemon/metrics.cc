@@ -263,7 +263,7 @@ MetricsRegistry::Series& MetricsRegistry::series(std::string_view name, std::str
   for (auto& s : family->series) {
     if (s->sorted_labels != key) continue;
     if (callback != s->is_fn) {
-      metrics_bug(n + ": the same labels as a gauge and as a gauge function");
+      metrics_bug(n + ": the same labels as a plain series and as a function");
     }
     if (callback) {
       std::lock_guard fn_lock(s->fn_mu);
@@ -279,7 +279,7 @@ MetricsRegistry::Series& MetricsRegistry::series(std::string_view name, std::str
   s->label_text = render_labels(labels);
   switch (type) {
     case Type::kCounter:
-      s->counter = std::make_unique<Counter>();
+      if (!callback) s->counter = std::make_unique<Counter>();
       break;
     case Type::kGauge:
       if (!callback) s->gauge = std::make_unique<Gauge>();
@@ -290,6 +290,12 @@ MetricsRegistry::Series& MetricsRegistry::series(std::string_view name, std::str
   }
   family->series.push_back(std::move(s));
   return *family->series.back();
+}
+
+void MetricsRegistry::counter_fn(std::string_view name, std::string_view help,
+                                 std::function<double()> fn, const MetricLabels& labels) {
+  if (!fn) metrics_bug(std::string(name) + ": counter_fn without a function");
+  series(name, help, Type::kCounter, &fn, labels, nullptr);
 }
 
 Counter& MetricsRegistry::counter(std::string_view name, std::string_view help,

@@ -108,6 +108,10 @@ class MetricsRegistry {
   // replaces the function.
   void gauge_fn(std::string_view name, std::string_view help, std::function<double()> fn,
                 const MetricLabels& labels = {});
+  // A counter kept elsewhere (a subsystem's own tally), read at render
+  // time; `fn` must never decrease.
+  void counter_fn(std::string_view name, std::string_view help, std::function<double()> fn,
+                  const MetricLabels& labels = {});
 
   // The exposition text (Content-Type: text/plain; version=0.0.4;
   // charset=utf-8), families in registration order, series in registration

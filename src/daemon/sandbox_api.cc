@@ -19,14 +19,15 @@ bool fail_if_error(ApiRequest& r, const ApiResult<T>& result) {
 void handle_create_sandbox(ApiContext& ctx, ApiRequest& r) {
   auto body = read_json_body(r, ctx.limits.max_json_body);
   if (fail_if_error(r, body)) return;
-  auto request = api::parse_create_sandbox_over(body->empty() ? "{}" : *body, ctx.sandboxes.defaults());
+  auto request =
+      api::parse_create_sandbox_over(body->empty() ? "{}" : *body, ctx.sandboxes.defaults());
   if (!request) return send_error(r.out, api::to_api_error(request.error()));
   std::optional<std::string> key;
   if (auto k = r.head.header("idempotency-key"); k) {
     if (k->empty() || k->size() > 200)
-      return send_error(r.out, api::make_api_error("invalid_value",
-                                                   "Idempotency-Key must be 1 to 200 characters",
-                                                   "Idempotency-Key"));
+      return send_error(
+          r.out, api::make_api_error("invalid_value", "Idempotency-Key must be 1 to 200 characters",
+                                     "Idempotency-Key"));
     key = std::string(*k);
   }
   auto created = ctx.sandboxes.create(*request, key);
@@ -64,6 +65,16 @@ void handle_extend_sandbox(ApiContext& ctx, ApiRequest& r) {
   auto request = api::parse_extend(*body);
   if (!request) return send_error(r.out, api::to_api_error(request.error()));
   auto info = ctx.sandboxes.extend(r.params[0], *request);
+  if (fail_if_error(r, info)) return;
+  send_json(r.out, 200, api::to_json(*info));
+}
+
+void handle_set_network(ApiContext& ctx, ApiRequest& r) {
+  auto body = read_json_body(r, ctx.limits.max_json_body);
+  if (fail_if_error(r, body)) return;
+  auto network = api::parse_network_update(*body);
+  if (!network) return send_error(r.out, api::to_api_error(network.error()));
+  auto info = ctx.sandboxes.set_network(r.params[0], *network);
   if (fail_if_error(r, info)) return;
   send_json(r.out, 200, api::to_json(*info));
 }

@@ -38,13 +38,49 @@ constexpr std::string_view kLifetimeReason = "max_lifetime reached";
 // epoll tokens: sandbox index in the low bits, what kind of fd in bit 0.
 enum class Watch : std::uint64_t { kSpawn = 0, kInit = 1 };
 
+// The exec path: one open and read, no streams (on every process start).
 pid_t pid_of_pidfd(int pidfd) {
-  std::ifstream in("/proc/self/fdinfo/" + std::to_string(pidfd));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("Pid:", 0) == 0) return static_cast<pid_t>(std::atoi(line.c_str() + 4));
-  }
-  return -1;
+  char path[48];
+  snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
+  UniqueFd fd(open(path, O_RDONLY | O_CLOEXEC));
+  if (!fd) return -1;
+  char buf[1024];
+  ssize_t n = read(fd.get(), buf, sizeof buf - 1);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  const char* pid = strstr(buf, "\nPid:");  // never the first line ("pos:")
+  return pid != nullptr ? static_cast<pid_t>(std::atoi(pid + 5)) : -1;
+}
+
+// How long a sandbox stays `running` in the store after its last process
+// ended: a process that starts within it finds the sandbox still running,
+// and neither `running -> ready` nor `ready -> running` is written. A
+// sandbox running one command after another is stored (and audited) as
+// running once, not twice per command.
+constexpr std::chrono::milliseconds kIdleAfter{100};
+
+// The journal write of a transition: stored, then audited.
+std::function<void()> transition_write(StateStore& store, AuditLog& audit, std::string id,
+                                       SandboxState to, std::string reason) {
+  return [&store, &audit, id = std::move(id), to, reason = std::move(reason)] {
+    auto t = store.transition(id, to, reason);
+    if (!t) return;
+    json ev{{"type", "sandbox.transition"},
+            {"sandbox", id},
+            {"to", std::string(sandbox_state_name(to))},
+            {"reason", reason}};
+    if (t->from) ev["from"] = std::string(sandbox_state_name(*t->from));
+    (void)audit.append(ev);
+  };
+}
+
+// An audit record about sandbox `id`, written now (kill -9 safe once this
+// returns) and after the sandbox's own records still in the journal. Unlike
+// audit_now it waits for nothing else (the group commit's fdatasync, other
+// sandboxes' records), and writes held back stay held back.
+void audit_in_order(Journal& journal, AuditLog& audit, const std::string& id, const json& event) {
+  journal.flush(id);
+  (void)audit.append(event);
 }
 
 void signal_event(ProcessEntry& p) {
@@ -87,12 +123,24 @@ Result<UniqueFd> reopen_process(pid_t pid, std::uint64_t start_time, pid_t init_
   return fd;
 }
 
-json runtime_json(const LiveSandboxIdentity& id, const std::vector<std::string>& env) {
-  return json{{"init_pid", id.init_pid},
-              {"init_start_time", id.init_start_time},
-              {"host_uid_base", id.host_uid_base},
-              {"cgroup", id.cgroup},
-              {"env", env}};
+// `network`: the network set by PUT .../network since the create (the
+// stored spec keeps what the create asked for).
+json runtime_json(const LiveSandboxIdentity& id, const std::vector<std::string>& env,
+                  std::optional<std::uint32_t> net_slot, const NetworkSpec* network = nullptr) {
+  json j{{"init_pid", id.init_pid},
+         {"init_start_time", id.init_start_time},
+         {"host_uid_base", id.host_uid_base},
+         {"cgroup", id.cgroup},
+         {"env", env}};
+  if (net_slot) j["net_slot"] = *net_slot;
+  if (network != nullptr) j["network"] = json::parse(api::to_json(*network));
+  return j;
+}
+
+std::optional<std::uint32_t> net_slot_of(const json& rt) {
+  if (!rt.is_object() || !rt.contains("net_slot") || !rt["net_slot"].is_number_unsigned())
+    return std::nullopt;
+  return rt["net_slot"].get<std::uint32_t>();
 }
 
 }  // namespace
@@ -124,14 +172,15 @@ std::optional<std::uint64_t> request_id_of(std::string_view process_id) {
 
 SandboxService::SandboxService(ServiceLimits limits, SandboxSpec defaults, StateStore& store,
                                AuditLog& audit, SandboxFactory& factory, CgroupManager& cgroups,
-                               MetricsRegistry& metrics)
+                               MetricsRegistry& metrics, NetworkService* network)
     : limits_(std::move(limits)),
       defaults_(std::move(defaults)),
       store_(store),
       audit_(audit),
       factory_(factory),
       cgroups_(cgroups),
-      metrics_(metrics) {
+      metrics_(metrics),
+      network_(network) {
   epoll_ = UniqueFd(epoll_create1(EPOLL_CLOEXEC));
   wake_ = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   epoll_event ev{};
@@ -172,16 +221,7 @@ std::shared_ptr<SandboxEntry> SandboxService::entry(std::string_view id) {
 void SandboxService::transition_later(SandboxEntry* entry, const std::string& id, SandboxState to,
                                       std::string reason) {
   if (entry != nullptr) entry->state = to;
-  journal_.post([this, id, to, reason = std::move(reason)] {
-    auto t = store_.transition(id, to, reason);
-    if (!t) return;
-    json ev{{"type", "sandbox.transition"},
-            {"sandbox", id},
-            {"to", std::string(sandbox_state_name(to))},
-            {"reason", reason}};
-    if (t->from) ev["from"] = std::string(sandbox_state_name(*t->from));
-    (void)audit_.append(ev);
-  });
+  journal_.post(id, transition_write(store_, audit_, id, to, std::move(reason)));
 }
 
 void SandboxService::audit_now(const json& event) {
@@ -190,7 +230,10 @@ void SandboxService::audit_now(const json& event) {
 }
 
 void SandboxService::audit_later(json event) {
-  journal_.post([this, event = std::move(event)] { (void)audit_.append(event); });
+  // Keyed by its sandbox, so that audit_in_order waits for it.
+  auto it = event.find("sandbox");
+  std::string key = it != event.end() && it->is_string() ? it->get<std::string>() : std::string();
+  journal_.post(key, [this, event = std::move(event)] { (void)audit_.append(event); });
 }
 
 Status SandboxService::transition(SandboxEntry* entry, std::string_view id, SandboxState to,
@@ -223,6 +266,25 @@ ApiResult<SandboxService::Created> SandboxService::create(
     if (m.source.empty() || m.source[0] != '/')
       return api_fail("invalid_value",
                       "mount source \"" + m.source + "\" must be an absolute host path", "mounts");
+  }
+
+  // The network policy, also before anything is reserved: a wrong rule or
+  // template is the request's fault, an engine that is not running the
+  // daemon's.
+  std::optional<net::NetworkPolicy> policy;
+  if (network_ != nullptr) {
+    auto p = network_->resolve(spec.network);
+    if (!p) return api_fail("invalid_value", p.error().message, "network", p.error().hint);
+    if (p->has_network()) {
+      if (auto why = network_->unavailable())
+        return api_fail("network_unavailable",
+                        "this daemon cannot give sandboxes a network: " + *why, "network",
+                        "see the daemon's start-up log; `corral doctor` checks nftables");
+      policy = std::move(*p);
+    }
+  } else if (spec.network.mode != "none") {
+    return api_fail("network_unavailable", "this daemon serves sandboxes without network only",
+                    "network", "create it with network mode \"none\"");
   }
 
   // Resolve the image before anything is reserved.
@@ -361,12 +423,22 @@ ApiResult<SandboxService::Created> SandboxService::create(
                        made.error().hint, "");
   }
   const std::vector<std::string> env = made->env;
+  if (made->net_slot >= 0) e->net_slot = static_cast<std::uint32_t>(made->net_slot);
   auto live = LiveSandbox::adopt(std::move(*made), cgroups_);
   if (!live) return fail_create("setup_failed", live.error().message, "", "");
   e->live = std::move(*live);
   e->env = env;
+  // Its proxy and DNS listen on the host end before its first process runs.
+  if (e->net_slot) {
+    if (!policy || network_ == nullptr)
+      return fail_create("setup_failed", "the sandbox got a network it did not ask for", "", "");
+    if (auto st = network_->attach(id, *e->net_slot, *policy); !st)
+      return fail_create("setup_failed", "network: " + st.error().message, st.error().hint, "");
+  } else if (policy) {
+    return fail_create("setup_failed", "the sandbox got no network slot", "", "");
+  }
   const auto& ident = e->live->identity();
-  journal_.post([this, id, ident, rt = runtime_json(ident, env).dump()] {
+  journal_.post([this, id, ident, rt = runtime_json(ident, env, e->net_slot).dump()] {
     (void)store_.set_resources(id, ident.host_uid_base, ident.cgroup);
     (void)store_.set_runtime(id, rt);
   });
@@ -422,6 +494,9 @@ ApiResult<api::SandboxInfo> SandboxService::info_of(const SandboxRecord& record,
       u.disk_inodes = du->inodes;
     }
     info.usage = u;
+    if (network_ != nullptr) info.network = network_->status(record.id);
+    std::lock_guard lock(e->mu);
+    info.spec.network = e->spec.network;  // PUT .../network may have changed it
   }
   return info;
 }
@@ -484,6 +559,45 @@ ApiResult<std::shared_ptr<SandboxEntry>> SandboxService::live(std::string_view i
 
 // ---- lifetime and destroy ----------------------------------------------------
 
+ApiResult<api::SandboxInfo> SandboxService::set_network(std::string_view id,
+                                                        const NetworkSpec& network) {
+  auto found = live(id);
+  if (!found) return tl::unexpected(found.error());
+  const std::shared_ptr<SandboxEntry>& e = *found;
+  if (network_ == nullptr)
+    return api_fail("network_unavailable", "this daemon serves sandboxes without network only",
+                    "network");
+  auto policy = network_->resolve(network);
+  if (!policy) return api_fail("invalid_value", policy.error().message, "", policy.error().hint);
+  if (!e->net_slot) {
+    if (policy->has_network())
+      return api_fail("conflict",
+                      "sandbox " + std::string(id) +
+                          " was created without network: a network cannot be added to it later",
+                      "",
+                      "create a sandbox with the network it needs (a policy can be narrowed "
+                      "to nothing and widened again, but only on a sandbox that has one)");
+  } else if (auto st = network_->update(e->id, *policy); !st) {
+    return api_fail(st.error());
+  }
+  NetworkSpec before;
+  {
+    std::lock_guard lock(e->mu);
+    before = e->spec.network;
+    e->spec.network = network;
+  }
+  // Stored for a re-attaching daemon, and audited, before the answer.
+  auto rt = runtime_json(e->live->identity(), e->env, e->net_slot, &network);
+  if (auto st = store_.set_runtime(id, rt.dump()); !st) return api_fail(st.error());
+  audit_now(json{{"type", "sandbox.network"},
+                 {"sandbox", std::string(id)},
+                 {"from", json::parse(api::to_json(before))},
+                 {"to", json::parse(api::to_json(network))},
+                 {"mode", net::network_mode_name(policy->mode)},
+                 {"rules", policy->rules.size()}});
+  return get(id);
+}
+
 ApiResult<api::SandboxInfo> SandboxService::extend(std::string_view id,
                                                    const api::ExtendRequest& request) {
   auto e = live(id);
@@ -544,6 +658,11 @@ api::SandboxInfo SandboxService::teardown(const std::shared_ptr<SandboxEntry>& e
   unwatch(*e);
   DestroyReport report;
   if (e->live) report = e->live->destroy();
+  // After init is gone (its namespace takes the veth pair along): the
+  // listeners go, and the host end must be gone too.
+  if (network_ != nullptr && (e->net_slot || network_->serves(std::string(id)))) {
+    for (auto& r : network_->detach(std::string(id), e->net_slot)) report.residue.push_back(r);
+  }
   // Every process the sandbox had is gone now.
   std::vector<std::shared_ptr<ProcessEntry>> procs;
   {
@@ -655,8 +774,14 @@ ApiResult<std::shared_ptr<ProcessEntry>> SandboxService::spawn(
                                       std::string(sandbox_state_name(sandbox->state)) +
                                       " and takes no more work");
     sandbox->processes[req.request_id] = p;
-    if (sandbox->running++ == 0 && sandbox->state == SandboxState::kReady)
-      transition_later(sandbox.get(), sandbox->id, SandboxState::kRunning, "a process started");
+    if (sandbox->running++ == 0 && sandbox->state == SandboxState::kReady) {
+      // Idle for less than kIdleAfter: its `running -> ready` is still held
+      // back, and dropping it leaves the store at running, as it should be.
+      if (journal_.cancel(sandbox->id))
+        sandbox->state = SandboxState::kRunning;
+      else
+        transition_later(sandbox.get(), sandbox->id, SandboxState::kRunning, "a process started");
+    }
   }
   if (background) {
     journal_.flush();
@@ -679,10 +804,13 @@ ApiResult<std::shared_ptr<ProcessEntry>> SandboxService::spawn(
                {"process", p->id},
                {"argv", p->argv},
                {"background", background}};
+  // Written before the process exists: whatever it does, and whenever the
+  // daemon dies, the log has its start (for a background process, before
+  // the 201 that acknowledges it).
   if (background) {
-    audit_now(started);  // acknowledged with 201: written first
+    audit_now(started);
   } else {
-    audit_later(std::move(started));
+    audit_in_order(journal_, audit_, sandbox->id, started);
   }
   const int fds[3] = {stdio[0].get(), stdio[1].get(), stdio[2].get()};
   auto sent = sandbox->live->send_spawn(req, fds);
@@ -752,17 +880,25 @@ void SandboxService::finish_process(SandboxEntry& sandbox, ProcessEntry& p) {
   if (p.exit_code) ev["exit_code"] = *p.exit_code;
   if (p.signal) ev["signal"] = *p.signal;
   if (!p.failure.empty()) ev["failure"] = p.failure;
-  audit_later(std::move(ev));
+  // Written before anyone hears of the end (the exec's response, a wait):
+  // an acknowledged exit is in the log.
+  audit_in_order(journal_, audit_, sandbox.id, ev);
   signal_event(p);
-  bool idle = false;
   {
     std::lock_guard lock(sandbox.mu);
-    if (sandbox.running > 0 && --sandbox.running == 0 && sandbox.state == SandboxState::kRunning)
-      idle = true;
     // Execs are forgotten once finished; background processes stay listed.
     if (!p.background) sandbox.processes.erase(p.request_id);
-    if (idle)
-      transition_later(&sandbox, sandbox.id, SandboxState::kReady, "the last process ended");
+    if (sandbox.running > 0 && --sandbox.running == 0 && sandbox.state == SandboxState::kRunning) {
+      // Ready at once for the daemon; in the store after kIdleAfter unless a
+      // process starts before (spawn cancels it). Anything that needs the
+      // stored state (a destroy, a failure) flushes the journal first, which
+      // writes it. A crash before it is written leaves `running`, which a
+      // restart turns into `ready` like any running sandbox it re-attaches.
+      sandbox.state = SandboxState::kReady;
+      journal_.defer(sandbox.id, kIdleAfter,
+                     transition_write(store_, audit_, sandbox.id, SandboxState::kReady,
+                                      "the last process ended (idle for 100 ms)"));
+    }
   }
 }
 
@@ -877,7 +1013,9 @@ void SandboxService::on_reply(const std::shared_ptr<SandboxEntry>& e, ReceivedRe
         else
           (void)store_.update_process(p->id, ProcessState::kRunning, std::nullopt, std::nullopt);
       }
-      signal_event(*p);
+      // The eventfd tells an exec's request of the end only: waking it now
+      // would be a wasted round on the exec path. Waiters on cv hear it.
+      p->cv.notify_all();
       break;
     case SpawnReplyType::kFailed: {
       const Stage stage = static_cast<Stage>(r.reply.stage);
@@ -997,6 +1135,12 @@ std::string SandboxService::reconcile() {
         e->id = r.id;
         if (auto spec = api::spec_from_json(r.spec_json); spec) e->spec = *spec;
         e->env = rt.value("env", std::vector<std::string>{});
+        e->net_slot = net_slot_of(rt);
+        if (rt.contains("network")) {
+          if (auto n = api::parse_network_update(rt["network"].dump()); n) {
+            e->spec.network = std::move(*n);
+          }
+        }
         e->expires_at_ms = r.expires_at_ms.value_or(now_ms());
         e->state = r.state;
         e->live = std::move(live);
@@ -1060,6 +1204,26 @@ std::string SandboxService::reconcile() {
           reserved_memory_ += e->spec.limits.memory_bytes;
           reserved_disk_ += e->spec.limits.disk_bytes;
         }
+        // Its network is served again by this daemon's engine; a sandbox
+        // whose network cannot be served is destroyed rather than left
+        // with an address nobody answers on.
+        if (e->net_slot) {
+          Status served = network_ == nullptr
+                              ? Status(make_error(ErrorCode::kUnavailable, "no network engine"))
+                              : [&]() -> Status {
+            auto policy = network_->resolve(e->spec.network);
+            if (!policy) return tl::unexpected(policy.error());
+            return network_->reattach(r.id, *e->net_slot, e->live->identity().init_pid, *policy);
+          }();
+          if (!served) {
+            watch(e);
+            audit_now(json{{"type", "sandbox.reattach"}, {"sandbox", r.id}});
+            teardown(e, r.id, "its network could not be served again: " + served.error().message,
+                     false);
+            ++destroyed;
+            continue;
+          }
+        }
         watch(e);
         audit_now(json{{"type", "sandbox.reattach"}, {"sandbox", r.id}});
         ++attached;
@@ -1079,6 +1243,9 @@ std::string SandboxService::reconcile() {
       }
       const std::string lock_path = run_dir() + "/sandboxes/" + r.id + ".lock";
       unlink(lock_path.c_str());
+      if (auto slot = net_slot_of(rt); slot && network_ != nullptr) {
+        for (auto& left : network_->detach(r.id, slot)) residue.push_back(left);
+      }
       if (auto procs = store_.list_processes(r.id); procs) {
         for (const auto& pr : *procs) {
           if (pr.state == ProcessState::kRunning || pr.state == ProcessState::kStarting)

@@ -27,6 +27,7 @@
 #include "daemon/api_result.h"
 #include "daemon/journal.h"
 #include "daemon/metrics.h"
+#include "daemon/network_service.h"
 #include "daemon/process_entry.h"
 #include "jail/cgroup.h"
 #include "runtime/live_sandbox.h"
@@ -54,9 +55,10 @@ struct ServiceLimits {
 // A live sandbox as the daemon tracks it.
 struct SandboxEntry {
   std::string id;
-  SandboxSpec spec;
+  SandboxSpec spec;                   // spec.network: guarded by mu (PUT .../network changes it)
   std::unique_ptr<LiveSandbox> live;  // set once init is running
   std::vector<std::string> env;       // base environment of its processes
+  std::optional<std::uint32_t> net_slot;  // its veth pair's slot, if it has network
 
   std::mutex mu;  // guards what follows
   SandboxState state = SandboxState::kCreating;
@@ -70,8 +72,10 @@ struct SandboxEntry {
 
 class SandboxService {
  public:
+  // `network` may be null: then only sandboxes without network are served.
   SandboxService(ServiceLimits limits, SandboxSpec defaults, StateStore& store, AuditLog& audit,
-                 SandboxFactory& factory, CgroupManager& cgroups, MetricsRegistry& metrics);
+                 SandboxFactory& factory, CgroupManager& cgroups, MetricsRegistry& metrics,
+                 NetworkService* network = nullptr);
   ~SandboxService();  // stops the threads; sandboxes live on for the next daemon
 
   // Re-attaches to or destroys what the store says may still exist, then
@@ -89,6 +93,9 @@ class SandboxService {
   ApiResult<std::vector<api::SandboxInfo>> list();
   ApiResult<api::SandboxInfo> destroy(std::string_view id, std::string_view reason);
   ApiResult<api::SandboxInfo> extend(std::string_view id, const api::ExtendRequest& request);
+  // PUT /v1/sandboxes/{id}/network: the whole new network, applied at once
+  // (open connections it no longer allows are closed) and stored.
+  ApiResult<api::SandboxInfo> set_network(std::string_view id, const NetworkSpec& network);
 
   // A sandbox that can take work (ready or running): not_found (404) for an
   // unknown id, conflict (409) while it is being destroyed or after.
@@ -108,6 +115,8 @@ class SandboxService {
 
   // Appends an audit record after everything the journal still holds.
   void audit_now(const nlohmann::json& event);
+  // Appends it through the journal (in order, without waiting).
+  void audit_async(nlohmann::json event) { audit_later(std::move(event)); }
   StateStore& store() { return store_; }
   MetricsRegistry& metrics() { return metrics_; }
   std::size_t live_count();
@@ -147,6 +156,7 @@ class SandboxService {
   SandboxFactory& factory_;
   CgroupManager& cgroups_;
   MetricsRegistry& metrics_;
+  NetworkService* network_;
 
   std::mutex mu_;  // guards entries_, reserved_*
   std::map<std::string, std::shared_ptr<SandboxEntry>, std::less<>> entries_;

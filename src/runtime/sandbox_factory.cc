@@ -422,6 +422,7 @@ Result<CreatedSandbox> SandboxFactory::create(const SandboxSpec& spec, const Run
   c.init_start_time = reply.value("init_start_time", std::uint64_t{0});
   c.host_uid_base = reply.value("host_uid_base", 0u);
   c.cgroup = reply.value("cgroup", "");
+  c.net_slot = reply.value("net_slot", std::int64_t{-1});
   c.notices = reply.value("notices", std::vector<std::string>{});
   c.env = reply.value("env", std::vector<std::string>{});
   c.pidfd = std::move(fds[0]);

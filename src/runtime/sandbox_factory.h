@@ -31,13 +31,14 @@ struct CreatedSandbox {
   pid_t init_pid = -1;
   std::uint64_t init_start_time = 0;  // /proc/<pid>/stat field 22: pid-reuse guard
   std::uint32_t host_uid_base = 0;
-  std::string cgroup;                 // name under corral's cgroup parent
+  std::string cgroup;  // name under corral's cgroup parent
   std::vector<std::string> notices;
-  std::vector<std::string> env;       // the base environment of its processes ("K=V")
-  UniqueFd pidfd;    // init
-  UniqueFd control;  // ControlMessage from init (failure, zygote exit)
-  UniqueFd spawn;    // the zygote's requests and replies
-  UniqueFd layer;    // writable layer mount fd
+  std::vector<std::string> env;  // the base environment of its processes ("K=V")
+  std::int64_t net_slot = -1;    // its veth pair's slot (net/net_slot.h); -1: no network
+  UniqueFd pidfd;                // init
+  UniqueFd control;              // ControlMessage from init (failure, zygote exit)
+  UniqueFd spawn;                // the zygote's requests and replies
+  UniqueFd layer;                // writable layer mount fd
 };
 
 class SandboxFactory {

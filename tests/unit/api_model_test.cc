@@ -35,6 +35,14 @@ void expect_same_spec(const SandboxSpec& a, const SandboxSpec& b) {
   EXPECT_EQ(a.network.mode, b.network.mode);
   EXPECT_EQ(a.network.allow_domains, b.network.allow_domains);
   EXPECT_EQ(a.network.dns_servers, b.network.dns_servers);
+  EXPECT_EQ(a.network.template_name, b.network.template_name);
+  EXPECT_EQ(a.network.allow, b.network.allow);
+  EXPECT_EQ(a.network.deny, b.network.deny);
+  EXPECT_EQ(a.network.remove, b.network.remove);
+  EXPECT_EQ(a.network.timeout_ms, b.network.timeout_ms);
+  EXPECT_EQ(a.network.rate_per_second, b.network.rate_per_second);
+  EXPECT_EQ(a.network.rate_burst, b.network.rate_burst);
+  EXPECT_EQ(a.network.gateway, b.network.gateway);
 }
 
 void expect_same_result(const ExecResult& a, const ExecResult& b) {
@@ -112,7 +120,7 @@ TEST(ApiErrors, TableHasEveryCodeOnce) {
       {"over_capacity", 429},   {"insufficient_storage", 507},
       {"request_timeout", 408}, {"sandbox_expired", 410},
       {"setup_failed", 500},    {"internal", 500},
-      {"unavailable", 503},
+      {"unavailable", 503},     {"network_unavailable", 503},
   };
   EXPECT_EQ(error_codes().size(), std::size(expected));
   std::set<std::string_view> seen;
@@ -470,12 +478,13 @@ TEST(ApiCreate, BadValuesSayWhatIsAllowed) {
       {R"({"max_lifetime": 604801})", "max_lifetime", "(7 days)"},
       {R"({"hostname": "bad_name"})", "hostname", "is not a valid hostname"},
       {R"({"hostname": ""})", "hostname", "is not a valid hostname"},
-      {R"({"network": {"mode": "allowlist"}})", "network.mode",
-       "only \"none\" is accepted for now; \"allowlist\" and \"open\" arrive with the network "
-       "engine"},
-      {R"({"network": {"mode": "open"}})", "network.mode", "arrive with the network engine"},
       {R"({"network": {"mode": "bogus"}})", "network.mode", "is not a network mode"},
-      {R"({"network": {"allow_domains": ["pypi.org"]}})", "network.allow_domains", "must be empty"},
+      {R"({"network": {"allow": ["ftp://x.test"]}})", "network.allow[0]", "unknown protocol"},
+      {R"({"network": {"deny": ["a.test:99999"]}})", "network.deny[0]", "a.test:99999"},
+      {R"({"network": {"timeout": 0}})", "network.timeout", "must be between"},
+      {R"({"network": {"rate": {"burst": 3}}})", "network.rate.per_second", "is missing"},
+      {R"({"network": {"rate": {"per_second": -1}}})", "network.rate.per_second",
+       "must be between 0"},
       {R"({"env": {"1X": "v"}})", R"(env["1X"])", "[A-Za-z_][A-Za-z0-9_]*"},
       {R"({"env": {"A-B": "v"}})", R"(env["A-B"])", "invalid variable name"},
       {R"({"env": {"A": "x\u0000y"}})", "env.A", "NUL"},
@@ -583,7 +592,8 @@ TEST(ApiSpec, CanonicalFormHasEveryField) {
             R"({"image":"","argv":[],"limits":{"memory_bytes":2147483648,"cpus":2.0,"pids":256,)"
             R"("disk_bytes":2147483648,"inodes":0,"timeout_ms":300000,"max_lifetime_ms":600000},)"
             R"("env":{},"mounts":[],"workdir":"/workspace","hostname":"sandbox","root":false,)"
-            R"("network":{"mode":"none","allow_domains":[],"dns_servers":[]}})");
+            R"("network":{"mode":"none","allow":[],"deny":[],"allow_domains":[],"dns_servers":[],)"
+            R"("gateway":[]}})");
 }
 
 TEST(ApiSpec, RoundTrip) {
@@ -592,6 +602,14 @@ TEST(ApiSpec, RoundTrip) {
   s.network.mode = "allowlist";
   s.network.allow_domains = {"pypi.org", "*.example.com"};
   s.network.dns_servers = {"10.0.0.53"};
+  s.network.template_name = "code-exec@1";
+  s.network.allow = {"tcp://db.test:5432"};
+  s.network.deny = {"evil.test"};
+  s.network.remove = {"pypi.org"};
+  s.network.timeout_ms = 2500;
+  s.network.rate_per_second = 5;
+  s.network.rate_burst = 10;
+  s.network.gateway = {"billing"};
   s.limits.cpus = 0.1 + 0.2;  // not exactly representable in decimal
   auto back = spec_from_json(spec_to_json(s));
   ASSERT_TRUE(back.has_value()) << back.error().message;

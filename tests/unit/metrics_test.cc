@@ -500,7 +500,7 @@ TEST(MetricsDeathTest, DefinitionMistakesAbort) {
   EXPECT_DEATH(reg.counter("h_count", "X."), "clashes");
   EXPECT_DEATH(reg.gauge_fn("f", "F.", nullptr), "without a function");
   reg.gauge("g", "G.", {{"a", "1"}});
-  EXPECT_DEATH(reg.gauge_fn("g", "G.", [] { return 1.0; }, {{"a", "1"}}), "gauge function");
+  EXPECT_DEATH(reg.gauge_fn("g", "G.", [] { return 1.0; }, {{"a", "1"}}), "as a function");
 }
 
 TEST(Metrics, ConcurrentUpdatesRegistrationAndRender) {

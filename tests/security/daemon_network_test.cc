@@ -1,0 +1,262 @@
+// The network engine behind `corral serve` (issue 4, ADR 0005): sandboxes
+// created through the API with a network policy, attacked from inside
+// against the test internet of tests/support/net_world.h and checked from
+// outside (what the world's servers saw, the audit log, /metrics, the
+// host's links). Traffic goes only to the world's own servers.
+#include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "support/daemon_harness.h"
+#include "support/net_world.h"
+#include "support/sandbox_harness.h"
+
+namespace corral::testing {
+namespace {
+
+using nlohmann::json;
+
+// One check per line: name=<result>.
+constexpr const char* kClient = R"PY(
+import os, socket, sys
+def out(name, value):
+    print(f"{name}={value}", flush=True)
+def http(host, path="/"):
+    try:
+        s = socket.create_connection((host, 80), timeout=5)
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while True:
+            c = s.recv(65536)
+            if not c: break
+            data += c
+        d = data.decode(errors="replace")
+        return "OK " + d.splitlines()[-1] if d else "EMPTY"
+    except Exception as e:
+        return "ERR " + type(e).__name__
+)PY";
+
+std::string value_of(const std::string& out, const std::string& name) {
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(name + "=", 0) == 0) return line.substr(name.size() + 1);
+  }
+  return "<missing>";
+}
+
+std::string daemon_config(const NetWorld& world) {
+  return "serve:\n  network:\n    dns_servers: [\"" + world.dns_endpoint() + "\"]\n";
+}
+
+// Runs the client with `script` in sandbox `id`; returns its stdout.
+std::string run_client(TestDaemon& d, const std::string& id, const std::string& script) {
+  json body{{"argv", {"/usr/bin/python3", "-c", std::string(kClient) + script}}, {"timeout", 60}};
+  HttpReply r = d.request("POST", "/v1/sandboxes/" + id + "/exec", body.dump());
+  json j = r.json();
+  EXPECT_EQ(r.status, 200) << r.body;
+  return j.value("stdout", "") + j.value("stderr", "");
+}
+
+std::vector<json> audit_records(TestDaemon& d, const std::string& type) {
+  std::vector<json> out;
+  std::ifstream in(d.data_dir() + "/audit.log");
+  std::string line;
+  while (std::getline(in, line)) {
+    json j = json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("type", "") == type) out.push_back(j);
+  }
+  return out;
+}
+
+// The audit appends of the proxy go through the journal: wait a little.
+std::vector<json> wait_audit(TestDaemon& d, const std::string& type, std::size_t at_least) {
+  std::vector<json> got;
+  for (int i = 0; i < 100; ++i) {
+    got = audit_records(d, type);
+    if (got.size() >= at_least) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return got;
+}
+
+bool link_exists(const std::string& name) { return if_nametoindex(name.c_str()) != 0; }
+
+// The host interface that has IPv4 `address` ("" if none).
+std::string interface_with(const std::string& address) {
+  ifaddrs* all = nullptr;
+  if (getifaddrs(&all) != 0) return "";
+  std::string name;
+  for (ifaddrs* a = all; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    char buf[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof buf);
+    if (address == buf) name = a->ifa_name;
+  }
+  freeifaddrs(all);
+  return name;
+}
+
+#define REQUIRE_WORLD(world)                                            \
+  if (geteuid() != 0) CORRAL_SKIP_OR_FAIL("network tests run as root"); \
+  auto world##_or = NetWorld::create();                                 \
+  ASSERT_TRUE(world##_or.has_value()) << world##_or.error().message;    \
+  NetWorld& world = **world##_or
+
+TEST(DaemonNetwork, AllowlistIsEnforcedAuditedCountedAndCleanedUp) {
+  REQUIRE_WORLD(world);
+  TestDaemon d({}, daemon_config(world));
+  ASSERT_TRUE(d.ready()) << d.startup_output();
+  HttpReply created;
+  const std::string id = d.create_sandbox(
+      R"({"network": {"mode": "allowlist", "allow": ["allowed.test"]}})", &created);
+  ASSERT_FALSE(id.empty()) << created.body;
+  json info = created.json();
+  ASSERT_TRUE(info["network"].is_object()) << created.body;
+  EXPECT_EQ(info["network"]["mode"], "allowlist");
+  EXPECT_EQ(info["network"]["allow"], json::array({"allowed.test:80,443"}))
+      << info["network"].dump();
+  const std::string address = info["network"].value("address", "");
+  ASSERT_FALSE(address.empty());
+
+  std::string out = run_client(d, id, R"PY(
+out("allowed", http("allowed.test"))
+out("denied", http("denied.test"))
+)PY");
+  EXPECT_EQ(value_of(out, "allowed"), "OK hello from allowed.test") << out;
+  EXPECT_EQ(value_of(out, "denied").find("hello from"), std::string::npos) << out;
+  EXPECT_EQ(world.http_requests("allowed.test"), 1);
+  EXPECT_EQ(world.http_requests("denied.test"), 0) << "a denied name reached its server";
+
+  // Audited: the allowed connection with its bytes, the refused name in DNS.
+  auto conns = wait_audit(d, "network.connection", 1);
+  bool allowed_seen = false;
+  for (const json& c : conns) {
+    if (c.value("sandbox", "") != id) continue;
+    if (c.value("decision", "") == "allow" && c.value("name", "") == "allowed.test") {
+      allowed_seen = true;
+      EXPECT_GT(c.value("bytes_down", 0), 0) << c.dump();
+      EXPECT_EQ(c.value("port", 0), 80) << c.dump();
+    }
+  }
+  EXPECT_TRUE(allowed_seen) << "no audit record of the allowed connection";
+  auto dns = wait_audit(d, "network.dns", 2);
+  bool denied_dns = false;
+  for (const json& q : dns)
+    denied_dns |= q.value("name", "") == "denied.test" && q.value("decision", "") == "deny";
+  EXPECT_TRUE(denied_dns) << "the refused DNS query is not in the audit log";
+
+  HttpReply metrics = d.request("GET", "/metrics");
+  EXPECT_NE(metrics.body.find("corral_network_blocked_total{layer=\"dns\",reason=\"denied\"}"),
+            std::string::npos)
+      << metrics.body;
+  EXPECT_NE(metrics.body.find("corral_network_connections_total"), std::string::npos);
+  EXPECT_NE(metrics.body.find("corral_network_firewall_dropped_packets_total"), std::string::npos);
+
+  // The link is on the host while the sandbox lives, gone after destroy.
+  json status = d.request("GET", "/v1/sandboxes/" + id).json();
+  const std::string host_address = status["network"].value("host_address", "");
+  ASSERT_FALSE(host_address.empty());
+  const std::string link = interface_with(host_address);
+  EXPECT_EQ(link.rfind("crl", 0), 0u) << "no crl link holds " << host_address;
+  HttpReply del = d.request("DELETE", "/v1/sandboxes/" + id);
+  ASSERT_EQ(del.status, 200) << del.body;
+  if (!link.empty()) {
+    EXPECT_FALSE(link_exists(link)) << link << " is left after destroy";
+  }
+  EXPECT_EQ(del.json()["residue"], json::array()) << del.body;
+  EXPECT_EQ(del.json().value("state", ""), "cleaned") << del.body;
+}
+
+TEST(DaemonNetwork, LivePolicyChangeTakesEffectAtOnce) {
+  REQUIRE_WORLD(world);
+  TestDaemon d({}, daemon_config(world));
+  ASSERT_TRUE(d.ready()) << d.startup_output();
+  const std::string id = d.create_sandbox(R"({"network": {"allow": ["allowed.test"]}})");
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(value_of(run_client(d, id, "out('a', http('allowed.test'))"), "a"),
+            "OK hello from allowed.test");
+
+  // Swap the allowed name: the next connections follow the new policy.
+  HttpReply put = d.request("PUT", "/v1/sandboxes/" + id + "/network",
+                            R"({"mode": "allowlist", "allow": ["denied.test"]})");
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(put.json()["network"]["allow"], json::array({"denied.test:80,443"}))
+      << put.body;
+  std::string out = run_client(d, id, R"PY(
+out("a", http("allowed.test"))
+out("b", http("denied.test"))
+)PY");
+  EXPECT_EQ(value_of(out, "a").find("hello from"), std::string::npos) << out;
+  EXPECT_EQ(value_of(out, "b"), "OK hello from denied.test") << out;
+  EXPECT_EQ(world.http_requests("allowed.test"), 1) << "the old rule still let a connection out";
+
+  // Narrowed to nothing, then a bad rule: refused with the field named.
+  HttpReply none = d.request("PUT", "/v1/sandboxes/" + id + "/network", R"({"mode": "none"})");
+  ASSERT_EQ(none.status, 200) << none.body;
+  EXPECT_EQ(value_of(run_client(d, id, "out('b', http('denied.test'))"), "b").find("hello"),
+            std::string::npos);
+  HttpReply bad = d.request("PUT", "/v1/sandboxes/" + id + "/network",
+                            R"({"allow": ["ftp://x.test"]})");
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(bad.json()["error"].value("field", ""), "allow[0]") << bad.body;
+  auto changes = audit_records(d, "sandbox.network");
+  EXPECT_EQ(changes.size(), 2u);
+}
+
+TEST(DaemonNetwork, RefusesWhatCannotBeGivenWithClearErrors) {
+  if (geteuid() != 0) CORRAL_SKIP_OR_FAIL("network tests run as root");
+  TestDaemon d;
+  ASSERT_TRUE(d.ready()) << d.startup_output();
+  HttpReply r;
+  EXPECT_EQ(d.create_sandbox(R"({"network": {"mode": "bridge"}})", &r), "");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.json()["error"].value("field", ""), "network.mode") << r.body;
+  EXPECT_EQ(d.create_sandbox(R"({"network": {"template": "no-such-template"}})", &r), "");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.json()["error"].value("message", "").find("no-such-template"), std::string::npos)
+      << r.body;
+  // An empty allowlist is no network, never everything.
+  const std::string id = d.create_sandbox(R"({"network": {"mode": "allowlist", "allow": []}})", &r);
+  if (id.empty()) {
+    EXPECT_EQ(r.status, 400) << r.body;
+  } else {
+    json info = d.request("GET", "/v1/sandboxes/" + id).json();
+    EXPECT_TRUE(info["network"].is_null()) << info.dump();
+    // A sandbox without network cannot be given one later.
+    HttpReply put = d.request("PUT", "/v1/sandboxes/" + id + "/network",
+                              R"({"allow": ["allowed.test"]})");
+    EXPECT_EQ(put.status, 409) << put.body;
+  }
+}
+
+TEST(DaemonNetwork, ReattachedSandboxKeepsItsNetwork) {
+  REQUIRE_WORLD(world);
+  TestDaemon d({}, daemon_config(world));
+  ASSERT_TRUE(d.ready()) << d.startup_output();
+  const std::string id = d.create_sandbox(R"({"network": {"allow": ["allowed.test"]}})");
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(d.kill9());
+  ASSERT_TRUE(d.restart()) << d.startup_output();
+  EXPECT_NE(d.startup_output().find("1 re-attached"), std::string::npos) << d.startup_output();
+  std::string out = run_client(d, id, R"PY(
+out("a", http("allowed.test"))
+out("b", http("denied.test"))
+)PY");
+  EXPECT_EQ(value_of(out, "a"), "OK hello from allowed.test") << out;
+  EXPECT_EQ(value_of(out, "b").find("hello from"), std::string::npos) << out;
+  HttpReply del = d.request("DELETE", "/v1/sandboxes/" + id);
+  EXPECT_EQ(del.json()["residue"], json::array()) << del.body;
+}
+
+}  // namespace
+}  // namespace corral::testing
