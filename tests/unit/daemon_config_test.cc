@@ -498,5 +498,59 @@ TEST(DaemonConfig, MountRootsAndDurability) {
   EXPECT_NE(bad2.error().message.find("durability"), std::string::npos) << bad2.error().message;
 }
 
+// serve.network: the engine's settings and the daemon's own templates.
+TEST(DaemonConfig, NetworkSectionSetsTheEngineAndTemplates) {
+  auto c = parse_daemon_config(
+      "serve:\n"
+      "  network:\n"
+      "    subnet: 172.30.0.0/20\n"
+      "    interface_prefix: sbx\n"
+      "    proxy_port: 3129\n"
+      "    dns_port: 5353\n"
+      "    dns_servers: [10.0.0.2, \"192.168.1.1:5353\"]\n"
+      "    templates:\n"
+      "      - name: ci-builds\n"
+      "        version: 2\n"
+      "        allow: [registry.npmjs.org, \"tcp://git.example.com:22\"]\n"
+      "        description: npm and git\n",
+      "serve.yaml");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->network.subnet, "172.30.0.0/20");
+  EXPECT_EQ(c->network.interface_prefix, "sbx");
+  EXPECT_EQ(c->network.proxy_port, 3129);
+  EXPECT_EQ(c->network.dns_port, 5353);
+  EXPECT_EQ(c->network.dns_servers, (std::vector<std::string>{"10.0.0.2", "192.168.1.1:5353"}));
+  ASSERT_EQ(c->network.templates.size(), 1u);
+  EXPECT_EQ(c->network.templates[0].name, "ci-builds");
+  EXPECT_EQ(c->network.templates[0].version, 2);
+  EXPECT_EQ(c->network.templates[0].allow.size(), 2u);
+  // The default file says what the defaults are.
+  auto d = parse_daemon_config(default_daemon_config_yaml(), "default.yaml");
+  ASSERT_TRUE(d.has_value()) << d.error().message;
+  EXPECT_EQ(d->network.subnet, DaemonConfig{}.network.subnet);
+  EXPECT_EQ(d->network.proxy_port, DaemonConfig{}.network.proxy_port);
+}
+
+TEST(DaemonConfig, NetworkMistakesNameTheKeyAndLine) {
+  EXPECT_NE(config_error("serve:\n  network:\n    subnet: 10.211.0.1/16\n")
+                .find("serve.yaml:3: serve.network.subnet"),
+            std::string::npos);
+  EXPECT_NE(config_error("serve:\n  network:\n    proxy_port: 0\n")
+                .find("serve.yaml:3: serve.network.proxy_port"),
+            std::string::npos);
+  EXPECT_NE(config_error("serve:\n  network:\n    dns_servers: [dns.google]\n")
+                .find("serve.network.dns_servers"),
+            std::string::npos);
+  const std::string bad_rule = config_error(
+      "serve:\n  network:\n    templates:\n      - name: x\n        allow: [\"ftp://a.test\"]\n");
+  EXPECT_NE(bad_rule.find("serve.network.templates[0].allow"), std::string::npos) << bad_rule;
+  EXPECT_NE(bad_rule.find("unknown protocol"), std::string::npos) << bad_rule;
+  EXPECT_NE(config_error("serve:\n  network:\n    templates:\n      - version: 1\n")
+                .find("has no name"),
+            std::string::npos);
+  EXPECT_NE(config_error("serve:\n  network:\n    cidr: 10.0.0.0/8\n").find("subnet"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace corral
