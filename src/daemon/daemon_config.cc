@@ -40,9 +40,11 @@ constexpr std::array<std::string_view, 2> kTopKeys = {"serve", "sandbox"};
 constexpr std::array<std::string_view, 11> kServeKeys = {
     "listen",          "socket",     "data_dir",    "api_keys",   "capacity", "request_timeout",
     "max_exec_output", "max_upload", "mount_roots", "durability", "network"};
-constexpr std::array<std::string_view, 7> kNetworkEngineKeys = {
+constexpr std::array<std::string_view, 8> kNetworkEngineKeys = {
     "subnet",   "interface_prefix", "firewall_table", "proxy_port",
-    "dns_port", "dns_servers",      "templates"};
+    "dns_port", "dns_servers",      "templates",      "gateway"};
+constexpr std::array<std::string_view, 5> kGatewayKeys = {"name", "url", "methods", "paths",
+                                                          "rate"};
 constexpr std::array<std::string_view, 6> kTemplateKeys = {"name",  "version", "mode",
                                                            "allow", "deny",    "description"};
 
@@ -358,11 +360,60 @@ class ServeApplier : private YamlReader {
       }
       return ok();
     }
+    if (e.name == "gateway") return apply_gateway(e);
     return unknown_key(e, kNetworkEngineKeys,
                        {{"cidr", "subnet"},
                         {"prefix", "interface_prefix"},
                         {"table", "firewall_table"},
                         {"nameservers", "dns_servers"}});
+  }
+
+  // serve.network.gateway: the internal services (N5).
+  Status apply_gateway(const YamlEntry& e) {
+    DaemonConfig::Network& n = config_.network;
+    if (e.value.IsNull()) return ok();
+    if (!e.value.IsSequence())
+      return fail(e.line, e.path, "expected a list of services, found " + describe_node(e.value),
+                  "each service: {name: billing, url: \"http://10.0.0.5:8080/api\", methods: "
+                  "[GET], paths: [/v1/], rate: 10/s}");
+    n.gateway.clear();
+    for (std::size_t i = 0; i < e.value.size(); ++i) {
+      const YAML::Node& item = e.value[i];
+      const std::string path = item_path(e.path, i);
+      if (!item.IsMap())
+        return fail(
+            item.Mark().line, path,
+            "expected a map (name, url, methods, paths, rate), found " + describe_node(item));
+      std::string name, url;
+      std::vector<std::string> methods, paths;
+      std::optional<net::RateLimit> rate;
+      CORRAL_TRY(for_each_entry(item, path, [&](const YamlEntry& k) -> Status {
+        auto text = [](std::string_view v) -> Result<std::string> { return std::string(v); };
+        if (k.name == "name") return read_into(k, "a service name", text, name);
+        if (k.name == "url") return read_into(k, "an http:// URL", text, url);
+        if (k.name == "methods" || k.name == "paths") {
+          auto items = list(k, k.name == "methods" ? "HTTP methods" : "path prefixes", {});
+          if (!items) return tl::unexpected<Error>(items.error());
+          (k.name == "methods" ? methods : paths) = std::move(*items);
+          return ok();
+        }
+        if (k.name == "rate") {
+          net::RateLimit r;
+          CORRAL_TRY(read_into(k, "a rate such as 10/s or 600/min", net::parse_gateway_rate, r));
+          rate = r;
+          return ok();
+        }
+        return unknown_key(k, kGatewayKeys, {{"address", "url"}, {"prefixes", "paths"}});
+      }));
+      auto service = net::parse_gateway_service(name, url, methods, paths, rate);
+      if (!service) return fail(item.Mark().line, path, service.error());
+      for (const auto& earlier : n.gateway) {
+        if (earlier.name == service->name)
+          return fail(item.Mark().line, path, "a second service named " + service->name);
+      }
+      n.gateway.push_back(std::move(*service));
+    }
+    return ok();
   }
 
   Status apply_template_key(const YamlEntry& k, net::NetworkTemplate& t) {
@@ -543,6 +594,7 @@ serve:
     dns_port: 15053
     dns_servers: []             # upstream DNS; none: the host's /etc/resolv.conf
     templates: []               # extra rule sets (the shipped code-exec, data-query, scraping stay)
+    gateway: []                 # internal services: {name, url, methods, paths, rate}
 sandbox:                        # defaults of every sandbox, as for corral run --config
   cpu_limit: "2"
   memory_limit: "2Gi"

@@ -26,6 +26,7 @@
 
 #include "base/paths.h"
 #include "base/result.h"
+#include "net/gateway.h"
 #include "net/network_policy.h"
 #include "spec/sandbox_spec.h"
 
@@ -85,6 +86,9 @@ struct DaemonConfig {
     // Templates added to (or, by name and version, replacing) the shipped
     // code-exec, data-query and scraping.
     std::vector<net::NetworkTemplate> templates;
+    // Internal services sandboxes may be granted (N5): reached only as
+    // http://gateway.corral.internal/<name>/..., with a per-process token.
+    std::vector<net::GatewayService> gateway;
   } network;
 
   // The base of every create (sandbox:); a request's fields go on top.

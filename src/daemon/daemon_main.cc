@@ -70,7 +70,7 @@ int serve(const ServeFlags& flags) {
   // The factory first: it must be forked while the daemon is one thread.
   // It plans networks with the same pool and templates as the engine.
   MetricsRegistry metrics;
-  NetworkService network(config.network, metrics);
+  NetworkService network(config.network, config.data_dir + "/gateway.key", metrics);
   auto factory = SandboxFactory::start(network.factory_options());
   if (!factory) return fail(factory.error().message);
 

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "net/dns_message.h"
+#include "net/gateway_token.h"
 #include "net/ip_address.h"
 #include "net/net_slot.h"
 #include "net/sandbox_link.h"
@@ -32,8 +33,12 @@ std::vector<net::NetworkTemplate> merged_templates(const std::vector<net::Networ
 
 }  // namespace
 
-NetworkService::NetworkService(const DaemonConfig::Network& config, MetricsRegistry& metrics)
-    : config_(config), templates_(merged_templates(config.templates)), metrics_(metrics) {
+NetworkService::NetworkService(const DaemonConfig::Network& config, std::string secret_path,
+                               MetricsRegistry& metrics)
+    : config_(config),
+      secret_path_(std::move(secret_path)),
+      templates_(merged_templates(config.templates)),
+      metrics_(metrics) {
   options_.templates = &templates_;
   options_.proxy_port = config.proxy_port;
   auto pool = net::NetSlotPool::make(config.subnet, config.interface_prefix);
@@ -54,9 +59,17 @@ void NetworkService::start() {
   engine.firewall.proxy_port = config.proxy_port;
   engine.firewall.dns_port = config.dns_port;
   engine.dns_servers = config.dns_servers;
+  engine.gateway_services = config.gateway;
+  auto secret = net::load_or_create_gateway_secret(secret_path_);
+  if (!secret) {
+    unavailable_ = "the gateway token key: " + secret.error().message;
+    return;
+  }
+  engine.gateway_secret = std::move(*secret);
   net::NetworkAuditSinks sinks;
   sinks.egress = [this](const net::EgressEvent& e) { on_egress(e); };
   sinks.dns = [this](const net::DnsLogEntry& e) { on_dns(e); };
+  sinks.gateway = [this](const net::GatewayEvent& e) { on_gateway(e); };
   auto started = net::NetworkEngine::start(std::move(engine), std::move(sinks));
   if (!started) {
     unavailable_ = started.error().message;
@@ -75,7 +88,34 @@ NetworkService::~NetworkService() {
 NetworkOptions NetworkService::factory_options() const { return options_; }
 
 Result<net::NetworkPolicy> NetworkService::resolve(const NetworkSpec& spec) const {
-  return net::resolve_policy(network_request(spec), templates_);
+  auto policy = net::resolve_policy(network_request(spec), templates_);
+  if (!policy) return policy;
+  for (const auto& name : policy->gateway_services) {
+    bool known = false;
+    std::string names;
+    for (const auto& s : config_.gateway) {
+      known |= s.name == name;
+      names += (names.empty() ? "" : ", ") + s.name;
+    }
+    if (!known)
+      return make_error(ErrorCode::kInvalidArgument,
+                        "no gateway service \"" + name + "\" in this daemon",
+                        names.empty() ? "this daemon declares no gateway services "
+                                        "(serve.network.gateway)"
+                                      : "the daemon declares: " + names);
+  }
+  return policy;
+}
+
+std::optional<std::string> NetworkService::gateway_token(const std::string& id,
+                                                         std::int64_t expires_at_unix) const {
+  if (!engine_) return std::nullopt;
+  {
+    std::lock_guard lock(mu_);
+    auto it = served_.find(id);
+    if (it == served_.end() || it->second.policy.gateway_services.empty()) return std::nullopt;
+  }
+  return engine_->gateway_token(id, expires_at_unix);
 }
 
 std::optional<std::string> NetworkService::unavailable() const {
@@ -220,6 +260,29 @@ void NetworkService::on_dns(const net::DnsLogEntry& e) {
           {"latency_us", e.latency.count()}};
   if (!e.upstream_error.empty()) ev["upstream_error"] = e.upstream_error;
   audit_(std::move(ev));
+}
+
+void NetworkService::on_gateway(const net::GatewayEvent& e) {
+  if (!e.allowed) {
+    metrics_
+        .counter(
+            "corral_network_blocked_total", "Connections and queries refused, by layer and reason",
+            {{"layer", "gateway"}, {"reason", std::string(net::gateway_refusal_name(e.refusal))}})
+        .inc();
+  }
+  if (!audit_) return;
+  audit_(json{{"type", "network.gateway"},
+              {"sandbox", e.sandbox},
+              {"service", e.service},
+              {"method", e.method},
+              {"path", e.path},
+              {"status", e.status},
+              {"decision", e.allowed ? "allow" : "deny"},
+              {"reason", e.reason},
+              {"upstream", e.upstream},
+              {"bytes_up", e.bytes_up},
+              {"bytes_down", e.bytes_down},
+              {"duration_ms", e.duration_ms}});
 }
 
 void NetworkService::register_metrics() {

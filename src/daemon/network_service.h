@@ -37,7 +37,10 @@ class NetworkService {
 
   // Takes the settings; starts nothing (the factory is forked before any
   // thread, and must get factory_options() first).
-  NetworkService(const DaemonConfig::Network& config, MetricsRegistry& metrics);
+  // `secret_path`: the gateway's token key (created 0600 if missing), so
+  // tokens of re-attached sandboxes stay valid across restarts.
+  NetworkService(const DaemonConfig::Network& config, std::string secret_path,
+                 MetricsRegistry& metrics);
   // Starts the engine. Never fails: an engine that cannot start leaves the
   // service unavailable (see unavailable()).
   void start();
@@ -70,6 +73,11 @@ class NetworkService {
   // left on the host (empty: nothing).
   std::vector<std::string> detach(const std::string& id, std::optional<std::uint32_t> slot);
 
+  // A token for the gateway, valid until `expires_at_unix`, if sandbox `id`
+  // is granted any gateway service now (nullopt otherwise).
+  std::optional<std::string> gateway_token(const std::string& id,
+                                           std::int64_t expires_at_unix) const;
+
   // The network of a served sandbox (nullopt: loopback only).
   std::optional<api::NetworkStatus> status(const std::string& id) const;
   bool serves(const std::string& id) const;
@@ -77,9 +85,11 @@ class NetworkService {
  private:
   void on_egress(const net::EgressEvent& e);
   void on_dns(const net::DnsLogEntry& e);
+  void on_gateway(const net::GatewayEvent& e);
   void register_metrics();
 
   DaemonConfig::Network config_;
+  std::string secret_path_;
   bool pool_ok_ = false;
   NetworkOptions options_;
   std::vector<net::NetworkTemplate> templates_;

@@ -753,6 +753,17 @@ ApiResult<std::shared_ptr<ProcessEntry>> SandboxService::spawn(
   const auto timeout =
       std::chrono::milliseconds(request.timeout_ms.value_or(sandbox->spec.limits.timeout.count()));
   req.timeout_ms = static_cast<std::uint32_t>(std::min<std::int64_t>(timeout.count(), UINT32_MAX));
+  // A sandbox granted gateway services (N5) gets a fresh token per
+  // process, valid as long as the process may run (and a minute more).
+  if (network_ != nullptr && sandbox->net_slot) {
+    const std::int64_t until = now_ms() / 1000 + timeout.count() / 1000 + 60;
+    if (auto token = network_->gateway_token(sandbox->id, until)) {
+      const std::string prefix = "CORRAL_GATEWAY_TOKEN=";
+      bool given = false;
+      for (const auto& e : req.env) given |= e.rfind(prefix, 0) == 0;
+      if (!given) req.env.push_back(prefix + *token);
+    }
+  }
   if (auto st = validate_spawn_request(req); !st)
     return api_fail("invalid_value", st.error().message);
 
@@ -864,10 +875,6 @@ std::shared_ptr<ProcessEntry> SandboxService::find_process(SandboxEntry& sandbox
 void SandboxService::finish_process(SandboxEntry& sandbox, ProcessEntry& p) {
   p.ended_at_ms = now_ms();
   const double seconds = std::chrono::duration<double>(Clock::now() - p.started).count();
-  metrics_
-      .histogram("corral_exec_duration_seconds", "Wall time of processes in sandboxes",
-                 {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600})
-      .observe(seconds);
   if (p.background) {
     journal_.flush();
     (void)store_.update_process(p.id, ProcessState::kExited, p.exit_code, p.signal);
@@ -884,6 +891,11 @@ void SandboxService::finish_process(SandboxEntry& sandbox, ProcessEntry& p) {
   // an acknowledged exit is in the log.
   audit_in_order(journal_, audit_, sandbox.id, ev);
   signal_event(p);
+  // After the waiters are woken: the lookup by name is not free.
+  metrics_
+      .histogram("corral_exec_duration_seconds", "Wall time of processes in sandboxes",
+                 {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600})
+      .observe(seconds);
   {
     std::lock_guard lock(sandbox.mu);
     // Execs are forgotten once finished; background processes stay listed.

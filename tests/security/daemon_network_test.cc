@@ -258,5 +258,67 @@ out("b", http("denied.test"))
   EXPECT_EQ(del.json()["residue"], json::array()) << del.body;
 }
 
+// The gateway (N5) behind the daemon: a service of serve.network.gateway,
+// granted by the create, reached with the per-process token; an ungranted
+// one and a request without the token are refused, and audited.
+TEST(DaemonNetwork, GatewayServesAGrantedServiceWithTheProcessToken) {
+  REQUIRE_WORLD(world);
+  const std::string config = daemon_config(world) +
+                             "    gateway:\n"
+                             "      - name: billing\n"
+                             "        url: \"http://" + std::string(NetWorld::kInternalAddress) +
+                             ":" + std::to_string(NetWorld::kInternalPort) + "/api\"\n"
+                             "        methods: [GET]\n"
+                             "      - name: secrets\n"
+                             "        url: \"http://" + std::string(NetWorld::kInternalAddress) +
+                             ":" + std::to_string(NetWorld::kInternalPort) + "/secrets\"\n";
+  TestDaemon d({}, config);
+  ASSERT_TRUE(d.ready()) << d.startup_output();
+  HttpReply unknown;
+  EXPECT_EQ(d.create_sandbox(R"({"network": {"gateway": ["payroll"]}})", &unknown), "");
+  EXPECT_EQ(unknown.status, 400) << unknown.body;
+  const std::string id = d.create_sandbox(R"({"network": {"gateway": ["billing"]}})");
+  ASSERT_FALSE(id.empty());
+  std::string out = run_client(d, id, R"PY(
+def gw(path, token=True):
+    try:
+        s = socket.create_connection(("gateway.corral.internal", 80), timeout=5)
+        auth = f"Authorization: Bearer {os.environ.get('CORRAL_GATEWAY_TOKEN', '')}\r\n" if token else ""
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: gateway.corral.internal\r\n{auth}Connection: close\r\n\r\n".encode())
+        data = b""
+        while True:
+            c = s.recv(65536)
+            if not c: break
+            data += c
+        d = data.decode(errors="replace")
+        return d.split("\r\n")[0] + " | " + d.splitlines()[-1]
+    except Exception as e:
+        return "ERR " + type(e).__name__
+out("token", "yes" if os.environ.get("CORRAL_GATEWAY_TOKEN", "").startswith("cgw1.") else "no")
+out("granted", gw("/billing/invoices"))
+out("ungranted", gw("/secrets/all"))
+out("no_token", gw("/billing/invoices", token=False))
+out("raw", http("198.51.100.20"))
+)PY");
+  EXPECT_EQ(value_of(out, "token"), "yes") << out;
+  EXPECT_NE(value_of(out, "granted").find("200"), std::string::npos) << out;
+  EXPECT_NE(value_of(out, "granted").find("internal GET /api/invoices"), std::string::npos) << out;
+  EXPECT_NE(value_of(out, "ungranted").find("403"), std::string::npos) << out;
+  EXPECT_NE(value_of(out, "no_token").find("401"), std::string::npos) << out;
+  EXPECT_EQ(value_of(out, "raw").find("internal"), std::string::npos) << out;
+  // The service saw exactly the granted request, without the token.
+  auto seen = world.internal_requests();
+  ASSERT_EQ(seen.size(), 1u) << ::testing::PrintToString(seen);
+  EXPECT_NE(seen[0].find("GET /api/invoices"), std::string::npos) << seen[0];
+  EXPECT_NE(seen[0].find("token=no"), std::string::npos) << seen[0];
+  auto events = wait_audit(d, "network.gateway", 3);
+  int allowed = 0, denied = 0;
+  for (const json& e : events) (e.value("decision", "") == "allow" ? allowed : denied)++;
+  EXPECT_EQ(allowed, 1);
+  EXPECT_EQ(denied, 2);
+  HttpReply metrics = d.request("GET", "/metrics");
+  EXPECT_NE(metrics.body.find("layer=\"gateway\",reason=\"not_granted\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace corral::testing
