@@ -927,11 +927,32 @@ Status check_rules(const std::vector<std::string>& rules, const std::string& pat
 
 Result<NetworkSpec> read_network_object(const Json& v, const std::string& path, const Ctx& ctx) {
   auto obj = open_object(v, path, ctx,
-                         {"mode", "template", "allow", "deny", "remove", "allow_domains",
-                          "dns_servers", "timeout", "rate", "gateway"});
+                         {"mode", "default", "template", "allow", "deny", "remove",
+                          "allow_domains", "dns_servers", "timeout", "rate", "gateway"});
   if (!obj) return tl::unexpected<Error>(obj.error());
   NetworkSpec n;
   const bool request = &ctx == &kRequest;
+  // The design source's form (its section 8.1): `default: deny` with
+  // `allow_domains`, or `default: allow` for everything public.
+  std::optional<bool> default_allow;
+  if (const Json* d = obj->get("default")) {
+    auto text = read_string(*d, obj->at("default"), ctx, "\"deny\" or \"allow\"");
+    if (!text) return tl::unexpected<Error>(text.error());
+    if (*text != "deny" && *text != "allow")
+      return fail("invalid_value", obj->at("default"),
+                  quote_for_message(*text) + " is not a default: use \"deny\" or \"allow\"");
+    default_allow = *text == "allow";
+    if (const Json* m = obj->get("mode"); m != nullptr && m->is_string() &&
+                                          (m->get<std::string>() == "open") != *default_allow)
+      return fail("invalid_value", obj->at("mode"),
+                  "mode " + quote_for_message(m->get<std::string>()) + " contradicts default " +
+                      quote_for_message(*text) + ": give only one of them");
+    if (*default_allow && obj->get("allow_domains") != nullptr &&
+        !obj->get("allow_domains")->empty())
+      return fail("invalid_value", obj->at("allow_domains"),
+                  "lists domains, but default \"allow\" reaches every public domain: use "
+                  "default \"deny\" to allow only these");
+  }
   if (const Json* mode = obj->get("mode")) {
     auto m =
         read_string(*mode, obj->at("mode"), ctx, "a string (\"none\", \"allowlist\", \"open\")");
@@ -942,6 +963,8 @@ Result<NetworkSpec> read_network_object(const Json& v, const std::string& path, 
                       " is not a network mode: use \"none\" (loopback only), "
                       "\"allowlist\" or \"open\"");
     n.mode = *m;
+  } else if (default_allow && *default_allow) {
+    n.mode = "open";
   } else if (obj->get("allow") != nullptr || obj->get("template") != nullptr ||
              obj->get("allow_domains") != nullptr || obj->get("gateway") != nullptr) {
     n.mode = "";  // what the rules, template or gateway say (resolve_policy)

@@ -414,8 +414,8 @@ TEST(ApiCreate, UnknownFieldIsNamedWithItsPath) {
   EXPECT_EQ(e.message,
             R"(unknown_field: unknown field "mounts[0].readonly" (known: source, target, )"
             R"(writable))");
-  e = create_refused(R"({"network": {"mode": "none", "default": "deny"}})");
-  EXPECT_EQ(e.hint, "network.default");
+  e = create_refused(R"({"network": {"mode": "none", "defaults": "deny"}})");
+  EXPECT_EQ(e.hint, "network.defaults");
   e = create_refused(R"({"limits": {"a b": 1}})");
   EXPECT_EQ(e.hint, R"(limits["a b"])");
 }
@@ -1120,6 +1120,31 @@ TEST(ApiFiles, UploadResultRoundTrip) {
   EXPECT_EQ(back->path, u.path);
   EXPECT_EQ(back->bytes, u.bytes);
   EXPECT_EQ(back->sha256, u.sha256);
+}
+
+// The design source's network block (its section 8.1), as JSON, means what
+// it says there.
+TEST(ApiCreate, TheSourcesNetworkFormIsAccepted) {
+  auto r = parse_create_sandbox(
+      R"({"network": {"default": "deny", "allow_domains": ["pypi.org", "registry.npmjs.org"],)"
+      R"( "dns_servers": ["10.0.0.53"]}})");
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  EXPECT_EQ(r->spec.network.mode, "");  // the domains decide: an allowlist
+  EXPECT_EQ(r->spec.network.allow_domains,
+            (std::vector<std::string>{"pypi.org", "registry.npmjs.org"}));
+  EXPECT_EQ(r->spec.network.dns_servers, std::vector<std::string>{"10.0.0.53"});
+  auto open = parse_create_sandbox(R"({"network": {"default": "allow"}})");
+  ASSERT_TRUE(open.has_value());
+  EXPECT_EQ(open->spec.network.mode, "open");
+  auto none = parse_create_sandbox(R"({"network": {"default": "deny"}})");
+  ASSERT_TRUE(none.has_value());
+  EXPECT_EQ(none->spec.network.mode, "none");
+  Error e = create_refused(R"({"network": {"default": "allow", "mode": "none"}})");
+  EXPECT_EQ(e.hint, "network.mode");
+  e = create_refused(R"({"network": {"default": "allow", "allow_domains": ["a.test"]}})");
+  EXPECT_EQ(e.hint, "network.allow_domains");
+  e = create_refused(R"({"network": {"default": "maybe"}})");
+  EXPECT_EQ(e.hint, "network.default");
 }
 
 }  // namespace
