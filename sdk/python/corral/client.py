@@ -393,6 +393,19 @@ class Sandbox:
         self.last_info = SandboxInfo.from_json(self.client._json("POST", self._path + "/timeout", body=body))
         return self.last_info
 
+    def set_network(self, **policy: Any) -> SandboxInfo:
+        """Replaces the sandbox's network policy while it runs (docs/network.md).
+
+        Takes the fields of the create's ``network`` object, for example
+        ``set_network(mode="allowlist", allow=["pypi.org"])``. New
+        connections follow it at once; open ones it no longer allows are
+        closed. A sandbox created without network cannot be given one
+        (CorralError with code "conflict").
+        """
+        self.last_info = SandboxInfo.from_json(
+            self.client._json("PUT", self._path + "/network", body=dict(policy)))
+        return self.last_info
+
     def destroy(self) -> SandboxInfo:
         """Destroys the sandbox (idempotent) and returns its final info."""
         self.last_info = SandboxInfo.from_json(self.client._json("DELETE", self._path))

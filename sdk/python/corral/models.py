@@ -75,6 +75,9 @@ class SandboxInfo:
     error: Optional[str] = None
     residue: list = field(default_factory=list)
     residue_bytes: int = 0
+    # The resolved policy of a live networked sandbox (address, host_address,
+    # mode, template, allow, deny, gateway); None without network.
+    network: Optional[dict] = None
 
     @classmethod
     def from_json(cls, doc: dict) -> "SandboxInfo":
@@ -89,6 +92,7 @@ class SandboxInfo:
             error=doc.get("error"),
             residue=list(doc.get("residue") or []),
             residue_bytes=int(doc.get("residue_bytes") or 0),
+            network=doc.get("network"),
         )
 
 

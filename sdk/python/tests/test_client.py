@@ -265,6 +265,16 @@ def test_extend_and_info(sandbox):
     assert sandbox.extend(max_lifetime=30).expires_at_ms < after.expires_at_ms
 
 
+def test_network_is_none_by_default_and_cannot_be_added_later(sandbox):
+    assert sandbox.info().network is None
+    with pytest.raises(corral.CorralError) as refused:
+        sandbox.set_network(mode="allowlist", allow=["pypi.org"])
+    assert refused.value.code == "conflict"
+    with pytest.raises(corral.CorralError) as bad:
+        sandbox.set_network(allow=["ftp://x.test"])
+    assert bad.value.code == "invalid_value" and bad.value.field == "allow[0]"
+
+
 def test_idempotency_key(unix_client):
     with unix_client.create(max_lifetime=120, idempotency_key="sdk-test-key-1") as a:
         b = unix_client.create(max_lifetime=120, idempotency_key="sdk-test-key-1")
