@@ -54,6 +54,13 @@ constexpr const char* kCreateUsage =
     "  --workdir DIR        working directory of commands (default /workspace)\n"
     "  --root               commands run as uid 0 inside (never root on the host)\n"
     "  --hostname NAME      (default sandbox)\n"
+    "  --network MODE       none (loopback only, the default), allowlist or open\n"
+    "  --allow RULE         let the sandbox reach RULE: [http|tls|tcp://]host[:ports]\n"
+    "                       (repeatable; docs/network.md)\n"
+    "  --deny RULE          refuse RULE even if an allow rule matches (repeatable)\n"
+    "  --network-template NAME  start from a rule set: code-exec, data-query, scraping\n"
+    "  --dns IP[:PORT]      upstream DNS server for this sandbox (repeatable)\n"
+    "  --gateway NAME       grant an internal service of the daemon's gateway (repeatable)\n"
     "  --idempotency-key K  a retry with the same key returns the same sandbox\n"
     "  --json               print the sandbox's full description instead of its id\n";
 
@@ -295,8 +302,22 @@ int create_command(const std::vector<std::string_view>& args) {
     body["hostname"] = v;
     return std::nullopt;
   });
+  ojson network = ojson::object();
+  sent("--network", network, "mode", any);
+  sent("--network-template", network, "template", any);
+  auto listed = [&](std::string_view flag, const char* key) {
+    flags.option(flag, [&network, key](const std::string& v) -> Refusal {
+      network[key].push_back(v);
+      return std::nullopt;
+    });
+  };
+  listed("--allow", "allow");
+  listed("--deny", "deny");
+  listed("--dns", "dns_servers");
+  listed("--gateway", "gateway");
   flags.option("--idempotency-key", idempotency_key);
   if (auto status = flags.parse(args)) return *status;
+  if (!network.empty()) body["network"] = std::move(network);
   if (!limits.empty()) body["limits"] = std::move(limits);
   if (!env.empty()) body["env"] = std::move(env);
   // Only what was given goes out: the daemon's defaults fill in the rest.
