@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/scope_guard.h"
+#include "base/sha256.h"
 #include "base/unique_fd.h"
 #include "sys/syscalls.h"
 
@@ -184,6 +185,19 @@ void replace_all(std::string& s, std::string_view from, const std::string& to) {
 
 }  // namespace
 
+namespace {
+std::string ruleset_mark(std::string_view rules) {
+  return "ruleset_" + sha256_hex(rules).substr(0, 16);
+}
+// The name of the fingerprint chain of `rendered` (a render_ruleset text).
+std::string mark_in(std::string_view rendered) {
+  const std::size_t at = rendered.find("\tchain ruleset_");
+  if (at == std::string_view::npos) return {};
+  const std::size_t start = at + 7, end = rendered.find(' ', start);
+  return std::string(rendered.substr(start, end - start));
+}
+}  // namespace
+
 std::string render_ruleset(const FirewallConfig& c) {
   if (auto valid = validate_firewall_config(c); !valid) {
     std::fprintf(stderr, "corral: render_ruleset on an invalid config (a bug): %s\n",
@@ -200,6 +214,11 @@ std::string render_ruleset(const FirewallConfig& c) {
   replace_all(s, "@SANDBOXES@", "\"" + c.iface_prefix + "*\"");
   replace_all(s, "@PROXY@", std::to_string(c.proxy_port));
   replace_all(s, "@DNS@", std::to_string(c.dns_port));
+  // The table carries a fingerprint of its own rules, an empty chain named
+  // after them: firewall_installed() can then tell this exact ruleset from
+  // an older corral's or an edited one (nft's JSON has no table comments).
+  const std::string mark = "\tchain " + ruleset_mark(s) + " {\n\t}\n";
+  s.insert(s.find('\n') + 1, mark);
   return s;
 }
 
@@ -518,7 +537,12 @@ Result<bool> firewall_installed(const FirewallConfig& c) {
   for (const auto& counter : kFirewallCounters) {
     if (!counters.contains(counter.name)) return false;
   }
-  return true;
+  // The same rules as this corral's, not only the same shape.
+  const std::string mark = mark_in(render_ruleset(c));
+  for (const json* chain : items_of(table, "chain")) {
+    if (str_field(*chain, "name") == mark) return true;
+  }
+  return false;
 }
 
 Result<FirewallCounters> read_firewall_counters(const FirewallConfig& c) {

@@ -557,6 +557,21 @@ TEST_F(FirewallTest, InstallTwiceReplacesAndRepairs) {
   EXPECT_NE(forward.output.find("drop_forward"), std::string::npos) << forward.output;
 }
 
+// The same shape with other rules (another corral's ports) is not "this
+// firewall": the fingerprint chain tells them apart, so an owner replaces
+// it instead of trusting it.
+TEST_F(FirewallTest, ADifferentRulesetIsNotTakenForThisOne) {
+  install();
+  auto same = firewall_installed(config_);
+  ASSERT_TRUE(same) << same.error().to_string();
+  EXPECT_TRUE(*same);
+  FirewallConfig other = config_;
+  other.proxy_port = static_cast<std::uint16_t>(config_.proxy_port + 2);
+  auto different = firewall_installed(other);
+  ASSERT_TRUE(different) << different.error().to_string();
+  EXPECT_FALSE(*different);
+}
+
 TEST_F(FirewallTest, BrokenNftIsAClearError) {
   FirewallConfig broken = config_;
   broken.nft = "/nonexistent/corral-test/nft";
