@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -14,8 +15,10 @@
 #include "cli/cli_output.h"
 #include "cli/commands.h"
 #include "image/image_store.h"
+#include "jail/sandbox_planner.h"
 #include "jail/sandbox_runner.h"
 #include "net/dns_message.h"
+#include "net/gateway_token.h"
 #include "net/network_engine.h"
 #include "spec/config_file.h"
 #include "spec/mount_arg.h"
@@ -51,6 +54,11 @@ constexpr const char* kRunUsage =
     "  --deny RULE          deny the same form; deny wins (repeatable)\n"
     "  --network-template NAME  start from a rule set: code-exec, data-query, scraping\n"
     "  --dns IP[:PORT]      upstream DNS for this sandbox (default: the host's resolvers)\n"
+    "  --gateway-service NAME=URL[;methods=GET,POST][;paths=/v1/,/health][;rate=10/s]\n"
+    "                       declare an internal service for this run (repeatable)\n"
+    "  --gateway NAME       grant it: http://gateway.corral.internal/NAME/ with\n"
+    "                       $CORRAL_GATEWAY_TOKEN (repeatable)\n"
+    "  --gateway-secret-file FILE  sign gateway tokens with this 0600 key (made if missing)\n"
     "  --config FILE        YAML with cpu_limit, memory_limit, disk_limit, ...\n"
     "  --tty / --no-tty     force or refuse a pty (default: when on a terminal)\n"
     "  --json               print the JSON report on stderr at the end\n"
@@ -104,6 +112,8 @@ struct Flags {
   int tty = -1;  // -1 auto
   std::vector<std::string> mount_roots;
   bool workdir_set = false;
+  std::vector<net::GatewayService> gateway_services;
+  std::string gateway_secret_file;
 };
 
 }  // namespace
@@ -219,6 +229,17 @@ int run_command(int argc, char** argv) {
     } else if (a == "--dns") {
       CORRAL_FLAG_VALUE("--dns");
       spec.network.dns_servers.emplace_back(*v);
+    } else if (a == "--gateway-service") {
+      CORRAL_FLAG_VALUE("--gateway-service");
+      auto r = net::parse_gateway_service_flag(*v);
+      if (fail_on(r, a)) return 125;
+      flags.gateway_services.push_back(*r);
+    } else if (a == "--gateway") {
+      CORRAL_FLAG_VALUE("--gateway");
+      spec.network.gateway.emplace_back(*v);
+    } else if (a == "--gateway-secret-file") {
+      CORRAL_FLAG_VALUE("--gateway-secret-file");
+      flags.gateway_secret_file = std::string(*v);
     } else if (a == "--config") {
       ++i;  // applied above
     } else if (a == "--json") {
@@ -244,6 +265,14 @@ int run_command(int argc, char** argv) {
       spec.network.mode != "open" && !spec.network.mode.empty())
     return usage_error("--network \"" + spec.network.mode +
                        "\" is not a network mode: use none, allowlist or open");
+  for (const auto& g : spec.network.gateway) {
+    bool declared = false;
+    for (const auto& s : flags.gateway_services) declared = declared || s.name == g;
+    if (!declared)
+      return usage_error("--gateway " + g +
+                         ": no such service: declare it with --gateway-service " + g +
+                         "=http://host:port/base");
+  }
   if (geteuid() != 0) {
     fprintf(stderr,
             "corral: error: corral run must run as root\n"
@@ -277,11 +306,38 @@ int run_command(int argc, char** argv) {
   // A networked sandbox gets its proxy and DNS from this process (ADR 0005).
   std::unique_ptr<net::NetworkEngine> network;
   if (spec.network.mode == "none" &&
-      (!spec.network.allow.empty() || !spec.network.template_name.empty()))
+      (!spec.network.allow.empty() || !spec.network.template_name.empty() ||
+       !spec.network.gateway.empty()))
     spec.network.mode = "";  // rules or a template without --network: what they say
+  // Gateway (N5): the token names the sandbox, so the id is chosen here;
+  // it lives as long as the run may (its timeout, else an hour).
+  std::string gateway_secret;
+  if (!flags.gateway_secret_file.empty()) {
+    auto secret = net::load_or_create_gateway_secret(flags.gateway_secret_file);
+    if (!secret) return setup_error(secret.error());
+    gateway_secret = std::move(*secret);
+  } else if (!spec.network.gateway.empty()) {
+    auto secret = net::random_gateway_secret();
+    if (!secret) return setup_error(secret.error());
+    gateway_secret = std::move(*secret);
+  }
+  if (!spec.network.gateway.empty()) {
+    options.sandbox_id = new_sandbox_id();
+    const auto life = spec.limits.timeout.count() > 0
+                          ? std::chrono::duration_cast<std::chrono::seconds>(spec.limits.timeout)
+                          : std::chrono::seconds(3600);
+    const std::int64_t expires = static_cast<std::int64_t>(std::time(nullptr)) + life.count() + 1;
+    bool given = false;
+    for (const auto& [k, v] : spec.env) given = given || k == "CORRAL_GATEWAY_TOKEN";
+    if (!given)
+      spec.env.emplace_back("CORRAL_GATEWAY_TOKEN",
+                            net::mint_gateway_token(gateway_secret, options.sandbox_id, expires));
+  }
   options.network_ready = [&](const std::string& id, const SandboxNetwork& n) -> Status {
     net::NetworkEngineConfig config;
     config.dns_servers = n.policy.dns_servers;
+    config.gateway_services = flags.gateway_services;
+    config.gateway_secret = gateway_secret;
     net::NetworkAuditSinks sinks;
     sinks.egress = [](const net::EgressEvent& e) {
       if (e.allowed) return;
@@ -297,6 +353,12 @@ int run_command(int argc, char** argv) {
         return;
       fprintf(stderr, "corral: network: refused DNS %s %s: %s\n",
               net::dns::type_name(e.qtype).c_str(), e.name.c_str(), e.reason.c_str());
+    };
+    sinks.gateway = [](const net::GatewayEvent& e) {
+      if (e.allowed) return;
+      fprintf(stderr, "corral: network: gateway refused %s %s (%d %s): %s\n", e.method.c_str(),
+              e.path.c_str(), e.status, std::string(net::gateway_refusal_name(e.refusal)).c_str(),
+              e.reason.c_str());
     };
     auto engine = net::NetworkEngine::start(std::move(config), std::move(sinks));
     if (!engine) return tl::unexpected(engine.error());

@@ -200,6 +200,7 @@ struct DnsServer::Impl {
     std::unordered_map<std::string, std::map<std::string, Clock::time_point>> by_address;
     std::unordered_map<std::string, CacheEntry> cache;  // "type/name"
     std::size_t pending = 0;
+    std::shared_ptr<const std::vector<SockAddr>> upstreams;  // null: the server's
   };
 
   // A query waiting for upstream. Owned by the loop thread only.
@@ -212,6 +213,7 @@ struct DnsServer::Impl {
     Clock::time_point t0;
     int attempt = 0;
     std::uint16_t id = 0;
+    std::shared_ptr<const std::vector<SockAddr>> servers;  // never empty
     UniqueFd fd;
     Clock::time_point deadline;
     std::string error;
@@ -221,6 +223,7 @@ struct DnsServer::Impl {
   DnsServerConfig config;
   DnsLogSink log;
   std::vector<SockAddr> upstreams;
+  std::shared_ptr<const std::vector<SockAddr>> default_upstreams;  // the same, shared
   UniqueFd epoll;
   UniqueFd wake;
   std::thread thread;
@@ -476,10 +479,12 @@ struct DnsServer::Impl {
     if (verdict.fixed_ipv4) return answer_fixed(key, client, q, *verdict.fixed_ipv4, entry, t0);
 
     // The cache, then the per-sandbox limit, under one lock.
+    std::shared_ptr<const std::vector<SockAddr>> servers;
     {
       std::lock_guard lock(mu);
       Sandbox* sb = find(key);
       if (sb == nullptr) return;  // removed meanwhile: nobody to answer
+      servers = servers_of(*sb);
       if (auto hit = cache_get(*sb, q.question)) {
         cache_hits.fetch_add(1);
         entry.cached = true;
@@ -498,11 +503,11 @@ struct DnsServer::Impl {
           bytes = dns::build_response(q, dns::Rcode::kServFail, {});
         }
         if (bytes) send_locked(*sb, client, *bytes);
-      } else if (upstreams.empty() || sb->pending >= config.max_pending_per_sandbox ||
+      } else if (servers->empty() || sb->pending >= config.max_pending_per_sandbox ||
                  pending.size() >= config.max_pending) {
         entry.outcome = DnsOutcome::kServFail;
-        entry.upstream_error = upstreams.empty() ? "no DNS server configured"
-                                                 : "too many queries waiting for upstream";
+        entry.upstream_error = servers->empty() ? "no DNS server configured"
+                                                : "too many queries waiting for upstream";
         auto bytes = dns::build_response(q, dns::Rcode::kServFail, {});
         if (bytes) send_locked(*sb, client, *bytes);
       } else {
@@ -516,6 +521,7 @@ struct DnsServer::Impl {
     p->sandbox_id = sandbox_id;
     p->client = client;
     p->query = std::move(q);
+    p->servers = std::move(servers);
     p->reason = std::move(verdict.reason);
     p->t0 = t0;
     start_attempt(std::move(p));
@@ -549,6 +555,11 @@ struct DnsServer::Impl {
 
   // ---- upstream ----
 
+  // The sandbox's own servers, else the server's.
+  std::shared_ptr<const std::vector<SockAddr>> servers_of(const Sandbox& sb) const {
+    return sb.upstreams ? sb.upstreams : default_upstreams;
+  }
+
   void release_slot(std::uint64_t key) {
     std::lock_guard lock(mu);
     if (Sandbox* sb = find(key); sb != nullptr && sb->pending > 0) --sb->pending;
@@ -558,7 +569,8 @@ struct DnsServer::Impl {
   // on to the next attempt, and after the last one answers SERVFAIL.
   void start_attempt(std::unique_ptr<Pending> p) {
     while (p->attempt < config.upstream_attempts) {
-      const SockAddr& server = upstreams[static_cast<std::size_t>(p->attempt) % upstreams.size()];
+      const std::vector<SockAddr>& list = *p->servers;
+      const SockAddr& server = list[static_cast<std::size_t>(p->attempt) % list.size()];
       p->id = dns::random_query_id();
       auto bytes = dns::build_query(p->id, p->query.question.name, p->query.question.qtype);
       if (!bytes) {  // cannot happen for a name parse_query accepted
@@ -776,6 +788,7 @@ Result<std::unique_ptr<DnsServer>> DnsServer::start(DnsServerConfig config, DnsL
     if (!addr) return tl::unexpected(addr.error());
     impl->upstreams.push_back(*addr);
   }
+  impl->default_upstreams = std::make_shared<const std::vector<SockAddr>>(impl->upstreams);
   if (config.upstream_attempts < 1) config.upstream_attempts = 1;
   if (config.upstream_timeout.count() <= 0) {
     return make_error(ErrorCode::kInvalidArgument, "DNS upstream timeout must be positive");
@@ -866,6 +879,28 @@ bool DnsServer::remove_sandbox(const std::string& sandbox_id) {
   impl_->by_key.erase(it->second->key);
   impl_->by_id.erase(it);  // closes the socket
   return true;
+}
+
+Status DnsServer::set_upstreams(const std::string& sandbox_id,
+                                const std::vector<std::string>& servers) {
+  std::shared_ptr<const std::vector<SockAddr>> list;
+  if (!servers.empty()) {
+    std::vector<SockAddr> addrs;
+    for (const auto& u : servers) {
+      auto addr = parse_upstream(u);
+      if (!addr) return tl::unexpected(addr.error());
+      addrs.push_back(*addr);
+    }
+    list = std::make_shared<const std::vector<SockAddr>>(std::move(addrs));
+  }
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->by_id.find(sandbox_id);
+  if (it == impl_->by_id.end()) {
+    return make_error(ErrorCode::kNotFound, "sandbox " + sandbox_id + " has no DNS listener");
+  }
+  it->second->upstreams = std::move(list);
+  it->second->cache.clear();  // answers of the old servers
+  return ok();
 }
 
 Status DnsServer::set_policy(const std::string& sandbox_id, DnsPolicy policy) {

@@ -147,6 +147,9 @@ class DnsServer {
   // and cache. False if the id was not registered.
   bool remove_sandbox(const std::string& sandbox_id);
   // Takes effect for the next query. kNotFound if the id is not registered.
+  // Upstream servers for this sandbox's queries ("IP", "IP:PORT"); empty:
+  // the server's own (DnsServerConfig::upstreams). Clears its cache.
+  Status set_upstreams(const std::string& sandbox_id, const std::vector<std::string>& servers);
   Status set_policy(const std::string& sandbox_id, DnsPolicy policy);
 
   // Whether `address` was handed to `sandbox_id` as an answer for `name`

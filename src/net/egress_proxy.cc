@@ -27,6 +27,7 @@
 #include "net/host_name.h"
 #include "net/proxy_request.h"
 #include "net/splice_relay.h"
+#include "net/upstream_resolver.h"
 #include "net/tls_client_hello.h"
 
 // Why a thread per connection rather than an event loop:
@@ -35,7 +36,8 @@
 //     and the classification waits for the first bytes. In a thread they
 //     are straight-line code with one deadline each; in an event loop each
 //     would be a state machine, and resolution would still need threads.
-//   - The data phase is splice(2) through a pipe in each direction: the
+//   - The data phase is splice(2) through a pipe in each direction (after
+//     a flow's first 64 KiB, which are copied: see splice_relay.cc): bulk
 //     bytes never enter user space, so a thread costs no copy, and the
 //     kernel does the work whichever thread asks. One thread per connection
 //     keeps a large transfer on its own core without a loop to share.
@@ -363,6 +365,8 @@ class Session {
   // The upstream socket, if one was opened (closed by the caller after
   // unregistering).
   UniqueFd take_upstream() { return std::move(upstream_); }
+  // Handed to the gateway, which audits it itself: no EgressEvent.
+  bool gateway_served() const { return gateway_served_; }
 
  private:
   enum class First { kTls, kHttp, kTcp, kFailed };
@@ -391,6 +395,12 @@ class Session {
   // first; `framing` and `length` bound a plain HTTP request.
   void relay(std::string head, std::string body, RequestFraming framing, std::uint64_t length);
   void set_protocol(Protocol p) { ev_.protocol = protocol_name(p); }
+  EgressEvent to_gateway(std::string already_read) {
+    gateway_served_ = true;
+    px_.options.gateway(
+        GatewayConnection{conn_.sandbox->id, client_, std::move(already_read), policy()});
+    return ev_;
+  }
 
   EgressProxy::Impl& px_;
   Conn& conn_;
@@ -404,6 +414,7 @@ class Session {
   Endpoint original_;
   IpAddress connected_;
   EgressEvent ev_;
+  bool gateway_served_ = false;
 };
 
 void Session::refuse(EgressRefusal why, std::string reason, int http_status) {
@@ -451,6 +462,7 @@ Session::First Session::read_first(bool lenient, bool quiet_is_tcp,
                                    Clock::time_point head_deadline) {
   const auto stall = px_.options.first_bytes_timeout;
   auto first_deadline = std::min(head_deadline, Clock::now() + stall);
+  bool read_at_once = true;
   for (;;) {
     if (!buf_.empty()) {
       if (looks_like_tls(buf_)) {
@@ -489,9 +501,12 @@ Session::First Session::read_first(bool lenient, bool quiet_is_tcp,
         }
       }
     }
-    // More bytes are needed.
+    // More bytes are needed. The first time, they are most often there
+    // already (a client sends its request right after connecting): read
+    // before waiting, and wait only if that found nothing.
     auto deadline = lenient && quiet_is_tcp ? first_deadline : head_deadline;
-    int w = wait_fd(client_, POLLIN, deadline);
+    int w = read_at_once ? 1 : wait_fd(client_, POLLIN, deadline);
+    read_at_once = false;
     if (w == 0) {
       // Quiet: the server speaks first, or a prefix stalled. A silent client
       // is judged as tcp (the decision says why it is refused, if it is).
@@ -535,8 +550,11 @@ bool Session::route(const Target& t, const std::shared_ptr<const NetworkPolicy>&
     // Host to an address of its choosing (and corral's DNS may not even
     // have been asked).
     const std::string& name = t.names.front();
-    auto addrs = px_.resolver ? px_.resolver->resolve(name, policy->request_timeout)
-                              : Result<std::vector<IpAddress>>(
+    // A sandbox with DNS servers of its own resolves through them here too.
+    UpstreamResolver own_servers(policy->dns_servers);
+    Resolver* resolver = policy->dns_servers.empty() ? px_.resolver.get() : &own_servers;
+    auto addrs = resolver != nullptr ? resolver->resolve(name, policy->request_timeout)
+                                     : Result<std::vector<IpAddress>>(
                                     make_error(ErrorCode::kUnavailable, "no resolver configured"));
     if (!addrs || addrs->empty()) {
       refuse(EgressRefusal::kResolveFailed,
@@ -690,6 +708,10 @@ EgressEvent Session::run() {
     ev_.port = original_.port;
   }
   const auto policy_now = policy();
+  // The internal-service gateway (gateway.h) listens on the host end's port 80.
+  if (transparent && px_.options.gateway && original_.address == local_.address &&
+      original_.port == 80)
+    return to_gateway({});
   const auto head_deadline =
       Clock::now() + std::min(px_.options.head_timeout, policy_now->request_timeout);
 
@@ -719,6 +741,9 @@ EgressEvent Session::run() {
       refuse(EgressRefusal::kMalformed, req.error().message, 400);
       return ev_;
     }
+    if (!transparent && px_.options.gateway && req->form == ProxyRequest::kAbsolute &&
+        req->target_host == kGatewayHost)
+      return to_gateway(std::move(buf_));  // an explicit client's gateway request
     if (req->form == ProxyRequest::kConnect) {
       handle_connect(*req);
     } else if (req->form == ProxyRequest::kOrigin && !transparent) {
@@ -947,6 +972,7 @@ void Session::relay(std::string head, std::string body, RequestFraming framing,
   spec.idle_timeout = policy()->request_timeout;
   spec.half_close_timeout = px_.options.half_close_timeout;
   spec.pipe_bytes = px_.options.pipe_bytes;
+  spec.batch_bytes = px_.options.batch_bytes;
   set_nodelay(client_);  // the proxy adds no coalescing delay of its own
   RelayResult r = relay_connection(std::move(spec));
   ev_.bytes_up = r.bytes_up;
@@ -1096,7 +1122,7 @@ void EgressProxy::Impl::serve(Accepted a) {
   }
   upstream.reset();
   a.fd.reset();
-  emit(ev);
+  if (!session.gateway_served()) emit(ev);
   std::lock_guard<std::mutex> lock(mu);
   --conn.sandbox->live;
   cv.notify_all();

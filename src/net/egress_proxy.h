@@ -26,6 +26,7 @@
 #include <string_view>
 
 #include "base/result.h"
+#include "net/gateway.h"
 #include "net/ip_address.h"
 #include "net/network_policy.h"
 #include "net/resolver.h"
@@ -107,6 +108,15 @@ struct EgressProxyOptions {
   // What a direction's splice pipe grows to once it has moved 256 KiB
   // (F_SETPIPE_SZ; if the kernel refuses, the default 64 KiB stays).
   std::size_t pipe_bytes = 1 << 20;
+  // A fast stream is read in batches of this many bytes (SO_RCVLOWAT; see
+  // RelaySpec::batch_bytes in splice_relay.h); 0: every segment wakes the relay.
+  std::size_t batch_bytes = 256 * 1024;
+  // The internal-service gateway (gateway.h): when set, a connection to the
+  // host end's port 80 (transparent) or an explicit request for an
+  // http://gateway.corral.internal/ URL is handed to it instead of the
+  // egress policy; it answers and audits the request itself (no
+  // EgressEvent). Unset: such connections meet the egress policy.
+  std::function<void(const GatewayConnection&)> gateway;
 };
 
 class EgressProxy {

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "net/gateway_token.h"
 #include "net/upstream_resolver.h"
 
 namespace corral::net {
@@ -47,8 +48,14 @@ Result<std::unique_ptr<NetworkEngine>> NetworkEngine::start(NetworkEngineConfig 
                                                          "optional :port)");
   }
   if (config.install_firewall) {
-    if (auto st = install_firewall(config.firewall); !st)
-      return tl::unexpected(st.error().wrap("installing the network firewall"));
+    // Already there with exactly these rules (another daemon's, a `corral
+    // run`'s): left alone, so its counters keep counting. Anything else
+    // (missing, damaged, another version) is replaced in one transaction.
+    auto present = firewall_installed(config.firewall);
+    if (!present || !*present) {
+      if (auto st = install_firewall(config.firewall); !st)
+        return tl::unexpected(st.error().wrap("installing the network firewall"));
+    }
   }
   config.dns.upstreams = config.dns_servers;
   auto dns = DnsServer::start(config.dns, std::move(sinks.dns));
@@ -56,6 +63,16 @@ Result<std::unique_ptr<NetworkEngine>> NetworkEngine::start(NetworkEngineConfig 
   e->dns_ = std::move(*dns);
   auto resolver = std::make_shared<UpstreamResolver>(config.dns_servers);
   auto answers = std::make_shared<ServerAnswers>(e->dns_.get());
+  if (config.gateway_secret.empty()) {
+    auto secret = random_gateway_secret();
+    if (!secret) return tl::unexpected(secret.error().wrap("making the gateway token secret"));
+    config.gateway_secret = std::move(*secret);
+  }
+  auto gateway = Gateway::create(config.gateway_services, config.gateway_secret, resolver,
+                                 std::move(sinks.gateway), config.gateway);
+  if (!gateway) return tl::unexpected(gateway.error().wrap("starting the gateway"));
+  e->gateway_ = std::move(*gateway);
+  config.proxy.gateway = [gw = e->gateway_](const GatewayConnection& c) { gw->serve(c); };
   auto proxy = EgressProxy::start(resolver, answers, std::move(sinks.egress), config.proxy);
   if (!proxy) return tl::unexpected(proxy.error().wrap("starting the egress proxy"));
   e->proxy_ = std::move(*proxy);
@@ -104,6 +121,10 @@ Status NetworkEngine::add_sandbox(const std::string& id, const std::string& host
   auto dns_port = dns_->add_sandbox(id, host_address, config_.firewall.dns_port,
                                     dns_policy(id, shared, host_address), sandbox_address);
   if (!dns_port) return tl::unexpected(dns_port.error().wrap("DNS for sandbox " + id));
+  if (auto st = dns_->set_upstreams(id, policy.dns_servers); !st) {
+    dns_->remove_sandbox(id);
+    return tl::unexpected(st.error().wrap("DNS servers of sandbox " + id));
+  }
   auto proxy_port = proxy_->add_sandbox(id, host_address, config_.firewall.proxy_port, shared);
   if (!proxy_port) {
     dns_->remove_sandbox(id);
@@ -125,6 +146,7 @@ Status NetworkEngine::set_policy(const std::string& id, const NetworkPolicy& pol
     host_address = it->second.host_address;
     it->second.policy = shared;
   }
+  CORRAL_TRY(dns_->set_upstreams(id, policy.dns_servers));
   CORRAL_TRY(dns_->set_policy(id, dns_policy(id, shared, host_address)));
   return proxy_->set_policy(id, shared);
 }
@@ -136,6 +158,7 @@ bool NetworkEngine::remove_sandbox(const std::string& id) {
   }
   proxy_->remove_sandbox(id);
   dns_->remove_sandbox(id);
+  gateway_->forget(id);
   return true;
 }
 

@@ -15,6 +15,7 @@
 #include "net/dns_server.h"
 #include "net/egress_proxy.h"
 #include "net/firewall.h"
+#include "net/gateway.h"
 #include "net/network_policy.h"
 
 namespace corral::net {
@@ -22,6 +23,7 @@ namespace corral::net {
 // The name sandboxes reach internal services by (N5); corral's DNS answers
 // it with the sandbox's host end.
 inline constexpr std::string_view kGatewayName = "gateway.corral.internal";
+static_assert(kGatewayName == kGatewayHost);
 
 struct NetworkEngineConfig {
   FirewallConfig firewall;
@@ -30,12 +32,20 @@ struct NetworkEngineConfig {
   DnsServerConfig dns;  // upstreams are filled from dns_servers
   EgressProxyOptions proxy;
   bool install_firewall = true;  // false: tests that bring their own table
+  // The internal services sandboxes may be granted (N5, gateway.h), and
+  // the key their tokens are signed with (kGatewaySecretBytes; empty: a
+  // random one for this engine's life, so tokens die with it; the daemon
+  // keeps one in a 0600 file: load_or_create_gateway_secret).
+  std::vector<GatewayService> gateway_services;
+  std::string gateway_secret;
+  GatewayOptions gateway;
 };
 
 // Every decision of the engine, for the owner's audit log and metrics.
 struct NetworkAuditSinks {
   EgressAuditSink egress;
   DnsLogSink dns;
+  GatewayAuditSink gateway;  // one event per gateway request
 };
 
 class NetworkEngine {
@@ -61,6 +71,13 @@ class NetworkEngine {
   const NetworkEngineConfig& config() const { return config_; }
   DnsMetrics dns_metrics() const { return dns_->metrics(); }
   EgressMetrics egress_metrics() const { return proxy_->metrics(); }
+  GatewayMetrics gateway_metrics() const { return gateway_->metrics(); }
+  // A token for sandbox `id`'s requests to the gateway, valid until
+  // `expires_at_unix`: the owner puts it in the workload's environment as
+  // CORRAL_GATEWAY_TOKEN.
+  std::string gateway_token(const std::string& id, std::int64_t expires_at_unix) const {
+    return gateway_->token(id, expires_at_unix);
+  }
   Result<FirewallCounters> firewall_counters() const;
 
  private:
@@ -71,6 +88,7 @@ class NetworkEngine {
   NetworkEngineConfig config_;
   std::unique_ptr<DnsServer> dns_;
   std::unique_ptr<EgressProxy> proxy_;
+  std::shared_ptr<Gateway> gateway_;  // the proxy's threads hold it too
   mutable std::mutex mu_;
   struct Entry {
     std::string host_address;

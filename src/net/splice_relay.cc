@@ -9,9 +9,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <memory>
 #include <optional>
 #include <string_view>
-#include <vector>
 
 #include "base/result.h"
 #include "base/unique_fd.h"
@@ -23,10 +23,21 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// A pipe starts at the kernel's default size (16 pages) and grows to
-// pipe_bytes once a flow has moved kGrowPipeAfter bytes: short connections
-// (most) never pay for a large ring, bulk ones make fewer, larger splices.
+// A flow starts by copying through user space (recv, send): most
+// connections are short, and for them two pipes (four fds, two pipe2, four
+// close) and splices of a few bytes cost more than the copy. Once a flow
+// has moved kSpliceAfter bytes it opens its pipe and splices. The pipe
+// starts at the kernel's default size (16 pages) and grows to pipe_bytes
+// once the flow has moved kGrowPipeAfter bytes: fewer, larger splices.
+constexpr std::uint64_t kSpliceAfter = 64 * 1024;
 constexpr std::uint64_t kGrowPipeAfter = 256 * 1024;
+// Batching a fast stream (see RelaySpec::batch_bytes): turned on once the
+// flow has moved kBatchAfter bytes and one splice found at least
+// kBatchEvidence bytes waiting; off again as soon as a wait for the batch
+// takes longer than kBatchWait.
+constexpr std::uint64_t kBatchAfter = 1024 * 1024;
+constexpr std::size_t kBatchEvidence = 64 * 1024;
+constexpr milliseconds kBatchWait{1};
 
 struct Pipe {
   UniqueFd r, w;
@@ -41,6 +52,7 @@ struct Pipe {
     // harmless (the splice moves what fits), so the size is not queried.
     return true;
   }
+  bool is_open() const { return w.valid(); }
   void grow(std::size_t want) {
     grown = true;
     if (want <= capacity) return;
@@ -54,6 +66,7 @@ struct Pipe {
 struct Flow {
   int from = -1, to = -1;
   Pipe pipe;
+  bool copy_only = false;  // no pipe could be had: copies to the end
   std::size_t in_pipe = 0;
   std::string pending;  // user-space bytes to send first (the head, a chunked body)
   std::size_t pending_off = 0;
@@ -64,12 +77,30 @@ struct Flow {
   bool body_done = false;  // the request is complete: read no more, keep `to` open
   bool shut = false;       // shutdown(to, SHUT_WR) done
   std::uint64_t bytes = 0;
-  std::size_t pipe_bytes = 0;  // what the pipe grows to
+  std::size_t pipe_bytes = 0;   // what the pipe grows to
+  std::size_t batch_bytes = 0;  // SO_RCVLOWAT on `from` while batching (0: never)
+  bool batching = false;        // SO_RCVLOWAT is batch_bytes now
   bool want_in = false, want_out = false;
   std::string error;  // why the flow failed ("reset", ...)
 
   bool finished() const {
     return (eof || body_done) && pending_off >= pending.size() && in_pipe == 0;
+  }
+  void set_batching(bool on) {
+    if (on == batching) return;
+    int v = 1;
+    if (on) {
+      // At most a quarter of the receive buffer: TCP grows a buffer smaller
+      // than twice the mark and then clamps the window to the mark, which
+      // would leave the sender one batch in flight.
+      int rcvbuf = 0;
+      socklen_t len = sizeof rcvbuf;
+      if (::getsockopt(from, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len) != 0) return;
+      v = static_cast<int>(
+          std::min<std::size_t>(batch_bytes, static_cast<std::size_t>(rcvbuf) / 4));
+      if (v < static_cast<int>(kBatchEvidence)) return;  // too small to be worth it
+    }
+    if (::setsockopt(from, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v) == 0 || !on) batching = on;
   }
 };
 
@@ -173,9 +204,45 @@ bool step(Flow& f, char* scratch, std::size_t scratch_size) {
     }
     if (drained) {
       // The last read took less than it could: the socket is most likely
-      // empty. poll() tells (level-triggered) without a failing splice.
+      // empty. poll() tells (level-triggered) without a failing read.
       f.want_in = true;
       break;
+    }
+    if (!f.pipe.is_open() && !f.copy_only && f.bytes >= kSpliceAfter) {
+      if (!f.pipe.open()) f.copy_only = true;  // out of fds: copying still works
+    }
+    if (!f.pipe.is_open()) {
+      // Copy mode: straight from the scratch buffer to `to`; what does not
+      // fit now waits in `pending`.
+      std::size_t len = scratch_size;
+      if (f.framing == RequestFraming::kLength)
+        len = static_cast<std::size_t>(std::min<std::uint64_t>(len, f.remaining));
+      ssize_t n = ::recv(f.from, scratch, len, MSG_DONTWAIT);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        f.want_in = true;
+        break;
+      }
+      if (n < 0) {
+        f.error = errno_text("recv", errno);
+        return false;
+      }
+      if (n == 0) {
+        f.eof = true;
+        break;
+      }
+      const auto got = static_cast<std::size_t>(n);
+      if (f.framing == RequestFraming::kLength) f.remaining -= got;
+      drained = got < len;
+      ssize_t m = ::send(f.to, scratch, got, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (m < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        f.error = errno_text("send", errno);
+        return false;
+      }
+      const std::size_t sent = m > 0 ? static_cast<std::size_t>(m) : 0;
+      f.bytes += sent;
+      if (sent < got) f.pending.assign(scratch + sent, got - sent);  // sent by 1. above
+      continue;
     }
     if (!f.pipe.grown && f.bytes >= kGrowPipeAfter) f.pipe.grow(f.pipe_bytes);
     std::size_t len = f.pipe.capacity;
@@ -187,6 +254,10 @@ bool step(Flow& f, char* scratch, std::size_t scratch_size) {
       f.in_pipe += static_cast<std::size_t>(n);
       if (f.framing == RequestFraming::kLength) f.remaining -= static_cast<std::uint64_t>(n);
       drained = static_cast<std::size_t>(n) < len;
+      // A fast stream (much was waiting): wake up for batches from now on.
+      if (!f.batching && f.batch_bytes > 0 && f.framing == RequestFraming::kNone &&
+          f.bytes >= kBatchAfter && static_cast<std::size_t>(n) >= kBatchEvidence)
+        f.set_batching(true);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -264,25 +335,23 @@ RelayResult relay_connection(RelaySpec spec) {
   up.pending += body;
 
   up.pipe_bytes = down.pipe_bytes = spec.pipe_bytes;
-  if (!up.pipe.open() || !down.pipe.open()) {
-    result.end = "pipe2: " + std::string(errno_name(errno));
-    return result;
-  }
+  up.batch_bytes = down.batch_bytes = spec.batch_bytes;
   const auto idle = spec.idle_timeout;
   const auto fin = std::min(idle, spec.half_close_timeout);
   std::optional<Clock::time_point> upstream_ended;
-  std::vector<char> scratch(64 * 1024);
+  constexpr std::size_t kScratch = 64 * 1024;
+  std::unique_ptr<char[]> scratch(new char[kScratch]);  // not zeroed: written before read
   std::string end;
   // A flow is stepped when poll() said one of the fds it waits for is
   // ready (or it waits for nothing yet): no failing syscall for the quiet
   // direction on every wake-up of the busy one.
   bool step_up = true, step_down = true;
   for (;;) {
-    if (step_up && !step(up, scratch.data(), scratch.size())) {
+    if (step_up && !step(up, scratch.get(), kScratch)) {
       end = up.error + " (client to upstream)";
       break;
     }
-    if (step_down && !step(down, scratch.data(), scratch.size())) {
+    if (step_down && !step(down, scratch.get(), kScratch)) {
       end = down.error + " (upstream to client)";
       break;
     }
@@ -316,11 +385,23 @@ RelayResult relay_connection(RelaySpec spec) {
       end = "closed";
       break;
     }
+    // A flow that batches waits for its batch at most kBatchWait.
+    const bool batch_wait = (up.batching && up.want_in) || (down.batching && down.want_in);
+    if (batch_wait) wait = std::min<milliseconds>(wait, kBatchWait);
     int r = ::poll(p, 2, static_cast<int>(std::min<long long>(wait.count(), 1LL << 30)));
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {
       end = errno_text("poll", errno);
       break;
+    }
+    if (r == 0 && batch_wait) {
+      // The stream slowed down: move what is there, and wake up for every
+      // byte again.
+      step_up = up.batching && up.want_in;
+      step_down = down.batching && down.want_in;
+      if (step_up) up.set_batching(false);
+      if (step_down) down.set_batching(false);
+      continue;
     }
     if (r == 0 && !upstream_ended) {
       end = "idle timeout (" + std::to_string(idle.count()) + " ms)";

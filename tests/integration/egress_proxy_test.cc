@@ -746,6 +746,94 @@ TEST_F(EgressProxyTest, RateLimitBites) {
   EXPECT_TRUE(starts_with(head2, "HTTP/1.1 200")) << head2;
 }
 
+// Connections opened faster than the sandbox's rate: beyond the burst they
+// are refused (429, rate_limited, audited, counted) before any upstream is
+// dialled, and once the bucket has refilled, connections pass again.
+TEST_F(EgressProxyTest, RateLimitRefusesTheExcessBeforeTheUpstreamAndRefills) {
+  constexpr double kRate = 2;  // per second
+  constexpr int kBurst = 2;
+  const std::string target = "echo.test:" + std::to_string(echo_->port());
+  auto port = add("sb", make_policy({"tcp://" + target, web_rule(), kLoopbackNamed}, {},
+                                    RateLimit{kRate, kBurst}));
+  const int accepted_before = echo_->accepted();
+
+  // A burst of 8 CONNECTs as fast as the client can open them.
+  constexpr int kTries = 8;
+  int allowed = 0, limited = 0;
+  std::vector<UniqueFd> tunnels;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kTries; ++i) {
+    auto [fd, head] = connect_via(port, target);
+    if (starts_with(head, "HTTP/1.1 200")) {
+      ++allowed;
+      tunnels.push_back(std::move(fd));
+    } else {
+      EXPECT_TRUE(starts_with(head, "HTTP/1.1 429")) << i << ": " << head;
+      EXPECT_NE(head.find("X-Corral-Refusal: rate_limited"), std::string::npos) << head;
+      ++limited;
+    }
+  }
+  const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // The burst passes; beyond it only what the rate refilled meanwhile.
+  EXPECT_GE(allowed, kBurst);
+  EXPECT_LE(allowed, kBurst + static_cast<int>(spent * kRate) + 1) << "in " << spent << " s";
+  ASSERT_LT(spent, 2.0) << "too slow to test a rate of " << kRate << "/s";
+  EXPECT_GE(limited, kTries - kBurst - static_cast<int>(spent * kRate) - 1);
+  EXPECT_GT(limited, 0);
+
+  // An HTTP request over the limit meets the same bucket, and is answered
+  // without the web upstream seeing it.
+  {
+    UniqueFd fd = dial("127.0.0.1", port);
+    send_str(fd.get(),
+             "GET http://" + web_target() + "/x HTTP/1.1\r\nHost: " + web_target() + "\r\n\r\n");
+    std::string head = read_head(fd.get());
+    if (starts_with(head, "HTTP/1.1 200")) {
+      ++allowed;  // a token refilled meanwhile (a slow machine): not a refusal to check
+    } else {
+      EXPECT_TRUE(starts_with(head, "HTTP/1.1 429")) << head;
+      ++limited;
+      EXPECT_EQ(web_->accepted(), 0);
+    }
+  }
+
+  // Every refusal is audited as rate_limited, and counted.
+  ASSERT_TRUE(audit_.wait_count(static_cast<std::size_t>(limited)));
+  int audited_limited = 0;
+  for (std::size_t i = 0; i < audit_.size(); ++i) {
+    EgressEvent ev = audit_.at(i);
+    if (ev.refusal != EgressRefusal::kRateLimited) continue;
+    ++audited_limited;
+    EXPECT_FALSE(ev.allowed);
+    EXPECT_TRUE(ev.address.empty()) << "dialled " << ev.address;
+    EXPECT_NE(ev.reason.find("rate limited"), std::string::npos) << ev.reason;
+  }
+  EXPECT_EQ(audited_limited, limited);
+  EXPECT_EQ(proxy_->metrics().count(EgressRefusal::kRateLimited),
+            static_cast<std::uint64_t>(limited));
+  // The upstream saw the allowed tunnels and nothing else.
+  const int echo_allowed = static_cast<int>(tunnels.size());
+  auto until = std::chrono::steady_clock::now() + 5s;
+  while (echo_->accepted() - accepted_before < echo_allowed &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(5ms);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(echo_->accepted() - accepted_before, echo_allowed);
+
+  // After a wait the bucket has refilled (to at most the burst): new
+  // connections pass and reach the upstream.
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(static_cast<int>(kBurst / kRate * 1000) + 100));
+  for (int i = 0; i < kBurst; ++i) {
+    auto [fd, head] = connect_via(port, target);
+    EXPECT_TRUE(starts_with(head, "HTTP/1.1 200")) << "after the refill, " << i << ": " << head;
+    send_str(fd.get(), "ping");
+    EXPECT_EQ(read_some(fd.get(), 4), "ping");
+    tunnels.push_back(std::move(fd));
+  }
+  EXPECT_EQ(echo_->accepted() - accepted_before, echo_allowed + kBurst);
+}
+
 TEST_F(EgressProxyTest, PolicyChangeClosesWhatItNoLongerAllowsAndGrantsWhatItAdds) {
   const std::string echo_target = "echo.test:" + std::to_string(echo_->port());
   auto port = add("sb", make_policy({"tcp://" + echo_target, kLoopbackNamed}));

@@ -320,5 +320,24 @@ out("raw", http("198.51.100.20"))
   EXPECT_NE(metrics.body.find("layer=\"gateway\",reason=\"not_granted\""), std::string::npos);
 }
 
+// A sandbox's own dns_servers are where its names are resolved, by corral's
+// DNS and by the proxy alike; the daemon's servers serve the others.
+TEST(DaemonNetwork, PerSandboxDnsServersAreUsed) {
+  REQUIRE_WORLD(world);
+  // The daemon's own upstream answers nothing (the discard port).
+  TestDaemon d({}, "serve:\n  network:\n    dns_servers: [\"127.0.0.1:9\"]\n");
+  ASSERT_TRUE(d.ready()) << d.startup_output();
+  const std::string own = d.create_sandbox(R"({"network": {"allow": ["allowed.test"],
+      "dns_servers": [")" + world.dns_endpoint() + R"("]}})");
+  const std::string other = d.create_sandbox(R"({"network": {"allow": ["allowed.test"]}})");
+  ASSERT_FALSE(own.empty());
+  ASSERT_FALSE(other.empty());
+  EXPECT_EQ(value_of(run_client(d, own, "out('a', http('allowed.test'))"), "a"),
+            "OK hello from allowed.test");
+  EXPECT_EQ(value_of(run_client(d, other, "out('a', http('allowed.test'))"), "a").find("hello"),
+            std::string::npos);
+  EXPECT_EQ(world.http_requests("allowed.test"), 1);
+}
+
 }  // namespace
 }  // namespace corral::testing

@@ -22,7 +22,7 @@ namespace corral::testing {
 
 namespace {
 
-enum Kind { kHttp = 0, kTls = 1, kEcho = 2 };
+enum Kind { kHttp = 0, kTls = 1, kEcho = 2, kInternal = 3 };
 
 // Runs a shell command; returns its exit status (and its output in *out).
 int sh(const std::string& cmd, std::string* out = nullptr) {
@@ -144,7 +144,7 @@ Result<std::unique_ptr<NetWorld>> NetWorld::create() {
   CORRAL_TRY(run("ip link add " + hif + " type veth peer name eth0 netns " + ns));
   CORRAL_TRY(run("ip addr add " + std::string(kHostEnd) + "/24 dev " + hif));
   CORRAL_TRY(run("ip link set " + hif + " up"));
-  for (const char* a : {kAllowedAddress, kDeniedAddress, kDnsAddress})
+  for (const char* a : {kAllowedAddress, kDeniedAddress, kDnsAddress, kInternalAddress})
     CORRAL_TRY(run("ip -n " + ns + " addr add " + std::string(a) + "/24 dev eth0"));
   CORRAL_TRY(run("ip -n " + ns + " link set eth0 up"));
   CORRAL_TRY(run("ip -n " + ns + " link set lo up"));
@@ -183,9 +183,13 @@ Status NetWorld::start_servers() {
     std::uint16_t port;
     Kind kind;
   };
-  const Want wants[] = {{kAllowedAddress, 80, kHttp},   {kAllowedAddress, 443, kTls},
-                        {kAllowedAddress, 5432, kEcho}, {kDeniedAddress, 80, kHttp},
-                        {kDeniedAddress, 443, kTls},    {kDeniedAddress, 5432, kEcho}};
+  const Want wants[] = {{kAllowedAddress, 80, kHttp},
+                        {kAllowedAddress, 443, kTls},
+                        {kAllowedAddress, 5432, kEcho},
+                        {kDeniedAddress, 80, kHttp},
+                        {kDeniedAddress, 443, kTls},
+                        {kDeniedAddress, 5432, kEcho},
+                        {kInternalAddress, kInternalPort, kInternal}};
   for (const Want& want : wants) {
     auto fd = in_netns(netns_, [&] { return listen_on(want.address, want.port); });
     if (!fd) return tl::unexpected(fd.error());
@@ -227,6 +231,48 @@ void NetWorld::serve(int listener, int kind) {
       while ((n = ::read(c.get(), buf, sizeof buf)) > 0) {
         if (::write(c.get(), buf, static_cast<size_t>(n)) != n) break;
       }
+      continue;
+    }
+    if (kind == kInternal) {
+      std::string req;
+      char buf[4096];
+      ssize_t n;
+      while (req.find("\r\n\r\n") == std::string::npos &&
+             (n = ::read(c.get(), buf, sizeof buf)) > 0)
+        req.append(buf, static_cast<size_t>(n));
+      const std::string head = req.substr(0, req.find("\r\n\r\n") + 2);
+      // The body, by its Content-Length (read, so that closing does not reset).
+      std::string cl = header_value(head, "content-length");
+      std::size_t want = cl.empty() ? 0 : std::strtoul(cl.c_str(), nullptr, 10);
+      std::size_t have = req.size() - std::min(req.size(), head.size() + 2);
+      while (have < want && (n = ::read(c.get(), buf, sizeof buf)) > 0)
+        have += static_cast<size_t>(n);
+      const std::string line = head.substr(0, head.find(' ', head.find(' ') + 1));
+      const bool auth = !header_value(head, "authorization").empty() ||
+                        head.find("\r\nAuthorization:") != std::string::npos;
+      std::string sandbox;
+      {
+        std::string lower_head = head;
+        for (char& ch : lower_head)
+          ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        std::size_t at = lower_head.find("\r\nx-corral-sandbox:");
+        if (at != std::string::npos) {
+          std::size_t start = at + 20;
+          sandbox = head.substr(start, head.find("\r\n", start) - start);
+          sandbox.erase(0, sandbox.find_first_not_of(" \t"));
+        }
+      }
+      const std::string seen = line + " auth=" + (auth ? "yes" : "no") + " token=" +
+                               (head.find("cgw1.") != std::string::npos ? "yes" : "no") +
+                               " sandbox=" + sandbox;
+      {
+        std::lock_guard lock(mu_);
+        internal_.push_back(seen);
+      }
+      std::string body = "internal " + line + " auth=" + (auth ? "yes" : "no") + "\n";
+      std::string r = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) +
+                      "\r\nConnection: close\r\n\r\n" + body;
+      (void)!::write(c.get(), r.data(), r.size());
       continue;
     }
     if (kind == kHttp) {
@@ -295,6 +341,11 @@ int NetWorld::tls_handshakes(const std::string& sni) const {
   std::lock_guard lock(mu_);
   auto it = tls_.find(sni);
   return it == tls_.end() ? 0 : it->second;
+}
+
+std::vector<std::string> NetWorld::internal_requests() const {
+  std::lock_guard lock(mu_);
+  return internal_;
 }
 
 int NetWorld::tcp_connections(const std::string& address) const {

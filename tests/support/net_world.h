@@ -6,6 +6,9 @@
 //   198.51.100.10  allowed.test    HTTP :80, TLS :443, TCP echo :5432
 //   198.51.100.11  denied.test     the same services
 //   198.51.100.53  DNS :53         the test names (below), via TestDnsServer
+//   198.51.100.20  an "internal service" HTTP :8080 for the gateway tests: it
+//                  answers "internal <METHOD> <target> auth=<yes|no>" and
+//                  records every request it saw (internal_requests())
 //
 // DNS names: allowed.test, www.allowed.test, denied.test -> their address;
 // loopback.test -> 127.0.0.1, private.test -> 10.1.2.3, metadata.test ->
@@ -14,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,6 +37,8 @@ class NetWorld {
   static constexpr const char* kAllowedAddress = "198.51.100.10";
   static constexpr const char* kDeniedAddress = "198.51.100.11";
   static constexpr const char* kDnsAddress = "198.51.100.53";
+  static constexpr const char* kInternalAddress = "198.51.100.20";
+  static constexpr std::uint16_t kInternalPort = 8080;
 
   // Needs root, `ip` and `openssl`. Everything is removed by the destructor.
   static Result<std::unique_ptr<NetWorld>> create();
@@ -50,6 +56,10 @@ class NetWorld {
   int http_requests(const std::string& host) const;
   int tls_handshakes(const std::string& sni) const;
   int tcp_connections(const std::string& address) const;
+  // The internal service's requests, in order: one line each,
+  // "<METHOD> <target> auth=<yes|no> token=<yes|no> sandbox=<X-Corral-Sandbox>",
+  // where token says whether any field held the text "cgw1.".
+  std::vector<std::string> internal_requests() const;
 
  private:
   NetWorld() = default;
@@ -65,6 +75,7 @@ class NetWorld {
 
   mutable std::mutex mu_;
   std::map<std::string, int> http_, tls_, tcp_;
+  std::vector<std::string> internal_;
 };
 
 }  // namespace corral::testing

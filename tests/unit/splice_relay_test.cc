@@ -1,9 +1,12 @@
 // The egress proxy's data phase (src/net/splice_relay.h) between two
-// socketpairs: the test holds the "sandbox" and "upstream" ends, the relay
-// the other two, on a thread of its own.
+// socketpairs (TCP on loopback where the test needs TCP's SO_RCVLOWAT):
+// the test holds the "sandbox" and "upstream" ends, the relay the other
+// two, on a thread of its own.
 #include "net/splice_relay.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -140,6 +143,29 @@ TEST_F(SpliceRelayTest, ABodyBeyondItsLengthInTheFirstBytesIsCut) {
   EXPECT_EQ(r.bytes_up, spec.head.size() + 3);
 }
 
+// The body is longer than what a flow copies before it splices: the count
+// carries over from copying to splicing, and not a byte more goes up.
+TEST_F(SpliceRelayTest, ALengthFramedBodyStopsAtItsEndAcrossCopyAndSplice) {
+  constexpr std::size_t kBody = 300 * 1024 + 7;
+  std::string body(kBody, 0);
+  for (std::size_t i = 0; i < kBody; ++i) body[i] = static_cast<char>('a' + i % 26);
+  RelaySpec spec;
+  spec.head = "PUT / HTTP/1.1\r\n\r\n";
+  spec.body = body.substr(0, 100);
+  spec.framing = RequestFraming::kLength;
+  spec.length = kBody;
+  auto done = start(spec);
+  std::thread writer([&] { send_all(client_.ours.get(), body.substr(100) + "GET /next"); });
+  EXPECT_EQ(read_n(upstream_.ours.get(), spec.head.size() + kBody), spec.head + body);
+  writer.join();
+  struct pollfd p = {upstream_.ours.get(), POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, 50), 0) << "bytes beyond the body went up";
+  upstream_.ours.reset();
+  read_to_eof(client_.ours.get());
+  RelayResult r = done.get();
+  EXPECT_EQ(r.bytes_up, spec.head.size() + kBody);
+}
+
 TEST_F(SpliceRelayTest, AChunkedRequestStopsAtItsLastChunk) {
   RelaySpec spec;
   spec.head = "POST / HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n";
@@ -235,6 +261,60 @@ TEST_F(SpliceRelayTest, LargeTransfersBothWaysAtOnce) {
   EXPECT_EQ(r.end, "closed");
   EXPECT_EQ(r.bytes_up, kBytes);
   EXPECT_EQ(r.bytes_down, kBytes);
+}
+
+// A connected TCP pair on loopback (SO_RCVLOWAT, which batching uses,
+// is TCP's): `ours` blocking with 5 s timeouts, `relays` non-blocking.
+struct TcpPair {
+  UniqueFd ours, relays;
+  TcpPair() {
+    UniqueFd l(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    EXPECT_EQ(::bind(l.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(::listen(l.get(), 1), 0);
+    EXPECT_EQ(::getsockname(l.get(), reinterpret_cast<sockaddr*>(&a), &len), 0);
+    ours.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    EXPECT_EQ(::connect(ours.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    relays.reset(::accept4(l.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    EXPECT_TRUE(relays.valid());
+    timeval tv{5, 0};
+    ::setsockopt(ours.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(ours.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  }
+};
+
+// A fast stream is read in batches (SO_RCVLOWAT): when it pauses with less
+// than a batch waiting, the tail still goes through at once (within the
+// 1 ms batch wait, not at the idle timeout), both times batching was on.
+TEST(SpliceRelayTcpTest, ATailAfterAFastStreamIsNotHeldForABatch) {
+  TcpPair client, upstream;
+  RelaySpec spec;
+  spec.client = client.relays.get();
+  spec.upstream = upstream.relays.get();
+  spec.idle_timeout = 20s;
+  spec.batch_bytes = 512 * 1024;
+  auto done = std::async(std::launch::async, [spec]() { return relay_connection(spec); });
+  const std::string block(8 << 20, 'b');
+  for (int round = 0; round < 2; ++round) {
+    std::thread writer([&] { send_all(upstream.ours.get(), block); });
+    EXPECT_EQ(read_n(client.ours.get(), block.size()).size(), block.size());
+    writer.join();
+    // Less than a batch, and the upstream waits for an answer.
+    const auto t0 = std::chrono::steady_clock::now();
+    send_all(upstream.ours.get(), "tail");
+    EXPECT_EQ(read_n(client.ours.get(), 4), "tail") << "round " << round;
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s) << "round " << round;
+    send_all(client.ours.get(), "ack");
+    EXPECT_EQ(read_n(upstream.ours.get(), 3), "ack");
+  }
+  upstream.ours.reset();
+  client.ours.reset();
+  RelayResult r = done.get();
+  EXPECT_EQ(r.bytes_down, 2 * (block.size() + 4));
+  EXPECT_EQ(r.bytes_up, 6u);
 }
 
 }  // namespace
