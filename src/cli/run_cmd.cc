@@ -54,6 +54,9 @@ constexpr const char* kRunUsage =
     "  --deny RULE          deny the same form; deny wins (repeatable)\n"
     "  --network-template NAME  start from a rule set: code-exec, data-query, scraping\n"
     "  --dns IP[:PORT]      upstream DNS for this sandbox (default: the host's resolvers)\n"
+    "  --network-timeout DURATION  connect and idle timeout per connection (default 10s)\n"
+    "  --network-rate RATE  new connections: 20/s, 600/min, \"5/s,burst=10\", unlimited\n"
+    "                       (default 20/s, burst 40)\n"
     "  --gateway-service NAME=URL[;methods=GET,POST][;paths=/v1/,/health][;rate=10/s]\n"
     "                       declare an internal service for this run (repeatable)\n"
     "  --gateway NAME       grant it: http://gateway.corral.internal/NAME/ with\n"
@@ -114,6 +117,7 @@ struct Flags {
   bool workdir_set = false;
   std::vector<net::GatewayService> gateway_services;
   std::string gateway_secret_file;
+  bool network_none = false;  // --network none given on the command line
 };
 
 }  // namespace
@@ -217,6 +221,21 @@ int run_command(int argc, char** argv) {
     } else if (a == "--network") {
       CORRAL_FLAG_VALUE("--network");
       spec.network.mode = std::string(*v);
+      flags.network_none = *v == "none";
+    } else if (a == "--network-timeout") {
+      CORRAL_FLAG_VALUE("--network-timeout");
+      auto r = parse_duration(*v);
+      if (fail_on(r, a)) return 125;
+      if (r->count() < 1 || r->count() > 3600 * 1000)
+        return usage_error("--network-timeout " + std::string(*v) +
+                           ": give a duration from 1ms to 1h (10s, 500ms)");
+      spec.network.timeout_ms = r->count();
+    } else if (a == "--network-rate") {
+      CORRAL_FLAG_VALUE("--network-rate");
+      auto r = net::parse_gateway_rate(*v);
+      if (fail_on(r, a)) return 125;
+      spec.network.rate_per_second = r->per_second;
+      spec.network.rate_burst = r->burst;
     } else if (a == "--allow") {
       CORRAL_FLAG_VALUE("--allow");
       spec.network.allow.emplace_back(*v);
@@ -305,9 +324,13 @@ int run_command(int argc, char** argv) {
 
   // A networked sandbox gets its proxy and DNS from this process (ADR 0005).
   std::unique_ptr<net::NetworkEngine> network;
-  if (spec.network.mode == "none" &&
-      (!spec.network.allow.empty() || !spec.network.template_name.empty() ||
-       !spec.network.gateway.empty()))
+  const bool grants = !spec.network.allow.empty() || !spec.network.template_name.empty() ||
+                      !spec.network.gateway.empty();
+  if (flags.network_none && grants)
+    return usage_error(
+        "--network none contradicts --allow, --network-template and --gateway: leave out "
+        "--network (the rules then mean allowlist) or the rules");
+  if (spec.network.mode == "none" && grants)
     spec.network.mode = "";  // rules or a template without --network: what they say
   // Gateway (N5): the token names the sandbox, so the id is chosen here;
   // it lives as long as the run may (its timeout, else an hour).

@@ -287,6 +287,29 @@ except Exception as e:
   EXPECT_TRUE(*installed);
 }
 
+// --network-rate: connections beyond the sandbox's rate are refused before
+// any reaches the upstream; --network none with rules is a usage error.
+TEST(Egress, TheRateLimitBitesAndContradictionsAreRefused) {
+  REQUIRE_WORLD(w);
+  RunOutcome r = run_client(w, {"--allow", "allowed.test", "--network-rate", "1/s,burst=2"}, R"PY(
+ok = 0
+for i in range(8):
+    if transparent_http("allowed.test").startswith("OK hello"):
+        ok += 1
+out("ok", ok)
+)PY");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const int ok = std::atoi(value_of(r.out, "ok").c_str());
+  EXPECT_GE(ok, 2) << r.out << r.err;
+  EXPECT_LE(ok, 4) << "the rate limit did not bite: " << r.out;
+  EXPECT_EQ(w.world->http_requests("allowed.test"), ok) << "a refused connection reached the upstream";
+  EXPECT_NE(r.err.find("rate"), std::string::npos) << r.err;
+
+  RunOutcome bad = run_sandbox({"--network", "none", "--allow", "allowed.test"}, {"/bin/true"});
+  EXPECT_EQ(bad.exit_code, 125);
+  EXPECT_NE(bad.err.find("contradicts"), std::string::npos) << bad.err;
+}
+
 TEST(Egress, NothingIsLeftAfterTheSandbox) {
   REQUIRE_WORLD(w);
   RunOutcome r = run_client(w, {"--allow", "allowed.test"}, R"PY(
