@@ -10,6 +10,7 @@
 //   5. memory per idle sandbox: the daemon's RSS growth, and init + zygote
 //      (PSS) per sandbox, with --idle sandboxes open.
 // Usage: corral_bench_daemon --socket PATH --daemon-pid PID --corral BIN
+//   [--rounds N] [--burst N] [--upload-mib N] [--only exec]
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -44,6 +45,7 @@ struct Options {
   int burst = 50;
   int idle = 50;
   int upload_mib = 256;
+  std::string only;  // "exec": only the exec round trip (section 2)
 };
 
 double ms_since(Clock::time_point t0) {
@@ -109,7 +111,8 @@ class Api {
 };
 
 std::string create(Api& api) {
-  auto [status, body] = api.call("POST", "/v1/sandboxes", R"({"limits":{"memory":"256Mi","disk":"64Mi"}})");
+  auto [status, body] =
+      api.call("POST", "/v1/sandboxes", R"({"limits":{"memory":"256Mi","disk":"64Mi"}})");
   if (status != 201) {
     fprintf(stderr, "create failed: %d %s\n", status, body.c_str());
     return "";
@@ -167,24 +170,36 @@ int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--socket") o.socket = argv[i + 1];
-    else if (a == "--corral") o.corral = argv[i + 1];
-    else if (a == "--daemon-pid") o.daemon_pid = std::atoi(argv[i + 1]);
-    else if (a == "--rounds") o.rounds = std::atoi(argv[i + 1]);
-    else if (a == "--burst") o.burst = std::atoi(argv[i + 1]);
-    else if (a == "--idle") o.idle = std::atoi(argv[i + 1]);
-    else if (a == "--upload-mib") o.upload_mib = std::atoi(argv[i + 1]);
+    if (a == "--socket")
+      o.socket = argv[i + 1];
+    else if (a == "--corral")
+      o.corral = argv[i + 1];
+    else if (a == "--daemon-pid")
+      o.daemon_pid = std::atoi(argv[i + 1]);
+    else if (a == "--rounds")
+      o.rounds = std::atoi(argv[i + 1]);
+    else if (a == "--burst")
+      o.burst = std::atoi(argv[i + 1]);
+    else if (a == "--idle")
+      o.idle = std::atoi(argv[i + 1]);
+    else if (a == "--upload-mib")
+      o.upload_mib = std::atoi(argv[i + 1]);
+    else if (a == "--only")
+      o.only = argv[i + 1];
   }
   if (o.socket.empty()) {
-    fprintf(stderr, "usage: corral_bench_daemon --socket PATH [--daemon-pid PID] [--corral BIN] [--rounds N]\n");
+    fprintf(stderr,
+            "usage: corral_bench_daemon --socket PATH [--daemon-pid PID] [--corral BIN] [--rounds "
+            "N]\n");
     return 2;
   }
   Api api(o.socket);
 
+  const bool all = o.only.empty();
   // 1. create -> first output -> destroy.
-  printf("== create -> first exec output -> destroy (%d rounds)\n", o.rounds);
+  if (all) printf("== create -> first exec output -> destroy (%d rounds)\n", o.rounds);
   Stats to_output, create_only, exec_first, destroy, run_cli, bwrap;
-  for (int i = 0; i < o.rounds; ++i) {
+  for (int i = 0; all && i < o.rounds; ++i) {
     auto t0 = Clock::now();
     std::string id = create(api);
     if (id.empty()) return 1;
@@ -202,31 +217,53 @@ int main(int argc, char** argv) {
     api.call("DELETE", "/v1/sandboxes/" + id);
     destroy.v.push_back(ms_since(t2));
   }
-  for (int i = 0; i < o.rounds; ++i) {
+  for (int i = 0; all && i < o.rounds; ++i) {
     auto t0 = Clock::now();
     run_argv({o.corral, "run", "--", "echo", "hi"});
     run_cli.v.push_back(ms_since(t0));
   }
-  const bool have_bwrap = access("/usr/bin/bwrap", X_OK) == 0;
+  const bool have_bwrap = all && access("/usr/bin/bwrap", X_OK) == 0;
   for (int i = 0; have_bwrap && i < o.rounds; ++i) {
     auto t0 = Clock::now();
-    run_argv({"/usr/bin/bwrap", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin",
-              "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--proc", "/proc",
-              "--dev", "/dev", "--unshare-all", "--die-with-parent", "echo", "hi"});
+    run_argv({"/usr/bin/bwrap",
+              "--ro-bind",
+              "/usr",
+              "/usr",
+              "--symlink",
+              "usr/bin",
+              "/bin",
+              "--symlink",
+              "usr/lib",
+              "/lib",
+              "--symlink",
+              "usr/lib64",
+              "/lib64",
+              "--proc",
+              "/proc",
+              "--dev",
+              "/dev",
+              "--unshare-all",
+              "--die-with-parent",
+              "echo",
+              "hi"});
     bwrap.v.push_back(ms_since(t0));
   }
-  to_output.print("API create -> first output");
-  create_only.print("  of which create");
-  exec_first.print("  of which first exec");
-  destroy.print("API destroy");
-  run_cli.print("corral run -- echo hi");
-  if (have_bwrap) bwrap.print("bwrap --unshare-all echo hi");
+  if (all) {
+    to_output.print("API create -> first output");
+    create_only.print("  of which create");
+    exec_first.print("  of which first exec");
+    destroy.print("API destroy");
+    run_cli.print("corral run -- echo hi");
+    if (have_bwrap) bwrap.print("bwrap --unshare-all echo hi");
+  }
 
   // 2. exec round trip on a live sandbox vs fork/exec.
   printf("== exec round trip on a live sandbox (%d rounds)\n", o.rounds);
   std::string live = create(api);
+  if (live.empty()) return 1;  // create() said why
   Stats exec_rt, fork_exec;
-  for (int i = 0; i < 20; ++i) api.call("POST", "/v1/sandboxes/" + live + "/exec", R"({"argv":["true"]})");
+  for (int i = 0; i < 20; ++i)
+    api.call("POST", "/v1/sandboxes/" + live + "/exec", R"({"argv":["true"]})");
   for (int i = 0; i < o.rounds; ++i) {
     auto t0 = Clock::now();
     api.call("POST", "/v1/sandboxes/" + live + "/exec", R"({"argv":["true"]})");
@@ -238,13 +275,18 @@ int main(int argc, char** argv) {
   exec_rt.print("API exec true (live sandbox)");
   fork_exec.print("fork/exec /bin/true");
   printf("  ratio p50: %.2fx\n", exec_rt.pct(50) / fork_exec.pct(50));
+  if (!all) {
+    api.call("DELETE", "/v1/sandboxes/" + live);
+    return 0;
+  }
 
   // 4. upload and download.
   printf("== %d MiB upload and download over the unix socket\n", o.upload_mib);
   {
     api.call("DELETE", "/v1/sandboxes/" + live);
     auto [st, body] = api.call("POST", "/v1/sandboxes",
-                               "{\"limits\":{\"disk\":\"" + std::to_string(o.upload_mib + 64) + "Mi\",\"memory\":\"256Mi\"}}");
+                               "{\"limits\":{\"disk\":\"" + std::to_string(o.upload_mib + 64) +
+                                   "Mi\",\"memory\":\"256Mi\"}}");
     live = json::parse(body).value("id", "");
     const std::uint64_t total = std::uint64_t(o.upload_mib) << 20;
     std::string chunk(1 << 20, 'x');
@@ -259,10 +301,12 @@ int main(int argc, char** argv) {
     api.reset();
     auto t0 = Clock::now();
     auto* c = api.raw();
-    auto head = c->send_streaming("PUT", "/v1/sandboxes/" + live + "/files?path=/workspace/big", {}, src, total);
+    auto head = c->send_streaming("PUT", "/v1/sandboxes/" + live + "/files?path=/workspace/big", {},
+                                  src, total);
     auto resp = c->read_all(1 << 20);
     double up = ms_since(t0);
-    printf("  upload   %7.1f MB/s  (status %d)\n", total / 1e6 / (up / 1000), head ? head->status : 0);
+    printf("  upload   %7.1f MB/s  (status %d)\n", total / 1e6 / (up / 1000),
+           head ? head->status : 0);
     api.reset();
     c = api.raw();
     t0 = Clock::now();
@@ -275,7 +319,8 @@ int main(int argc, char** argv) {
       got += *n;
     }
     double down = ms_since(t0);
-    printf("  download %7.1f MB/s  (%llu bytes)\n", got / 1e6 / (down / 1000), (unsigned long long)got);
+    printf("  download %7.1f MB/s  (%llu bytes)\n", got / 1e6 / (down / 1000),
+           (unsigned long long)got);
     api.reset();
     api.call("DELETE", "/v1/sandboxes/" + live);
   }
@@ -294,7 +339,8 @@ int main(int argc, char** argv) {
     }
     for (auto& t : threads) t.join();
     double wall = ms_since(t0);
-    int ok = static_cast<int>(std::count_if(ids.begin(), ids.end(), [](auto& s) { return !s.empty(); }));
+    int ok =
+        static_cast<int>(std::count_if(ids.begin(), ids.end(), [](auto& s) { return !s.empty(); }));
     printf("  %d/%d succeeded in %.0f ms\n", ok, o.burst, wall);
 
     // 5. memory per idle sandbox, with these open.
@@ -306,18 +352,25 @@ int main(int argc, char** argv) {
     for (pid_t p : zygotes) pss_sum += pss_kib(p);
     threads.clear();
     for (int i = 0; i < o.burst; ++i) {
-      if (!ids[i].empty()) threads.emplace_back([&, i] { Api a(o.socket); a.call("DELETE", "/v1/sandboxes/" + ids[i]); });
+      if (!ids[i].empty())
+        threads.emplace_back([&, i] {
+          Api a(o.socket);
+          a.call("DELETE", "/v1/sandboxes/" + ids[i]);
+        });
     }
     for (auto& t : threads) t.join();
     std::uint64_t daemon_rss_after = o.daemon_pid ? status_kib(o.daemon_pid, "VmRSS:") : 0;
     printf("== memory with %d idle sandboxes\n", ok);
     if (o.daemon_pid)
-      printf("  daemon RSS %llu KiB with them, %llu KiB after destroying them: %.0f KiB per sandbox\n",
-             (unsigned long long)daemon_rss, (unsigned long long)daemon_rss_after,
-             ok ? double(daemon_rss - std::min(daemon_rss, daemon_rss_after)) / ok : 0.0);
-    printf("  init + zygote PSS: %llu KiB over %zu inits and %zu zygotes (%.0f KiB per sandbox; all corral-init/zygote on the host)\n",
-           (unsigned long long)pss_sum, inits.size(), zygotes.size(),
-           inits.empty() ? 0.0 : double(pss_sum) / inits.size());
+      printf(
+          "  daemon RSS %llu KiB with them, %llu KiB after destroying them: %.0f KiB per sandbox\n",
+          (unsigned long long)daemon_rss, (unsigned long long)daemon_rss_after,
+          ok ? double(daemon_rss - std::min(daemon_rss, daemon_rss_after)) / ok : 0.0);
+    printf(
+        "  init + zygote PSS: %llu KiB over %zu inits and %zu zygotes (%.0f KiB per sandbox; all "
+        "corral-init/zygote on the host)\n",
+        (unsigned long long)pss_sum, inits.size(), zygotes.size(),
+        inits.empty() ? 0.0 : double(pss_sum) / inits.size());
   }
   return 0;
 }

@@ -35,6 +35,11 @@ Result<std::string> BodyReader::read_all(std::size_t limit) {
     std::size_t old = out.size();
     // One byte more than the limit tells "exactly at the limit" from "over".
     std::size_t want = std::min(step, limit + 1 - old);
+    // A declared length needs no bigger buffer (resize zeroes what it adds):
+    // its bytes, and one more to see the end.
+    if (auto n = declared_length(); n && *n >= old) {
+      want = std::min<std::size_t>(want, static_cast<std::size_t>(*n) - old + 1);
+    }
     out.resize(old + want);
     auto n = read(out.data() + old, want);
     if (!n) return tl::unexpected(n.error());

@@ -2,16 +2,21 @@
 // sandbox's user namespace, uid 0 there and nowhere else, forked from init
 // and never exec'd (so its memory belongs to the host's user namespace and
 // nothing inside can ptrace it). It starts one process per spawn request
-// from the daemon: fork, the request's stdio fds as 0-2, the same
-// hardening as `corral run`'s workload (harden_process, with the seccomp
-// filter and Landlock ruleset prepared once here), execve. It reaps
-// its children and reports every start, failure and exit on the spawn
-// channel (jail/live_channel.h). It is single-threaded, so its children may
-// allocate before they exec.
+// from the daemon: a child cloned with CLONE_VM | CLONE_VFORK (as
+// posix_spawn does: no copy of the zygote's address space), the request's
+// stdio fds as 0-2, the same hardening as `corral run`'s workload
+// (harden_process, with the seccomp filter and Landlock ruleset prepared
+// once here), execve. It reaps its children and reports every start,
+// failure and exit on the spawn channel (jail/live_channel.h). It is
+// single-threaded and suspended while a child runs in its memory, so the
+// child takes no lock anyone holds; it does not allocate either (see
+// ChildArgs).
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -21,7 +26,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <sstream>
+#include <string_view>
 #include <unordered_map>
 
 #include "jail/live_channel.h"
@@ -33,7 +38,6 @@
 namespace corral {
 
 namespace {
-
 
 void send_reply(int fd, const SpawnReply& reply, int pass_fd = -1) {
   iovec iov{const_cast<SpawnReply*>(&reply), sizeof reply};
@@ -65,107 +69,148 @@ SpawnReply failure_reply(std::uint64_t request_id, Stage stage, int err, const c
   return r;
 }
 
-// What a child writes on its error pipe when it cannot exec.
+// Why a child could not exec: written by the child into memory it shares
+// with the zygote (CLONE_VM), read by the zygote once the child is gone.
 struct ChildReport {
-  int stage;
-  int err;
-  char detail[200];
+  int stage = 0;
+  int err = 0;
+  char detail[200] = {};
 };
 
-[[noreturn]] void child_report(int pipe_fd, Stage stage, int err, const char* detail) {
-  ChildReport r{};
-  r.stage = static_cast<int>(stage);
-  r.err = err;
-  snprintf(r.detail, sizeof r.detail, "%s", detail);
-  (void)write(pipe_fd, &r, sizeof r);
+// Everything a child needs, built by the zygote before the clone: the
+// child shares the zygote's memory until it execs, so it must not
+// allocate (a failed child would leave its allocations in the zygote's
+// heap) and it only writes its report.
+struct ChildArgs {
+  const SandboxPlan* plan;
+  const SharedConfinement* shared;
+  const SpawnRequest* request;
+  const int* stdio;
+  char* const* argv;
+  char* const* envp;
+  const std::vector<std::string>* candidates;  // paths to try, in order
+  ChildReport report;
+  bool failed = false;
+};
+
+// Not instrumented by AddressSanitizer (the sanitizer build): these run on
+// a stack ASan does not know, and its no-return bookkeeping before _exit
+// would warn on the command's stderr.
+#define CORRAL_CHILD_FN __attribute__((no_sanitize("address")))
+
+CORRAL_CHILD_FN int child_report(ChildArgs& a, Stage stage, int err, const char* detail) {
+  a.report.stage = static_cast<int>(stage);
+  a.report.err = err;
+  snprintf(a.report.detail, sizeof a.report.detail, "%s", detail);
+  a.failed = true;
   _exit(125);
 }
 
 // The child: becomes the requested process or reports why it could not.
-[[noreturn]] void become_process(const SandboxPlan& plan, const SharedConfinement& shared,
-                                 const SpawnRequest& request, const int stdio[3],
-                                 int report_fd) {
+// It runs on its own stack in the zygote's memory; the zygote is
+// suspended (CLONE_VFORK) until it execs or exits.
+CORRAL_CHILD_FN int become_process(void* arg) {
+  ChildArgs& a = *static_cast<ChildArgs*>(arg);
   for (int n = 0; n < 3; ++n) {
-    if (dup2(stdio[n], n) < 0) child_report(report_fd, Stage::kSession, errno, "dup2 stdio");
+    if (dup2(a.stdio[n], n) < 0) return child_report(a, Stage::kSession, errno, "dup2 stdio");
   }
-  const int keep[] = {report_fd, shared.landlock_ruleset};
-  if (close_fds_except(keep, 2) != 0)
-    child_report(report_fd, Stage::kCloseFds, errno, "close_range");
+  const int keep[] = {a.shared->landlock_ruleset};
+  if (close_fds_except(keep, 1) != 0)
+    return child_report(a, Stage::kCloseFds, errno, "close_range");
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
   // Its own session and process group, so the daemon can end the tree.
-  if (request.new_session && setsid() < 0)
-    child_report(report_fd, Stage::kSession, errno, "setsid");
+  if (a.request->new_session && setsid() < 0)
+    return child_report(a, Stage::kSession, errno, "setsid");
 
-  const std::string& cwd = request.cwd.empty() ? plan.workdir : request.cwd;
+  const std::string& cwd = a.request->cwd.empty() ? a.plan->workdir : a.request->cwd;
   HardenFailure failure;
-  if (!harden_process(plan, cwd.c_str(), &failure, &shared))
-    child_report(report_fd, static_cast<Stage>(failure.stage), failure.err, failure.detail);
+  if (!harden_process(*a.plan, cwd.c_str(), &failure, a.shared))
+    return child_report(a, static_cast<Stage>(failure.stage), failure.err, failure.detail);
 
-  std::vector<char*> argv, envp;
-  for (const auto& a : request.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::string path_value = plan.default_path;
-  for (const auto& e : request.env) {
-    envp.push_back(const_cast<char*>(e.c_str()));
-    if (e.rfind("PATH=", 0) == 0) path_value = e.substr(5);
-  }
-  envp.push_back(nullptr);
-
-  const std::string& cmd = request.argv[0];
   int first_error = 0;
-  auto try_exec = [&](const std::string& candidate) {
-    execve(candidate.c_str(), argv.data(), envp.data());
+  for (const std::string& candidate : *a.candidates) {
+    execve(candidate.c_str(), a.argv, a.envp);
     if (first_error == 0 || (first_error == ENOENT && errno != ENOENT)) first_error = errno;
-  };
-  if (cmd.find('/') != std::string::npos) {
-    try_exec(cmd);
-  } else {
-    std::stringstream ss(path_value);
-    std::string dir;
-    while (std::getline(ss, dir, ':')) try_exec((dir.empty() ? "." : dir) + "/" + cmd);
   }
-  child_report(report_fd, Stage::kExec, first_error != 0 ? first_error : ENOENT, cmd.c_str());
+  return child_report(a, Stage::kExec, first_error != 0 ? first_error : ENOENT,
+                      a.request->argv[0].c_str());
 }
 
-// Starts one request; the reply says how it went.
+// The paths execve tries for argv[0]: itself if it names a path, else
+// each directory of the request's PATH (or the sandbox's default).
+std::vector<std::string> exec_candidates(const SandboxPlan& plan, const SpawnRequest& request) {
+  const std::string& cmd = request.argv[0];
+  if (cmd.find('/') != std::string::npos) return {cmd};
+  std::string path_value = plan.default_path;
+  for (const auto& e : request.env) {
+    if (e.rfind("PATH=", 0) == 0) path_value = e.substr(5);
+  }
+  // Split by hand: a stringstream costs a locale set-up on every spawn.
+  std::vector<std::string> out;
+  std::string_view rest = path_value;
+  while (!rest.empty()) {
+    const std::size_t colon = rest.find(':');
+    std::string_view dir = rest.substr(0, colon);
+    out.push_back(std::string(dir.empty() ? "." : dir) + "/" + cmd);
+    if (colon == std::string_view::npos) break;
+    rest.remove_prefix(colon + 1);
+  }
+  return out;
+}
+
+// The children's stack: one, reused (a CLONE_VFORK child ends or execs
+// before the next clone), with a guard page below it.
+constexpr std::size_t kChildStack = 256 * 1024;
+
+char* child_stack_top() {
+  static char* top = [] {
+    const long page = sysconf(_SC_PAGESIZE);
+    void* m = mmap(nullptr, kChildStack + page, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (m == MAP_FAILED) return static_cast<char*>(nullptr);
+    (void)mprotect(m, page, PROT_NONE);
+    return static_cast<char*>(m) + kChildStack + page;
+  }();
+  return top;
+}
+
+// Starts one request; the reply says how it went. The child is cloned
+// with CLONE_VM | CLONE_VFORK, like posix_spawn: no copy of the zygote's
+// address space, and the zygote resumes once the child has exec'd (or
+// failed, leaving its report in shared memory).
 void spawn_one(const SandboxPlan& plan, const SharedConfinement& shared,
                const SpawnRequest& request, const int stdio[3],
                std::unordered_map<pid_t, std::uint64_t>& running) {
-  int report[2];
-  if (pipe2(report, O_CLOEXEC) != 0) {
-    send_reply(plan.spawn_fd, failure_reply(request.request_id, Stage::kClone, errno, "pipe"));
+  std::vector<char*> argv, envp;
+  for (const auto& a : request.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& e : request.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  const std::vector<std::string> candidates = exec_candidates(plan, request);
+  ChildArgs args{&plan, &shared, &request, stdio, argv.data(), envp.data(), &candidates, {}, false};
+
+  char* stack = child_stack_top();
+  if (stack == nullptr) {
+    send_reply(plan.spawn_fd, failure_reply(request.request_id, Stage::kClone, ENOMEM, "stack"));
     return;
   }
   int pidfd = -1;
-  pid_t pid = sys::fork_with_pidfd(&pidfd);
-  if (pid == 0) {
-    close(report[0]);
-    become_process(plan, shared, request, stdio, report[1]);
-  }
-  const int clone_errno = errno;
-  close(report[1]);
+  const pid_t pid =
+      clone(become_process, stack, CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, &args, &pidfd);
   if (pid < 0) {
-    close(report[0]);
-    send_reply(plan.spawn_fd,
-               failure_reply(request.request_id, Stage::kClone, clone_errno, "clone"));
+    send_reply(plan.spawn_fd, failure_reply(request.request_id, Stage::kClone, errno, "clone"));
     return;
   }
-  // The pipe closes on a successful execve (O_CLOEXEC): zero bytes = running.
-  ChildReport child{};
-  ssize_t n;
-  do {
-    n = read(report[0], &child, sizeof child);
-  } while (n < 0 && errno == EINTR);
-  close(report[0]);
-  if (n > 0) {
+  if (args.failed) {
     int status;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    child.detail[sizeof child.detail - 1] = '\0';
-    send_reply(plan.spawn_fd, failure_reply(request.request_id, static_cast<Stage>(child.stage),
-                                            child.err, child.detail));
+    args.report.detail[sizeof args.report.detail - 1] = '\0';
+    send_reply(plan.spawn_fd,
+               failure_reply(request.request_id, static_cast<Stage>(args.report.stage),
+                             args.report.err, args.report.detail));
     close(pidfd);
     return;
   }
@@ -186,7 +231,8 @@ void run_zygote(const SandboxPlan& plan, int go_fd) {
   if (read(go_fd, &go, sizeof go) != sizeof go) _exit(125);  // init failed
   close(go_fd);
   const int keep[] = {plan.control_fd, plan.spawn_fd};
-  if (close_fds_except(keep, 2) != 0) child_fail(plan.control_fd, static_cast<int>(Stage::kCloseFds), errno, "close_range");
+  if (close_fds_except(keep, 2) != 0)
+    child_fail(plan.control_fd, static_cast<int>(Stage::kCloseFds), errno, "close_range");
   if (setsid() < 0) child_fail(plan.control_fd, static_cast<int>(Stage::kSession), errno, "setsid");
   // A new user namespace does not change credentials: until now the zygote
   // is still host uid 0, which owns host files by DAC alone. Become root of
@@ -194,8 +240,7 @@ void run_zygote(const SandboxPlan& plan, int go_fd) {
   // there stay (an euid change to that namespace's root keeps them).
   const gid_t root_group[1] = {0};
   if (setgroups(1, root_group) != 0 || setresgid(0, 0, 0) != 0 || setresuid(0, 0, 0) != 0)
-    child_fail(plan.control_fd, static_cast<int>(Stage::kCredentials), errno,
-               "zygote credentials");
+    child_fail(plan.control_fd, static_cast<int>(Stage::kCredentials), errno, "zygote credentials");
   if (chdir("/") != 0) child_fail(plan.control_fd, static_cast<int>(Stage::kWorkdir), errno, "/");
   // Signals stay blocked (as init left them); children are reaped here.
   sigset_t chld;
@@ -207,6 +252,9 @@ void run_zygote(const SandboxPlan& plan, int go_fd) {
   // inherits the seccomp filter and a shrunk bounding set and enters its
   // own Landlock domain from this ruleset. The zygote itself is then as
   // filtered as the processes it starts.
+  // The children's stack, mapped before the filter is in place.
+  if (child_stack_top() == nullptr)
+    child_fail(plan.control_fd, static_cast<int>(Stage::kClone), errno, "child stack");
   SharedConfinement shared;
   HardenFailure failure;
   if (!prepare_shared_confinement(plan, &shared, &failure))
@@ -262,8 +310,10 @@ void run_zygote(const SandboxPlan& plan, int go_fd) {
       for (size_t i = 0; i < count; ++i) {
         int fd;
         memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
-        if (nfds < 3) stdio[nfds] = fd;
-        else close(fd);
+        if (nfds < 3)
+          stdio[nfds] = fd;
+        else
+          close(fd);
         ++nfds;
       }
     }
@@ -283,8 +333,8 @@ void run_zygote(const SandboxPlan& plan, int go_fd) {
     auto request = decode_spawn_request(std::string_view(buf.data(), static_cast<size_t>(n)));
     if (!request) {
       close_stdio();
-      send_reply(plan.spawn_fd, failure_reply(request_id, Stage::kPlan, EINVAL,
-                                              request.error().message.c_str()));
+      send_reply(plan.spawn_fd,
+                 failure_reply(request_id, Stage::kPlan, EINVAL, request.error().message.c_str()));
       continue;
     }
     spawn_one(plan, shared, *request, stdio, running);

@@ -258,10 +258,18 @@ void AuditLog::set_sync_each_append(bool sync) {
 }
 
 Status AuditLog::sync() {
-  std::lock_guard lock(state_->mu);
-  if (fdatasync(state_->fd.get()) != 0) {
+  // Not under the lock: appends go on while the disk works (a few ms).
+  // What was written before the call is on disk when it returns.
+  int fd;
+  {
+    std::lock_guard lock(state_->mu);
+    fd = state_->fd.get();
+  }
+  if (fdatasync(fd) != 0) {
+    const int err = errno;
+    std::lock_guard lock(state_->mu);
     state_->broken = "fdatasync failed; records may not be on disk";
-    return errno_error("fdatasync(" + state_->path + ")");
+    return errno_error("fdatasync(" + state_->path + ")", err);
   }
   return ok();
 }

@@ -54,7 +54,10 @@ bool TestDaemon::launch() {
     // The daemon dies with the test process (an aborted or killed test run
     // leaks no daemon). Only the daemon: its sandboxes outlive it by design
     // (PDEATHSIG is not inherited across fork), and the next daemon
-    // re-attaches them. The parent may have died before the prctl.
+    // re-attaches them. The parent may have died before the prctl. The
+    // kernel ties PDEATHSIG to the thread that forks here: a TestDaemon made
+    // (or restart()ed) on a helper thread dies when that thread ends, so
+    // make them on the test's own thread.
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);
     dup2(pipefd[1], 1);
     dup2(pipefd[1], 2);
