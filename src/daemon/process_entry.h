@@ -31,7 +31,7 @@ struct ProcessEntry {
   std::int64_t started_at_ms = 0;
   std::chrono::steady_clock::time_point started{};
   std::optional<std::chrono::steady_clock::time_point> deadline;  // its timeout
-  UniqueFd event;  // eventfd, written on every phase change (poll it)
+  UniqueFd event;  // eventfd, written when the process ends (poll it)
 
   // Guarded by mu.
   std::mutex mu;
