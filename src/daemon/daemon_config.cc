@@ -37,9 +37,10 @@ constexpr std::size_t kMaxApiKeyEntries = 1024;
 constexpr std::size_t kMaxPathBytes = 4095;
 
 constexpr std::array<std::string_view, 2> kTopKeys = {"serve", "sandbox"};
-constexpr std::array<std::string_view, 11> kServeKeys = {
-    "listen",          "socket",     "data_dir",    "api_keys",   "capacity", "request_timeout",
-    "max_exec_output", "max_upload", "mount_roots", "durability", "network"};
+constexpr std::array<std::string_view, 12> kServeKeys = {
+    "listen",     "socket",          "data_dir",      "api_keys",
+    "capacity",   "request_timeout", "setup_timeout", "max_exec_output",
+    "max_upload", "mount_roots",     "durability",    "network"};
 constexpr std::array<std::string_view, 8> kNetworkEngineKeys = {
     "subnet",   "interface_prefix", "firewall_table", "proxy_port",
     "dns_port", "dns_servers",      "templates",      "gateway"};
@@ -260,6 +261,15 @@ class ServeApplier : private YamlReader {
       std::chrono::milliseconds timeout{};
       CORRAL_TRY(read_into(e, "a duration (30s, 2m)", parse_duration, timeout));
       config_.request_timeout_ms = timeout.count();
+      return ok();
+    }
+    if (name == "setup_timeout") {
+      std::chrono::milliseconds timeout{};
+      CORRAL_TRY(read_into(e, "a duration (30s, 2m)", parse_duration, timeout));
+      if (timeout.count() < 100)
+        return fail(e.value_line, e.path, "must be at least 100ms",
+                    "a create needs a few milliseconds per stage even on a fast host");
+      config_.setup_timeout_ms = timeout.count();
       return ok();
     }
     if (name == "max_exec_output") {
@@ -582,6 +592,7 @@ serve:
     memory: auto                # 75% of MemTotal
     disk: auto                  # 50% of MemTotal (writable layers are tmpfs, in RAM)
   request_timeout: 30s
+  setup_timeout: 30s            # each stage of a create (the factory, then init + zygote)
   max_exec_output: 64Mi
   max_upload: auto              # the sandbox's disk limit
   mount_roots: []               # host dirs API mounts may come from (none: no mounts)

@@ -56,6 +56,9 @@ struct DaemonConfig {
 
   // One HTTP request, headers to response (serve.request_timeout; N7).
   std::int64_t request_timeout_ms = 30'000;
+  // Each stage of a create (serve.setup_timeout): the factory's answer,
+  // then init and the zygote reporting ready.
+  std::int64_t setup_timeout_ms = 30'000;
   // A sandbox's lifetime when a create does not give one: the default
   // spec's max_lifetime (sandbox.max_lifetime), copied here by the loader.
   std::int64_t default_max_lifetime_ms = 600'000;

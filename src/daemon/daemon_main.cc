@@ -110,6 +110,7 @@ int serve(const ServeFlags& flags) {
   limits.max_memory_bytes = config.max_memory_bytes;
   limits.max_disk_bytes = config.max_disk_bytes;
   limits.mount_roots = config.mount_roots;
+  limits.setup_timeout = std::chrono::milliseconds(config.setup_timeout_ms);
   SandboxService service(limits, config.default_spec, *store, *audit, **factory, **cgroups, metrics,
                          &network);
   network.set_audit([&service](nlohmann::json event) { service.audit_async(std::move(event)); });

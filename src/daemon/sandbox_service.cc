@@ -414,7 +414,11 @@ ApiResult<SandboxService::Created> SandboxService::create(
   }
   options.sandbox_id = id;
   SetupFailure failure;
-  auto made = factory_.create(spec, options, expires, &failure);
+  auto made = factory_.create(spec, options, expires, &failure, limits_.setup_timeout);
+  if (!made && made.error().code == ErrorCode::kUnavailable)
+    return fail_create("unavailable", made.error().message, made.error().hint, "");
+  if (!made && made.error().code == ErrorCode::kTimeout)  // the factory stage's timeout
+    return fail_create("setup_failed", made.error().message, made.error().hint, "");
   if (!made) {
     bool user_error = failure.stage == Stage::kPlan || failure.stage == Stage::kMountSources ||
                       failure.stage == Stage::kBaseLayer;
@@ -657,7 +661,17 @@ api::SandboxInfo SandboxService::teardown(const std::shared_ptr<SandboxEntry>& e
   }
   unwatch(*e);
   DestroyReport report;
-  if (e->live) report = e->live->destroy();
+  if (e->live) {
+    report = e->live->destroy();
+  } else {
+    // A create that failed before the daemon got the sandbox (the factory
+    // hung and was stopped): what the factory made is found by the id.
+    if (auto cg = cgroups_.open(std::string(id)); cg) {
+      if (auto st = (*cg)->destroy(); !st) report.residue.push_back(st.error().message);
+    }
+    const std::string lock_path = run_dir() + "/sandboxes/" + std::string(id) + ".lock";
+    unlink(lock_path.c_str());
+  }
   // After init is gone (its namespace takes the veth pair along): the
   // listeners go, and the host end must be gone too.
   if (network_ != nullptr && (e->net_slot || network_->serves(std::string(id)))) {

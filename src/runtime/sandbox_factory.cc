@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <malloc.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
@@ -386,14 +387,41 @@ SandboxFactory::~SandboxFactory() {
 }
 
 Result<CreatedSandbox> SandboxFactory::create(const SandboxSpec& spec, const RunOptions& options,
-                                              std::int64_t deadline_ms, SetupFailure* failure) {
+                                              std::int64_t deadline_ms, SetupFailure* failure,
+                                              std::chrono::milliseconds timeout) {
   json request{{"spec", json::parse(api::spec_to_json(spec))},
                {"options", options_to_json(options)},
                {"deadline_ms", deadline_ms}};
   std::vector<UniqueFd> fds;
   Result<std::string> reply_text = [&]() -> Result<std::string> {
     std::lock_guard lock(mu_);
+    if (broken_)
+      return make_error(ErrorCode::kUnavailable,
+                        "the sandbox factory was stopped after it hung; no sandbox can be created",
+                        "restart the daemon (its sandboxes are re-attached)");
     CORRAL_TRY(send_frame(sock_.get(), request.dump(), nullptr, 0));
+    if (timeout.count() > 0) {
+      pollfd p{sock_.get(), POLLIN, 0};
+      int n;
+      do {
+        n = poll(&p, 1, static_cast<int>(std::min<std::int64_t>(timeout.count(), INT32_MAX)));
+      } while (n < 0 && errno == EINTR);
+      if (n == 0) {
+        // Hung (a mount or a cgroup write that never returns): it cannot be
+        // trusted with the next request, nor be re-forked from a daemon
+        // with threads. Kill it; its half-made sandbox's init sees EOF on
+        // its channel and ends.
+        kill(pid_, SIGKILL);
+        waitpid(pid_, nullptr, 0);
+        sock_.reset();
+        broken_ = true;
+        return make_error(ErrorCode::kTimeout,
+                          "the sandbox factory did not answer within " +
+                              std::to_string(timeout.count()) + " ms, and was stopped",
+                          "restart the daemon (its sandboxes are re-attached); raise "
+                          "serve.setup_timeout if the host is just slow");
+      }
+    }
     return recv_frame(sock_.get(), &fds);
   }();
   if (!reply_text) {

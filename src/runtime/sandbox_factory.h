@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -54,8 +55,14 @@ class SandboxFactory {
   // served one at a time. On failure, `failure` says at which stage, and
   // nothing of the sandbox is left.
   // `deadline_ms` (unix ms) arms init's lifetime backstop.
+  // `timeout` bounds the factory's answer (0: none). A factory that does
+  // not answer in time is killed (kTimeout), and every later create fails
+  // at once (kUnavailable): the daemon must be restarted, and re-attaches
+  // its sandboxes. A half-made sandbox of the killed factory is the
+  // caller's to clean (its cgroup and lock file are named by its id).
   Result<CreatedSandbox> create(const SandboxSpec& spec, const RunOptions& options,
-                                std::int64_t deadline_ms, SetupFailure* failure);
+                                std::int64_t deadline_ms, SetupFailure* failure,
+                                std::chrono::milliseconds timeout = {});
 
   pid_t pid() const { return pid_; }
 
@@ -64,6 +71,7 @@ class SandboxFactory {
   std::mutex mu_;
   UniqueFd sock_;
   pid_t pid_;
+  bool broken_ = false;  // killed after a timeout; guarded by mu_
 };
 
 // /proc/<pid>/stat field 22 (start time in clock ticks since boot), or 0.
