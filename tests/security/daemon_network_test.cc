@@ -3,8 +3,8 @@
 // against the test internet of tests/support/net_world.h and checked from
 // outside (what the world's servers saw, the audit log, /metrics, the
 // host's links). Traffic goes only to the world's own servers.
-#include <gtest/gtest.h>
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "support/daemon_harness.h"
+#include "support/net_client.h"
 #include "support/net_world.h"
 #include "support/sandbox_harness.h"
 
@@ -25,42 +26,14 @@ namespace {
 
 using nlohmann::json;
 
-// One check per line: name=<result>.
-constexpr const char* kClient = R"PY(
-import os, socket, sys
-def out(name, value):
-    print(f"{name}={value}", flush=True)
-def http(host, path="/"):
-    try:
-        s = socket.create_connection((host, 80), timeout=5)
-        s.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
-        data = b""
-        while True:
-            c = s.recv(65536)
-            if not c: break
-            data += c
-        d = data.decode(errors="replace")
-        return "OK " + d.splitlines()[-1] if d else "EMPTY"
-    except Exception as e:
-        return "ERR " + type(e).__name__
-)PY";
-
-std::string value_of(const std::string& out, const std::string& name) {
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(name + "=", 0) == 0) return line.substr(name.size() + 1);
-  }
-  return "<missing>";
-}
-
 std::string daemon_config(const NetWorld& world) {
   return "serve:\n  network:\n    dns_servers: [\"" + world.dns_endpoint() + "\"]\n";
 }
 
 // Runs the client with `script` in sandbox `id`; returns its stdout.
 std::string run_client(TestDaemon& d, const std::string& id, const std::string& script) {
-  json body{{"argv", {"/usr/bin/python3", "-c", std::string(kClient) + script}}, {"timeout", 60}};
+  json body{{"argv", {"/usr/bin/python3", "-c", std::string(kNetClientPy) + script}},
+            {"timeout", 60}};
   HttpReply r = d.request("POST", "/v1/sandboxes/" + id + "/exec", body.dump());
   json j = r.json();
   EXPECT_EQ(r.status, 200) << r.body;
@@ -129,8 +102,8 @@ TEST(DaemonNetwork, AllowlistIsEnforcedAuditedCountedAndCleanedUp) {
   ASSERT_FALSE(address.empty());
 
   std::string out = run_client(d, id, R"PY(
-out("allowed", http("allowed.test"))
-out("denied", http("denied.test"))
+out("allowed", transparent_http("allowed.test"))
+out("denied", transparent_http("denied.test"))
 )PY");
   EXPECT_EQ(value_of(out, "allowed"), "OK hello from allowed.test") << out;
   EXPECT_EQ(value_of(out, "denied").find("hello from"), std::string::npos) << out;
@@ -183,18 +156,17 @@ TEST(DaemonNetwork, LivePolicyChangeTakesEffectAtOnce) {
   ASSERT_TRUE(d.ready()) << d.startup_output();
   const std::string id = d.create_sandbox(R"({"network": {"allow": ["allowed.test"]}})");
   ASSERT_FALSE(id.empty());
-  EXPECT_EQ(value_of(run_client(d, id, "out('a', http('allowed.test'))"), "a"),
+  EXPECT_EQ(value_of(run_client(d, id, "out('a', transparent_http('allowed.test'))"), "a"),
             "OK hello from allowed.test");
 
   // Swap the allowed name: the next connections follow the new policy.
   HttpReply put = d.request("PUT", "/v1/sandboxes/" + id + "/network",
                             R"({"mode": "allowlist", "allow": ["denied.test"]})");
   ASSERT_EQ(put.status, 200) << put.body;
-  EXPECT_EQ(put.json()["network"]["allow"], json::array({"denied.test:80,443"}))
-      << put.body;
+  EXPECT_EQ(put.json()["network"]["allow"], json::array({"denied.test:80,443"})) << put.body;
   std::string out = run_client(d, id, R"PY(
-out("a", http("allowed.test"))
-out("b", http("denied.test"))
+out("a", transparent_http("allowed.test"))
+out("b", transparent_http("denied.test"))
 )PY");
   EXPECT_EQ(value_of(out, "a").find("hello from"), std::string::npos) << out;
   EXPECT_EQ(value_of(out, "b"), "OK hello from denied.test") << out;
@@ -203,10 +175,11 @@ out("b", http("denied.test"))
   // Narrowed to nothing, then a bad rule: refused with the field named.
   HttpReply none = d.request("PUT", "/v1/sandboxes/" + id + "/network", R"({"mode": "none"})");
   ASSERT_EQ(none.status, 200) << none.body;
-  EXPECT_EQ(value_of(run_client(d, id, "out('b', http('denied.test'))"), "b").find("hello"),
-            std::string::npos);
-  HttpReply bad = d.request("PUT", "/v1/sandboxes/" + id + "/network",
-                            R"({"allow": ["ftp://x.test"]})");
+  EXPECT_EQ(
+      value_of(run_client(d, id, "out('b', transparent_http('denied.test'))"), "b").find("hello"),
+      std::string::npos);
+  HttpReply bad =
+      d.request("PUT", "/v1/sandboxes/" + id + "/network", R"({"allow": ["ftp://x.test"]})");
   EXPECT_EQ(bad.status, 400) << bad.body;
   EXPECT_EQ(bad.json()["error"].value("field", ""), "allow[0]") << bad.body;
   auto changes = audit_records(d, "sandbox.network");
@@ -233,8 +206,8 @@ TEST(DaemonNetwork, RefusesWhatCannotBeGivenWithClearErrors) {
     json info = d.request("GET", "/v1/sandboxes/" + id).json();
     EXPECT_TRUE(info["network"].is_null()) << info.dump();
     // A sandbox without network cannot be given one later.
-    HttpReply put = d.request("PUT", "/v1/sandboxes/" + id + "/network",
-                              R"({"allow": ["allowed.test"]})");
+    HttpReply put =
+        d.request("PUT", "/v1/sandboxes/" + id + "/network", R"({"allow": ["allowed.test"]})");
     EXPECT_EQ(put.status, 409) << put.body;
   }
 }
@@ -249,8 +222,8 @@ TEST(DaemonNetwork, ReattachedSandboxKeepsItsNetwork) {
   ASSERT_TRUE(d.restart()) << d.startup_output();
   EXPECT_NE(d.startup_output().find("1 re-attached"), std::string::npos) << d.startup_output();
   std::string out = run_client(d, id, R"PY(
-out("a", http("allowed.test"))
-out("b", http("denied.test"))
+out("a", transparent_http("allowed.test"))
+out("b", transparent_http("denied.test"))
 )PY");
   EXPECT_EQ(value_of(out, "a"), "OK hello from allowed.test") << out;
   EXPECT_EQ(value_of(out, "b").find("hello from"), std::string::npos) << out;
@@ -266,12 +239,15 @@ TEST(DaemonNetwork, GatewayServesAGrantedServiceWithTheProcessToken) {
   const std::string config = daemon_config(world) +
                              "    gateway:\n"
                              "      - name: billing\n"
-                             "        url: \"http://" + std::string(NetWorld::kInternalAddress) +
-                             ":" + std::to_string(NetWorld::kInternalPort) + "/api\"\n"
+                             "        url: \"http://" +
+                             std::string(NetWorld::kInternalAddress) + ":" +
+                             std::to_string(NetWorld::kInternalPort) +
+                             "/api\"\n"
                              "        methods: [GET]\n"
                              "      - name: secrets\n"
-                             "        url: \"http://" + std::string(NetWorld::kInternalAddress) +
-                             ":" + std::to_string(NetWorld::kInternalPort) + "/secrets\"\n";
+                             "        url: \"http://" +
+                             std::string(NetWorld::kInternalAddress) + ":" +
+                             std::to_string(NetWorld::kInternalPort) + "/secrets\"\n";
   TestDaemon d({}, config);
   ASSERT_TRUE(d.ready()) << d.startup_output();
   HttpReply unknown;
@@ -280,25 +256,11 @@ TEST(DaemonNetwork, GatewayServesAGrantedServiceWithTheProcessToken) {
   const std::string id = d.create_sandbox(R"({"network": {"gateway": ["billing"]}})");
   ASSERT_FALSE(id.empty());
   std::string out = run_client(d, id, R"PY(
-def gw(path, token=True):
-    try:
-        s = socket.create_connection(("gateway.corral.internal", 80), timeout=5)
-        auth = f"Authorization: Bearer {os.environ.get('CORRAL_GATEWAY_TOKEN', '')}\r\n" if token else ""
-        s.sendall(f"GET {path} HTTP/1.1\r\nHost: gateway.corral.internal\r\n{auth}Connection: close\r\n\r\n".encode())
-        data = b""
-        while True:
-            c = s.recv(65536)
-            if not c: break
-            data += c
-        d = data.decode(errors="replace")
-        return d.split("\r\n")[0] + " | " + d.splitlines()[-1]
-    except Exception as e:
-        return "ERR " + type(e).__name__
 out("token", "yes" if os.environ.get("CORRAL_GATEWAY_TOKEN", "").startswith("cgw1.") else "no")
-out("granted", gw("/billing/invoices"))
-out("ungranted", gw("/secrets/all"))
-out("no_token", gw("/billing/invoices", token=False))
-out("raw", http("198.51.100.20"))
+out("granted", gw("GET", "/billing/invoices"))
+out("ungranted", gw("GET", "/secrets/all"))
+out("no_token", gw("GET", "/billing/invoices", token=""))
+out("raw", transparent_http("198.51.100.20", port=8080))
 )PY");
   EXPECT_EQ(value_of(out, "token"), "yes") << out;
   EXPECT_NE(value_of(out, "granted").find("200"), std::string::npos) << out;
@@ -328,13 +290,15 @@ TEST(DaemonNetwork, PerSandboxDnsServersAreUsed) {
   TestDaemon d({}, "serve:\n  network:\n    dns_servers: [\"127.0.0.1:9\"]\n");
   ASSERT_TRUE(d.ready()) << d.startup_output();
   const std::string own = d.create_sandbox(R"({"network": {"allow": ["allowed.test"],
-      "dns_servers": [")" + world.dns_endpoint() + R"("]}})");
+      "dns_servers": [")" + world.dns_endpoint() +
+                                           R"("]}})");
   const std::string other = d.create_sandbox(R"({"network": {"allow": ["allowed.test"]}})");
   ASSERT_FALSE(own.empty());
   ASSERT_FALSE(other.empty());
-  EXPECT_EQ(value_of(run_client(d, own, "out('a', http('allowed.test'))"), "a"),
+  EXPECT_EQ(value_of(run_client(d, own, "out('a', transparent_http('allowed.test'))"), "a"),
             "OK hello from allowed.test");
-  EXPECT_EQ(value_of(run_client(d, other, "out('a', http('allowed.test'))"), "a").find("hello"),
+  EXPECT_EQ(value_of(run_client(d, other, "out('a', transparent_http('allowed.test'))"), "a")
+                .find("hello"),
             std::string::npos);
   EXPECT_EQ(world.http_requests("allowed.test"), 1);
 }

@@ -13,70 +13,12 @@
 #include <sstream>
 
 #include "net/firewall.h"
+#include "support/net_client.h"
 #include "support/net_world.h"
 #include "support/sandbox_harness.h"
 
 namespace corral::testing {
 namespace {
-
-// Client helpers run by the sandbox's python3 (the host base has it).
-// Each check prints one line: name=<result>.
-constexpr const char* kClient = R"PY(
-import os, socket, ssl, sys, urllib.request
-CA = os.environ.get("WORLD_CA", "")
-def out(name, value):
-    print(f"{name}={value}", flush=True)
-def err(e):
-    return "ERR " + type(e).__name__
-def read_all(s):
-    data = b""
-    while True:
-        c = s.recv(65536)
-        if not c: return data
-        data += c
-def transparent_http(host, port=80, path="/", connect_to=None):
-    try:
-        s = socket.create_connection((connect_to or host, port), timeout=5)
-        s.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
-        d = read_all(s).decode(errors="replace")
-        return "OK " + d.splitlines()[-1] if d else "EMPTY"
-    except Exception as e:
-        return err(e)
-def proxied_http(url):
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return "OK " + r.read().decode().strip()
-    except Exception as e:
-        return err(e)
-def tls_get(host, sni=None, port=443, sock=None):
-    try:
-        ctx = ssl.create_default_context(cadata=CA)
-        s = sock or socket.create_connection((host, port), timeout=5)
-        t = ctx.wrap_socket(s, server_hostname=sni or host)
-        t.sendall(f"GET / HTTP/1.1\r\nHost: {sni or host}\r\nConnection: close\r\n\r\n".encode())
-        d = read_all(t).decode(errors="replace")
-        return "OK " + d.splitlines()[-1] if d else "EMPTY"
-    except Exception as e:
-        return err(e)
-def connect_via_proxy(target):
-    p = os.environ["HTTP_PROXY"].split("//")[1]
-    h, port = p.split(":")
-    s = socket.create_connection((h, int(port)), timeout=5)
-    s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        c = s.recv(1)
-        if not c: break
-        head += c
-    return s, head.decode(errors="replace").split("\r\n")[0]
-def tcp_echo(host, port=5432):
-    try:
-        s = socket.create_connection((host, port), timeout=5)
-        s.sendall(b"ping")
-        return "OK " + s.recv(16).decode()
-    except Exception as e:
-        return err(e)
-)PY";
 
 struct World {
   std::unique_ptr<NetWorld> world;
@@ -102,16 +44,7 @@ World make_world() {
 RunOutcome run_client(World& w, std::vector<std::string> opts, const std::string& script) {
   std::vector<std::string> all = {"--dns", w.world->dns_endpoint(), "--env", "WORLD_CA=" + w.ca};
   all.insert(all.end(), opts.begin(), opts.end());
-  return run_sandbox(all, {"/usr/bin/python3", "-c", std::string(kClient) + script});
-}
-
-std::string value_of(const std::string& out, const std::string& name) {
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(name + "=", 0) == 0) return line.substr(name.size() + 1);
-  }
-  return "<missing>";
+  return run_sandbox(all, {"/usr/bin/python3", "-c", std::string(kNetClientPy) + script});
 }
 
 #define REQUIRE_WORLD(w)                                                \
@@ -302,7 +235,8 @@ out("ok", ok)
   const int ok = std::atoi(value_of(r.out, "ok").c_str());
   EXPECT_GE(ok, 2) << r.out << r.err;
   EXPECT_LE(ok, 4) << "the rate limit did not bite: " << r.out;
-  EXPECT_EQ(w.world->http_requests("allowed.test"), ok) << "a refused connection reached the upstream";
+  EXPECT_EQ(w.world->http_requests("allowed.test"), ok)
+      << "a refused connection reached the upstream";
   EXPECT_NE(r.err.find("rate"), std::string::npos) << r.err;
 
   RunOutcome bad = run_sandbox({"--network", "none", "--allow", "allowed.test"}, {"/bin/true"});

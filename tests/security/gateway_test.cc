@@ -12,80 +12,12 @@
 #include <sstream>
 
 #include "net/gateway_token.h"
+#include "support/net_client.h"
 #include "support/net_world.h"
 #include "support/sandbox_harness.h"
 
 namespace corral::testing {
 namespace {
-
-// Run by the sandbox's python3. gw() prints "<status> <last line>".
-constexpr const char* kClient = R"PY(
-import os, socket, sys
-TOK = os.environ.get("CORRAL_GATEWAY_TOKEN", "")
-def out(name, value):
-    print(f"{name}={value}", flush=True)
-def err(e):
-    return "ERR " + type(e).__name__
-def read_all(s):
-    data = b""
-    while True:
-        try:
-            c = s.recv(65536)
-        except ConnectionResetError:
-            return data
-        if not c: return data
-        data += c
-def gw(method, path, token=None, header="auth", via_proxy=False, body=None):
-    token = TOK if token is None else token
-    try:
-        if via_proxy:
-            p = os.environ["HTTP_PROXY"].split("//")[1]
-            h, port = p.split(":")
-            s = socket.create_connection((h, int(port)), timeout=5)
-            target = "http://gateway.corral.internal" + path
-        else:
-            s = socket.create_connection(("gateway.corral.internal", 80), timeout=5)
-            target = path
-        req = f"{method} {target} HTTP/1.1\r\nHost: gateway.corral.internal\r\nConnection: close\r\n"
-        if token:
-            if header == "auth":
-                req += f"Authorization: Bearer {token}\r\n"
-            else:
-                req += f"X-Corral-Gateway-Token: {token}\r\n"
-        if body is not None:
-            req += f"Content-Length: {len(body)}\r\n"
-        s.sendall(req.encode() + b"\r\n" + (body or b""))
-        d = read_all(s).decode(errors="replace")
-        if not d.startswith("HTTP/1."):
-            return "EMPTY" if not d else "GARBAGE"
-        return d.split(" ")[1] + " " + d.strip().splitlines()[-1]
-    except Exception as e:
-        return err(e)
-def raw_get(host, port, path, via_proxy=False):
-    try:
-        if via_proxy:
-            p = os.environ["HTTP_PROXY"].split("//")[1]
-            h, pp = p.split(":")
-            s = socket.create_connection((h, int(pp)), timeout=5)
-            target = f"http://{host}:{port}{path}"
-        else:
-            s = socket.create_connection((host, port), timeout=5)
-            target = path
-        s.sendall(f"GET {target} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n".encode())
-        d = read_all(s).decode(errors="replace")
-        return "OK " + d.strip().splitlines()[-1] if d else "EMPTY"
-    except Exception as e:
-        return err(e)
-)PY";
-
-std::string value_of(const std::string& out, const std::string& name) {
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(name + "=", 0) == 0) return line.substr(name.size() + 1);
-  }
-  return "<missing>";
-}
 
 struct Fixture {
   std::unique_ptr<NetWorld> world;
@@ -128,7 +60,7 @@ RunOutcome run_client(Fixture& f, std::vector<std::string> opts, const std::stri
   std::vector<std::string> all = {"--dns", f.world->dns_endpoint(), "--gateway-secret-file",
                                   f.key_path};
   all.insert(all.end(), opts.begin(), opts.end());
-  return run_sandbox(all, {"/usr/bin/python3", "-c", std::string(kClient) + script});
+  return run_sandbox(all, {"/usr/bin/python3", "-c", std::string(kNetClientPy) + script});
 }
 
 #define REQUIRE_FIXTURE(f)                                              \
