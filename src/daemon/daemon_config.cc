@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <functional>
 #include <optional>
 
 #include "base/unique_fd.h"
@@ -338,38 +339,7 @@ class ServeApplier : private YamlReader {
       n.dns_servers = std::move(*servers);
       return ok();
     }
-    if (e.name == "templates") {
-      if (e.value.IsNull()) return ok();
-      if (!e.value.IsSequence())
-        return fail(e.line, e.path, "expected a list of templates, found " + describe_node(e.value),
-                    "each template: {name: NAME, version: 1, allow: [RULE, ...]}");
-      n.templates.clear();
-      for (std::size_t i = 0; i < e.value.size(); ++i) {
-        const YAML::Node& item = e.value[i];
-        const std::string path = item_path(e.path, i);
-        if (!item.IsMap())
-          return fail(
-              item.Mark().line, path,
-              "expected a map (name, version, mode, allow, deny), found " + describe_node(item));
-        net::NetworkTemplate t;
-        t.version = 1;
-        CORRAL_TRY(for_each_entry(
-            item, path, [&](const YamlEntry& k) -> Status { return apply_template_key(k, t); }));
-        if (t.name.empty()) return fail(item.Mark().line, path, "has no name");
-        net::NetworkRequest probe;
-        probe.template_name = t.name + "@" + std::to_string(t.version);
-        std::vector<net::NetworkTemplate> one = {t};
-        if (auto p = net::resolve_policy(probe, one); !p)
-          return fail(item.Mark().line, path, p.error());
-        for (const auto& earlier : n.templates) {
-          if (earlier.name == t.name && earlier.version == t.version)
-            return fail(item.Mark().line, path,
-                        "a second template " + t.name + "@" + std::to_string(t.version));
-        }
-        n.templates.push_back(std::move(t));
-      }
-      return ok();
-    }
+    if (e.name == "templates") return apply_templates(e);
     if (e.name == "gateway") return apply_gateway(e);
     return unknown_key(e, kNetworkEngineKeys,
                        {{"cidr", "subnet"},
@@ -378,52 +348,96 @@ class ServeApplier : private YamlReader {
                         {"nameservers", "dns_servers"}});
   }
 
-  // serve.network.gateway: the internal services (N5).
-  Status apply_gateway(const YamlEntry& e) {
-    DaemonConfig::Network& n = config_.network;
+  // A list of maps (serve.network.templates, .gateway): `visit` sees each
+  // map with its key path and line, after the shapes are checked.
+  using MapItemVisit =
+      std::function<Status(const YAML::Node& item, const std::string& path, int line)>;
+  Status for_each_map_item(const YamlEntry& e, std::string_view list_of, std::string_view keys,
+                           const std::string& hint, const MapItemVisit& visit) {
     if (e.value.IsNull()) return ok();
     if (!e.value.IsSequence())
-      return fail(e.line, e.path, "expected a list of services, found " + describe_node(e.value),
-                  "each service: {name: billing, url: \"http://10.0.0.5:8080/api\", methods: "
-                  "[GET], paths: [/v1/], rate: 10/s}");
-    n.gateway.clear();
+      return fail(
+          e.line, e.path,
+          "expected a list of " + std::string(list_of) + ", found " + describe_node(e.value), hint);
     for (std::size_t i = 0; i < e.value.size(); ++i) {
       const YAML::Node& item = e.value[i];
       const std::string path = item_path(e.path, i);
       if (!item.IsMap())
-        return fail(
-            item.Mark().line, path,
-            "expected a map (name, url, methods, paths, rate), found " + describe_node(item));
-      std::string name, url;
-      std::vector<std::string> methods, paths;
-      std::optional<net::RateLimit> rate;
-      CORRAL_TRY(for_each_entry(item, path, [&](const YamlEntry& k) -> Status {
-        auto text = [](std::string_view v) -> Result<std::string> { return std::string(v); };
-        if (k.name == "name") return read_into(k, "a service name", text, name);
-        if (k.name == "url") return read_into(k, "an http:// URL", text, url);
-        if (k.name == "methods" || k.name == "paths") {
-          auto items = list(k, k.name == "methods" ? "HTTP methods" : "path prefixes", {});
-          if (!items) return tl::unexpected<Error>(items.error());
-          (k.name == "methods" ? methods : paths) = std::move(*items);
-          return ok();
-        }
-        if (k.name == "rate") {
-          net::RateLimit r;
-          CORRAL_TRY(read_into(k, "a rate such as 10/s or 600/min", net::parse_gateway_rate, r));
-          rate = r;
-          return ok();
-        }
-        return unknown_key(k, kGatewayKeys, {{"address", "url"}, {"prefixes", "paths"}});
-      }));
-      auto service = net::parse_gateway_service(name, url, methods, paths, rate);
-      if (!service) return fail(item.Mark().line, path, service.error());
-      for (const auto& earlier : n.gateway) {
-        if (earlier.name == service->name)
-          return fail(item.Mark().line, path, "a second service named " + service->name);
-      }
-      n.gateway.push_back(std::move(*service));
+        return fail(item.Mark().line, path,
+                    "expected a map (" + std::string(keys) + "), found " + describe_node(item),
+                    hint);
+      CORRAL_TRY(visit(item, path, item.Mark().line));
     }
     return ok();
+  }
+
+  // serve.network.templates: the daemon's own rule sets.
+  Status apply_templates(const YamlEntry& e) {
+    DaemonConfig::Network& n = config_.network;
+    n.templates.clear();
+    return for_each_map_item(
+        e, "templates", "name, version, mode, allow, deny",
+        "each template: {name: NAME, version: 1, allow: [RULE, ...]}",
+        [&](const YAML::Node& item, const std::string& path, int line) -> Status {
+          net::NetworkTemplate t;
+          t.version = 1;
+          CORRAL_TRY(for_each_entry(
+              item, path, [&](const YamlEntry& k) -> Status { return apply_template_key(k, t); }));
+          if (t.name.empty()) return fail(line, path, "has no name");
+          net::NetworkRequest probe;
+          probe.template_name = t.name + "@" + std::to_string(t.version);
+          std::vector<net::NetworkTemplate> one = {t};
+          if (auto p = net::resolve_policy(probe, one); !p) return fail(line, path, p.error());
+          for (const auto& earlier : n.templates) {
+            if (earlier.name == t.name && earlier.version == t.version)
+              return fail(line, path,
+                          "a second template " + t.name + "@" + std::to_string(t.version));
+          }
+          n.templates.push_back(std::move(t));
+          return ok();
+        });
+  }
+
+  // serve.network.gateway: the internal services (N5).
+  Status apply_gateway(const YamlEntry& e) {
+    DaemonConfig::Network& n = config_.network;
+    n.gateway.clear();
+    return for_each_map_item(
+        e, "services", "name, url, methods, paths, rate",
+        "each service: {name: billing, url: \"http://10.0.0.5:8080/api\", methods: [GET], "
+        "paths: [/v1/], rate: 10/s}",
+        [&](const YAML::Node& item, const std::string& path, int line) -> Status {
+          std::string name, url;
+          std::vector<std::string> methods, paths;
+          std::optional<net::RateLimit> rate;
+          CORRAL_TRY(for_each_entry(item, path, [&](const YamlEntry& k) -> Status {
+            auto text = [](std::string_view v) -> Result<std::string> { return std::string(v); };
+            if (k.name == "name") return read_into(k, "a service name", text, name);
+            if (k.name == "url") return read_into(k, "an http:// URL", text, url);
+            if (k.name == "methods" || k.name == "paths") {
+              auto items = list(k, k.name == "methods" ? "HTTP methods" : "path prefixes", {});
+              if (!items) return tl::unexpected<Error>(items.error());
+              (k.name == "methods" ? methods : paths) = std::move(*items);
+              return ok();
+            }
+            if (k.name == "rate") {
+              net::RateLimit r;
+              CORRAL_TRY(
+                  read_into(k, "a rate such as 10/s or 600/min", net::parse_gateway_rate, r));
+              rate = r;
+              return ok();
+            }
+            return unknown_key(k, kGatewayKeys, {{"address", "url"}, {"prefixes", "paths"}});
+          }));
+          auto service = net::parse_gateway_service(name, url, methods, paths, rate);
+          if (!service) return fail(line, path, service.error());
+          for (const auto& earlier : n.gateway) {
+            if (earlier.name == service->name)
+              return fail(line, path, "a second service named " + service->name);
+          }
+          n.gateway.push_back(std::move(*service));
+          return ok();
+        });
   }
 
   Status apply_template_key(const YamlEntry& k, net::NetworkTemplate& t) {
