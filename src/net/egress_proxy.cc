@@ -26,9 +26,10 @@
 #include "base/unique_fd.h"
 #include "net/host_name.h"
 #include "net/proxy_request.h"
+#include "net/socket_wait.h"
 #include "net/splice_relay.h"
-#include "net/upstream_resolver.h"
 #include "net/tls_client_hello.h"
+#include "net/upstream_resolver.h"
 
 // Why a thread per connection rather than an event loop:
 //   - The steps before the data phase block by nature: Resolver::resolve
@@ -121,22 +122,6 @@ std::optional<Endpoint> endpoint_of(const sockaddr_storage& ss) {
   return e;
 }
 
-socklen_t to_sockaddr(const Endpoint& e, sockaddr_storage& ss) {
-  std::memset(&ss, 0, sizeof ss);
-  if (!e.address.v6) {
-    auto* in = reinterpret_cast<sockaddr_in*>(&ss);
-    in->sin_family = AF_INET;
-    in->sin_port = htons(e.port);
-    std::memcpy(&in->sin_addr, e.address.bytes.data(), 4);
-    return sizeof(sockaddr_in);
-  }
-  auto* in6 = reinterpret_cast<sockaddr_in6*>(&ss);
-  in6->sin6_family = AF_INET6;
-  in6->sin6_port = htons(e.port);
-  std::memcpy(&in6->sin6_addr, e.address.bytes.data(), 16);
-  return sizeof(sockaddr_in6);
-}
-
 std::string one_line(std::string_view s) {
   std::string out;
   for (char c : s.substr(0, 400)) {
@@ -149,43 +134,6 @@ std::string one_line(std::string_view s) {
 std::uint64_t ms_since(Clock::time_point t) {
   return static_cast<std::uint64_t>(
       std::chrono::duration_cast<milliseconds>(Clock::now() - t).count());
-}
-
-int poll_ms(Clock::time_point deadline) {
-  auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now()).count();
-  return static_cast<int>(std::clamp<long long>(left, 0, 1LL << 30));
-}
-
-// Waits for `events` on fd until the deadline; also wakes when `watch`
-// (the client, while the upstream side is waited for) is shut down or
-// reset. 1: ready, 0: timeout, -1: `watch` ended.
-int wait_fd(int fd, short events, Clock::time_point deadline, int watch = -1) {
-  for (;;) {
-    struct pollfd p[2] = {{fd, events, 0}, {watch, 0, 0}};
-    int r = ::poll(p, watch >= 0 ? 2 : 1, poll_ms(deadline));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return -1;
-    if (watch >= 0 && (p[1].revents & (POLLHUP | POLLERR | POLLNVAL))) return -1;
-    if (r > 0) return 1;
-    return 0;
-  }
-}
-
-bool send_all(int fd, std::string_view data, Clock::time_point deadline) {
-  while (!data.empty()) {
-    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      data.remove_prefix(static_cast<std::size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (wait_fd(fd, POLLOUT, deadline) != 1) return false;
-      continue;
-    }
-    return false;
-  }
-  return true;
 }
 
 void set_nodelay(int fd) {
@@ -554,8 +502,8 @@ bool Session::route(const Target& t, const std::shared_ptr<const NetworkPolicy>&
     UpstreamResolver own_servers(policy->dns_servers);
     Resolver* resolver = policy->dns_servers.empty() ? px_.resolver.get() : &own_servers;
     auto addrs = resolver != nullptr ? resolver->resolve(name, policy->request_timeout)
-                                     : Result<std::vector<IpAddress>>(
-                                    make_error(ErrorCode::kUnavailable, "no resolver configured"));
+                                     : Result<std::vector<IpAddress>>(make_error(
+                                           ErrorCode::kUnavailable, "no resolver configured"));
     if (!addrs || addrs->empty()) {
       refuse(EgressRefusal::kResolveFailed,
              "cannot resolve " + name + ": " +
@@ -610,20 +558,9 @@ bool Session::connect_upstream(const std::vector<IpAddress>& candidates, std::ui
       if (conn_.cut_done) break;
       conn_.upstream = fd.get();
     }
-    sockaddr_storage ss;
-    socklen_t len = to_sockaddr(Endpoint{a, port}, ss);
-    int r = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&ss), len);
-    int err = r == 0 ? 0 : errno;
-    if (err == EINPROGRESS) {
-      int w = wait_fd(fd.get(), POLLOUT, deadline, client_);
-      if (w == 1) {
-        socklen_t elen = sizeof err;
-        if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &elen) != 0) err = errno;
-      } else {
-        err = w == 0 ? ETIMEDOUT : ECONNABORTED;
-        timed_out = w == 0;
-      }
-    }
+    const ConnectResult c = connect_until(fd.get(), a, port, deadline, client_);
+    const int err = c.err;
+    timed_out = timed_out || c.timed_out;
     if (err == 0) {
       set_nodelay(fd.get());
       upstream_ = std::move(fd);
@@ -1201,7 +1138,7 @@ Result<std::uint16_t> EgressProxy::add_sandbox(const std::string& id, const std:
   (void)::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (ip->v6) (void)::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
   sockaddr_storage ss;
-  socklen_t len = to_sockaddr(Endpoint{*ip, port}, ss);
+  socklen_t len = to_sockaddr(*ip, port, ss);
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0)
     return errno_error("bind(" + where + ") for the egress proxy", errno,
                        errno == EADDRINUSE ? "another listener holds this address and port" : "");

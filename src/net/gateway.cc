@@ -15,9 +15,11 @@
 #include <ctime>
 
 #include "base/unique_fd.h"
+#include "http/http_message.h"
 #include "net/gateway_token.h"
 #include "net/host_name.h"
 #include "net/proxy_request.h"
+#include "net/socket_wait.h"
 
 namespace corral::net {
 
@@ -86,49 +88,6 @@ std::string one_line(std::string_view s) {
   return out;
 }
 
-int poll_ms(Clock::time_point deadline) {
-  auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now()).count();
-  return static_cast<int>(std::clamp<long long>(left, 0, 1LL << 30));
-}
-
-// Waits for `events` on fd until the deadline, watching `client` for a
-// shutdown from outside (the proxy removing the sandbox). 1: ready,
-// 0: timeout, -1: the client is gone.
-int wait_fd(int fd, short events, Clock::time_point deadline, int client) {
-  for (;;) {
-    struct pollfd p[2] = {{fd, events, 0}, {client, 0, 0}};
-    const bool watch = client >= 0 && client != fd;
-    int r = ::poll(p, watch ? 2 : 1, poll_ms(deadline));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return -1;
-    if (watch && (p[1].revents & (POLLHUP | POLLERR | POLLNVAL))) return -1;
-    if (r > 0) {
-      if (!watch && fd == client && (p[0].revents & (POLLHUP | POLLERR | POLLNVAL)) &&
-          !(p[0].revents & POLLIN))
-        return -1;
-      return 1;
-    }
-    return 0;
-  }
-}
-
-bool send_all(int fd, std::string_view data, Clock::time_point deadline, int client) {
-  while (!data.empty()) {
-    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      data.remove_prefix(static_cast<std::size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (wait_fd(fd, POLLOUT, deadline, client) != 1) return false;
-      continue;
-    }
-    return false;
-  }
-  return true;
-}
-
 int status_of(GatewayRefusal r) {
   switch (r) {
     case GatewayRefusal::kMalformed:
@@ -158,30 +117,6 @@ int status_of(GatewayRefusal r) {
       break;
   }
   return 500;
-}
-
-std::string_view status_text(int status) {
-  switch (status) {
-    case 400:
-      return "Bad Request";
-    case 401:
-      return "Unauthorized";
-    case 403:
-      return "Forbidden";
-    case 404:
-      return "Not Found";
-    case 408:
-      return "Request Timeout";
-    case 411:
-      return "Length Required";
-    case 429:
-      return "Too Many Requests";
-    case 502:
-      return "Bad Gateway";
-    case 504:
-      return "Gateway Timeout";
-  }
-  return "Error";
 }
 
 // A status line "HTTP/1.x NNN ...": its code, or 0.
@@ -597,7 +532,7 @@ class GatewaySession {
                        "\",\"message\":\"" + json_escape(ev_.reason) + "\",\"fix\":\"" +
                        json_escape(one_line(fix)) + "\"}\n";
     std::string msg =
-        "HTTP/1.1 " + std::to_string(status) + " " + std::string(status_text(status)) +
+        "HTTP/1.1 " + std::to_string(status) + " " + std::string(http::status_reason(status)) +
         "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
         "\r\nX-Corral-Refusal: " + std::string(gateway_refusal_name(why)) +
         (status == 401 ? "\r\nWWW-Authenticate: Bearer realm=\"corral-gateway\"" : "") +
@@ -850,33 +785,9 @@ void Gateway::serve(const GatewayConnection& conn) {
       last_error = "socket: " + std::string(errno_name(errno));
       continue;
     }
-    sockaddr_storage ss{};
-    socklen_t len;
-    if (!a.v6) {
-      auto* in = reinterpret_cast<sockaddr_in*>(&ss);
-      in->sin_family = AF_INET;
-      in->sin_port = htons(svc.port);
-      std::memcpy(&in->sin_addr, a.bytes.data(), 4);
-      len = sizeof(sockaddr_in);
-    } else {
-      auto* in6 = reinterpret_cast<sockaddr_in6*>(&ss);
-      in6->sin6_family = AF_INET6;
-      in6->sin6_port = htons(svc.port);
-      std::memcpy(&in6->sin6_addr, a.bytes.data(), 16);
-      len = sizeof(sockaddr_in6);
-    }
-    int r = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&ss), len);
-    int err = r == 0 ? 0 : errno;
-    if (err == EINPROGRESS) {
-      int w = wait_fd(fd.get(), POLLOUT, connect_deadline, conn.client);
-      if (w == 1) {
-        socklen_t elen = sizeof err;
-        if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &elen) != 0) err = errno;
-      } else {
-        err = w == 0 ? ETIMEDOUT : ECONNABORTED;
-        timed_out = w == 0;
-      }
-    }
+    const ConnectResult c = connect_until(fd.get(), a, svc.port, connect_deadline, conn.client);
+    const int err = c.err;
+    timed_out = timed_out || c.timed_out;
     if (err == 0) {
       up = std::move(fd);
       break;
