@@ -129,6 +129,30 @@ bool chunked_prefix(http::ChunkedDecoder& d, std::string_view in, std::size_t& u
 }
 
 // Moves what can move without blocking. False when the flow failed.
+// One non-blocking read of `f.from` into `buf`. kWait and kEof set the
+// flow's want_in / eof, kError its error.
+enum class Got { kData, kWait, kEof, kError };
+Got recv_some(Flow& f, char* buf, std::size_t len, std::size_t& got) {
+  for (;;) {
+    ssize_t n = ::recv(f.from, buf, len, MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      f.want_in = true;
+      return Got::kWait;
+    }
+    if (n < 0) {
+      f.error = errno_text("recv", errno);
+      return Got::kError;
+    }
+    if (n == 0) {
+      f.eof = true;
+      return Got::kEof;
+    }
+    got = static_cast<std::size_t>(n);
+    return Got::kData;
+  }
+}
+
 bool step(Flow& f, char* scratch, std::size_t scratch_size) {
   f.want_in = f.want_out = false;
   bool drained = false;
@@ -179,23 +203,13 @@ bool step(Flow& f, char* scratch, std::size_t scratch_size) {
       break;
     }
     if (f.framing == RequestFraming::kChunked) {
-      ssize_t n = ::recv(f.from, scratch, scratch_size, MSG_DONTWAIT);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        f.want_in = true;
-        break;
-      }
-      if (n < 0) {
-        f.error = errno_text("recv", errno);
-        return false;
-      }
-      if (n == 0) {
-        f.eof = true;
-        break;
-      }
+      std::size_t got = 0;
+      const Got g = recv_some(f, scratch, scratch_size, got);
+      if (g == Got::kError) return false;
+      if (g != Got::kData) break;
       // Forward the encoded bytes up to the end of the body; the decoded
       // data is only looked at to find that end.
-      std::string_view in(scratch, static_cast<std::size_t>(n));
+      std::string_view in(scratch, got);
       std::size_t used = 0;
       if (!chunked_prefix(f.chunked, in, used, f.error)) return false;
       f.pending.assign(in.substr(0, used));
@@ -217,21 +231,10 @@ bool step(Flow& f, char* scratch, std::size_t scratch_size) {
       std::size_t len = scratch_size;
       if (f.framing == RequestFraming::kLength)
         len = static_cast<std::size_t>(std::min<std::uint64_t>(len, f.remaining));
-      ssize_t n = ::recv(f.from, scratch, len, MSG_DONTWAIT);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        f.want_in = true;
-        break;
-      }
-      if (n < 0) {
-        f.error = errno_text("recv", errno);
-        return false;
-      }
-      if (n == 0) {
-        f.eof = true;
-        break;
-      }
-      const auto got = static_cast<std::size_t>(n);
+      std::size_t got = 0;
+      const Got g = recv_some(f, scratch, len, got);
+      if (g == Got::kError) return false;
+      if (g != Got::kData) break;
       if (f.framing == RequestFraming::kLength) f.remaining -= got;
       drained = got < len;
       ssize_t m = ::send(f.to, scratch, got, MSG_NOSIGNAL | MSG_DONTWAIT);
