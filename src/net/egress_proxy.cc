@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/crypto.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -969,6 +970,12 @@ void EgressProxy::Impl::worker() {
     lock.lock();
     if (idle >= kMaxIdleThreads) break;
   }
+  // The thread's OpenSSL state (the gateway's HMAC leaves an error queue
+  // behind) is freed now, before the owner can see the thread gone and
+  // end, rather than by a thread-exit handler that may run after it.
+  lock.unlock();
+  OPENSSL_thread_stop();
+  lock.lock();
   --threads;
   cv.notify_all();
 }
