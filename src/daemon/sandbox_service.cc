@@ -666,11 +666,7 @@ api::SandboxInfo SandboxService::teardown(const std::shared_ptr<SandboxEntry>& e
   } else {
     // A create that failed before the daemon got the sandbox (the factory
     // hung and was stopped): what the factory made is found by the id.
-    if (auto cg = cgroups_.open(std::string(id)); cg) {
-      if (auto st = (*cg)->destroy(); !st) report.residue.push_back(st.error().message);
-    }
-    const std::string lock_path = run_dir() + "/sandboxes/" + std::string(id) + ".lock";
-    unlink(lock_path.c_str());
+    report.residue = remove_unadopted(std::string(id), std::string(id));
   }
   // After init is gone (its namespace takes the veth pair along): the
   // listeners go, and the host end must be gone too.
@@ -1137,6 +1133,17 @@ void SandboxService::reaper_loop() {
 
 // ---- reconcile -------------------------------------------------------------------
 
+std::vector<std::string> SandboxService::remove_unadopted(const std::string& id,
+                                                          const std::string& cgroup_name) {
+  std::vector<std::string> residue;
+  if (auto cg = cgroups_.open(cgroup_name); cg) {
+    if (auto st = (*cg)->destroy(); !st) residue.push_back(st.error().message);
+  }
+  const std::string lock_path = run_dir() + "/sandboxes/" + id + ".lock";
+  unlink(lock_path.c_str());
+  return residue;
+}
+
 std::string SandboxService::reconcile() {
   int attached = 0, destroyed = 0, orphans = 0;
   auto records = store_.sandboxes_to_reconcile();
@@ -1263,12 +1270,7 @@ std::string SandboxService::reconcile() {
             "daemon restarted while it was " + std::string(sandbox_state_name(r.state)));
       if (r.state != SandboxState::kDestroying)
         (void)store_.transition(r.id, SandboxState::kDestroying, "reconcile after restart");
-      std::vector<std::string> residue;
-      if (auto cg = cgroups_.open(cg_name); cg) {
-        if (auto st = (*cg)->destroy(); !st) residue.push_back(st.error().message);
-      }
-      const std::string lock_path = run_dir() + "/sandboxes/" + r.id + ".lock";
-      unlink(lock_path.c_str());
+      std::vector<std::string> residue = remove_unadopted(r.id, cg_name);
       if (auto slot = net_slot_of(rt); slot && network_ != nullptr) {
         for (auto& left : network_->detach(r.id, slot)) residue.push_back(left);
       }

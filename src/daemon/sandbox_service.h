@@ -148,6 +148,10 @@ class SandboxService {
   // not be found again on the host: recorded as lost.
   void lose_process(SandboxEntry& sandbox, ProcessEntry& process, const std::string& why);
   std::string reconcile();
+  // Kills and removes what a sandbox the daemon holds no LiveSandbox for
+  // left on the host (its cgroup, by name, and its lock file); returns
+  // what could not be removed.
+  std::vector<std::string> remove_unadopted(const std::string& id, const std::string& cgroup_name);
 
   ServiceLimits limits_;
   SandboxSpec defaults_;
