@@ -15,6 +15,7 @@
 #include "api/api_model.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -1007,6 +1008,124 @@ Result<NetworkSpec> read_network_object(const Json& v, const std::string& path, 
   return n;
 }
 
+// ---- secrets ---------------------------------------------------------------------
+
+// Shapes only: the rules (tiers, modes, hosts, the store's keys) are the
+// secrets layer's (secrets/secret_spec.h), checked by the daemon. No value
+// ever passes here: a spec names secrets, the store holds them.
+constexpr std::size_t kMaxSecrets = 32;
+constexpr std::size_t kMaxSecretHosts = 64;
+
+Json secrets_json(const std::vector<SecretSpec>& secrets) {
+  Json list = Json::array();
+  for (const auto& sp : secrets) {
+    Json j = Json::object();
+    j["name"] = sp.name;
+    if (!sp.key.empty()) j["key"] = sp.key;
+    if (!sp.mode.empty()) j["mode"] = sp.mode;
+    if (!sp.tier.empty()) j["tier"] = sp.tier;
+    if (!sp.env.empty()) j["env"] = sp.env;
+    if (!sp.path.empty()) j["path"] = sp.path;
+    if (!sp.hosts.empty()) {
+      Json hosts = Json::array();
+      for (const auto& h : sp.hosts) {
+        Json hj = Json::object();
+        hj["host"] = h.host;
+        hj["port"] = h.port;
+        hj["intercept"] = h.intercept;
+        hosts.push_back(std::move(hj));
+      }
+      j["hosts"] = std::move(hosts);
+    }
+    if (sp.ttl_ms > 0) j["ttl"] = duration_json(sp.ttl_ms);
+    list.push_back(std::move(j));
+  }
+  return list;
+}
+
+std::optional<std::uint16_t> parse_port_text(std::string_view text) {
+  unsigned value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value == 0 || value > 65535)
+    return std::nullopt;
+  return static_cast<std::uint16_t>(value);
+}
+
+// "host" or "host:port" (port 443 by default), or an object
+// {"host", "port", "intercept"}.
+Result<SecretHostSpec> read_secret_host(const Json& v, const std::string& path, const Ctx& ctx) {
+  SecretHostSpec h;
+  if (v.is_string()) {
+    std::string text = v.get<std::string>();
+    auto colon = text.rfind(':');
+    if (colon != std::string::npos) {
+      auto port = parse_port_text(std::string_view(text).substr(colon + 1));
+      if (!port)
+        return fail("invalid_value", path,
+                    quote_for_message(text) + " has no valid port after ':' (1-65535)");
+      h.port = *port;
+      text.resize(colon);
+    }
+    h.host = std::move(text);
+  } else {
+    auto obj = open_object(v, path, ctx, {"host", "port", "intercept"});
+    if (!obj) return tl::unexpected<Error>(obj.error());
+    if (obj->get("host") == nullptr)
+      return fail("invalid_value", obj->at("host"), "is missing: the host the token may go to");
+    CORRAL_TRY(read_into(*obj, "host", h.host, any_string(ctx)));
+    CORRAL_TRY(read_into(*obj, "port", h.port, [](const Json& j, std::string_view p) {
+      return read_uint(j, p, 1, 65535);
+    }));
+    CORRAL_TRY(read_into(*obj, "intercept", h.intercept, any_bool()));
+  }
+  if (h.host.empty()) return fail("invalid_value", path, "names no host");
+  return h;
+}
+
+Result<std::vector<SecretSpec>> read_secrets(const Json& v, const std::string& path,
+                                             const Ctx& ctx) {
+  if (!v.is_array()) return wrong_type(path, "an array of secrets", v);
+  if (v.size() > kMaxSecrets)
+    return fail("invalid_value", path,
+                "lists " + std::to_string(v.size()) + " secrets; at most " +
+                    std::to_string(kMaxSecrets) + " (one per external service)");
+  std::vector<SecretSpec> out;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::string at = index_path(path, i);
+    auto obj = open_object(v[i], at, ctx,
+                           {"name", "key", "mode", "tier", "env", "path", "hosts", "ttl"});
+    if (!obj) return tl::unexpected<Error>(obj.error());
+    SecretSpec sp;
+    if (obj->get("name") == nullptr)
+      return fail("invalid_value", obj->at("name"), "is missing: every secret needs a name");
+    CORRAL_TRY(read_into(*obj, "name", sp.name, any_string(ctx)));
+    CORRAL_TRY(read_into(*obj, "key", sp.key, any_string(ctx)));
+    CORRAL_TRY(read_into(*obj, "mode", sp.mode, any_string(ctx)));
+    CORRAL_TRY(read_into(*obj, "tier", sp.tier, any_string(ctx)));
+    CORRAL_TRY(read_into(*obj, "env", sp.env, any_string(ctx)));
+    CORRAL_TRY(read_into(*obj, "path", sp.path, any_string(ctx)));
+    if (const Json* hv = obj->get("hosts")) {
+      const std::string hpath = obj->at("hosts");
+      if (!hv->is_array()) return wrong_type(hpath, "an array of hosts", *hv);
+      if (hv->size() > kMaxSecretHosts)
+        return fail("invalid_value", hpath,
+                    "lists more than " + std::to_string(kMaxSecretHosts) + " hosts");
+      for (std::size_t k = 0; k < hv->size(); ++k) {
+        auto h = read_secret_host((*hv)[k], index_path(hpath, k), ctx);
+        if (!h) return tl::unexpected<Error>(h.error());
+        sp.hosts.push_back(std::move(*h));
+      }
+    }
+    if (const Json* t = obj->get("ttl")) {
+      auto ms = read_duration_ms(*t, obj->at("ttl"), ctx, kSecondMs, kMaxLifetimeMs);
+      if (!ms) return tl::unexpected<Error>(ms.error());
+      sp.ttl_ms = *ms;
+    }
+    out.push_back(std::move(sp));
+  }
+  return out;
+}
+
 Json spec_json(const SandboxSpec& s) {
   Json j = Json::object();
   j["image"] = s.image;
@@ -1034,6 +1153,8 @@ Json spec_json(const SandboxSpec& s) {
   j["hostname"] = s.hostname;
   j["root"] = s.root;
   j["network"] = network_json(s.network);
+  j["secrets"] = secrets_json(s.secrets);
+  if (s.expected_duration_ms > 0) j["expected_duration_ms"] = s.expected_duration_ms;
   return j;
 }
 
@@ -1043,7 +1164,8 @@ Json spec_json(const SandboxSpec& s) {
 Result<SandboxSpec> read_spec(const Json& v, std::string path, const Ctx& ctx) {
   auto obj = open_object(
       v, std::move(path), ctx,
-      {"image", "argv", "limits", "env", "mounts", "workdir", "hostname", "root", "network"});
+      {"image", "argv", "limits", "env", "mounts", "workdir", "hostname", "root", "network",
+       "secrets", "expected_duration_ms"});
   if (!obj) return tl::unexpected<Error>(obj.error());
   SandboxSpec s;
   CORRAL_TRY(read_into(*obj, "image", s.image, any_string(ctx)));
@@ -1102,6 +1224,15 @@ Result<SandboxSpec> read_spec(const Json& v, std::string path, const Ctx& ctx) {
     if (!n) return tl::unexpected<Error>(n.error());
     s.network = std::move(*n);
   }
+  if (const Json* sv = obj->get("secrets")) {
+    auto secrets = read_secrets(*sv, obj->at("secrets"), ctx);
+    if (!secrets) return tl::unexpected<Error>(secrets.error());
+    s.secrets = std::move(*secrets);
+  }
+  CORRAL_TRY(read_into(*obj, "expected_duration_ms", s.expected_duration_ms,
+                       [](const Json& j, std::string_view p) {
+                         return read_int(j, p, 0, std::numeric_limits<std::int64_t>::max());
+                       }));
   return s;
 }
 
@@ -1199,7 +1330,7 @@ Result<CreateSandboxRequest> parse_create(std::string_view body, const SandboxSp
   if (!doc) return tl::unexpected<Error>(doc.error());
   auto obj = open_object(*doc, "", ctx,
                          {"image", "limits", "max_lifetime", "env", "mounts", "workdir", "hostname",
-                          "root", "network"});
+                          "root", "network", "secrets", "expected_duration"});
   if (!obj) return tl::unexpected<Error>(obj.error());
   CreateSandboxRequest request;
   if (base != nullptr) request.spec = *base;
@@ -1257,6 +1388,16 @@ Result<CreateSandboxRequest> parse_create(std::string_view body, const SandboxSp
     auto n = read_network_object(*network, obj->at("network"), ctx);
     if (!n) return tl::unexpected<Error>(n.error());
     s.network = std::move(*n);
+  }
+  if (const Json* secrets = obj->get("secrets")) {
+    auto list = read_secrets(*secrets, obj->at("secrets"), ctx);
+    if (!list) return tl::unexpected<Error>(list.error());
+    s.secrets = std::move(*list);
+  }
+  if (const Json* d = obj->get("expected_duration")) {
+    auto ms = read_duration_ms(*d, obj->at("expected_duration"), ctx, kSecondMs, kMaxLifetimeMs);
+    if (!ms) return tl::unexpected<Error>(ms.error());
+    s.expected_duration_ms = *ms;
   }
   return request;
 }
@@ -1813,6 +1954,8 @@ std::string to_json(const CreateSandboxRequest& request) {
   j["hostname"] = s.hostname;
   j["root"] = s.root;
   j["network"] = network_json(s.network);
+  if (!s.secrets.empty()) j["secrets"] = secrets_json(s.secrets);
+  if (s.expected_duration_ms > 0) j["expected_duration"] = duration_json(s.expected_duration_ms);
   return dump(j);
 }
 

@@ -11,4 +11,7 @@ int audit_command(int argc, char** argv);   // corral audit verify|tail
 int serve_command(int argc, char** argv);   // corral serve (the daemon)
 int client_command(int argc, char** argv);  // corral create|ls|inspect|exec|cp|rm
 
+// corral secrets keygen|encrypt|check (the daemon's secret store files)
+int secrets_command(int argc, char** argv);
+
 }  // namespace corral::cli

@@ -20,6 +20,7 @@ constexpr const char* kUsage =
     "  doctor                           check that this host can run sandboxes\n"
     "  audit verify|tail ...            check or show the daemon's audit log\n"
     "  serve [options]                  run the daemon (HTTP API)\n"
+    "  secrets keygen|encrypt|check     manage the daemon's secret store files\n"
     "  create|ls|inspect|exec|cp|rm     talk to the daemon (see `corral create --help`)\n"
     "  version                          print the version\n"
     "\n"
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
   if (verb == "audit") return corral::cli::audit_command(argc - 1, argv + 1);
   if (verb == "doctor") return corral::cli::doctor_command(argc - 1, argv + 1);
   if (verb == "serve") return corral::cli::serve_command(argc - 1, argv + 1);
+  if (verb == "secrets") return corral::cli::secrets_command(argc - 1, argv + 1);
   if (verb == "create" || verb == "ls" || verb == "inspect" || verb == "exec" || verb == "cp" ||
       verb == "rm")
     return corral::cli::client_command(argc, argv);

@@ -38,10 +38,12 @@ constexpr std::size_t kMaxApiKeyEntries = 1024;
 constexpr std::size_t kMaxPathBytes = 4095;
 
 constexpr std::array<std::string_view, 2> kTopKeys = {"serve", "sandbox"};
-constexpr std::array<std::string_view, 12> kServeKeys = {
-    "listen",     "socket",          "data_dir",      "api_keys",
-    "capacity",   "request_timeout", "setup_timeout", "max_exec_output",
-    "max_upload", "mount_roots",     "durability",    "network"};
+constexpr std::array<std::string_view, 13> kServeKeys = {
+    "listen",          "socket",        "data_dir",        "api_keys",   "capacity",
+    "request_timeout", "setup_timeout", "max_exec_output", "max_upload", "mount_roots",
+    "durability",      "network",       "secrets"};
+constexpr std::array<std::string_view, 5> kSecretsKeys = {"file", "env", "env_prefix",
+                                                          "encrypted_file", "key_file"};
 constexpr std::array<std::string_view, 8> kNetworkEngineKeys = {
     "subnet",   "interface_prefix", "firewall_table", "proxy_port",
     "dns_port", "dns_servers",      "templates",      "gateway"};
@@ -285,12 +287,76 @@ class ServeApplier : private YamlReader {
       CORRAL_TRY(expect_map(e, "a map of network engine settings (subnet, dns_servers, ...)"));
       return for_each_entry(e.value, e.path, [&](const YamlEntry& n) { return apply_network(n); });
     }
+    if (name == "secrets") {
+      if (e.value.IsNull()) return ok();
+      CORRAL_TRY(expect_map(e,
+                            "a map of secret sources (file, env, env_prefix, encrypted_file, "
+                            "key_file)"));
+      CORRAL_TRY(
+          for_each_entry(e.value, e.path, [&](const YamlEntry& s) { return apply_secrets(s); }));
+      const auto& sc = config_.secrets;
+      if (sc.encrypted_file.empty() != sc.key_file.empty())
+        return fail(e.line, e.path, "names only one of encrypted_file and key_file",
+                    "an encrypted store needs its key: give both (corral secrets keygen, "
+                    "corral secrets encrypt)");
+      return ok();
+    }
     if (contains(kSandboxSettingKeys, name)) {
       return fail(e.line, e.path, "is a sandbox setting: put it in the top-level sandbox: map",
                   "serve: holds the daemon's own settings; sandbox: the defaults of every "
                   "sandbox");
     }
     return unknown_key(e.line, e.path, name, serve_candidates(), kServeKeys);
+  }
+
+  // One entry of serve.secrets. Paths only: the files are read (and their
+  // permissions checked) when the daemon starts.
+  Status apply_secrets(const YamlEntry& e) {
+    secrets::SecretStoreConfig& sc = config_.secrets;
+    auto path = [this](std::string_view t) -> Result<std::string> {
+      std::string file(t);
+      if (file.empty() || file.find('\0') != std::string::npos || file.size() > kMaxPathBytes)
+        return make_error(ErrorCode::kInvalidArgument,
+                          quote_for_message(file) + " is not a usable path");
+      return resolve_relative(file);
+    };
+    if (e.name == "file") return read_into(e, "a file path (mode 0600)", path, sc.file);
+    if (e.name == "encrypted_file")
+      return read_into(e, "a file path (from corral secrets encrypt)", path, sc.encrypted_file);
+    if (e.name == "key_file")
+      return read_into(e, "a file path (from corral secrets keygen)", path, sc.key_file);
+    if (e.name == "env_prefix") {
+      return read_into(
+          e, "a variable name prefix such as CORRAL_SECRET_",
+          [](std::string_view t) -> Result<std::string> {
+            bool okay = !t.empty() && t.size() <= 64 && std::all_of(t.begin(), t.end(), [](char c) {
+              return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                     c == '_';
+            });
+            if (!okay)
+              return make_error(ErrorCode::kInvalidArgument,
+                                quote_for_message(t) + " is not a variable name prefix");
+            return std::string(t);
+          },
+          sc.env_prefix);
+    }
+    if (e.name == "env") {
+      auto names = list(e, "names of the daemon's environment variables", [](std::string& n) {
+        bool okay = !n.empty() && n.size() <= 128 && !(n[0] >= '0' && n[0] <= '9') &&
+                    std::all_of(n.begin(), n.end(), [](char c) {
+                      return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+                             (c >= '0' && c <= '9') || c == '_';
+                    });
+        if (okay) return ok();
+        return Status(make_error(ErrorCode::kInvalidArgument,
+                                 quote_for_message(n) + " is not an environment variable name"));
+      });
+      if (!names) return tl::unexpected<Error>(names.error());
+      sc.env = std::move(*names);
+      return ok();
+    }
+    return unknown_key(e, kSecretsKeys,
+                       {{"path", "file"}, {"encrypted", "encrypted_file"}, {"key", "key_file"}});
   }
 
   // One entry of serve.network.
@@ -620,6 +686,12 @@ serve:
     dns_servers: []             # upstream DNS; none: the host's /etc/resolv.conf
     templates: []               # extra rule sets (the shipped code-exec, data-query, scraping stay)
     gateway: []                 # internal services: {name, url, methods, paths, rate}
+  secrets:                      # where sandbox secrets come from (docs/secrets.md)
+    # file: /etc/corral/secrets          KEY=value lines, mode 0600
+    env: []                     # names of the daemon's own environment variables
+    # env_prefix: CORRAL_SECRET_         every variable with this prefix (key: the rest, lower case)
+    # encrypted_file: /etc/corral/secrets.enc   from corral secrets encrypt
+    # key_file: /etc/corral/secrets.key         from corral secrets keygen
 sandbox:                        # defaults of every sandbox, as for corral run --config
   cpu_limit: "2"
   memory_limit: "2Gi"

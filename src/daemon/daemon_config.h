@@ -28,6 +28,7 @@
 #include "base/result.h"
 #include "net/gateway.h"
 #include "net/network_policy.h"
+#include "secrets/secret_store.h"
 #include "spec/sandbox_spec.h"
 
 namespace corral {
@@ -93,6 +94,11 @@ struct DaemonConfig {
     // http://gateway.corral.internal/<name>/..., with a per-process token.
     std::vector<net::GatewayService> gateway;
   } network;
+
+  // Where the secrets sandboxes may be given live (serve.secrets; issue 5,
+  // docs/secrets.md). Nothing set: an empty store (a spec that asks for a
+  // secret is refused).
+  secrets::SecretStoreConfig secrets;
 
   // The base of every create (sandbox:); a request's fields go on top.
   SandboxSpec default_spec;

@@ -15,8 +15,10 @@
 #include "daemon/api_keys.h"
 #include "daemon/api_router.h"
 #include "daemon/daemon_config.h"
+#include "daemon/log_redactor.h"
 #include "daemon/metrics.h"
 #include "daemon/sandbox_service.h"
+#include "daemon/secret_service.h"
 #include "http/http_server.h"
 #include "jail/fs_util.h"
 #include "runtime/sandbox_factory.h"
@@ -111,8 +113,22 @@ int serve(const ServeFlags& flags) {
   limits.max_disk_bytes = config.max_disk_bytes;
   limits.mount_roots = config.mount_roots;
   limits.setup_timeout = std::chrono::milliseconds(config.setup_timeout_ms);
+  // Secrets (issue 5): a store that cannot be read stops the daemon here;
+  // its proxy and gateway swap broker tokens through the service's broker.
+  SecretService secrets(config.secrets, config.data_dir, metrics);
+  if (auto st = secrets.start(); !st) return fail(st.error().message, st.error().hint);
+  // From here on the daemon's own output and every audit record pass the
+  // store's redactor (S3): a value that reaches a message is replaced.
+  auto log_redactor = LogRedactor::start(secrets.daemon_redaction());
+  if (!log_redactor) return fail(log_redactor.error().message);
+  audit->set_string_filter([set = secrets.daemon_redaction()](std::string_view text) {
+    return secrets::redact(*set, text);
+  });
+  if (auto why = secrets.unavailable_reason())
+    fprintf(stderr, "corral serve: warning: file-mode secrets are refused: %s\n", why->c_str());
   SandboxService service(limits, config.default_spec, *store, *audit, **factory, **cgroups, metrics,
-                         &network);
+                         &network, &secrets);
+  secrets.set_audit([&service](nlohmann::json event) { service.audit_async(std::move(event)); });
   network.set_audit([&service](nlohmann::json event) { service.audit_async(std::move(event)); });
   metrics.gauge_fn("corral_sandboxes_live", "Sandboxes alive now",
                    [&service] { return static_cast<double>(service.live_count()); });

@@ -13,9 +13,11 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "daemon/api_context.h"
 #include "daemon/sandbox_service.h"
+#include "secrets/redactor.h"
 
 namespace corral::daemon {
 
@@ -150,7 +152,18 @@ void handle_exec(ApiContext& ctx, ApiRequest& r) {
   bool grown[2] = {false, false};
   std::unique_ptr<char[]> buf(new char[kChunk]);  // not zeroed: read() fills it
 
-  auto emit = [&](api::ExecEvent::Kind kind, std::string_view data) {
+  // Every byte of output passes the sandbox's redactor (S3) before it is
+  // kept or sent: one stream per output, so a secret split across reads,
+  // or written half now and half later, is still found.
+  auto redaction = ctx.sandboxes.redaction((*sandbox)->id);
+  std::optional<secrets::RedactStream> redact_out, redact_err;
+  if (redaction) {
+    redact_out.emplace(redaction);
+    redact_err.emplace(redaction);
+  }
+  std::string clean;
+  auto emit_raw = [&](api::ExecEvent::Kind kind, std::string_view data) {
+    if (data.empty()) return;
     if (!streaming) {
       std::string& dst = kind == api::ExecEvent::kStdout ? result.stdout_data : result.stderr_data;
       bool& cut =
@@ -166,6 +179,24 @@ void handle_exec(ApiContext& ctx, ApiRequest& r) {
     ev.data = std::string(data);
     std::string line = api::to_json(ev);
     if (!r.out.write(mode == "sse" ? sse(line) : line + "\n")) client_gone = true;
+  };
+  auto emit = [&](api::ExecEvent::Kind kind, std::string_view data) {
+    auto& stream = kind == api::ExecEvent::kStdout ? redact_out : redact_err;
+    if (!stream) return emit_raw(kind, data);
+    clean.clear();
+    stream->feed(data, clean);
+    emit_raw(kind, clean);
+  };
+  // End of output: what the redactors still hold (a prefix that turned out
+  // not to be a secret, or a redacted tail).
+  auto flush_redactors = [&] {
+    for (auto kind : {api::ExecEvent::kStdout, api::ExecEvent::kStderr}) {
+      auto& stream = kind == api::ExecEvent::kStdout ? redact_out : redact_err;
+      if (!stream) continue;
+      clean.clear();
+      stream->finish(clean);
+      emit_raw(kind, clean);
+    }
   };
 
   for (;;) {
@@ -236,12 +267,13 @@ void handle_exec(ApiContext& ctx, ApiRequest& r) {
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - p.started).count();
   }
   if (client_gone) return;
+  flush_redactors();
   if (streaming) {
     api::ExecEvent ev;
     ev.kind = api::ExecEvent::kExit;
     ev.result = result;
     if (p.phase == ProcessEntry::Phase::kFailed && !p.failure.empty())
-      emit(api::ExecEvent::kStderr, "corral: " + p.failure + "\n");
+      emit_raw(api::ExecEvent::kStderr, "corral: " + p.failure + "\n");
     std::string line = api::to_json(ev);
     (void)r.out.write(mode == "sse" ? "event: exit\n" + sse(line) : line + "\n");
     (void)r.out.finish();
@@ -352,12 +384,40 @@ void handle_process_output(ApiContext& ctx, ApiRequest& r) {
   (void)r.out.start(200,
                     {{"content-type", "application/octet-stream"}, {"cache-control", "no-store"}},
                     std::nullopt);
+  // The output is redacted as it is read (S3), from its first byte: a
+  // secret that straddles `offset` is still found. `offset` counts bytes
+  // of the redacted output, the only output a client ever sees.
+  auto redaction = ctx.sandboxes.redaction((*sandbox)->id);
+  std::optional<secrets::RedactStream> redactor;
+  if (redaction) redactor.emplace(redaction);
+  std::uint64_t skip = offset;
+  std::string clean;
+  auto send = [&](std::string_view data, bool end) -> bool {
+    std::string_view out = data;
+    if (redactor) {
+      clean.clear();
+      if (end)
+        redactor->finish(clean);
+      else
+        redactor->feed(data, clean);
+      out = clean;
+    }
+    const auto drop = static_cast<std::size_t>(std::min<std::uint64_t>(skip, out.size()));
+    out.remove_prefix(drop);
+    skip -= drop;
+    return out.empty() || r.out.write(out);
+  };
   std::string buf(256 * 1024, '\0');
+  std::uint64_t pos = 0;  // in the raw file
+  auto read_some = [&]() -> ssize_t {
+    ssize_t n = pread(file.get(), buf.data(), buf.size(), static_cast<off_t>(pos));
+    if (n > 0) pos += static_cast<std::uint64_t>(n);
+    return n;
+  };
   for (;;) {
-    ssize_t n = pread(file.get(), buf.data(), buf.size(), static_cast<off_t>(offset));
+    ssize_t n = read_some();
     if (n > 0) {
-      offset += static_cast<std::uint64_t>(n);
-      if (!r.out.write(std::string_view(buf.data(), static_cast<size_t>(n)))) return;
+      if (!send(std::string_view(buf.data(), static_cast<size_t>(n)), false)) return;
       continue;
     }
     if (n < 0 || !follow) break;
@@ -371,13 +431,13 @@ void handle_process_output(ApiContext& ctx, ApiRequest& r) {
     if (finished) {
       // One last read: what it wrote just before it ended.
       ssize_t m;
-      while ((m = pread(file.get(), buf.data(), buf.size(), static_cast<off_t>(offset))) > 0) {
-        offset += static_cast<std::uint64_t>(m);
-        if (!r.out.write(std::string_view(buf.data(), static_cast<size_t>(m)))) return;
+      while ((m = read_some()) > 0) {
+        if (!send(std::string_view(buf.data(), static_cast<size_t>(m)), false)) return;
       }
       break;
     }
   }
+  if (!send({}, true)) return;
   (void)r.out.finish();
 }
 

@@ -18,10 +18,12 @@
 #include <sstream>
 
 #include "base/paths.h"
+#include "base/scope_guard.h"
 #include "daemon/metrics.h"
 #include "image/image_store.h"
 #include "jail/sandbox_planner.h"
 #include "jail/stage.h"
+#include "secrets/secret_value.h"
 #include "sys/syscalls.h"
 
 namespace corral::daemon {
@@ -172,7 +174,8 @@ std::optional<std::uint64_t> request_id_of(std::string_view process_id) {
 
 SandboxService::SandboxService(ServiceLimits limits, SandboxSpec defaults, StateStore& store,
                                AuditLog& audit, SandboxFactory& factory, CgroupManager& cgroups,
-                               MetricsRegistry& metrics, NetworkService* network)
+                               MetricsRegistry& metrics, NetworkService* network,
+                               SecretService* secrets)
     : limits_(std::move(limits)),
       defaults_(std::move(defaults)),
       store_(store),
@@ -180,7 +183,8 @@ SandboxService::SandboxService(ServiceLimits limits, SandboxSpec defaults, State
       factory_(factory),
       cgroups_(cgroups),
       metrics_(metrics),
-      network_(network) {
+      network_(network),
+      secrets_(secrets) {
   epoll_ = UniqueFd(epoll_create1(EPOLL_CLOEXEC));
   wake_ = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   epoll_event ev{};
@@ -285,6 +289,20 @@ ApiResult<SandboxService::Created> SandboxService::create(
   } else if (spec.network.mode != "none") {
     return api_fail("network_unavailable", "this daemon serves sandboxes without network only",
                     "network", "create it with network mode \"none\"");
+  }
+
+  // The secrets, checked against the store: a missing key or a broken rule
+  // is the request's fault (issue 5; never a value in the message).
+  std::shared_ptr<secrets::ResolvedSecrets> resolved_secrets;
+  if (!spec.secrets.empty()) {
+    if (secrets_ == nullptr)
+      return api_fail("invalid_value", "this daemon serves no secrets", "secrets",
+                      "create it without secrets");
+    auto r = secrets_->prepare(spec);
+    if (!r && r.error().code == ErrorCode::kUnavailable)
+      return api_fail("unavailable", r.error().message, "secrets", r.error().hint);
+    if (!r) return api_fail("invalid_value", r.error().message, "secrets", r.error().hint);
+    resolved_secrets = std::move(*r);
   }
 
   // Resolve the image before anything is reserved.
@@ -413,8 +431,19 @@ ApiResult<SandboxService::Created> SandboxService::create(
     transition_later(e.get(), id, SandboxState::kInitializing, "id, cgroup and layer next");
   }
   options.sandbox_id = id;
+  // File-mode secrets: the sandbox's own tmpfs, bound at /run/secrets by
+  // init like any mount (the stored spec does not list it).
+  SandboxSpec factory_spec = spec;
+  if (resolved_secrets) {
+    auto m = secrets_->mount(id, *resolved_secrets);
+    if (!m) return fail_create("setup_failed", "secrets: " + m.error().message, m.error().hint, "");
+    if (*m) {
+      factory_spec.mounts.push_back(**m);
+      options.mount_roots.push_back(secrets_->mounts_root());
+    }
+  }
   SetupFailure failure;
-  auto made = factory_.create(spec, options, expires, &failure, limits_.setup_timeout);
+  auto made = factory_.create(factory_spec, options, expires, &failure, limits_.setup_timeout);
   if (!made && made.error().code == ErrorCode::kUnavailable)
     return fail_create("unavailable", made.error().message, made.error().hint, "");
   if (!made && made.error().code == ErrorCode::kTimeout)  // the factory stage's timeout
@@ -440,6 +469,15 @@ ApiResult<SandboxService::Created> SandboxService::create(
       return fail_create("setup_failed", "network: " + st.error().message, st.error().hint, "");
   } else if (policy) {
     return fail_create("setup_failed", "the sandbox got no network slot", "", "");
+  }
+  // Files written for its user, reads watched, tokens issued: before its
+  // first process can run.
+  if (resolved_secrets) {
+    // Owned by host root, like the mount's directory: the bind mount is
+    // idmapped (jail/idmap_userns.h), so inside they belong to the
+    // sandbox's user, and 0400 makes them readable by that user alone.
+    if (auto st = secrets_->inject(id, resolved_secrets, 0, 0); !st)
+      return fail_create("setup_failed", "secrets: " + st.error().message, st.error().hint, "");
   }
   const auto& ident = e->live->identity();
   journal_.post([this, id, ident, rt = runtime_json(ident, env, e->net_slot).dump()] {
@@ -673,6 +711,11 @@ api::SandboxInfo SandboxService::teardown(const std::shared_ptr<SandboxEntry>& e
   if (network_ != nullptr && (e->net_slot || network_->serves(std::string(id)))) {
     for (auto& r : network_->detach(std::string(id), e->net_slot)) report.residue.push_back(r);
   }
+  // Tokens revoked, the read watch stopped, the files overwritten and
+  // unmounted (S6): after init, so nothing in the sandbox still reads them.
+  if (secrets_ != nullptr && (!e->spec.secrets.empty() || secrets_->has(std::string(id)))) {
+    for (auto& r : secrets_->remove(std::string(id))) report.residue.push_back(r);
+  }
   // Every process the sandbox had is gone now.
   std::vector<std::shared_ptr<ProcessEntry>> procs;
   {
@@ -772,6 +815,21 @@ ApiResult<std::shared_ptr<ProcessEntry>> SandboxService::spawn(
       bool given = false;
       for (const auto& e : req.env) given |= e.rfind(prefix, 0) == 0;
       if (!given) req.env.push_back(prefix + *token);
+    }
+  }
+  // Env-mode secrets and broker tokens (issue 5): in every process corral
+  // starts, never in init's environment, the store or the audit log. A
+  // variable the request sets itself wins (its value is the caller's).
+  ScopeGuard wipe_env([&req] {
+    for (auto& e : req.env) secrets::wipe(e);
+  });
+  if (secrets_ != nullptr) {
+    for (auto& kv : secrets_->env(sandbox->id)) {
+      const std::string prefix = kv.substr(0, kv.find('=') + 1);
+      bool given = false;
+      for (const auto& e : req.env) given |= e.rfind(prefix, 0) == 0;
+      if (!given) req.env.push_back(std::move(kv));
+      secrets::wipe(kv);
     }
   }
   if (auto st = validate_spawn_request(req); !st)
@@ -1141,6 +1199,9 @@ std::vector<std::string> SandboxService::remove_unadopted(const std::string& id,
   }
   const std::string lock_path = run_dir() + "/sandboxes/" + id + ".lock";
   unlink(lock_path.c_str());
+  if (secrets_ != nullptr) {
+    for (auto& r : secrets_->remove_unadopted(id)) residue.push_back(r);
+  }
   return residue;
 }
 
@@ -1252,6 +1313,21 @@ std::string SandboxService::reconcile() {
             watch(e);
             audit_now(json{{"type", "sandbox.reattach"}, {"sandbox", r.id}});
             teardown(e, r.id, "its network could not be served again: " + served.error().message,
+                     false);
+            ++destroyed;
+            continue;
+          }
+        }
+        // Its secrets too: a sandbox that cannot have them back is
+        // destroyed (its files are wiped) rather than left half-served.
+        if (!e->spec.secrets.empty()) {
+          Status got = secrets_ == nullptr
+                           ? Status(make_error(ErrorCode::kUnavailable, "no secret service"))
+                           : secrets_->reattach(r.id, e->spec);
+          if (!got) {
+            watch(e);
+            audit_now(json{{"type", "sandbox.reattach"}, {"sandbox", r.id}});
+            teardown(e, r.id, "its secrets could not be served again: " + got.error().message,
                      false);
             ++destroyed;
             continue;

@@ -29,6 +29,7 @@
 #include "daemon/metrics.h"
 #include "daemon/network_service.h"
 #include "daemon/process_entry.h"
+#include "daemon/secret_service.h"
 #include "jail/cgroup.h"
 #include "runtime/live_sandbox.h"
 #include "runtime/sandbox_factory.h"
@@ -73,9 +74,10 @@ struct SandboxEntry {
 class SandboxService {
  public:
   // `network` may be null: then only sandboxes without network are served.
+  // `secrets` may be null: then specs that ask for secrets are refused.
   SandboxService(ServiceLimits limits, SandboxSpec defaults, StateStore& store, AuditLog& audit,
                  SandboxFactory& factory, CgroupManager& cgroups, MetricsRegistry& metrics,
-                 NetworkService* network = nullptr);
+                 NetworkService* network = nullptr, SecretService* secrets = nullptr);
   ~SandboxService();  // stops the threads; sandboxes live on for the next daemon
 
   // Re-attaches to or destroys what the store says may still exist, then
@@ -112,6 +114,12 @@ class SandboxService {
   // Processes of a sandbox (background ones and execs still running).
   std::vector<std::shared_ptr<ProcessEntry>> processes(const SandboxEntry& sandbox);
   std::shared_ptr<ProcessEntry> find_process(SandboxEntry& sandbox, std::string_view id);
+
+  // The redactor of what leaves sandbox `id` (issue 5, S3); null when the
+  // daemon has no secret service.
+  std::shared_ptr<const secrets::RedactionSet> redaction(const std::string& id) const {
+    return secrets_ != nullptr ? secrets_->redaction(id) : nullptr;
+  }
 
   // Appends an audit record after everything the journal still holds.
   void audit_now(const nlohmann::json& event);
@@ -161,6 +169,7 @@ class SandboxService {
   CgroupManager& cgroups_;
   MetricsRegistry& metrics_;
   NetworkService* network_;
+  SecretService* secrets_;
 
   std::mutex mu_;  // guards entries_, reserved_*
   std::map<std::string, std::shared_ptr<SandboxEntry>, std::less<>> entries_;

@@ -30,7 +30,10 @@
 #include "net/socket_wait.h"
 #include "net/splice_relay.h"
 #include "net/tls_client_hello.h"
+#include "net/tls_intercept.h"
+#include "net/tls_stream.h"
 #include "net/upstream_resolver.h"
+#include "secrets/secret_value.h"
 
 // Why a thread per connection rather than an event loop:
 //   - The steps before the data phase block by nature: Resolver::resolve
@@ -82,6 +85,10 @@ std::string_view egress_refusal_name(EgressRefusal r) {
       return "overloaded";
     case EgressRefusal::kPolicyChanged:
       return "policy_changed";
+    case EgressRefusal::kSecretRefused:
+      return "secret_refused";
+    case EgressRefusal::kUpstreamTls:
+      return "upstream_tls";
     case EgressRefusal::kCount:
       break;
   }
@@ -277,6 +284,9 @@ struct EgressProxy::Impl {
   std::shared_ptr<DnsAnswers> answers;
   EgressAuditSink audit;
   EgressProxyOptions options;
+  // Broker mode: the client context of intercepted connections (set when
+  // options has a swapper and a CA).
+  std::shared_ptr<SSL_CTX> upstream_tls;
 
   UniqueFd epoll_fd;  // the listeners (one-shot: re-armed after each accept)
   UniqueFd stop_fd;   // eventfd in epoll_fd, data 0; once written, stays readable
@@ -342,7 +352,17 @@ class Session {
   bool start_relay(const Target& target, const std::shared_ptr<const NetworkPolicy>& used);
   // The data phase: `head` then `body` (the bytes already read) go upstream
   // first; `framing` and `length` bound a plain HTTP request.
-  void relay(std::string head, std::string body, RequestFraming framing, std::uint64_t length);
+  // `secret_head`: the head holds swapped-in secret values; it is sent
+  // first and wiped before the relay starts.
+  void relay(std::string head, std::string body, RequestFraming framing, std::uint64_t length,
+             bool secret_head = false);
+  // Broker mode (issue 5).
+  bool wants_interception(const std::string& host, std::uint16_t port) const;
+  void intercept(const std::string& host, std::uint16_t port, std::string client_hello);
+  // Gives a plain HTTP head to the swapper (via "http"). False: refused,
+  // answered 403 and recorded. `secret_head` says whether values went in.
+  bool swap_plain(const std::string& host, std::uint16_t port, std::string& head,
+                  bool& secret_head);
   void set_protocol(Protocol p) { ev_.protocol = protocol_name(p); }
   EgressEvent to_gateway(std::string already_read) {
     gateway_served_ = true;
@@ -722,6 +742,11 @@ EgressEvent Session::run() {
   if (!route(t, policy_now, v)) return ev_;
   if (!start_relay(t, policy_now)) return ev_;
   ev_.reason = v.reason;
+  if (first == First::kTls && hello_.has_sni && v.via_name &&
+      wants_interception(hello_.sni, original_.port)) {
+    intercept(hello_.sni, original_.port, std::move(buf_));
+    return ev_;
+  }
   relay(std::move(buf_), {}, RequestFraming::kNone, 0);
   return ev_;
 }
@@ -775,11 +800,15 @@ bool Session::handle_http(const ProxyRequest& req, bool transparent) {
     if (ev_.refusal == EgressRefusal::kPolicyChanged) refuse(ev_.refusal, ev_.reason, 403);
     return false;
   }
-  http_answer_pending_ = false;
   ev_.reason = v.reason;
-  relay(req.upstream_head, buf_.substr(head_end_),
+  std::string head = req.upstream_head;
+  bool secret_head = false;
+  const std::string swap_host = !name.empty() ? name : t.address ? t.address->str() : "";
+  if (!swap_plain(swap_host, t.port, head, secret_head)) return false;
+  http_answer_pending_ = false;
+  relay(std::move(head), buf_.substr(head_end_),
         req.head.chunked ? RequestFraming::kChunked : RequestFraming::kLength,
-        req.head.content_length.value_or(0));
+        req.head.content_length.value_or(0), secret_head);
   return true;
 }
 
@@ -892,14 +921,37 @@ bool Session::handle_connect(const ProxyRequest& req) {
   }
   if (!start_relay(t, used)) return false;
   ev_.reason = v.reason;
-  relay(std::move(head), std::move(body), framing, length);
+  if (first == First::kTls && routed.via_name && wants_interception(host, req.target_port)) {
+    intercept(host, req.target_port, std::move(head));
+    return true;
+  }
+  bool secret_head = false;
+  if (first == First::kHttp) {
+    http_answer_pending_ = true;  // the client waits for an answer inside the tunnel
+    if (!swap_plain(host, req.target_port, head, secret_head)) return false;
+    http_answer_pending_ = false;
+  }
+  relay(std::move(head), std::move(body), framing, length, secret_head);
   return true;
 }
 
 // --- The data phase ---------------------------------------------------------
 
 void Session::relay(std::string head, std::string body, RequestFraming framing,
-                    std::uint64_t length) {
+                    std::uint64_t length, bool secret_head) {
+  std::uint64_t head_sent = 0;
+  if (secret_head) {
+    // The relay keeps its head in buffers of its own: a head that holds a
+    // secret goes out from here, and is wiped at once.
+    const bool sent =
+        send_all(upstream_.get(), head, Clock::now() + policy()->request_timeout, client_);
+    head_sent = sent ? head.size() : 0;
+    secrets::wipe(head);
+    if (!sent) {
+      ev_.end = "sending the request head failed";
+      return;
+    }
+  }
   RelaySpec spec;
   spec.client = client_;
   spec.upstream = upstream_.get();
@@ -913,9 +965,92 @@ void Session::relay(std::string head, std::string body, RequestFraming framing,
   spec.batch_bytes = px_.options.batch_bytes;
   set_nodelay(client_);  // the proxy adds no coalescing delay of its own
   RelayResult r = relay_connection(std::move(spec));
-  ev_.bytes_up = r.bytes_up;
+  ev_.bytes_up = r.bytes_up + head_sent;
   ev_.bytes_down = r.bytes_down;
   ev_.end = std::move(r.end);
+}
+
+// --- Broker mode (issue 5) ---------------------------------------------------
+
+bool Session::wants_interception(const std::string& host, std::uint16_t port) const {
+  const auto& o = px_.options;
+  return o.swapper && o.ca && px_.upstream_tls && !host.empty() &&
+         o.swapper->intercepts(conn_.sandbox->id, host, port);
+}
+
+bool Session::swap_plain(const std::string& host, std::uint16_t port, std::string& head,
+                         bool& secret_head) {
+  secret_head = false;
+  if (!px_.options.swapper) return true;
+  secrets::OutboundRequest out{conn_.sandbox->id, host, port, "http"};
+  secrets::SwapResult r = px_.options.swapper->swap(out, head);
+  if (r.outcome == secrets::SwapOutcome::kRefused) {
+    ev_.secrets = r.secrets;
+    std::string names = joined(r.secrets);
+    refuse(EgressRefusal::kSecretRefused,
+           "the token of secret " + names + " may not be sent to " + host + ":" +
+               std::to_string(port) + " in plain HTTP" +
+               (r.reason.empty() ? "" : " (" + r.reason + ")"),
+           403);
+    return false;
+  }
+  if (r.outcome == secrets::SwapOutcome::kSwapped) {
+    ev_.secrets = r.secrets;
+    secret_head = true;
+  }
+  return true;
+}
+
+void Session::intercept(const std::string& host, std::uint16_t port, std::string client_hello) {
+  ev_.intercepted = true;
+  auto leaf = px_.options.ca->leaf_for(host);
+  if (!leaf) {
+    refuse(EgressRefusal::kMalformed, "no certificate for " + host + ": " + leaf.error().message);
+    return;
+  }
+  const auto p = policy();
+  InterceptSpec spec;
+  spec.sandbox = conn_.sandbox->id;
+  spec.host = host;
+  spec.port = port;
+  spec.client = client_;
+  spec.upstream = upstream_.get();
+  spec.client_hello = std::move(client_hello);
+  spec.leaf = std::move(*leaf);
+  spec.upstream_ctx = px_.upstream_tls.get();
+  spec.swapper = px_.options.swapper.get();
+  spec.head_timeout = std::min(px_.options.head_timeout, p->request_timeout);
+  spec.idle_timeout = p->request_timeout;
+  set_nodelay(client_);
+  InterceptResult r = relay_intercepted(std::move(spec));
+  ev_.bytes_up = r.bytes_up;
+  ev_.bytes_down = r.bytes_down;
+  ev_.secrets = std::move(r.secrets);
+  if (!r.method.empty()) ev_.host = host;
+  switch (r.outcome) {
+    case InterceptOutcome::kRelayed:
+      ev_.end = r.end;
+      break;
+    case InterceptOutcome::kNoRequest:
+    case InterceptOutcome::kClientTls:
+      ev_.end = r.reason;  // allowed; the sandbox sent nothing to forward
+      break;
+    case InterceptOutcome::kUpstreamTls:
+      refuse(EgressRefusal::kUpstreamTls, r.reason);
+      break;
+    case InterceptOutcome::kSecretRefused:
+      refuse(EgressRefusal::kSecretRefused, r.reason);
+      break;
+    case InterceptOutcome::kMismatch:
+      refuse(EgressRefusal::kMismatch, r.reason);
+      break;
+    case InterceptOutcome::kMalformed:
+      refuse(EgressRefusal::kMalformed, r.reason);
+      break;
+    case InterceptOutcome::kTimeout:
+      refuse(EgressRefusal::kTimeout, r.reason);
+      break;
+  }
 }
 
 }  // namespace
@@ -1086,6 +1221,11 @@ Result<std::unique_ptr<EgressProxy>> EgressProxy::start(std::shared_ptr<Resolver
   impl->audit = std::move(audit);
   impl->options = options;
   impl->options.max_connections = std::max<std::size_t>(impl->options.max_connections, 1);
+  if (impl->options.swapper && impl->options.ca) {
+    auto ctx = make_upstream_tls_context(impl->options.upstream_ca_file);
+    if (!ctx) return tl::unexpected(ctx.error().wrap("TLS interception"));
+    impl->upstream_tls = std::move(*ctx);
+  }
   impl->epoll_fd.reset(::epoll_create1(EPOLL_CLOEXEC));
   if (!impl->epoll_fd) return errno_error("epoll_create1");
   impl->stop_fd.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));

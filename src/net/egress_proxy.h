@@ -24,12 +24,15 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/result.h"
+#include "net/cert_authority.h"
 #include "net/gateway.h"
 #include "net/ip_address.h"
 #include "net/network_policy.h"
 #include "net/resolver.h"
+#include "secrets/token_swapper.h"
 
 namespace corral::net {
 
@@ -47,10 +50,13 @@ enum class EgressRefusal : std::uint8_t {
   kConnectFailed,  // no allowed address accepted the connection in time
   kOverloaded,     // too many open connections (all sandboxes, or this one)
   kPolicyChanged,  // open, then closed: the new policy no longer allows it
+  kSecretRefused,  // a broker token may not go there (issue 5): nothing was forwarded
+  kUpstreamTls,    // intercepted TLS: the upstream's certificate or handshake failed
   kCount,
 };
 // "none", "denied", "address", "mismatch", "rate_limited", "malformed",
-// "timeout", "resolve_failed", "connect_failed", "overloaded", "policy_changed".
+// "timeout", "resolve_failed", "connect_failed", "overloaded", "policy_changed",
+// "secret_refused", "upstream_tls".
 std::string_view egress_refusal_name(EgressRefusal r);
 
 // The audit record of one connection: sent once, when it ends (a refused
@@ -70,9 +76,14 @@ struct EgressEvent {
   std::string rule;      // the rule that decided, if any
   bool allowed = false;  // true: relayed to the upstream
   EgressRefusal refusal = EgressRefusal::kNone;
-  std::string reason;            // why it was allowed or refused
-  std::string end;               // how a relayed connection ended ("closed", "idle timeout",
-                                 // "reset", "policy changed", "sandbox removed", ...)
+  std::string reason;  // why it was allowed or refused
+  std::string end;     // how a relayed connection ended ("closed", "idle timeout",
+                       // "reset", "policy changed", "sandbox removed", ...)
+  // Broker mode (issue 5): the TLS was ended and re-opened by the proxy
+  // (tls_intercept.h), and the secrets whose tokens were swapped in (or,
+  // with kSecretRefused, refused) on this connection.
+  bool intercepted = false;
+  std::vector<std::string> secrets;
   std::uint64_t bytes_up = 0;    // sandbox -> upstream, as delivered to the upstream
   std::uint64_t bytes_down = 0;  // upstream -> sandbox
   std::uint64_t duration_ms = 0;
@@ -117,6 +128,19 @@ struct EgressProxyOptions {
   // egress policy; it answers and audits the request itself (no
   // EgressEvent). Unset: such connections meet the egress policy.
   std::function<void(const GatewayConnection&)> gateway;
+  // Broker mode (issue 5; docs/network.md "TLS interception"). With a
+  // swapper, every plain HTTP request head (absolute URL, transparent port
+  // 80, HTTP inside CONNECT) is given to swapper->swap() (via "http")
+  // before it is forwarded, and a refusal is answered 403 and audited
+  // (kSecretRefused). With a swapper and a CA, an allowed TLS connection
+  // to a host:port for which swapper->intercepts() is true is ended here
+  // with a leaf of `ca` and re-opened to the upstream (verified against the
+  // system trust store plus `upstream_ca_file`), and its request head is
+  // swapped (via "tls-intercept"). Other TLS stays a blind tunnel. Unset:
+  // nothing is read beyond the first request head or ClientHello.
+  std::shared_ptr<secrets::TokenSwapper> swapper;
+  std::shared_ptr<CertAuthority> ca;
+  std::string upstream_ca_file;  // PEM CA bundle trusted besides the system's; may be empty
 };
 
 class EgressProxy {

@@ -20,6 +20,8 @@
 #include "net/host_name.h"
 #include "net/proxy_request.h"
 #include "net/socket_wait.h"
+#include "net/tls_stream.h"
+#include "secrets/secret_value.h"
 
 namespace corral::net {
 
@@ -101,12 +103,14 @@ int status_of(GatewayRefusal r) {
     case GatewayRefusal::kNotGranted:
     case GatewayRefusal::kMethod:
     case GatewayRefusal::kPathNotAllowed:
+    case GatewayRefusal::kSecretRefused:
       return 403;
     case GatewayRefusal::kRateLimited:
       return 429;
     case GatewayRefusal::kLengthRequired:
       return 411;
     case GatewayRefusal::kUpstreamFailed:
+    case GatewayRefusal::kUpstreamTls:
       return 502;
     case GatewayRefusal::kUpstreamTimeout:
       return 504;
@@ -172,14 +176,13 @@ bool is_valid_gateway_service_name(std::string_view name) {
 
 Result<GatewayUrl> parse_gateway_url(std::string_view url) {
   const std::string shown = "\"" + one_line(url) + "\"";
-  const char* form = "write it as http://host:port/base (the base path is optional)";
-  if (url.size() < 7 || lower(url.substr(0, 7)) != "http://") {
-    if (url.size() >= 8 && lower(url.substr(0, 8)) == "https://")
-      return invalid("internal URL " + shown + ": https is not supported",
-                     "the gateway speaks plain HTTP to internal services; " + std::string(form));
-    return invalid("internal URL " + shown + " is not an http:// URL", form);
-  }
-  std::string_view rest = url.substr(7);
+  const char* form =
+      "write it as http://host:port/base or https://host:port/base (the base path "
+      "is optional)";
+  const bool tls = url.size() >= 8 && lower(url.substr(0, 8)) == "https://";
+  if (!tls && (url.size() < 7 || lower(url.substr(0, 7)) != "http://"))
+    return invalid("internal URL " + shown + " is not an http:// or https:// URL", form);
+  std::string_view rest = url.substr(tls ? 8 : 7);
   std::size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
   std::string_view path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash);
@@ -193,7 +196,8 @@ Result<GatewayUrl> parse_gateway_url(std::string_view url) {
   if (!split_host_port(authority, out.host, port) || out.host.empty())
     return invalid("internal URL " + shown + ": bad host or port", form);
   if (port && *port == 0) return invalid("internal URL " + shown + ": port 0", form);
-  out.port = port.value_or(80);
+  out.tls = tls;
+  out.port = port.value_or(tls ? 443 : 80);
   for (char c : path) {
     auto u = static_cast<unsigned char>(c);
     if (u <= 0x20 || u >= 0x7f || c == '\\' || c == '%')
@@ -260,6 +264,7 @@ Result<GatewayService> parse_gateway_service(std::string_view name, std::string_
   if (!u) return tl::unexpected(u.error().wrap(who));
   s.host = u->host;
   s.port = u->port;
+  s.tls = u->tls;
   s.base_path = u->base_path;
   if (!methods.empty()) {
     s.methods.clear();
@@ -432,6 +437,10 @@ std::string_view gateway_refusal_name(GatewayRefusal r) {
       return "upstream_timeout";
     case GatewayRefusal::kTimeout:
       return "timeout";
+    case GatewayRefusal::kSecretRefused:
+      return "secret_refused";
+    case GatewayRefusal::kUpstreamTls:
+      return "upstream_tls";
     case GatewayRefusal::kCount:
       break;
   }
@@ -454,6 +463,12 @@ Result<std::unique_ptr<Gateway>> Gateway::create(std::vector<GatewayService> ser
         return invalid("gateway service \"" + services[i].name + "\" is declared twice");
   }
   std::unique_ptr<Gateway> g(new Gateway());
+  if (std::any_of(services.begin(), services.end(),
+                  [](const GatewayService& s) { return s.tls; })) {
+    auto ctx = make_upstream_tls_context(options.ca_file);
+    if (!ctx) return tl::unexpected(ctx.error().wrap("the gateway's https services"));
+    g->tls_ = std::move(*ctx);
+  }
   g->services_ = std::move(services);
   g->secret_ = std::move(secret);
   g->resolver_ = std::move(resolver);
@@ -659,7 +674,9 @@ void Gateway::serve(const GatewayConnection& conn) {
     token = std::string(*t);
   } else if (auto a = req->head.header("authorization")) {
     std::string_view v = *a;
-    if (v.size() > 7 && iequals(v.substr(0, 7), "bearer ")) {
+    // A broker token (issue 5) is for the swapper, never a gateway token.
+    if (v.size() > 7 && iequals(v.substr(0, 7), "bearer ") &&
+        trim(v.substr(7)).rfind(secrets::kTokenPrefix, 0) != 0) {
       token = trim(v.substr(7));
       token_in_authorization = true;
     }
@@ -734,13 +751,14 @@ void Gateway::serve(const GatewayConnection& conn) {
   const std::string host_port =
       (v6_host ? "[" + svc.host + "]" : svc.host) + ":" + std::to_string(svc.port);
   ev.upstream = host_port;
-  std::string head = req->method + " " + svc.base_path + target->rest +
-                     (target->query.empty() && req->head.target.find('?') == std::string::npos
-                          ? ""
-                          : "?" + target->query) +
-                     " HTTP/1.1\r\nHost: " +
-                     (svc.port == 80 ? (v6_host ? "[" + svc.host + "]" : svc.host) : host_port) +
-                     "\r\n";
+  std::string head =
+      req->method + " " + svc.base_path + target->rest +
+      (target->query.empty() && req->head.target.find('?') == std::string::npos
+           ? ""
+           : "?" + target->query) +
+      " HTTP/1.1\r\nHost: " +
+      (svc.port == (svc.tls ? 443 : 80) ? (v6_host ? "[" + svc.host + "]" : svc.host) : host_port) +
+      "\r\n";
   std::vector<std::string> listed;
   for (const auto& h : req->head.headers)
     if (h.name == "connection")
@@ -811,9 +829,65 @@ void Gateway::serve(const GatewayConnection& conn) {
   int one = 1;
   (void)::setsockopt(up.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   (void)::setsockopt(conn.client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  const auto idle = options_.idle_timeout;
+
+  // https: TLS to the service (SNI = its host), chain and name verified.
+  std::unique_ptr<TlsStream> tls;
+  if (svc.tls) {
+    tls = std::make_unique<TlsStream>(tls_ ? new_upstream_ssl(tls_.get(), svc.host) : nullptr,
+                                      up.get());
+    if (!tls->handshake(Clock::now() + options_.connect_timeout, conn.client)) {
+      s.refuse(GatewayRefusal::kUpstreamTls, "TLS to " + host_port + " failed: " + tls->error(),
+               "the internal service's certificate is not trusted: tell the owner");
+      return done();
+    }
+  }
+  auto up_send = [&](std::string_view data) {
+    return tls ? tls->write_all(data, Clock::now() + idle, conn.client)
+               : send_all(up.get(), data, Clock::now() + idle, conn.client);
+  };
+  // > 0 bytes, 0 end of stream, -1 failed (or the client went away), -2 idle.
+  auto up_recv = [&](char* buf, std::size_t n) -> long {
+    if (tls) return tls->read(buf, n, Clock::now() + idle, conn.client);
+    for (;;) {
+      int w = wait_fd(up.get(), POLLIN, Clock::now() + idle, conn.client);
+      if (w == 0) return -2;
+      if (w < 0) return -1;
+      ssize_t n_read = ::recv(up.get(), buf, n, MSG_DONTWAIT);
+      if (n_read < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      return n_read < 0 ? -1 : static_cast<long>(n_read);
+    }
+  };
+
+  // Broker mode: tokens in the head become the secrets' values (or refuse
+  // the request) once the service is connected (and, https,
+  // verified), before anything is sent.
+  bool secret_head = false;
+  if (options_.swapper) {
+    secrets::OutboundRequest out{conn.sandbox, svc.host, svc.port, "gateway"};
+    secrets::SwapResult sr = options_.swapper->swap(out, head);
+    ev.secrets = sr.secrets;
+    if (sr.outcome == secrets::SwapOutcome::kRefused) {
+      std::string names;
+      for (const auto& n : sr.secrets) names += (names.empty() ? "" : ", ") + n;
+      s.refuse(GatewayRefusal::kSecretRefused,
+               "the token of secret " + names + " may not be sent to gateway service \"" +
+                   svc.name + "\" (" + svc.host + ")" + (sr.reason.empty() ? "" : ": " + sr.reason),
+               "a broker token goes only to the hosts its secret names");
+      secrets::wipe(head);
+      return done();
+    }
+    secret_head = sr.outcome == secrets::SwapOutcome::kSwapped;
+  }
+  struct WipeHead {
+    std::string& h;
+    bool on;
+    ~WipeHead() {
+      if (on) secrets::wipe(h);
+    }
+  } wipe_head{head, secret_head};
 
   // Request: the head, then exactly Content-Length body bytes.
-  const auto idle = options_.idle_timeout;
   std::uint64_t body_left = req->head.content_length.value_or(0);
   std::string_view first_body = std::string_view(s.buf()).substr(s.head_end());
   if (first_body.size() > body_left) first_body = first_body.substr(0, body_left);
@@ -822,10 +896,12 @@ void Gateway::serve(const GatewayConnection& conn) {
     s.refuse(GatewayRefusal::kUpstreamFailed, what, "the internal service failed: tell the owner");
     done();
   };
-  if (!send_all(up.get(), head, Clock::now() + idle, conn.client) ||
-      !send_all(up.get(), first_body, Clock::now() + idle, conn.client))
+  const bool head_sent = up_send(head);
+  const std::size_t head_size = head.size();
+  if (secret_head) secrets::wipe(head);
+  if (!head_sent || !up_send(first_body))
     return upstream_failed("sending the request to " + host_port + " failed");
-  ev.bytes_up += head.size() + first_body.size();
+  ev.bytes_up += head_size + first_body.size();
   std::string chunk(kChunk, '\0');
   while (body_left > 0) {
     int w = wait_fd(conn.client, POLLIN, Clock::now() + idle, -1);
@@ -844,8 +920,7 @@ void Gateway::serve(const GatewayConnection& conn) {
                "");
       return done();
     }
-    if (!send_all(up.get(), std::string_view(chunk.data(), static_cast<std::size_t>(n)),
-                  Clock::now() + idle, conn.client))
+    if (!up_send(std::string_view(chunk.data(), static_cast<std::size_t>(n))))
       return upstream_failed("sending the request body to " + host_port + " failed");
     ev.bytes_up += static_cast<std::uint64_t>(n);
     body_left -= static_cast<std::uint64_t>(n);
@@ -855,19 +930,17 @@ void Gateway::serve(const GatewayConnection& conn) {
   bool any = false;
   std::string status_bytes;
   for (;;) {
-    int w = wait_fd(up.get(), POLLIN, Clock::now() + idle, conn.client);
-    if (w == 0 && !any) {
+    long n = up_recv(chunk.data(), kChunk);
+    if (n == -2 && !any) {
       s.refuse(GatewayRefusal::kUpstreamTimeout,
                host_port + " sent no answer within " + std::to_string(idle.count()) + " ms",
                "the internal service does not answer: tell the owner");
       return done();
     }
-    if (w != 1) {
-      ev.reason = w == 0 ? "idle timeout" : "the client went away";
+    if (n == -2 || (n < 0 && any)) {
+      ev.reason = n == -2 ? "idle timeout" : "the client went away";
       break;
     }
-    ssize_t n = ::recv(up.get(), chunk.data(), kChunk, MSG_DONTWAIT);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n <= 0) {
       if (!any) return upstream_failed(host_port + " closed without an answer");
       break;
@@ -886,7 +959,8 @@ void Gateway::serve(const GatewayConnection& conn) {
     ev.bytes_down += static_cast<std::uint64_t>(n);
   }
   ev.allowed = true;
-  if (ev.reason.empty()) ev.reason = "forwarded to " + host_port;
+  if (ev.reason.empty()) ev.reason = "forwarded to " + host_port + (svc.tls ? " (TLS)" : "");
+  if (tls) tls->close(Clock::now() + milliseconds(200));
   ::shutdown(conn.client, SHUT_WR);
   done();
 }

@@ -2,7 +2,8 @@
 // "Gateway to internal services").
 //
 // The owner (daemon config, `corral run --gateway-service`) declares
-// services: a name, an internal URL (http://host:port/base), the methods
+// services: a name, an internal URL (http://host:port/base, or https://:
+// the gateway then speaks TLS to the service, verified), the methods
 // and path prefixes allowed, and a rate limit. A sandbox whose policy
 // grants a service (NetworkPolicy::gateway_services) reaches it only as
 //
@@ -23,7 +24,18 @@
 // dropped, X-Corral-Sandbox and Connection: close added), forwarded with
 // its Content-Length body, and the response is streamed back until the
 // service closes. Every request ends in exactly one GatewayEvent.
+//
+// Broker mode (issue 5): with a swapper (GatewayOptions), the rewritten
+// head is given to swapper->swap() (via "gateway", host = the service's
+// host) once the service is connected (https: verified) and before
+// anything is sent: a broker token of the sandbox whose
+// secret names that host is replaced by the secret's value, any other
+// token refuses the request (403, kSecretRefused). A broker token in
+// `Authorization: Bearer corral_tok_...` is never taken for the gateway
+// token: the gateway token then goes in X-Corral-Gateway-Token.
 #pragma once
+
+#include <openssl/types.h>
 
 #include <array>
 #include <chrono>
@@ -41,6 +53,7 @@
 #include "base/result.h"
 #include "net/network_policy.h"
 #include "net/resolver.h"
+#include "secrets/token_swapper.h"
 
 namespace corral::net {
 
@@ -48,21 +61,23 @@ namespace corral::net {
 inline constexpr std::string_view kGatewayHost = "gateway.corral.internal";
 
 struct GatewayService {
-  std::string name;  // [a-z0-9][a-z0-9-]*, at most 63: the first path segment
-  std::string url;   // as declared: http://host[:port][/base]
-  std::string host;  // lower case; an IP literal (no brackets) or a DNS name
-  std::uint16_t port = 80;
-  std::string base_path;                            // "" or "/base" (no trailing '/')
+  std::string name;         // [a-z0-9][a-z0-9-]*, at most 63: the first path segment
+  std::string url;          // as declared: http[s]://host[:port][/base]
+  std::string host;         // lower case; an IP literal (no brackets) or a DNS name
+  std::uint16_t port = 80;  // 443 for https without a port
+  bool tls = false;         // https: TLS to the service, its certificate verified
+  std::string base_path;    // "" or "/base" (no trailing '/')
   std::vector<std::string> methods{"GET", "HEAD"};  // upper case
   std::vector<std::string> path_prefixes{"/"};      // of the path after /<service>
   RateLimit rate{10, 20};                           // requests/s per sandbox; 0: unlimited
 };
 
-// http://host[:port][/base]: http only, no user info, query or fragment.
+// http[s]://host[:port][/base]: no user info, query or fragment.
 struct GatewayUrl {
   std::string host;
-  std::uint16_t port = 80;
+  std::uint16_t port = 80;  // 443 for https
   std::string base_path;
+  bool tls = false;  // https
 };
 Result<GatewayUrl> parse_gateway_url(std::string_view url);
 
@@ -117,11 +132,14 @@ enum class GatewayRefusal : std::uint8_t {
   kUpstreamFailed,   // 502: resolution, connect, or an empty answer
   kUpstreamTimeout,  // 504
   kTimeout,          // 408: no complete head in time (or the client vanished)
+  kSecretRefused,    // 403: a broker token that may not go to this service (issue 5)
+  kUpstreamTls,      // 502: https service: TLS handshake or certificate failed
   kCount,
 };
 // "none", "malformed", "path", "no_token", "bad_token", "unknown_service",
 // "not_granted", "method", "path_not_allowed", "rate_limited",
-// "length_required", "upstream_failed", "upstream_timeout", "timeout".
+// "length_required", "upstream_failed", "upstream_timeout", "timeout",
+// "secret_refused", "upstream_tls".
 std::string_view gateway_refusal_name(GatewayRefusal r);
 
 struct GatewayEvent {
@@ -133,9 +151,10 @@ struct GatewayEvent {
   bool allowed = false;
   GatewayRefusal refusal = GatewayRefusal::kNone;
   std::string reason;
-  std::string upstream;          // "host:port" forwarded to
-  std::uint64_t bytes_up = 0;    // to the service (head and body)
-  std::uint64_t bytes_down = 0;  // to the sandbox
+  std::string upstream;              // "host:port" forwarded to
+  std::vector<std::string> secrets;  // broker secrets swapped in (or, refused, refused)
+  std::uint64_t bytes_up = 0;        // to the service (head and body)
+  std::uint64_t bytes_down = 0;      // to the sandbox
   std::uint64_t duration_ms = 0;
 };
 using GatewayAuditSink = std::function<void(const GatewayEvent&)>;
@@ -152,6 +171,10 @@ struct GatewayOptions {
   std::chrono::milliseconds connect_timeout{5'000};  // to the service (resolution included)
   std::chrono::milliseconds idle_timeout{30'000};    // no progress either way
   std::size_t max_head_bytes = 16 * 1024;
+  // https services: CA certificates (PEM) trusted besides the system's.
+  std::string ca_file;
+  // Broker mode (issue 5): swaps broker tokens in forwarded heads.
+  std::shared_ptr<secrets::TokenSwapper> swapper;
 };
 
 // A connection the egress proxy hands over.
@@ -200,6 +223,7 @@ class Gateway {
   mutable std::mutex mu_;
   std::map<std::string, Bucket> buckets_;  // sandbox + '\n' + service
   GatewayMetrics metrics_;
+  std::shared_ptr<SSL_CTX> tls_;  // client context for https services
 };
 
 }  // namespace corral::net

@@ -57,6 +57,27 @@ struct NetworkSpec {
   std::vector<std::string> gateway;  // internal services granted (N5)
 };
 
+// A secret given to the sandbox (issue 5, S1-S7; docs/secrets.md). Plain
+// fields as the API carries them; secrets/secret_spec.h checks them
+// against the store and the rules (tiers, modes, one secret per service).
+// Never holds a value: only names.
+struct SecretHostSpec {
+  std::string host;  // exact, or "*.example.com"
+  std::uint16_t port = 443;
+  bool intercept = false;  // TLS to it is intercepted so the token can be swapped
+};
+
+struct SecretSpec {
+  std::string name;             // how the sandbox and the audit call it
+  std::string key;              // the store's key; empty: `name`
+  std::string mode;             // "env" | "file" | "broker"; empty: the tier's
+  std::string tier;             // "low" | "medium" | "high"; empty: medium
+  std::string env;              // variable (env, broker); empty: NAME upper-cased
+  std::string path;             // file name under /run/secrets (file); empty: name
+  std::vector<SecretHostSpec> hosts;  // broker: where the token may be swapped
+  std::int64_t ttl_ms = 0;      // broker token lifetime; 0: the default
+};
+
 struct SandboxSpec {
   Limits limits;
   std::vector<std::string> argv;  // command to run
@@ -67,6 +88,10 @@ struct SandboxSpec {
   bool root = false;  // uid 0 inside with the documented small capability set
   std::string hostname = "sandbox";
   NetworkSpec network;
+  std::vector<SecretSpec> secrets;
+  // How long the task is expected to take (S4: a broker token lives 1.5x
+  // this); 0: not declared (tokens live as long as the sandbox).
+  std::int64_t expected_duration_ms = 0;
 };
 
 }  // namespace corral

@@ -250,7 +250,34 @@ struct AuditLog::State {
   off_t size = 0;                                     // bytes we know are in the file
   std::string broken;                                 // why appends are refused, if they are
   bool sync_each_append = true;
+  AuditLog::StringFilter filter;  // set before the first append
 };
+
+namespace {
+
+// Applies `filter` to every string in `v` (keys too: a key can carry data).
+json filter_strings(const json& v, const AuditLog::StringFilter& filter) {
+  if (v.is_string()) return json(filter(v.get_ref<const std::string&>()));
+  if (v.is_array()) {
+    json out = json::array();
+    for (const auto& item : v) out.push_back(filter_strings(item, filter));
+    return out;
+  }
+  if (v.is_object()) {
+    json out = json::object();
+    for (auto it = v.begin(); it != v.end(); ++it)
+      out[filter(it.key())] = filter_strings(it.value(), filter);
+    return out;
+  }
+  return v;
+}
+
+}  // namespace
+
+void AuditLog::set_string_filter(StringFilter filter) {
+  std::lock_guard lock(state_->mu);
+  state_->filter = std::move(filter);
+}
 
 void AuditLog::set_sync_each_append(bool sync) {
   std::lock_guard lock(state_->mu);
@@ -388,7 +415,7 @@ Status AuditLog::append(const json& event) {
   if (!s.broken.empty()) {
     return make_error(ErrorCode::kUnavailable, ctx + ": " + s.broken, damaged_hint(s.path));
   }
-  json record = event;
+  json record = s.filter ? filter_strings(event, s.filter) : event;
   record["seq"] = s.seq + 1;
   record["time"] = rfc3339_now_ms();
   record["prev"] = s.prev;

@@ -9,9 +9,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
@@ -47,6 +49,12 @@ class AuditLog {
   // a kill -9 of the daemon) and sync() makes it durable; the daemon calls
   // it every 100 ms (docs/audit.md).
   void set_sync_each_append(bool sync);
+
+  // Every string of every record (values and keys) passes through `filter`
+  // before it is hashed and written: the daemon's secret redactor (issue 5,
+  // S3), the last step before a record leaves memory.
+  using StringFilter = std::function<std::string(std::string_view)>;
+  void set_string_filter(StringFilter filter);
   Status sync();
 
   const std::string& path() const;

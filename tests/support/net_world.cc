@@ -286,6 +286,7 @@ void NetWorld::serve(int listener, int kind) {
       {
         std::lock_guard lock(mu_);
         ++http_[host];
+        http_heads_.push_back(head);
       }
       std::string r = response(host);
       (void)!::write(c.get(), r.data(), r.size());
@@ -305,6 +306,10 @@ void NetWorld::serve(int listener, int kind) {
       int n;
       while (head.find("\r\n\r\n") == std::string::npos && (n = SSL_read(ssl, buf, sizeof buf)) > 0)
         head.append(buf, static_cast<size_t>(n));
+      {
+        std::lock_guard lock(mu_);
+        tls_heads_.push_back(head);
+      }
       std::string r = response(name);
       SSL_write(ssl, r.data(), static_cast<int>(r.size()));
       SSL_shutdown(ssl);
@@ -341,6 +346,16 @@ int NetWorld::tls_handshakes(const std::string& sni) const {
   std::lock_guard lock(mu_);
   auto it = tls_.find(sni);
   return it == tls_.end() ? 0 : it->second;
+}
+
+std::vector<std::string> NetWorld::http_request_heads() const {
+  std::lock_guard lock(mu_);
+  return http_heads_;
+}
+
+std::vector<std::string> NetWorld::tls_request_heads() const {
+  std::lock_guard lock(mu_);
+  return tls_heads_;
 }
 
 std::vector<std::string> NetWorld::internal_requests() const {

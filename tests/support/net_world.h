@@ -60,6 +60,10 @@ class NetWorld {
   // "<METHOD> <target> auth=<yes|no> token=<yes|no> sandbox=<X-Corral-Sandbox>",
   // where token says whether any field held the text "cgw1.".
   std::vector<std::string> internal_requests() const;
+  // The request heads the HTTP :80 and TLS :443 servers read, in order
+  // (the broker tests check what reached the upstream).
+  std::vector<std::string> http_request_heads() const;
+  std::vector<std::string> tls_request_heads() const;
 
  private:
   NetWorld() = default;
@@ -76,6 +80,7 @@ class NetWorld {
   mutable std::mutex mu_;
   std::map<std::string, int> http_, tls_, tcp_;
   std::vector<std::string> internal_;
+  std::vector<std::string> http_heads_, tls_heads_;
 };
 
 }  // namespace corral::testing

@@ -35,14 +35,31 @@ TEST(GatewayUrl, ParsesHostPortAndBase) {
   ASSERT_TRUE(v6);
   EXPECT_EQ(v6->host, "fd00::1");
   EXPECT_EQ(v6->base_path, "");
+  EXPECT_FALSE(v6->tls);
+  // https (issue 5): TLS to the service, port 443 unless named.
+  auto s = parse_gateway_url("HTTPS://Api.Example.Internal/v1");
+  ASSERT_TRUE(s) << s.error().to_string();
+  EXPECT_TRUE(s->tls);
+  EXPECT_EQ(s->host, "api.example.internal");
+  EXPECT_EQ(s->port, 443);
+  EXPECT_EQ(s->base_path, "/v1");
+  auto sp = parse_gateway_url("https://10.0.0.7:8443");
+  ASSERT_TRUE(sp);
+  EXPECT_TRUE(sp->tls);
+  EXPECT_EQ(sp->port, 8443);
+  auto svc = parse_gateway_service_flag("llm=https://api.example.internal/;methods=POST");
+  ASSERT_TRUE(svc) << svc.error().to_string();
+  EXPECT_TRUE(svc->tls);
+  EXPECT_EQ(svc->port, 443);
 }
 
 TEST(GatewayUrl, RefusesWithAClearReason) {
   struct Case {
     const char* url;
     const char* says;
-  } cases[] = {{"https://x:443/", "https is not supported"},
-               {"ftp://x/", "not an http:// URL"},
+  } cases[] = {{"https://u:p@x:443/", "user information"},
+               {"ftp://x/", "not an http:// or https:// URL"},
+               {"https://", "no host"},
                {"http://", "no host"},
                {"http://u:p@x/", "user information"},
                {"http://x/a?b=1", "query or fragment"},
@@ -93,7 +110,7 @@ TEST(GatewayService, BadDeclarationsSayWhatToFix) {
                {"a=http://h/;rate=5/hour", "unknown unit"},
                {"a=http://h/;color=red", "unknown option"},
                {"a=http://h/;rate", "has no value"},
-               {"a=https://h/", "https is not supported"}};
+               {"a=htps://h/", "not an http:// or https:// URL"}};
   for (const auto& c : cases) {
     auto s = parse_gateway_service_flag(c.text);
     ASSERT_FALSE(s) << c.text;
@@ -341,6 +358,28 @@ TEST_F(GatewayServe, RefusalsHaveTheirStatusAndAJsonBody) {
   EXPECT_TRUE(up_.seen.empty()) << "a refused request reached the service: " << up_.seen;
   EXPECT_EQ(gw_->metrics().count(GatewayRefusal::kBadToken), 3u);
   EXPECT_EQ(gw_->metrics().forwarded, 0u);
+}
+
+// A broker token (issue 5) in Authorization is for the secret broker,
+// never read as the gateway token: alone it is no token at all, and next
+// to X-Corral-Gateway-Token it is forwarded (no swapper here: unchanged).
+TEST_F(GatewayServe, ABrokerTokenIsNotAGatewayToken) {
+  const std::string broker = "corral_tok_" + std::string(43, 'x');
+  Served alone =
+      serve_one(*gw_, events_, req("GET", "/svc/v1/x", "Authorization: Bearer " + broker + "\r\n"),
+                "sb-one", {"svc"});
+  EXPECT_EQ(alone.response.rfind("HTTP/1.1 401 ", 0), 0u) << alone.response;
+  ASSERT_EQ(alone.events.size(), 1u);
+  EXPECT_EQ(alone.events[0].refusal, GatewayRefusal::kNoToken);
+  Served both = serve_one(
+      *gw_, events_,
+      req("GET", "/svc/v1/x",
+          "X-Corral-Gateway-Token: " + token_ + "\r\nAuthorization: Bearer " + broker + "\r\n"),
+      "sb-one", {"svc"});
+  up_.join();
+  EXPECT_EQ(both.response, up_.answer);
+  EXPECT_NE(up_.seen.find("authorization: Bearer " + broker), std::string::npos) << up_.seen;
+  EXPECT_EQ(up_.seen.find(token_), std::string::npos);
 }
 
 TEST_F(GatewayServe, RateLimitPerSandboxAndService) {

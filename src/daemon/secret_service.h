@@ -1,0 +1,139 @@
+// SecretService: the daemon's side of secrets (issue 5, S1-S7; user guide
+// docs/secrets.md). It owns the store (loaded once at start), the broker
+// (tokens, swapped by the egress proxy and the gateway), the watch that
+// audits reads of secret files, and each live sandbox's injected secrets:
+//
+//   prepare()  a create's `secrets`, checked against the store and the
+//              rules before anything is reserved (400 names the entry);
+//   mount()    file-mode secrets: the sandbox's tmpfs, made before the
+//              factory runs so init can bind it at /run/secrets;
+//   inject()   once the sandbox exists (its users are known): files
+//              written (0400, its user), reads watched, tokens issued;
+//   env()      the variables every process of the sandbox gets (env-mode
+//              values, broker tokens); never stored, never audited;
+//   remove()   at destroy: tokens revoked, the watch stopped, the files
+//              overwritten and unmounted; what is left is residue.
+//
+// Nothing here writes a value anywhere but into a sandbox: audit records
+// carry names, modes and token hashes.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "daemon/metrics.h"
+#include "secrets/broker.h"
+#include "secrets/redactor.h"
+#include "secrets/secret_mount.h"
+#include "secrets/secret_read_watch.h"
+#include "secrets/secret_spec.h"
+#include "secrets/secret_store.h"
+#include "spec/sandbox_spec.h"
+
+namespace corral::daemon {
+
+class SecretService {
+ public:
+  using AuditSink = std::function<void(nlohmann::json)>;
+
+  // `data_dir`: sandboxes' secret mounts go under <data_dir>/secrets.
+  SecretService(secrets::SecretStoreConfig config, std::string data_dir, MetricsRegistry& metrics);
+  ~SecretService();
+
+  // Loads the store and starts the read watch. A store that cannot be read
+  // is the operator's to fix: the daemon does not start. A kernel without
+  // fanotify leaves file-mode secrets refused (unavailable_reason()).
+  Status start();
+  void set_audit(AuditSink sink);
+
+  // The token swapper for the egress proxy and the gateway.
+  std::shared_ptr<secrets::SecretBroker> broker() const { return broker_; }
+  const secrets::SecretStore& store() const { return store_; }
+
+  // The secrets a spec asks for, resolved. kInvalidArgument says what to
+  // fix (never a value); kUnavailable when this daemon cannot give them.
+  Result<std::shared_ptr<secrets::ResolvedSecrets>> prepare(const SandboxSpec& spec) const;
+
+  // For file-mode secrets: the mount to add to the factory's spec, after
+  // creating the sandbox's (empty) tmpfs. nullopt when it has none.
+  Result<std::optional<MountSpec>> mount(const std::string& id,
+                                         const secrets::ResolvedSecrets& resolved);
+  // The directory mounts come from (a mount root for the factory).
+  std::string mounts_root() const { return data_dir_ + "/secrets"; }
+
+  // Writes the files (owned by uid:gid, the sandbox user's host ids),
+  // watches their reads and issues broker tokens. Audited per secret.
+  Status inject(const std::string& id, std::shared_ptr<secrets::ResolvedSecrets> resolved,
+                uid_t uid, gid_t gid);
+
+  // After a daemon restart: the stored spec's secrets resolved again, the
+  // existing tmpfs adopted (its files are still there) and watched, new
+  // broker tokens issued (the old daemon's died with it). An error: the
+  // sandbox cannot get its secrets back and is destroyed.
+  Status reattach(const std::string& id, const SandboxSpec& spec);
+
+  // "NAME=value" for each env-mode secret and broker token of the sandbox.
+  // The caller wipes the strings once they are sent.
+  std::vector<std::string> env(const std::string& id) const;
+
+  // What leaves the sandbox is redacted with this (S3): its secrets' values
+  // and encoded forms, its tokens, and the known key formats. A sandbox
+  // without secrets gets the key formats alone.
+  std::shared_ptr<const secrets::RedactionSet> redaction(const std::string& id) const;
+  // Every value of the store, and the key formats: for the daemon's own
+  // output and the audit log.
+  std::shared_ptr<const secrets::RedactionSet> daemon_redaction() const { return all_; }
+
+  // Whether the sandbox has any secrets (injected or re-attached).
+  bool has(const std::string& id) const;
+
+  // Revokes, unwatches and wipes; returns what could not be removed.
+  std::vector<std::string> remove(const std::string& id);
+  // The mount of a sandbox the daemon never adopted (reconcile, a failed
+  // create): wiped by its id alone.
+  std::vector<std::string> remove_unadopted(const std::string& id);
+
+  // Why file-mode secrets cannot be served, if they cannot.
+  std::optional<std::string> unavailable_reason() const;
+
+ private:
+  struct Injected {
+    std::shared_ptr<secrets::ResolvedSecrets> resolved;
+    std::optional<secrets::SecretMount> mount;
+    std::vector<std::pair<std::string, secrets::SecretValue>> env;  // name, value or token
+    std::shared_ptr<const secrets::RedactionSet> redaction;
+  };
+  // The sandbox's set: values of `resolved` and the tokens in `in.env`.
+  Status build_redaction(Injected& in) const;
+  void audit(nlohmann::json event) const;
+  // The name of the secret behind file `file` of sandbox `id`.
+  std::string secret_of_file(const std::string& id, const std::string& file) const;
+  std::string mount_dir(const std::string& id) const { return mounts_root() + "/" + id; }
+
+  secrets::SecretStoreConfig config_;
+  std::string data_dir_;
+  MetricsRegistry& metrics_;
+  secrets::SecretStore store_;
+  std::shared_ptr<secrets::SecretBroker> broker_;
+  std::unique_ptr<secrets::SecretReadWatch> watch_;
+  std::shared_ptr<const secrets::RedactionSet> formats_only_;  // no secrets: key formats
+  std::shared_ptr<const secrets::RedactionSet> all_;           // the whole store
+  std::string watch_error_;
+
+  mutable std::mutex mu_;  // guards what follows
+  AuditSink audit_;
+  std::map<std::string, Injected> sandboxes_;
+  std::map<std::string, std::optional<secrets::SecretMount>>
+      pending_mounts_;  // mount() .. inject()
+};
+
+}  // namespace corral::daemon

@@ -1,0 +1,302 @@
+// Secrets through `corral serve` (issue 5, S1-S7): env and file modes
+// injected into real sandboxes, read from inside, and checked from
+// outside: the API output (waited, streamed, background), the audit log,
+// the daemon's own output, and, after destroy, every file of the data dir
+// (the state database included) and the temp dirs. Values are random per
+// test; the tests pass them to the sandbox only through the store.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/base64.h"
+#include "base/sha256.h"
+#include "http/http_client.h"
+#include "support/daemon_harness.h"
+#include "support/sandbox_harness.h"
+
+namespace corral::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+std::string random_token(std::size_t n) {
+  static const char kAlphabet[] = "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
+  std::random_device rd;
+  std::string s;
+  for (std::size_t i = 0; i < n; ++i) s += kAlphabet[rd() % (sizeof kAlphabet - 1)];
+  return s;
+}
+
+// A store file of random values, mode 0600, in a directory of its own.
+struct SecretFile {
+  std::string dir, path;
+  std::map<std::string, std::string> values;
+  explicit SecretFile(std::vector<std::string> keys) {
+    char t[] = "/tmp/corral-secrets-test-XXXXXX";
+    dir = ::mkdtemp(t);
+    path = dir + "/secrets";
+    std::ofstream out(path);
+    for (const auto& k : keys) {
+      values[k] = "v-" + random_token(28);
+      out << k << "=" << values[k] << "\n";
+    }
+    out.close();
+    ::chmod(path.c_str(), 0600);
+  }
+  ~SecretFile() { fs::remove_all(dir); }
+  std::string config() const { return "serve:\n  secrets:\n    file: " + path + "\n"; }
+};
+
+// Every regular file under `root` whose bytes contain `needle`.
+std::vector<std::string> files_containing(const std::string& root, const std::string& needle) {
+  std::vector<std::string> hits;
+  std::error_code ec;
+  if (!fs::exists(root, ec)) return hits;
+  for (auto it = fs::recursive_directory_iterator(
+           root, fs::directory_options::skip_permission_denied, ec);
+       it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    if (!it->is_regular_file(ec) || it->is_symlink(ec)) continue;
+    if (it->file_size(ec) > (64u << 20)) continue;
+    std::ifstream in(it->path(), std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (ss.str().find(needle) != std::string::npos) hits.push_back(it->path().string());
+  }
+  return hits;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<json> audit_records(TestDaemon& d, const std::string& type) {
+  std::vector<json> out;
+  std::istringstream in(read_file(d.data_dir() + "/audit.log"));
+  std::string line;
+  while (std::getline(in, line)) {
+    json j = json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("type", "") == type) out.push_back(j);
+  }
+  return out;
+}
+
+std::vector<json> wait_audit(TestDaemon& d, const std::string& type, std::size_t at_least) {
+  std::vector<json> got;
+  for (int i = 0; i < 100; ++i) {
+    got = audit_records(d, type);
+    if (got.size() >= at_least) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  return got;
+}
+
+json exec_argv(TestDaemon& d, const std::string& id, std::vector<std::string> argv) {
+  json body{{"argv", argv}, {"timeout", 30}};
+  return d.request("POST", "/v1/sandboxes/" + id + "/exec", body.dump()).json();
+}
+
+// A streamed exec: the concatenated stdout of its ndjson events.
+std::string streamed_stdout(TestDaemon& d, const std::string& id, std::vector<std::string> argv) {
+  auto endpoint = http::Endpoint::parse(d.unix_url());
+  auto client = http::Client::connect(*endpoint);
+  if (!client) return "<no connection>";
+  json body{{"argv", argv}, {"timeout", 30}};
+  auto head = client->send(
+      "POST", "/v1/sandboxes/" + id + "/exec",
+      {{"content-type", "application/json"}, {"accept", "application/x-ndjson"}}, body.dump());
+  if (!head || head->status != 200) return "<bad status>";
+  std::string raw;
+  char buf[4096];
+  for (;;) {
+    auto n = client->read_body(buf, sizeof buf);
+    if (!n || *n == 0) break;
+    raw.append(buf, *n);
+  }
+  std::string out;
+  std::istringstream lines(raw);
+  std::string line;
+  while (std::getline(lines, line)) {
+    json ev = json::parse(line, nullptr, false);
+    if (ev.is_object() && ev.value("type", "") == "stdout") out += ev.value("data", "");
+  }
+  return out;
+}
+
+// Writes the value of env var `var` in two halves with a pause between.
+std::vector<std::string> split_writer(const std::string& var) {
+  return {"/usr/bin/python3", "-c",
+          "import os,sys,time\nv=os.environ['" + var +
+              "']\nsys.stdout.write('<'+v[:11]);sys.stdout.flush();time.sleep(1.2)\n"
+              "sys.stdout.write(v[11:]+'>\\n');sys.stdout.flush()\n"};
+}
+
+TEST(DaemonSecrets, EnvAndFileSecretsReachTheSandboxButNeverLeaveIt) {
+  SecretFile store({"api", "db", "unused"});
+  TestDaemon d({}, store.config());
+  ASSERT_TRUE(d.ready()) << d.startup_output();
+  const std::string api = store.values["api"], db = store.values["db"];
+
+  HttpReply reply;
+  std::string id = d.create_sandbox(
+      R"({"secrets": [{"name": "api", "tier": "low"}, {"name": "db", "tier": "medium"}]})", &reply);
+  ASSERT_FALSE(id.empty()) << reply.body;
+  EXPECT_EQ(reply.body.find(api), std::string::npos);
+
+  // env: the variable holds the value (its hash says so), and every form
+  // of it that is printed comes out redacted.
+  json r = exec_argv(d, id,
+                     {"/bin/sh", "-c",
+                      "echo \"$API\"; env | grep '^API='; printf %s \"$API\" | base64; "
+                      "printf %s \"$API\" | od -An -tx1 | tr -d ' \\n'; echo; "
+                      "printf %s \"$API\" | sha256sum"});
+  const std::string out = r.value("stdout", "");
+  EXPECT_EQ(r.value("exit_code", -1), 0) << r.dump();
+  EXPECT_EQ(out.find(api), std::string::npos) << out;
+  EXPECT_EQ(out.find(api::base64_encode(api).substr(0, 20)), std::string::npos) << out;
+  EXPECT_NE(out.find("[REDACTED:api]\nAPI=[REDACTED:api]\n"), std::string::npos) << out;
+  EXPECT_NE(out.find(sha256_hex(api)), std::string::npos)
+      << "the sandbox saw another value: " << out;
+  // Hex: each byte is one "xx"; od prints lower case.
+  EXPECT_GE(std::count(out.begin(), out.end(), '['), 4) << out;
+
+  // Half, a pause, the other half: waited and streamed.
+  json split = exec_argv(d, id, split_writer("API"));
+  EXPECT_EQ(split.value("stdout", ""), "<[REDACTED:api]>\n") << split.dump();
+  EXPECT_EQ(streamed_stdout(d, id, split_writer("API")), "<[REDACTED:api]>\n");
+
+  // file: 0400, the sandbox user's, its hash matches; cat is redacted.
+  r = exec_argv(
+      d, id,
+      {"/bin/sh", "-c",
+       "stat -c '%a %U' /run/secrets/db; cat /run/secrets/db; echo; "
+       "sha256sum < /run/secrets/db; touch /run/secrets/x 2>&1 | grep -c -i -E 'read-only|denied'; "
+       "echo $$"});
+  const std::string fout = r.value("stdout", "");
+  EXPECT_NE(fout.find("400 sandbox\n[REDACTED:db]\n"), std::string::npos) << r.dump();
+  EXPECT_NE(fout.find(sha256_hex(db)), std::string::npos) << fout;
+  EXPECT_EQ(fout.find(db), std::string::npos);
+  EXPECT_NE(fout.find("1\n"), std::string::npos) << "the secrets dir must be read-only: " << fout;
+
+  // A background process's output is redacted too, at any offset.
+  auto started = d.request("POST", "/v1/sandboxes/" + id + "/processes",
+                           R"({"cmd": "echo start; echo \"$API\"; echo end"})");
+  ASSERT_EQ(started.status, 201) << started.body;
+  const std::string pid = started.json().value("id", "");
+  d.request("POST", "/v1/sandboxes/" + id + "/processes/" + pid + "/wait?timeout=10");
+  auto bg = d.request("GET", "/v1/sandboxes/" + id + "/processes/" + pid + "/output");
+  EXPECT_EQ(bg.body, "start\n[REDACTED:api]\nend\n");
+  auto bg_tail = d.request("GET", "/v1/sandboxes/" + id + "/processes/" + pid + "/output?offset=8");
+  EXPECT_EQ(bg_tail.body, "EDACTED:api]\nend\n") << "offsets count redacted bytes";
+
+  // Audited: one injection per secret, reads of the file (two opens above).
+  auto injects = wait_audit(d, "secret.inject", 2);
+  ASSERT_EQ(injects.size(), 2u);
+  EXPECT_EQ(injects[0].value("mode", ""), "env");
+  EXPECT_EQ(injects[1].value("mode", ""), "file");
+  auto reads = wait_audit(d, "secret.read", 2);
+  ASSERT_GE(reads.size(), 2u);
+  EXPECT_EQ(reads[0].value("secret", ""), "db");
+  EXPECT_EQ(reads[0].value("sandbox", ""), id);
+  EXPECT_GT(reads[0].value("pid", 0), 0);
+  auto metrics = d.request("GET", "/metrics").body;
+  EXPECT_NE(metrics.find("corral_secret_reads_total{mode=\"file\"}"), std::string::npos);
+
+  const std::string mount_dir = d.data_dir() + "/secrets/" + id;
+  EXPECT_TRUE(fs::exists(mount_dir + "/db"));
+  auto del = d.request("DELETE", "/v1/sandboxes/" + id);
+  ASSERT_EQ(del.status, 200) << del.body;
+  EXPECT_EQ(del.json().value("state", ""), "cleaned") << del.body;
+  EXPECT_FALSE(fs::exists(mount_dir));
+  EXPECT_EQ(wait_audit(d, "secret.wipe", 1).size(), 1u);
+
+  // Nowhere on the host: data dir (state.db, audit.log, layers), the
+  // run dir, the temp dirs, the daemon's own output.
+  for (const auto& [key, value] : store.values) {
+    for (const std::string& root :
+         {d.data_dir(), std::string("/run/corral"), std::string("/dev/shm")})
+      EXPECT_TRUE(files_containing(root, value).empty()) << key << " found under " << root;
+    for (const auto& hit : files_containing("/tmp", value))
+      EXPECT_EQ(hit, store.path) << key << " found in " << hit;
+    EXPECT_EQ(d.startup_output().find(value), std::string::npos);
+  }
+}
+
+TEST(DaemonSecrets, BadRequestsAreRefusedWithoutShowingAValue) {
+  SecretFile store({"api", "payments"});
+  TestDaemon d({}, store.config());
+  ASSERT_TRUE(d.ready()) << d.startup_output();
+  struct Case {
+    const char* body;
+    const char* says;
+  } cases[] = {
+      {R"({"secrets": [{"name": "payments", "tier": "high", "mode": "env"}]})", "broker"},
+      {R"({"secrets": [{"name": "payments", "tier": "high", "mode": "file"}]})", "broker"},
+      {R"({"secrets": [{"name": "missing"}]})", "missing"},
+      {R"({"secrets": [{"name": "api", "mode": "env", "env": "LD_PRELOAD"}]})", "LD_PRELOAD"},
+      {R"({"secrets": [{"name": "api", "mode": "file", "path": "../etc/passwd"}]})", "path"},
+      {R"({"secrets": [{"name": "api", "mode": "broker"}]})", "host"},
+      {R"({"secrets": [{"name": "api", "mode": "sideways"}]})", "sideways"},
+      {R"({"secrets": [{"name": "a", "key": "api"}, {"name": "b", "key": "api"}]})", "api"},
+      {R"({"secrets": "api"})", "array"},
+  };
+  for (const auto& c : cases) {
+    HttpReply reply;
+    std::string id = d.create_sandbox(c.body, &reply);
+    EXPECT_TRUE(id.empty()) << c.body;
+    EXPECT_EQ(reply.status, 400) << c.body << " -> " << reply.body;
+    EXPECT_NE(reply.body.find(c.says), std::string::npos) << c.body << " -> " << reply.body;
+    for (const auto& [k, v] : store.values) EXPECT_EQ(reply.body.find(v), std::string::npos);
+  }
+  // Nothing was made for the refused creates.
+  std::error_code ec;
+  EXPECT_TRUE(!fs::exists(d.data_dir() + "/secrets") ||
+              fs::is_empty(d.data_dir() + "/secrets", ec));
+}
+
+TEST(DaemonSecrets, SecretsComeBackAfterADaemonCrashAndAreWipedAtDestroy) {
+  SecretFile store({"api", "db"});
+  TestDaemon d({}, store.config());
+  ASSERT_TRUE(d.ready()) << d.startup_output();
+  std::string id = d.create_sandbox(
+      R"({"secrets": [{"name": "api", "tier": "low"}, {"name": "db", "path": "database"}]})");
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(d.kill9());
+  ASSERT_TRUE(d.restart()) << d.startup_output();
+  auto info = d.request("GET", "/v1/sandboxes/" + id);
+  ASSERT_EQ(info.json().value("state", ""), "ready") << info.body << d.startup_output();
+  json r = exec_argv(d, id,
+                     {"/bin/sh", "-c",
+                      "printf %s \"$API\" | sha256sum; sha256sum < /run/secrets/database; "
+                      "echo \"$API\""});
+  const std::string out = r.value("stdout", "");
+  EXPECT_NE(out.find(sha256_hex(store.values["api"])), std::string::npos) << r.dump();
+  EXPECT_NE(out.find(sha256_hex(store.values["db"])), std::string::npos) << r.dump();
+  EXPECT_NE(out.find("[REDACTED:api]"), std::string::npos) << "redacted after the restart too";
+  auto reads = wait_audit(d, "secret.read", 1);
+  ASSERT_GE(reads.size(), 1u) << "reads are watched again after the restart";
+  EXPECT_EQ(reads.back().value("secret", ""), "db");
+  auto del = d.request("DELETE", "/v1/sandboxes/" + id);
+  EXPECT_EQ(del.json().value("state", ""), "cleaned") << del.body;
+  EXPECT_FALSE(fs::exists(d.data_dir() + "/secrets/" + id));
+  for (const auto& [k, v] : store.values)
+    EXPECT_TRUE(files_containing(d.data_dir(), v).empty()) << k;
+}
+
+}  // namespace
+}  // namespace corral::testing
