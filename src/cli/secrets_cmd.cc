@@ -150,14 +150,18 @@ int cmd_encrypt(const std::vector<std::string>& args) {
   if (!key) return command_failure(key.error());
   auto plain = secrets::read_protected_file(in, "plain secret file");
   if (!plain) return command_failure(plain.error());
+  // Parsed here first so that an error names the file (never the line).
+  auto parsed = secrets::parse_store_text(plain->view(), "plain secret file " + in);
+  if (!parsed) return command_failure(parsed.error());
+  const std::size_t count = parsed->size();
+  parsed->clear();
   auto sealed = secrets::encrypt_store(plain->view(), *key);
-  if (!sealed) return command_failure(sealed.error().wrap(in));
+  if (!sealed) return command_failure(sealed.error());
   if (auto st = write_new_private_file(out, *sealed); !st) {
     return command_failure(st.error().wrap("writing the encrypted file"));
   }
-  auto lines = secrets::parse_store_text(plain->view(), in);
-  std::cout << "encrypted " << (lines ? lines->size() : 0) << " keys from " << in << " into " << out
-            << "\n";
+  std::cout << "encrypted " << count << (count == 1 ? " key" : " keys") << " from " << in
+            << " into " << out << "\n";
   return 0;
 }
 

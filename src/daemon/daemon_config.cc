@@ -44,9 +44,9 @@ constexpr std::array<std::string_view, 13> kServeKeys = {
     "durability",      "network",       "secrets"};
 constexpr std::array<std::string_view, 5> kSecretsKeys = {"file", "env", "env_prefix",
                                                           "encrypted_file", "key_file"};
-constexpr std::array<std::string_view, 8> kNetworkEngineKeys = {
-    "subnet",   "interface_prefix", "firewall_table", "proxy_port",
-    "dns_port", "dns_servers",      "templates",      "gateway"};
+constexpr std::array<std::string_view, 9> kNetworkEngineKeys = {
+    "subnet",      "interface_prefix", "firewall_table", "proxy_port",      "dns_port",
+    "dns_servers", "templates",        "gateway",        "upstream_ca_file"};
 constexpr std::array<std::string_view, 5> kGatewayKeys = {"name", "url", "methods", "paths",
                                                           "rate"};
 constexpr std::array<std::string_view, 6> kTemplateKeys = {"name",  "version", "mode",
@@ -405,6 +405,18 @@ class ServeApplier : private YamlReader {
       n.dns_servers = std::move(*servers);
       return ok();
     }
+    if (e.name == "upstream_ca_file") {
+      return read_into(
+          e, "a PEM file of CA certificates",
+          [this](std::string_view t) -> Result<std::string> {
+            std::string file(t);
+            if (file.empty() || file.find('\0') != std::string::npos || file.size() > kMaxPathBytes)
+              return make_error(ErrorCode::kInvalidArgument,
+                                quote_for_message(file) + " is not a usable path");
+            return resolve_relative(file);
+          },
+          n.upstream_ca_file);
+    }
     if (e.name == "templates") return apply_templates(e);
     if (e.name == "gateway") return apply_gateway(e);
     return unknown_key(e, kNetworkEngineKeys,
@@ -686,6 +698,7 @@ serve:
     dns_servers: []             # upstream DNS; none: the host's /etc/resolv.conf
     templates: []               # extra rule sets (the shipped code-exec, data-query, scraping stay)
     gateway: []                 # internal services: {name, url, methods, paths, rate}
+    # upstream_ca_file: /etc/corral/upstream-ca.pem   extra CAs for intercepted and https upstreams
   secrets:                      # where sandbox secrets come from (docs/secrets.md)
     # file: /etc/corral/secrets          KEY=value lines, mode 0600
     env: []                     # names of the daemon's own environment variables

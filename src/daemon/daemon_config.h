@@ -93,6 +93,9 @@ struct DaemonConfig {
     // Internal services sandboxes may be granted (N5): reached only as
     // http://gateway.corral.internal/<name>/..., with a per-process token.
     std::vector<net::GatewayService> gateway;
+    // PEM CAs trusted for upstreams besides the system's: TLS interception
+    // and https gateway services verify the servers they connect to.
+    std::string upstream_ca_file;
   } network;
 
   // Where the secrets sandboxes may be given live (serve.secrets; issue 5,

@@ -20,6 +20,7 @@
 #include "daemon/sandbox_service.h"
 #include "daemon/secret_service.h"
 #include "http/http_server.h"
+#include "net/cert_authority.h"
 #include "jail/fs_util.h"
 #include "runtime/sandbox_factory.h"
 #include "store/audit_log.h"
@@ -102,17 +103,6 @@ int serve(const ServeFlags& flags) {
   auto cgroups = CgroupManager::detect();
   if (!cgroups) return fail(cgroups.error().message, cgroups.error().hint);
 
-  // The network engine (ADR 0005). If it cannot start, sandboxes without
-  // network are still served; networked creates are refused with why.
-  network.start();
-  if (auto why = network.unavailable())
-    fprintf(stderr, "corral serve: warning: no network for sandboxes: %s\n", why->c_str());
-  ServiceLimits limits;
-  limits.max_sandboxes = config.max_sandboxes;
-  limits.max_memory_bytes = config.max_memory_bytes;
-  limits.max_disk_bytes = config.max_disk_bytes;
-  limits.mount_roots = config.mount_roots;
-  limits.setup_timeout = std::chrono::milliseconds(config.setup_timeout_ms);
   // Secrets (issue 5): a store that cannot be read stops the daemon here;
   // its proxy and gateway swap broker tokens through the service's broker.
   SecretService secrets(config.secrets, config.data_dir, metrics);
@@ -126,6 +116,29 @@ int serve(const ServeFlags& flags) {
   });
   if (auto why = secrets.unavailable_reason())
     fprintf(stderr, "corral serve: warning: file-mode secrets are refused: %s\n", why->c_str());
+  // TLS interception's CA (broker hosts marked intercept): its key stays in
+  // <data_dir>/ca; sandboxes that need it get the certificate only.
+  std::shared_ptr<net::CertAuthority> ca;
+  if (auto made = net::CertAuthority::load_or_create(config.data_dir + "/ca"); !made) {
+    fprintf(stderr, "corral serve: warning: no TLS interception: %s\n",
+            made.error().message.c_str());
+  } else if (auto st = secrets.set_trust((*made)->ca_pem()); !st) {
+    fprintf(stderr, "corral serve: warning: no TLS interception: %s\n", st.error().message.c_str());
+  } else {
+    ca = std::move(*made);
+  }
+  network.set_secrets(secrets.broker(), ca);
+  // The network engine (ADR 0005). If it cannot start, sandboxes without
+  // network are still served; networked creates are refused with why.
+  network.start();
+  if (auto why = network.unavailable())
+    fprintf(stderr, "corral serve: warning: no network for sandboxes: %s\n", why->c_str());
+  ServiceLimits limits;
+  limits.max_sandboxes = config.max_sandboxes;
+  limits.max_memory_bytes = config.max_memory_bytes;
+  limits.max_disk_bytes = config.max_disk_bytes;
+  limits.mount_roots = config.mount_roots;
+  limits.setup_timeout = std::chrono::milliseconds(config.setup_timeout_ms);
   SandboxService service(limits, config.default_spec, *store, *audit, **factory, **cgroups, metrics,
                          &network, &secrets);
   secrets.set_audit([&service](nlohmann::json event) { service.audit_async(std::move(event)); });
@@ -164,6 +177,7 @@ int serve(const ServeFlags& flags) {
   fflush(stdout);
   server.run();
   service.stop();
+  secrets.set_audit({});  // the proxy's threads may still call the broker
   // Wake the signal thread if the server stopped for another reason.
   pthread_kill(signals.native_handle(), SIGTERM);
   signals.join();

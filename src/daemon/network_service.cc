@@ -66,6 +66,10 @@ void NetworkService::start() {
     return;
   }
   engine.gateway_secret = std::move(*secret);
+  engine.proxy.swapper = swapper_;
+  engine.proxy.ca = ca_;
+  engine.proxy.upstream_ca_file = config.upstream_ca_file;
+  engine.gateway.swapper = swapper_;
   net::NetworkAuditSinks sinks;
   sinks.egress = [this](const net::EgressEvent& e) { on_egress(e); };
   sinks.dns = [this](const net::DnsLogEntry& e) { on_dns(e); };

@@ -26,7 +26,9 @@
 #include "daemon/daemon_config.h"
 #include "daemon/metrics.h"
 #include "jail/sandbox_network.h"
+#include "net/cert_authority.h"
 #include "net/network_engine.h"
+#include "secrets/token_swapper.h"
 #include "spec/sandbox_spec.h"
 
 namespace corral::daemon {
@@ -41,6 +43,15 @@ class NetworkService {
   // tokens of re-attached sandboxes stay valid across restarts.
   NetworkService(const DaemonConfig::Network& config, std::string secret_path,
                  MetricsRegistry& metrics);
+  // Broker mode (issue 5): the proxy and the gateway swap tokens through
+  // `swapper`; the proxy intercepts TLS for marked hosts with `ca`,
+  // verifying upstreams against the system store and `upstream_ca_file`.
+  // Call before start().
+  void set_secrets(std::shared_ptr<secrets::TokenSwapper> swapper,
+                   std::shared_ptr<net::CertAuthority> ca) {
+    swapper_ = std::move(swapper);
+    ca_ = std::move(ca);
+  }
   // Starts the engine. Never fails: an engine that cannot start leaves the
   // service unavailable (see unavailable()).
   void start();
@@ -95,6 +106,8 @@ class NetworkService {
   std::vector<net::NetworkTemplate> templates_;
   std::unique_ptr<net::NetworkEngine> engine_;
   std::string unavailable_;
+  std::shared_ptr<secrets::TokenSwapper> swapper_;
+  std::shared_ptr<net::CertAuthority> ca_;
   MetricsRegistry& metrics_;
   AuditSink audit_;
 

@@ -435,12 +435,11 @@ ApiResult<SandboxService::Created> SandboxService::create(
   // init like any mount (the stored spec does not list it).
   SandboxSpec factory_spec = spec;
   if (resolved_secrets) {
-    auto m = secrets_->mount(id, *resolved_secrets);
+    auto m = secrets_->mounts(id, *resolved_secrets);
     if (!m) return fail_create("setup_failed", "secrets: " + m.error().message, m.error().hint, "");
-    if (*m) {
-      factory_spec.mounts.push_back(**m);
-      options.mount_roots.push_back(secrets_->mounts_root());
-    }
+    for (auto& mount : *m) factory_spec.mounts.push_back(std::move(mount));
+    options.mount_roots.push_back(secrets_->mounts_root());
+    options.mount_roots.push_back(secrets_->trust_root());
   }
   SetupFailure failure;
   auto made = factory_.create(factory_spec, options, expires, &failure, limits_.setup_timeout);

@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <cstdio>
+
 #include <chrono>
 #include <utility>
 
@@ -45,13 +47,23 @@ Result<sec::SecretRequest> to_request(const SecretSpec& s, std::size_t i) {
   return r;
 }
 
+bool intercepts_any(const sec::ResolvedSecrets& resolved) {
+  for (const auto& s : resolved.secrets)
+    for (const auto& h : s.hosts)
+      if (s.mode == sec::SecretMode::kBroker && h.intercept) return true;
+  return false;
+}
+
 }  // namespace
 
 SecretService::SecretService(sec::SecretStoreConfig config, std::string data_dir,
                              MetricsRegistry& metrics)
     : config_(std::move(config)), data_dir_(std::move(data_dir)), metrics_(metrics) {}
 
-SecretService::~SecretService() { watch_.reset(); }
+SecretService::~SecretService() {
+  watch_.reset();
+  set_audit({});  // the broker may outlive this service (see AuditState)
+}
 
 Status SecretService::start() {
   auto store = sec::SecretStore::load(config_);
@@ -65,28 +77,31 @@ Status SecretService::start() {
   auto all = sec::RedactionSet::build(std::move(every));
   if (!all) return tl::unexpected(all.error().wrap("building the redactor for the secret store"));
   all_ = std::move(*all);
-  broker_ = std::make_shared<sec::SecretBroker>([this](const sec::BrokerEvent& ev) {
-    json j{{"type", "secret." + ev.kind},
-           {"sandbox", ev.sandbox},
-           {"secret", ev.secret},
-           {"mode", "broker"}};
-    if (!ev.host.empty()) j["host"] = ev.host;
-    if (!ev.via.empty()) j["via"] = ev.via;
-    if (!ev.reason.empty()) j["reason"] = ev.reason;
-    if (!ev.token_hash.empty()) j["token_hash"] = ev.token_hash;
-    j["outcome"] = ev.kind == "refused" ? "refused" : "ok";
-    if (ev.kind == "refused")
-      metrics_
-          .counter("corral_secret_refusals_total", "Secret uses refused (token, host, tier)",
-                   {{"reason", ev.reason}})
-          .inc();
-    if (ev.kind == "swapped" || ev.kind == "read")
-      metrics_
-          .counter("corral_secret_reads_total", "Secret values used or read",
-                   {{"mode", ev.kind == "read" ? "runtime" : "broker"}})
-          .inc();
-    audit(std::move(j));
-  });
+  // Captures no `this`: see AuditState.
+  broker_ = std::make_shared<sec::SecretBroker>(
+      [state = audit_state_, metrics = &metrics_](const sec::BrokerEvent& ev) {
+        json j{{"type", "secret." + ev.kind},
+               {"sandbox", ev.sandbox},
+               {"secret", ev.secret},
+               {"mode", "broker"}};
+        if (!ev.host.empty()) j["host"] = ev.host;
+        if (!ev.via.empty()) j["via"] = ev.via;
+        if (!ev.reason.empty()) j["reason"] = ev.reason;
+        if (!ev.token_hash.empty()) j["token_hash"] = ev.token_hash;
+        j["outcome"] = ev.kind == "refused" ? "refused" : "ok";
+        if (ev.kind == "refused")
+          metrics
+              ->counter("corral_secret_refusals_total", "Secret uses refused (token, host, tier)",
+                        {{"reason", ev.reason}})
+              .inc();
+        if (ev.kind == "swapped" || ev.kind == "read")
+          metrics
+              ->counter("corral_secret_reads_total", "Secret values used or read",
+                        {{"mode", ev.kind == "read" ? "runtime" : "broker"}})
+              .inc();
+        std::lock_guard lock(state->mu);
+        if (state->sink) state->sink(std::move(j));
+      });
   if (auto st = mkdir_p(mounts_root(), 0700); !st)
     return tl::unexpected(st.error().wrap("creating " + mounts_root()));
   auto watch = sec::SecretReadWatch::start([this](const sec::SecretRead& r) {
@@ -108,17 +123,13 @@ Status SecretService::start() {
 }
 
 void SecretService::set_audit(AuditSink sink) {
-  std::lock_guard lock(mu_);
-  audit_ = std::move(sink);
+  std::lock_guard lock(audit_state_->mu);
+  audit_state_->sink = std::move(sink);
 }
 
 void SecretService::audit(json event) const {
-  AuditSink sink;
-  {
-    std::lock_guard lock(mu_);
-    sink = audit_;
-  }
-  if (sink) sink(std::move(event));
+  std::lock_guard lock(audit_state_->mu);
+  if (audit_state_->sink) audit_state_->sink(std::move(event));
 }
 
 std::string SecretService::secret_of_file(const std::string& id, const std::string& file) const {
@@ -155,6 +166,11 @@ Result<std::shared_ptr<sec::ResolvedSecrets>> SecretService::prepare(
   auto out = sec::resolve_secret_requests(requests, store_, ctx);
   if (!out) return tl::unexpected(out.error());
   *resolved = std::move(*out);
+  if (intercepts_any(*resolved) && !trust_ready_)
+    return make_error(ErrorCode::kUnavailable,
+                      "this daemon has no CA for TLS interception, so hosts marked intercept "
+                      "cannot be served",
+                      "see the daemon's start-up log; or use the gateway for this service");
   for (const auto& s : resolved->secrets) {
     if (s.mode == sec::SecretMode::kFile && !watch_)
       return make_error(ErrorCode::kUnavailable,
@@ -164,20 +180,58 @@ Result<std::shared_ptr<sec::ResolvedSecrets>> SecretService::prepare(
   return resolved;
 }
 
-Result<std::optional<MountSpec>> SecretService::mount(const std::string& id,
-                                                      const sec::ResolvedSecrets& resolved) {
+Status SecretService::set_trust(const std::string& ca_pem) {
+  // The host's bundle, then corral's CA: what tools inside trust by
+  // default, so TLS to an intercepted host verifies.
+  std::string bundle;
+  if (std::FILE* f = std::fopen("/etc/ssl/certs/ca-certificates.crt", "rb")) {
+    char buf[65536];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bundle.append(buf, n);
+    std::fclose(f);
+  }
+  if (!bundle.empty() && bundle.back() != '\n') bundle.push_back('\n');
+  bundle += ca_pem;
+  CORRAL_TRY(mkdir_p(trust_root(), 0755));
+  ::chmod(trust_root().c_str(), 0755);
+  const std::string path = trust_root() + "/ca-bundle.pem";
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) return errno_error("writing " + tmp);
+  bool written = std::fwrite(bundle.data(), 1, bundle.size(), f) == bundle.size();
+  written &= std::fclose(f) == 0;
+  if (!written || ::chmod(tmp.c_str(), 0644) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0)
+    return errno_error("writing " + path);
+  trust_ready_ = true;
+  return ok();
+}
+
+Result<std::vector<MountSpec>> SecretService::mounts(const std::string& id,
+                                                     const sec::ResolvedSecrets& resolved) {
+  std::vector<MountSpec> out;
+  if (intercepts_any(resolved)) {
+    if (!trust_ready_)
+      return make_error(ErrorCode::kUnavailable,
+                        "TLS interception has no CA: intercepted hosts cannot be served",
+                        "see the daemon's start-up log");
+    MountSpec bundle;
+    bundle.source = trust_root() + "/ca-bundle.pem";
+    bundle.target = kSandboxBundle;
+    out.push_back(std::move(bundle));
+  }
   bool files = false;
   for (const auto& s : resolved.secrets) files |= s.mode == sec::SecretMode::kFile;
-  if (!files) return std::optional<MountSpec>{};
+  if (!files) return out;
   auto m = sec::SecretMount::create(mount_dir(id));
   if (!m) return tl::unexpected(m.error());
   MountSpec spec;
   spec.source = m->dir();
   spec.target = std::string(sec::kSecretsDir);
   spec.writable = false;
+  out.push_back(std::move(spec));
   std::lock_guard lock(mu_);
   pending_mounts_[id] = std::move(*m);
-  return std::optional<MountSpec>(std::move(spec));
+  return out;
 }
 
 Status SecretService::inject(const std::string& id, std::shared_ptr<sec::ResolvedSecrets> resolved,
@@ -293,6 +347,10 @@ std::vector<std::string> SecretService::env(const std::string& id) const {
   std::lock_guard lock(mu_);
   auto it = sandboxes_.find(id);
   if (it == sandboxes_.end()) return out;
+  if (it->second.resolved && intercepts_any(*it->second.resolved)) {
+    for (const char* var : {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"})
+      out.push_back(std::string(var) + "=" + kSandboxBundle);
+  }
   for (const auto& [name, value] : it->second.env) {
     std::string kv;
     kv.reserve(name.size() + 1 + value.size());

@@ -63,12 +63,20 @@ class SecretService {
   // fix (never a value); kUnavailable when this daemon cannot give them.
   Result<std::shared_ptr<secrets::ResolvedSecrets>> prepare(const SandboxSpec& spec) const;
 
-  // For file-mode secrets: the mount to add to the factory's spec, after
-  // creating the sandbox's (empty) tmpfs. nullopt when it has none.
-  Result<std::optional<MountSpec>> mount(const std::string& id,
-                                         const secrets::ResolvedSecrets& resolved);
-  // The directory mounts come from (a mount root for the factory).
+  // The mounts to add to the factory's spec: for file-mode secrets the
+  // sandbox's (new, empty) tmpfs at /run/secrets; for broker secrets with
+  // intercepted hosts the trust bundle (the system's CAs and corral's) over
+  // the system bundle. Empty when it needs neither.
+  Result<std::vector<MountSpec>> mounts(const std::string& id,
+                                        const secrets::ResolvedSecrets& resolved);
+  // The directories those mounts come from (mount roots for the factory).
   std::string mounts_root() const { return data_dir_ + "/secrets"; }
+  std::string trust_root() const { return data_dir_ + "/trust"; }
+
+  // TLS interception's CA (net/cert_authority.h): its certificate is added
+  // to the system bundle as <data_dir>/trust/ca-bundle.pem. Without it,
+  // intercepted hosts are refused at create.
+  Status set_trust(const std::string& ca_pem);
 
   // Writes the files (owned by uid:gid, the sandbox user's host ids),
   // watches their reads and issues broker tokens. Audited per secret.
@@ -92,6 +100,10 @@ class SecretService {
   // Every value of the store, and the key formats: for the daemon's own
   // output and the audit log.
   std::shared_ptr<const secrets::RedactionSet> daemon_redaction() const { return all_; }
+
+  // Where the bundle is inside a sandbox; SSL_CERT_FILE, REQUESTS_CA_BUNDLE
+  // and NODE_EXTRA_CA_CERTS name it.
+  static constexpr const char* kSandboxBundle = "/etc/ssl/certs/ca-certificates.crt";
 
   // Whether the sandbox has any secrets (injected or re-attached).
   bool has(const std::string& id) const;
@@ -128,9 +140,18 @@ class SecretService {
   std::shared_ptr<const secrets::RedactionSet> formats_only_;  // no secrets: key formats
   std::shared_ptr<const secrets::RedactionSet> all_;           // the whole store
   std::string watch_error_;
+  bool trust_ready_ = false;
+
+  // The audit sink, shared with the broker's callback: the proxy may call
+  // the broker after this service is gone (the network engine ends later),
+  // and then finds the sink cleared.
+  struct AuditState {
+    std::mutex mu;
+    AuditSink sink;
+  };
+  std::shared_ptr<AuditState> audit_state_ = std::make_shared<AuditState>();
 
   mutable std::mutex mu_;  // guards what follows
-  AuditSink audit_;
   std::map<std::string, Injected> sandboxes_;
   std::map<std::string, std::optional<secrets::SecretMount>>
       pending_mounts_;  // mount() .. inject()
