@@ -1024,7 +1024,7 @@ Json secrets_json(const std::vector<SecretSpec>& secrets) {
     if (!sp.key.empty()) j["key"] = sp.key;
     if (!sp.mode.empty()) j["mode"] = sp.mode;
     if (!sp.tier.empty()) j["tier"] = sp.tier;
-    if (!sp.env.empty()) j["env"] = sp.env;
+    if (!sp.env_var.empty()) j["env_var"] = sp.env_var;
     if (!sp.path.empty()) j["path"] = sp.path;
     if (!sp.hosts.empty()) {
       Json hosts = Json::array();
@@ -1093,7 +1093,7 @@ Result<std::vector<SecretSpec>> read_secrets(const Json& v, const std::string& p
   for (std::size_t i = 0; i < v.size(); ++i) {
     const std::string at = index_path(path, i);
     auto obj = open_object(v[i], at, ctx,
-                           {"name", "key", "mode", "tier", "env", "path", "hosts", "ttl"});
+                           {"name", "key", "mode", "tier", "env_var", "path", "hosts", "ttl"});
     if (!obj) return tl::unexpected<Error>(obj.error());
     SecretSpec sp;
     if (obj->get("name") == nullptr)
@@ -1102,7 +1102,7 @@ Result<std::vector<SecretSpec>> read_secrets(const Json& v, const std::string& p
     CORRAL_TRY(read_into(*obj, "key", sp.key, any_string(ctx)));
     CORRAL_TRY(read_into(*obj, "mode", sp.mode, any_string(ctx)));
     CORRAL_TRY(read_into(*obj, "tier", sp.tier, any_string(ctx)));
-    CORRAL_TRY(read_into(*obj, "env", sp.env, any_string(ctx)));
+    CORRAL_TRY(read_into(*obj, "env_var", sp.env_var, any_string(ctx)));
     CORRAL_TRY(read_into(*obj, "path", sp.path, any_string(ctx)));
     if (const Json* hv = obj->get("hosts")) {
       const std::string hpath = obj->at("hosts");

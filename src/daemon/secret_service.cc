@@ -40,7 +40,7 @@ Result<sec::SecretRequest> to_request(const SecretSpec& s, std::size_t i) {
                         index_field(i, "tier") + ": " + tier.error().message, tier.error().hint);
     r.tier = *tier;
   }
-  r.env_var = s.env;
+  r.env_var = s.env_var;
   r.path = s.path;
   for (const auto& h : s.hosts) r.hosts.push_back({h.host, h.port, h.intercept});
   if (s.ttl_ms > 0) r.ttl = std::chrono::seconds((s.ttl_ms + 999) / 1000);

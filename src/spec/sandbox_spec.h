@@ -72,7 +72,7 @@ struct SecretSpec {
   std::string key;              // the store's key; empty: `name`
   std::string mode;             // "env" | "file" | "broker"; empty: the tier's
   std::string tier;             // "low" | "medium" | "high"; empty: medium
-  std::string env;              // variable (env, broker); empty: NAME upper-cased
+  std::string env_var;          // variable (env, broker); empty: NAME upper-cased
   std::string path;             // file name under /run/secrets (file); empty: name
   std::vector<SecretHostSpec> hosts;  // broker: where the token may be swapped
   std::int64_t ttl_ms = 0;      // broker token lifetime; 0: the default

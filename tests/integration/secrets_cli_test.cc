@@ -104,7 +104,10 @@ TEST_F(SecretsCli, KeygenEncryptCheck) {
   RunOutcome dup = run_corral({"secrets", "check", "--file", path("plain"), "--encrypted",
                                path("enc"), "--key", path("key")});
   EXPECT_EQ(dup.exit_code, 1);
-  EXPECT_NE(dup.err.find("'github' is defined twice"), std::string::npos) << dup.err;
+  EXPECT_NE(dup.err.find("'openai' is defined twice: in file " + path("plain") +
+                         " line 2 and in encrypted file " + path("enc") + " line 2"),
+            std::string::npos)
+      << dup.err;
 
   for (const RunOutcome* r : {&k, &again, &open, &enc, &over, &check, &dup}) {
     for (const std::string& v : {a, b}) {

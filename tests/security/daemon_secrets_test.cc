@@ -248,7 +248,7 @@ TEST(DaemonSecrets, BadRequestsAreRefusedWithoutShowingAValue) {
       {R"({"secrets": [{"name": "payments", "tier": "high", "mode": "env"}]})", "broker"},
       {R"({"secrets": [{"name": "payments", "tier": "high", "mode": "file"}]})", "broker"},
       {R"({"secrets": [{"name": "missing"}]})", "missing"},
-      {R"({"secrets": [{"name": "api", "mode": "env", "env": "LD_PRELOAD"}]})", "LD_PRELOAD"},
+      {R"({"secrets": [{"name": "api", "mode": "env", "env_var": "LD_PRELOAD"}]})", "LD_PRELOAD"},
       {R"({"secrets": [{"name": "api", "mode": "file", "path": "../etc/passwd"}]})", "path"},
       {R"({"secrets": [{"name": "api", "mode": "broker"}]})", "host"},
       {R"({"secrets": [{"name": "api", "mode": "sideways"}]})", "sideways"},

@@ -286,7 +286,7 @@ void NetWorld::serve(int listener, int kind) {
       {
         std::lock_guard lock(mu_);
         ++http_[host];
-        http_heads_.push_back(head);
+        if (!head.empty()) http_heads_.push_back(head);
       }
       std::string r = response(host);
       (void)!::write(c.get(), r.data(), r.size());
@@ -306,7 +306,7 @@ void NetWorld::serve(int listener, int kind) {
       int n;
       while (head.find("\r\n\r\n") == std::string::npos && (n = SSL_read(ssl, buf, sizeof buf)) > 0)
         head.append(buf, static_cast<size_t>(n));
-      {
+      if (!head.empty()) {
         std::lock_guard lock(mu_);
         tls_heads_.push_back(head);
       }

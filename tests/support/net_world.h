@@ -60,8 +60,8 @@ class NetWorld {
   // "<METHOD> <target> auth=<yes|no> token=<yes|no> sandbox=<X-Corral-Sandbox>",
   // where token says whether any field held the text "cgw1.".
   std::vector<std::string> internal_requests() const;
-  // The request heads the HTTP :80 and TLS :443 servers read, in order
-  // (the broker tests check what reached the upstream).
+  // The request heads (non-empty) the HTTP :80 and TLS :443 servers read,
+  // in order (the broker tests check what reached the upstream).
   std::vector<std::string> http_request_heads() const;
   std::vector<std::string> tls_request_heads() const;
 

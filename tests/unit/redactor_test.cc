@@ -428,7 +428,9 @@ TEST(Redactor, LongFormsSplitAtEveryOffset) {
       std::string out;
       stream.feed(std::string_view(text).substr(0, cut), out);
       // Until the form is complete, only "<" may come out.
-      if (cut <= form.size()) ASSERT_LE(out.size(), 1u) << cut;
+      if (cut <= form.size()) {
+        ASSERT_LE(out.size(), 1u) << cut;
+      }
       stream.feed(std::string_view(text).substr(cut), out);
       stream.finish(out);
       ASSERT_EQ(out, "<[REDACTED:LONG]>") << "cut at " << cut;
