@@ -35,6 +35,56 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
+// "NAME[,key=K][,tier=T][,mode=M][,env=VAR][,path=P][,host=H[:PORT]]
+// [,intercept=H[:PORT]][,ttl=D]" as the API's secret object. The daemon
+// checks the rules; this only splits the words (the error says which).
+tl::expected<ojson, std::string> parse_secret_arg(const std::string& text) {
+  ojson s = ojson::object();
+  std::size_t start = 0;
+  bool first = true;
+  while (start <= text.size()) {
+    std::size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos
+                                                                     : comma - start);
+    start = comma == std::string::npos ? text.size() + 1 : comma + 1;
+    if (first) {
+      if (item.empty() || item.find('=') != std::string::npos)
+        return tl::unexpected(std::string("starts with the secret's name"));
+      s["name"] = item;
+      first = false;
+      continue;
+    }
+    auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+      return tl::unexpected("\"" + item + "\" is not key=value");
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "key" || key == "tier" || key == "mode" || key == "path") {
+      s[key] = value;
+    } else if (key == "env") {
+      s["env_var"] = value;
+    } else if (key == "ttl") {
+      auto d = parse_duration(value);
+      if (!d) return tl::unexpected("ttl: " + d.error().message);
+      s["ttl"] = std::to_string(d->count()) + "ms";
+    } else if (key == "host" || key == "intercept") {
+      ojson h = ojson::object();
+      auto colon = value.rfind(':');
+      h["host"] = value.substr(0, colon);
+      if (colon != std::string::npos) {
+        int port = std::atoi(value.c_str() + colon + 1);
+        if (port < 1 || port > 65535) return tl::unexpected("\"" + value + "\" has no valid port");
+        h["port"] = port;
+      }
+      if (key == "intercept") h["intercept"] = true;
+      s["hosts"].push_back(std::move(h));
+    } else {
+      return tl::unexpected("unknown field \"" + key +
+                            "\" (key, tier, mode, env, path, host, intercept, ttl)");
+    }
+  }
+  return s;
+}
+
 constexpr const char* kCreateUsage =
     "usage: corral create [options]\n"
     "\n"
@@ -61,6 +111,13 @@ constexpr const char* kCreateUsage =
     "  --network-template NAME  start from a rule set: code-exec, data-query, scraping\n"
     "  --dns IP[:PORT]      upstream DNS server for this sandbox (repeatable)\n"
     "  --gateway NAME       grant an internal service of the daemon's gateway (repeatable)\n"
+    "  --secret NAME[,key=K][,tier=low|medium|high][,mode=env|file|broker][,env=VAR]\n"
+    "                 [,path=FILE][,host=H[:PORT]][,intercept=H[:PORT]][,ttl=DURATION]\n"
+    "                       give the sandbox a secret of the daemon's store (repeatable;\n"
+    "                       docs/secrets.md): host= may take the broker token to H,\n"
+    "                       intercept= also intercepts TLS to H so the token is swapped\n"
+    "  --expected-duration DURATION  how long the task should take (broker tokens\n"
+    "                       live 1.5 times this)\n"
     "  --idempotency-key K  a retry with the same key returns the same sandbox\n"
     "  --json               print the sandbox's full description instead of its id\n";
 
@@ -315,8 +372,17 @@ int create_command(const std::vector<std::string_view>& args) {
   listed("--deny", "deny");
   listed("--dns", "dns_servers");
   listed("--gateway", "gateway");
+  ojson secrets = ojson::array();
+  flags.option("--secret", [&secrets](const std::string& v) -> Refusal {
+    auto s = parse_secret_arg(v);
+    if (!s) return "--secret \"" + v + "\": " + s.error();
+    secrets.push_back(std::move(*s));
+    return std::nullopt;
+  });
+  sent("--expected-duration", body, "expected_duration", parse_duration);
   flags.option("--idempotency-key", idempotency_key);
   if (auto status = flags.parse(args)) return *status;
+  if (!secrets.empty()) body["secrets"] = std::move(secrets);
   if (!network.empty()) body["network"] = std::move(network);
   if (!limits.empty()) body["limits"] = std::move(limits);
   if (!env.empty()) body["env"] = std::move(env);
