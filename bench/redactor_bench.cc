@@ -234,9 +234,10 @@ int main(int argc, char** argv) {
   auto set = *built;
   auto off = *RedactionSet::build({}, {.key_formats = false});
   std::printf(
-      "set: %d secrets, %zu patterns, built in %.0f ms, stream state %zu bytes, "
+      "set: %d secrets, %zu literals, %zu patterns, built in %.0f ms, stream state %zu bytes, "
       "max hold %zu bytes\n",
-      secrets_n, set->pattern_count(), build_ms, set->stream_state_size(), set->max_hold());
+      secrets_n, set->literal_count(), set->pattern_count(), build_ms, set->stream_state_size(),
+      set->max_hold());
 
   const std::size_t size = mib << 20;
   const std::string clean = random_printable(size);
@@ -296,10 +297,11 @@ int main(int argc, char** argv) {
   std::printf("memory 1 GiB: off %.3f s, on %.3f s: %+.1f%%\n", mo, mn, (mn / mo - 1) * 100);
 
   std::printf(
-      "{\"bench\":\"redactor\",\"secrets\":%d,\"patterns\":%zu,\"build_ms\":%.0f,"
-      "\"stream_state_bytes\":%zu,\"max_hold\":%zu,\"data_mib\":%zu,\"inserted\":%zu",
-      secrets_n, set->pattern_count(), build_ms, set->stream_state_size(), set->max_hold(), mib,
-      inserted);
+      "{\"bench\":\"redactor\",\"secrets\":%d,\"literals\":%zu,\"patterns\":%zu,"
+      "\"build_ms\":%.0f,\"stream_state_bytes\":%zu,\"max_hold\":%zu,\"data_mib\":%zu,"
+      "\"inserted\":%zu",
+      secrets_n, set->literal_count(), set->pattern_count(), build_ms, set->stream_state_size(),
+      set->max_hold(), mib, inserted);
   for (const auto& row : rows) {
     std::printf(",\"%s_gbps\":%.2f,\"%s_cpu_gbps\":%.2f", row.name, row.t.wall_gbps, row.name,
                 row.t.cpu_gbps);

@@ -928,8 +928,8 @@ Status check_rules(const std::vector<std::string>& rules, const std::string& pat
 
 Result<NetworkSpec> read_network_object(const Json& v, const std::string& path, const Ctx& ctx) {
   auto obj = open_object(v, path, ctx,
-                         {"mode", "default", "template", "allow", "deny", "remove",
-                          "allow_domains", "dns_servers", "timeout", "rate", "gateway"});
+                         {"mode", "default", "template", "allow", "deny", "remove", "allow_domains",
+                          "dns_servers", "timeout", "rate", "gateway"});
   if (!obj) return tl::unexpected<Error>(obj.error());
   NetworkSpec n;
   const bool request = &ctx == &kRequest;
@@ -943,8 +943,8 @@ Result<NetworkSpec> read_network_object(const Json& v, const std::string& path, 
       return fail("invalid_value", obj->at("default"),
                   quote_for_message(*text) + " is not a default: use \"deny\" or \"allow\"");
     default_allow = *text == "allow";
-    if (const Json* m = obj->get("mode"); m != nullptr && m->is_string() &&
-                                          (m->get<std::string>() == "open") != *default_allow)
+    if (const Json* m = obj->get("mode");
+        m != nullptr && m->is_string() && (m->get<std::string>() == "open") != *default_allow)
       return fail("invalid_value", obj->at("mode"),
                   "mode " + quote_for_message(m->get<std::string>()) + " contradicts default " +
                       quote_for_message(*text) + ": give only one of them");
@@ -1162,10 +1162,9 @@ Json spec_json(const SandboxSpec& s) {
 // range-checked beyond their C++ types (the request parser did that when
 // the spec came through the API).
 Result<SandboxSpec> read_spec(const Json& v, std::string path, const Ctx& ctx) {
-  auto obj = open_object(
-      v, std::move(path), ctx,
-      {"image", "argv", "limits", "env", "mounts", "workdir", "hostname", "root", "network",
-       "secrets", "expected_duration_ms"});
+  auto obj = open_object(v, std::move(path), ctx,
+                         {"image", "argv", "limits", "env", "mounts", "workdir", "hostname", "root",
+                          "network", "secrets", "expected_duration_ms"});
   if (!obj) return tl::unexpected<Error>(obj.error());
   SandboxSpec s;
   CORRAL_TRY(read_into(*obj, "image", s.image, any_string(ctx)));

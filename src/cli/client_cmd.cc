@@ -44,8 +44,8 @@ tl::expected<ojson, std::string> parse_secret_arg(const std::string& text) {
   bool first = true;
   while (start <= text.size()) {
     std::size_t comma = text.find(',', start);
-    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos
-                                                                     : comma - start);
+    std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     start = comma == std::string::npos ? text.size() + 1 : comma + 1;
     if (first) {
       if (item.empty() || item.find('=') != std::string::npos)

@@ -2,9 +2,8 @@
 
 #include <sys/stat.h>
 
-#include <cstdio>
-
 #include <chrono>
+#include <cstdio>
 #include <utility>
 
 #include "jail/fs_util.h"

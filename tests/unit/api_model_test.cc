@@ -593,7 +593,7 @@ TEST(ApiSpec, CanonicalFormHasEveryField) {
             R"("disk_bytes":2147483648,"inodes":0,"timeout_ms":300000,"max_lifetime_ms":600000},)"
             R"("env":{},"mounts":[],"workdir":"/workspace","hostname":"sandbox","root":false,)"
             R"("network":{"mode":"none","allow":[],"deny":[],"allow_domains":[],"dns_servers":[],)"
-            R"("gateway":[]}})");
+            R"("gateway":[]},"secrets":[]})");
 }
 
 TEST(ApiSpec, RoundTrip) {
@@ -1149,3 +1149,41 @@ TEST(ApiCreate, TheSourcesNetworkFormIsAccepted) {
 
 }  // namespace
 }  // namespace corral::api
+
+// Issue 5: the secrets of a create, both forms of a host, and the stored
+// round trip; shapes are checked here, rules by the daemon.
+TEST(ApiSecrets, CreateParsesSecretsAndTheStoredFormRoundTrips) {
+  namespace api = corral::api;
+  auto req = api::parse_create_sandbox(
+      R"({"secrets": [{"name": "db"}, {"name": "openai", "tier": "high", "env_var": "OPENAI_API_KEY",)"
+      R"( "hosts": ["api.openai.com", "x.example.com:8443", {"host": "y.example.com", "intercept": true}],)"
+      R"( "ttl": "15m"}], "expected_duration": "10m"})");
+  ASSERT_TRUE(req) << req.error().message;
+  const auto& s = req->spec.secrets;
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].name, "db");
+  EXPECT_TRUE(s[0].key.empty());
+  EXPECT_EQ(s[1].tier, "high");
+  EXPECT_EQ(s[1].env_var, "OPENAI_API_KEY");
+  ASSERT_EQ(s[1].hosts.size(), 3u);
+  EXPECT_EQ(s[1].hosts[0].port, 443);
+  EXPECT_EQ(s[1].hosts[1].port, 8443);
+  EXPECT_EQ(s[1].hosts[1].host, "x.example.com");
+  EXPECT_TRUE(s[1].hosts[2].intercept);
+  EXPECT_EQ(s[1].ttl_ms, 15 * 60 * 1000);
+  EXPECT_EQ(req->spec.expected_duration_ms, 10 * 60 * 1000);
+  auto back = api::spec_from_json(api::spec_to_json(req->spec));
+  ASSERT_TRUE(back) << back.error().message;
+  ASSERT_EQ(back->secrets.size(), 2u);
+  EXPECT_EQ(back->secrets[1].hosts[2].host, "y.example.com");
+  EXPECT_TRUE(back->secrets[1].hosts[2].intercept);
+  EXPECT_EQ(back->expected_duration_ms, req->spec.expected_duration_ms);
+
+  for (const char* bad : {R"({"secrets": {"name": "x"}})", R"({"secrets": [{"tier": "low"}]})",
+                          R"({"secrets": [{"name": "x", "hosts": ["h:0"]}]})",
+                          R"({"secrets": [{"name": "x", "hosts": [{"port": 1}]}]})",
+                          R"({"secrets": [{"name": "x", "value": "inline"}]})"}) {
+    auto r = api::parse_create_sandbox(bad);
+    EXPECT_FALSE(r) << bad;
+  }
+}

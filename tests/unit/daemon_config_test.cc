@@ -198,10 +198,11 @@ TEST(DaemonConfig, UnknownKeysNameKeyAndLine) {
             "serve.yaml:2: serve.memory: unknown key (did you mean serve.capacity.memory?)");
   EXPECT_EQ(config_error("serve:\n  api_keys:\n    hashes: []\n"),
             "serve.yaml:3: serve.api_keys.hashes: unknown key (did you mean sha256?)");
-  EXPECT_EQ(config_error("serve:\n  zzz: 1\n"),
-            "serve.yaml:2: serve.zzz: unknown key (hint: the keys allowed here are: listen, "
-            "socket, data_dir, api_keys, capacity, request_timeout, setup_timeout, max_exec_output, "
-            "max_upload, mount_roots, durability, network)");
+  EXPECT_EQ(
+      config_error("serve:\n  zzz: 1\n"),
+      "serve.yaml:2: serve.zzz: unknown key (hint: the keys allowed here are: listen, "
+      "socket, data_dir, api_keys, capacity, request_timeout, setup_timeout, max_exec_output, "
+      "max_upload, mount_roots, durability, network, secrets)");
   std::string msg = config_error("serve:\n  memory_limit: 1Gi\n");
   expect_prefix(msg, "serve.yaml:2: serve.memory_limit: is a sandbox setting: put it in the top");
   EXPECT_EQ(config_error("server:\n  listen: \":1\"\n"),
@@ -545,12 +546,29 @@ TEST(DaemonConfig, NetworkMistakesNameTheKeyAndLine) {
       "serve:\n  network:\n    templates:\n      - name: x\n        allow: [\"ftp://a.test\"]\n");
   EXPECT_NE(bad_rule.find("serve.network.templates[0].allow"), std::string::npos) << bad_rule;
   EXPECT_NE(bad_rule.find("unknown protocol"), std::string::npos) << bad_rule;
-  EXPECT_NE(config_error("serve:\n  network:\n    templates:\n      - version: 1\n")
-                .find("has no name"),
-            std::string::npos);
+  EXPECT_NE(
+      config_error("serve:\n  network:\n    templates:\n      - version: 1\n").find("has no name"),
+      std::string::npos);
   EXPECT_NE(config_error("serve:\n  network:\n    cidr: 10.0.0.0/8\n").find("subnet"),
             std::string::npos);
 }
 
 }  // namespace
 }  // namespace corral
+
+TEST(DaemonConfig, SecretSourcesAreReadAsPathsAndNames) {
+  using corral::parse_daemon_config;
+  auto c = parse_daemon_config(
+      "serve:\n  secrets:\n    file: /etc/corral/secrets\n    env: [OPENAI_API_KEY]\n"
+      "    env_prefix: CORRAL_SECRET_\n    encrypted_file: enc\n    key_file: /k\n",
+      "/etc/corral/serve.yaml");
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(c->secrets.file, "/etc/corral/secrets");
+  EXPECT_EQ(c->secrets.env, std::vector<std::string>{"OPENAI_API_KEY"});
+  EXPECT_EQ(c->secrets.env_prefix, "CORRAL_SECRET_");
+  EXPECT_EQ(c->secrets.encrypted_file, "/etc/corral/enc") << "relative to the config file";
+  EXPECT_FALSE(parse_daemon_config("serve:\n  secrets:\n    encrypted_file: /e\n", "s.yaml"))
+      << "an encrypted file needs its key file";
+  EXPECT_FALSE(parse_daemon_config("serve:\n  secrets:\n    env: [\"A-B\"]\n", "s.yaml"));
+  EXPECT_FALSE(parse_daemon_config("serve:\n  secrets:\n    values: {a: b}\n", "s.yaml"));
+}
