@@ -115,7 +115,7 @@ Result<std::shared_ptr<const RedactionSet>> RedactionSet::build(std::vector<Name
     set->placeholders_.push_back("[REDACTED:" + std::string(f.name) + "]");
 
   // Every literal as a temporary string, wiped before returning. Reserved
-  // up front (at most 26 forms a value), and sorted through pointers, so
+  // up front (at most 30 forms a value), and sorted through pointers, so
   // that no copy is left behind by a reallocation or a swap.
   std::vector<BuildLiteral> pool;
   struct WipeLiterals {
@@ -126,7 +126,7 @@ Result<std::shared_ptr<const RedactionSet>> RedactionSet::build(std::vector<Name
   } wipe_literals{pool};
   std::size_t anchor_count = 0;
   for (const auto& f : formats) anchor_count += f.anchors.size();
-  pool.reserve(secrets.size() * 26 + anchor_count);
+  pool.reserve(secrets.size() * 30 + anchor_count);
   for (std::size_t i = 0; i < secrets.size(); ++i) {
     std::vector<std::string> forms;
     if (options.encoded_forms) {

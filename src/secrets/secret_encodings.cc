@@ -13,6 +13,9 @@ constexpr std::string_view kStd =
 constexpr std::string_view kUrl =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
+// Line length of GNU base64 (and of MIME).
+constexpr std::size_t kWrap = 76;
+
 bool unreserved(unsigned char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
          c == '.' || c == '_' || c == '~';
@@ -115,12 +118,27 @@ std::string base64_ending(std::string_view value, int alignment, Base64Alphabet 
 
 std::vector<std::string> base64_forms(std::string_view value) {
   std::vector<std::string> forms;
-  forms.reserve(18);  // no reallocation: moved strings would leave copies
+  forms.reserve(22);  // no reallocation: moved strings would leave copies
   for (auto alphabet : {Base64Alphabet::kStandard, Base64Alphabet::kUrlSafe}) {
     for (int a = 0; a < 3; ++a) {
       add_unique(forms, base64_aligned(value, a, alphabet));
       add_unique(forms, base64_ending(value, a, alphabet, ""));
       add_unique(forms, base64_ending(value, a, alphabet, "\n"));
+    }
+    // `echo "$KEY" | base64` wraps its output every 76 characters: the
+    // value alone (with or without the newline), wrapped the same way.
+    for (std::string_view suffix : {std::string_view(), std::string_view("\n")}) {
+      std::string full = base64_ending(value, 0, alphabet, suffix);
+      if (full.size() > kWrap) {
+        std::string wrapped;
+        wrapped.reserve(full.size() + full.size() / kWrap);
+        for (std::size_t i = 0; i < full.size(); ++i) {
+          if (i > 0 && i % kWrap == 0) wrapped.push_back('\n');
+          wrapped.push_back(full[i]);
+        }
+        add_unique(forms, std::move(wrapped));
+      }
+      wipe(full);
     }
   }
   return forms;
@@ -155,7 +173,7 @@ std::vector<std::string> hex_forms(std::string_view value) {
 
 std::vector<std::string> redaction_forms(std::string_view value) {
   std::vector<std::string> forms;
-  forms.reserve(26);
+  forms.reserve(30);
   forms.emplace_back(value);
   for (auto* make : {&base64_forms, &url_forms, &hex_forms}) {
     std::vector<std::string> more = make(value);

@@ -29,7 +29,8 @@ std::string base64_ending(std::string_view value, int alignment, Base64Alphabet 
                           std::string_view suffix);
 
 // The three alignments in both alphabets, inside a blob and at its end
-// (with and without a final newline), without duplicates (a value whose
+// (with and without a final newline), and the value alone wrapped at 76
+// characters as `base64` prints it; without duplicates (a value whose
 // base64 holds no '+' or '/' has the same forms in both).
 std::vector<std::string> base64_forms(std::string_view value);
 

@@ -217,6 +217,22 @@ TEST(Redactor, Base64OfTheWholeValueLeavesNothing) {
   }
 }
 
+// GNU base64 wraps at 76 characters: a long value printed by
+// `echo "$KEY" | base64` spans lines.
+TEST(Redactor, Base64WrappedAt76ColumnsOfALongValue) {
+  const std::string value = random_string(120, kAlnum);
+  auto set = build_set({{"LONG_KEY", value}});
+  for (const std::string& plain : {value, value + "\n"}) {
+    const std::string encoded = b64(plain);
+    std::string wrapped;
+    for (std::size_t i = 0; i < encoded.size(); i += 76) wrapped += encoded.substr(i, 76) + "\n";
+    ASSERT_GT(count(wrapped, "\n"), 1u);
+    EXPECT_EQ(redact(*set, "$ echo \"$KEY\" | base64\n" + wrapped + "$ "),
+              "$ echo \"$KEY\" | base64\n[REDACTED:LONG_KEY]\n$ ");
+    EXPECT_EQ(stream_redact(set, wrapped, {7}), "[REDACTED:LONG_KEY]\n");
+  }
+}
+
 TEST(Redactor, Base64FormsMatchAnIndependentEncoder) {
   const std::string value = random_bytes(17);
   for (int a = 0; a < 3; ++a) {
