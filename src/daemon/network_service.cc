@@ -70,6 +70,7 @@ void NetworkService::start() {
   engine.proxy.ca = ca_;
   engine.proxy.upstream_ca_file = config.upstream_ca_file;
   engine.gateway.swapper = swapper_;
+  engine.gateway.ca_file = config.upstream_ca_file;
   net::NetworkAuditSinks sinks;
   sinks.egress = [this](const net::EgressEvent& e) { on_egress(e); };
   sinks.dns = [this](const net::DnsLogEntry& e) { on_dns(e); };

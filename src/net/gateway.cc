@@ -567,6 +567,22 @@ class GatewaySession {
     }
   }
 
+  // Answers the client with a body of ours (the runtime secret read).
+  void answer(int status, std::string_view content_type, std::string& body) {
+    answered_ = true;
+    ev_.status = status;
+    std::string msg = "HTTP/1.1 " + std::to_string(status) + " " +
+                      std::string(http::status_reason(status)) +
+                      "\r\nContent-Type: " + std::string(content_type) +
+                      "\r\nContent-Length: " + std::to_string(body.size()) +
+                      "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n";
+    msg += body;
+    secrets::wipe(body);
+    if (send_all(client_, msg, Clock::now() + kLingerOnRefusal, -1)) ev_.bytes_down += msg.size();
+    secrets::wipe(msg);
+    ::shutdown(client_, SHUT_WR);
+  }
+
   // Reads the head: true with buf_ holding it (and maybe more).
   bool read_head() {
     buf_ = conn_.already_read;
@@ -665,6 +681,38 @@ void Gateway::serve(const GatewayConnection& conn) {
                "use http://gateway.corral.internal/<service>/<path>");
       return done();
     }
+  }
+
+  // The runtime endpoint (issue 5, S1 "runtime API"): the value of the
+  // secret behind the broker token in Authorization, for a tier that
+  // allows it. The broker token is the credential; no gateway token.
+  if (req->head.target == kSecretReadPath) {
+    ev.service = "_secret";
+    if (!options_.swapper) {
+      s.refuse(GatewayRefusal::kUnknownService, "this gateway serves no secrets",
+               "ask the owner to run the daemon with a secret store");
+      return done();
+    }
+    std::string bearer;
+    if (auto a = req->head.header("authorization");
+        a && a->size() > 7 && iequals(a->substr(0, 7), "bearer "))
+      bearer = trim(a->substr(7));
+    if (req->method != "GET" || bearer.rfind(secrets::kTokenPrefix, 0) != 0) {
+      s.refuse(GatewayRefusal::kNoToken, "a runtime secret read is GET with a broker token",
+               "send GET /_secret with Authorization: Bearer $YOUR_SECRET_TOKEN");
+      return done();
+    }
+    auto value = options_.swapper->read_value(bearer, conn.sandbox);
+    secrets::wipe(bearer);
+    if (!value) {
+      s.refuse(GatewayRefusal::kSecretRefused, value.error().message,
+               "only a live token of this sandbox for a low or medium secret can be read");
+      return done();
+    }
+    ev.allowed = true;
+    std::string body(value->view());
+    s.answer(200, "application/octet-stream", body);
+    return done();
   }
 
   // The token: X-Corral-Gateway-Token, else Authorization: Bearer.

@@ -59,6 +59,8 @@ namespace corral::net {
 
 // The name sandboxes reach the gateway by (network_engine.h's kGatewayName).
 inline constexpr std::string_view kGatewayHost = "gateway.corral.internal";
+// The runtime endpoint of broker secrets (secrets/token_swapper.h read_value).
+inline constexpr std::string_view kSecretReadPath = "/_secret";
 
 struct GatewayService {
   std::string name;         // [a-z0-9][a-z0-9-]*, at most 63: the first path segment

@@ -484,10 +484,13 @@ bool SecretBroker::intercepts(std::string_view sandbox, std::string_view host,
   std::lock_guard lock(mu_);
   auto it = by_sandbox_.find(std::string(sandbox));
   if (it == by_sandbox_.end()) return false;
-  const auto t = now();
+  // An expired token's hosts stay intercepted (until its tombstone goes):
+  // the request is then seen and refused as "expired", and audited, rather
+  // than meeting the real server's certificate in a blind tunnel. Revoked
+  // tokens belong to an ended sandbox.
   for (const std::string& h : it->second) {
     auto e = tokens_.find(h);
-    if (e == tokens_.end() || e->second.state != State::kActive || t >= e->second.expiry) continue;
+    if (e == tokens_.end() || e->second.state == State::kRevoked) continue;
     for (const SecretHost& sh : e->second.hosts) {
       if (sh.intercept && sh.port == port && host_matches(sh.host, host)) return true;
     }

@@ -111,7 +111,7 @@ class SecretBroker : public TokenSwapper {
   // for its own sandbox, when the secret is tier low or medium (tier high
   // values leave the broker only toward their hosts). Refusals carry the
   // reason in the message (kPermissionDenied) and are audited.
-  Result<SecretValue> read_value(std::string_view token, std::string_view sandbox_id);
+  Result<SecretValue> read_value(std::string_view token, std::string_view sandbox_id) override;
 
   // Drops tombstones older than the retention, marks expired tokens (and
   // drops their values). Called by issue/revoke from time to time too.

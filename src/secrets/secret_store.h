@@ -88,12 +88,13 @@ class SecretStore {
   std::map<std::string, Entry, std::less<>> entries_;
 };
 
-// SecretValue throws std::bad_alloc when locked memory (RLIMIT_MEMLOCK)
-// runs out; the functions of this layer return that as an error instead.
+// SecretValue throws std::bad_alloc when guarded memory cannot be had
+// (sodium_malloc maps the value's pages plus three more: guard pages and
+// a canary page); the functions of this layer return that as an error.
 inline tl::unexpected<Error> locked_memory_error(std::string_view what) {
   return make_error(ErrorCode::kResourceExhausted,
-                    std::string(what) + ": out of locked memory for secret values",
-                    "raise the daemon's RLIMIT_MEMLOCK (LimitMEMLOCK= in its systemd unit)");
+                    std::string(what) + ": out of guarded memory for secret values",
+                    "check the daemon's memory limits (RLIMIT_AS, vm.max_map_count)");
 }
 template <typename F>
 auto catch_locked_memory(std::string_view what, F&& f) -> decltype(f()) {

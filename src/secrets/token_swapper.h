@@ -18,6 +18,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/result.h"
+#include "secrets/secret_value.h"
+
 namespace corral::secrets {
 
 // Every broker token starts with this (then 43 base62 characters).
@@ -56,6 +59,16 @@ class TokenSwapper {
   // (a broker secret of that sandbox names the host and asks for it).
   virtual bool intercepts(std::string_view sandbox, std::string_view host,
                           std::uint16_t port) const = 0;
+
+  // The gateway's runtime endpoint (GET http://gateway.corral.internal/_secret
+  // with the token as bearer): the value of the secret behind `token`, for
+  // its own sandbox, when its tier allows a runtime read. Refusals are
+  // kPermissionDenied with the reason; the implementation audits both.
+  virtual Result<SecretValue> read_value(std::string_view token, std::string_view sandbox) {
+    (void)token;
+    (void)sandbox;
+    return make_error(ErrorCode::kUnavailable, "this broker serves no runtime reads");
+  }
 };
 
 }  // namespace corral::secrets

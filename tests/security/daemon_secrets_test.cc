@@ -13,6 +13,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -22,6 +23,7 @@
 #include "base/sha256.h"
 #include "http/http_client.h"
 #include "support/daemon_harness.h"
+#include "support/net_world.h"
 #include "support/sandbox_harness.h"
 
 namespace corral::testing {
@@ -296,6 +298,133 @@ TEST(DaemonSecrets, SecretsComeBackAfterADaemonCrashAndAreWipedAtDestroy) {
   EXPECT_FALSE(fs::exists(d.data_dir() + "/secrets/" + id));
   for (const auto& [k, v] : store.values)
     EXPECT_TRUE(files_containing(d.data_dir(), v).empty()) << k;
+}
+
+// Broker mode from inside a real sandbox behind the daemon's network: the
+// token goes out, the value arrives at the test upstream (TLS interception
+// and an https gateway service), the value is nowhere in the sandbox, a
+// token sent where its secret may not go is refused and audited, an
+// expired token is refused, a runtime read gives a medium secret (and not
+// a high one), and after destroy no value is anywhere on the host.
+TEST(DaemonSecrets, BrokerTokensAreSwappedOnlyTowardTheirHosts) {
+  if (geteuid() != 0) CORRAL_SKIP_OR_FAIL("network tests run as root");
+  auto world_or = NetWorld::create();
+  ASSERT_TRUE(world_or.has_value()) << world_or.error().message;
+  NetWorld& world = **world_or;
+  SecretFile store({"openai", "search", "shortlived"});
+  const std::string config =
+      store.config() + "  network:\n    dns_servers: [\"" + world.dns_endpoint() +
+      "\"]\n    upstream_ca_file: " + world.ca_pem_path() +
+      "\n    gateway:\n      - name: llm\n        url: https://allowed.test/v1\n"
+      "        methods: [GET, POST]\n";
+  TestDaemon d({}, config);
+  ASSERT_TRUE(d.ready()) << d.startup_output();
+  const std::string openai = store.values["openai"], search = store.values["search"];
+
+  HttpReply reply;
+  std::string id = d.create_sandbox(R"({
+    "network": {"mode": "allowlist", "allow": ["allowed.test:443", "http://allowed.test:80"],
+                "gateway": ["llm"]},
+    "secrets": [
+      {"name": "openai", "tier": "high", "env_var": "OPENAI_API_KEY",
+       "hosts": [{"host": "allowed.test", "intercept": true}]},
+      {"name": "search", "tier": "medium", "mode": "broker", "hosts": ["www.allowed.test"]}],
+    "expected_duration": "10m"})",
+                                    &reply);
+  ASSERT_FALSE(id.empty()) << reply.body;
+
+  const std::string script = R"(
+import hashlib, os, urllib.request, urllib.error
+tok = os.environ['OPENAI_API_KEY']
+def call(url, headers):
+    try:
+        r = urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=15)
+        return str(r.status) + ' ' + hashlib.sha256(r.read()).hexdigest()
+    except urllib.error.HTTPError as e:
+        return str(e.code) + ' ' + e.headers.get('X-Corral-Refusal', '')
+    except Exception as e:
+        return 'ERR ' + type(e).__name__ + ' ' + str(e)
+print('prefix', tok[:11])
+print('tls', call('https://allowed.test/chat', {'Authorization': 'Bearer ' + tok}))
+print('gateway', call('http://gateway.corral.internal/llm/chat',
+      {'Authorization': 'Bearer ' + tok, 'X-Corral-Gateway-Token': os.environ['CORRAL_GATEWAY_TOKEN']}))
+print('plain', call('http://allowed.test/steal', {'Authorization': 'Bearer ' + tok}))
+print('read_search', call('http://gateway.corral.internal/_secret', {'Authorization': 'Bearer ' + os.environ['SEARCH']}))
+print('read_openai', call('http://gateway.corral.internal/_secret', {'Authorization': 'Bearer ' + tok}))
+for k, v in sorted(os.environ.items()):
+    print('envhash', k, hashlib.sha256(v.encode()).hexdigest())
+)";
+  json body{{"argv", {"/usr/bin/python3", "-c", script}}, {"timeout", 60}};
+  json r = d.request("POST", "/v1/sandboxes/" + id + "/exec", body.dump()).json();
+  const std::string out = r.value("stdout", "") + r.value("stderr", "");
+  EXPECT_NE(out.find("prefix corral_tok_"), std::string::npos) << out;
+  EXPECT_NE(out.find("tls 200 "), std::string::npos) << out;
+  EXPECT_NE(out.find("gateway 200 "), std::string::npos) << out;
+  EXPECT_NE(out.find("plain 403 secret_refused"), std::string::npos) << out;
+  EXPECT_NE(out.find("read_search 200 " + sha256_hex(search)), std::string::npos) << out;
+  EXPECT_NE(out.find("read_openai 403 secret_refused"), std::string::npos)
+      << "a high secret has no runtime read: " << out;
+  // The value never entered: no environment variable holds it.
+  EXPECT_EQ(out.find(sha256_hex(openai)), std::string::npos) << out;
+  EXPECT_EQ(out.find(openai), std::string::npos);
+
+  // What the upstream saw: the value, in place of the token, twice (the
+  // intercepted request and the gateway's); the plain-HTTP steal never
+  // arrived.
+  int with_value = 0;
+  for (const auto& head : world.tls_request_heads()) {
+    EXPECT_EQ(head.find("corral_tok_"), std::string::npos) << head;
+    if (head.find("Bearer " + openai) != std::string::npos) ++with_value;
+  }
+  EXPECT_EQ(with_value, 2);
+  for (const auto& head : world.http_request_heads())
+    EXPECT_EQ(head.find("/steal"), std::string::npos) << "refused, so never forwarded: " << head;
+
+  auto swapped = wait_audit(d, "secret.swapped", 2);
+  ASSERT_GE(swapped.size(), 2u);
+  std::set<std::string> vias;
+  for (const auto& ev : swapped) vias.insert(ev.value("via", ""));
+  EXPECT_TRUE(vias.count("tls-intercept") && vias.count("gateway")) << swapped.size();
+  auto refused = wait_audit(d, "secret.refused", 2);
+  ASSERT_GE(refused.size(), 2u);
+  EXPECT_EQ(refused[0].value("secret", ""), "openai");
+  EXPECT_EQ(refused[0].value("reason", ""), "host not allowed");
+  EXPECT_GE(wait_audit(d, "secret.read", 1).size(), 1u);
+
+  // A token past its TTL is refused as expired.
+  std::string id2 = d.create_sandbox(R"({
+    "network": {"mode": "allowlist", "allow": ["allowed.test:443"]},
+    "secrets": [{"name": "shortlived", "tier": "high", "ttl": "1s",
+                 "hosts": [{"host": "allowed.test", "intercept": true}]}]})",
+                                     &reply);
+  ASSERT_FALSE(id2.empty()) << reply.body;
+  const std::string late = R"(
+import os, time, urllib.request, urllib.error
+time.sleep(2.2)
+try:
+    urllib.request.urlopen(urllib.request.Request('https://allowed.test/late',
+        headers={'Authorization': 'Bearer ' + os.environ['SHORTLIVED']}), timeout=15)
+    print('late 200')
+except urllib.error.HTTPError as e:
+    print('late', e.code)
+)";
+  json late_body{{"argv", {"/usr/bin/python3", "-c", late}}, {"timeout", 60}};
+  json lr = d.request("POST", "/v1/sandboxes/" + id2 + "/exec", late_body.dump()).json();
+  EXPECT_NE(lr.value("stdout", "").find("late 403"), std::string::npos) << lr.dump();
+  bool expired = false;
+  for (const auto& ev : wait_audit(d, "secret.refused", 3))
+    expired |= ev.value("reason", "") == "expired";
+  EXPECT_TRUE(expired);
+
+  for (const auto& sid : {id, id2}) {
+    auto del = d.request("DELETE", "/v1/sandboxes/" + sid);
+    EXPECT_EQ(del.json().value("state", ""), "cleaned") << del.body;
+  }
+  EXPECT_GE(wait_audit(d, "secret.revoked", 1).size(), 1u);
+  for (const auto& [key, value] : store.values) {
+    EXPECT_TRUE(files_containing(d.data_dir(), value).empty()) << key;
+    EXPECT_EQ(d.startup_output().find(value), std::string::npos) << key;
+  }
 }
 
 }  // namespace

@@ -353,6 +353,8 @@ TEST_F(BrokerTest, InterceptsOnlyHostsMarkedForIt) {
   EXPECT_FALSE(broker_.intercepts("sb-1", "api.example.com", 8443));
   EXPECT_FALSE(broker_.intercepts("sb-1", "other.example.com", 443));
   EXPECT_FALSE(broker_.intercepts("sb-2", "api.example.com", 443));
+  offset_ = 24 * 3600;  // expired: still intercepted, so a late use is refused
+  EXPECT_TRUE(broker_.intercepts("sb-1", "api.example.com", 443));
   broker_.revoke_sandbox("sb-1");
   EXPECT_FALSE(broker_.intercepts("sb-1", "api.example.com", 443));
 }
