@@ -15,8 +15,10 @@ class SecretValue {
  public:
   SecretValue() = default;
   // Copies `bytes` into guarded memory. The caller should wipe its own copy
-  // (wipe() below). Throws std::bad_alloc if locked memory is exhausted
-  // (RLIMIT_MEMLOCK): better than silently holding a swappable copy.
+  // (wipe() below). Throws std::bad_alloc if no memory can be mapped.
+  // Locking is best effort: libsodium ignores a failed mlock, so without
+  // CAP_IPC_LOCK and over RLIMIT_MEMLOCK the pages are not locked (the
+  // daemon runs as root and has the capability).
   explicit SecretValue(std::string_view bytes);
   SecretValue(const SecretValue& other);
   SecretValue& operator=(const SecretValue& other);
