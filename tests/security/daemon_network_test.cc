@@ -40,28 +40,6 @@ std::string run_client(TestDaemon& d, const std::string& id, const std::string& 
   return j.value("stdout", "") + j.value("stderr", "");
 }
 
-std::vector<json> audit_records(TestDaemon& d, const std::string& type) {
-  std::vector<json> out;
-  std::ifstream in(d.data_dir() + "/audit.log");
-  std::string line;
-  while (std::getline(in, line)) {
-    json j = json::parse(line, nullptr, false);
-    if (j.is_object() && j.value("type", "") == type) out.push_back(j);
-  }
-  return out;
-}
-
-// The audit appends of the proxy go through the journal: wait a little.
-std::vector<json> wait_audit(TestDaemon& d, const std::string& type, std::size_t at_least) {
-  std::vector<json> got;
-  for (int i = 0; i < 100; ++i) {
-    got = audit_records(d, type);
-    if (got.size() >= at_least) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return got;
-}
-
 bool link_exists(const std::string& name) { return if_nametoindex(name.c_str()) != 0; }
 
 // The host interface that has IPv4 `address` ("" if none).
@@ -111,7 +89,7 @@ out("denied", transparent_http("denied.test"))
   EXPECT_EQ(world.http_requests("denied.test"), 0) << "a denied name reached its server";
 
   // Audited: the allowed connection with its bytes, the refused name in DNS.
-  auto conns = wait_audit(d, "network.connection", 1);
+  auto conns = d.wait_audit("network.connection", 1);
   bool allowed_seen = false;
   for (const json& c : conns) {
     if (c.value("sandbox", "") != id) continue;
@@ -122,7 +100,7 @@ out("denied", transparent_http("denied.test"))
     }
   }
   EXPECT_TRUE(allowed_seen) << "no audit record of the allowed connection";
-  auto dns = wait_audit(d, "network.dns", 2);
+  auto dns = d.wait_audit("network.dns", 2);
   bool denied_dns = false;
   for (const json& q : dns)
     denied_dns |= q.value("name", "") == "denied.test" && q.value("decision", "") == "deny";
@@ -182,7 +160,7 @@ out("b", transparent_http("denied.test"))
       d.request("PUT", "/v1/sandboxes/" + id + "/network", R"({"allow": ["ftp://x.test"]})");
   EXPECT_EQ(bad.status, 400) << bad.body;
   EXPECT_EQ(bad.json()["error"].value("field", ""), "allow[0]") << bad.body;
-  auto changes = audit_records(d, "sandbox.network");
+  auto changes = d.audit_records("sandbox.network");
   EXPECT_EQ(changes.size(), 2u);
 }
 
@@ -273,7 +251,7 @@ out("raw", transparent_http("198.51.100.20", port=8080))
   ASSERT_EQ(seen.size(), 1u) << ::testing::PrintToString(seen);
   EXPECT_NE(seen[0].find("GET /api/invoices"), std::string::npos) << seen[0];
   EXPECT_NE(seen[0].find("token=no"), std::string::npos) << seen[0];
-  auto events = wait_audit(d, "network.gateway", 3);
+  auto events = d.wait_audit("network.gateway", 3);
   int allowed = 0, denied = 0;
   for (const json& e : events) (e.value("decision", "") == "allow" ? allowed : denied)++;
   EXPECT_EQ(allowed, 1);

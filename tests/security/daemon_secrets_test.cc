@@ -80,33 +80,6 @@ std::vector<std::string> files_containing(const std::string& root, const std::st
   return hits;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::vector<json> audit_records(TestDaemon& d, const std::string& type) {
-  std::vector<json> out;
-  std::istringstream in(read_file(d.data_dir() + "/audit.log"));
-  std::string line;
-  while (std::getline(in, line)) {
-    json j = json::parse(line, nullptr, false);
-    if (j.is_object() && j.value("type", "") == type) out.push_back(j);
-  }
-  return out;
-}
-
-std::vector<json> wait_audit(TestDaemon& d, const std::string& type, std::size_t at_least) {
-  std::vector<json> got;
-  for (int i = 0; i < 100; ++i) {
-    got = audit_records(d, type);
-    if (got.size() >= at_least) break;
-    std::this_thread::sleep_for(20ms);
-  }
-  return got;
-}
 
 json exec_argv(TestDaemon& d, const std::string& id, std::vector<std::string> argv) {
   json body{{"argv", argv}, {"timeout", 30}};
@@ -207,11 +180,11 @@ TEST(DaemonSecrets, EnvAndFileSecretsReachTheSandboxButNeverLeaveIt) {
   EXPECT_EQ(bg_tail.body, "EDACTED:api]\nend\n") << "offsets count redacted bytes";
 
   // Audited: one injection per secret, reads of the file (two opens above).
-  auto injects = wait_audit(d, "secret.inject", 2);
+  auto injects = d.wait_audit("secret.inject", 2);
   ASSERT_EQ(injects.size(), 2u);
   EXPECT_EQ(injects[0].value("mode", ""), "env");
   EXPECT_EQ(injects[1].value("mode", ""), "file");
-  auto reads = wait_audit(d, "secret.read", 2);
+  auto reads = d.wait_audit("secret.read", 2);
   ASSERT_GE(reads.size(), 2u);
   EXPECT_EQ(reads[0].value("secret", ""), "db");
   EXPECT_EQ(reads[0].value("sandbox", ""), id);
@@ -225,7 +198,7 @@ TEST(DaemonSecrets, EnvAndFileSecretsReachTheSandboxButNeverLeaveIt) {
   ASSERT_EQ(del.status, 200) << del.body;
   EXPECT_EQ(del.json().value("state", ""), "cleaned") << del.body;
   EXPECT_FALSE(fs::exists(mount_dir));
-  EXPECT_EQ(wait_audit(d, "secret.wipe", 1).size(), 1u);
+  EXPECT_EQ(d.wait_audit("secret.wipe", 1).size(), 1u);
 
   // Nowhere on the host: data dir (state.db, audit.log, layers), the
   // run dir, the temp dirs, the daemon's own output.
@@ -290,7 +263,7 @@ TEST(DaemonSecrets, SecretsComeBackAfterADaemonCrashAndAreWipedAtDestroy) {
   EXPECT_NE(out.find(sha256_hex(store.values["api"])), std::string::npos) << r.dump();
   EXPECT_NE(out.find(sha256_hex(store.values["db"])), std::string::npos) << r.dump();
   EXPECT_NE(out.find("[REDACTED:api]"), std::string::npos) << "redacted after the restart too";
-  auto reads = wait_audit(d, "secret.read", 1);
+  auto reads = d.wait_audit("secret.read", 1);
   ASSERT_GE(reads.size(), 1u) << "reads are watched again after the restart";
   EXPECT_EQ(reads.back().value("secret", ""), "db");
   auto del = d.request("DELETE", "/v1/sandboxes/" + id);
@@ -380,16 +353,16 @@ for k, v in sorted(os.environ.items()):
   for (const auto& head : world.http_request_heads())
     EXPECT_EQ(head.find("/steal"), std::string::npos) << "refused, so never forwarded: " << head;
 
-  auto swapped = wait_audit(d, "secret.swapped", 2);
+  auto swapped = d.wait_audit("secret.swapped", 2);
   ASSERT_GE(swapped.size(), 2u);
   std::set<std::string> vias;
   for (const auto& ev : swapped) vias.insert(ev.value("via", ""));
   EXPECT_TRUE(vias.count("tls-intercept") && vias.count("gateway")) << swapped.size();
-  auto refused = wait_audit(d, "secret.refused", 2);
+  auto refused = d.wait_audit("secret.refused", 2);
   ASSERT_GE(refused.size(), 2u);
   EXPECT_EQ(refused[0].value("secret", ""), "openai");
   EXPECT_EQ(refused[0].value("reason", ""), "host not allowed");
-  EXPECT_GE(wait_audit(d, "secret.read", 1).size(), 1u);
+  EXPECT_GE(d.wait_audit("secret.read", 1).size(), 1u);
 
   // A token past its TTL is refused as expired.
   std::string id2 = d.create_sandbox(R"({
@@ -412,7 +385,7 @@ except urllib.error.HTTPError as e:
   json lr = d.request("POST", "/v1/sandboxes/" + id2 + "/exec", late_body.dump()).json();
   EXPECT_NE(lr.value("stdout", "").find("late 403"), std::string::npos) << lr.dump();
   bool expired = false;
-  for (const auto& ev : wait_audit(d, "secret.refused", 3))
+  for (const auto& ev : d.wait_audit("secret.refused", 3))
     expired |= ev.value("reason", "") == "expired";
   EXPECT_TRUE(expired);
 
@@ -420,7 +393,7 @@ except urllib.error.HTTPError as e:
     auto del = d.request("DELETE", "/v1/sandboxes/" + sid);
     EXPECT_EQ(del.json().value("state", ""), "cleaned") << del.body;
   }
-  EXPECT_GE(wait_audit(d, "secret.revoked", 1).size(), 1u);
+  EXPECT_GE(d.wait_audit("secret.revoked", 1).size(), 1u);
   for (const auto& [key, value] : store.values) {
     EXPECT_TRUE(files_containing(d.data_dir(), value).empty()) << key;
     EXPECT_EQ(d.startup_output().find(value), std::string::npos) << key;

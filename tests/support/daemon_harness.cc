@@ -11,6 +11,7 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "support/sandbox_harness.h"
 
@@ -184,6 +185,28 @@ std::string TestDaemon::create_sandbox(const std::string& body, HttpReply* out) 
 nlohmann::json TestDaemon::exec(const std::string& id, const std::string& cmd) {
   nlohmann::json body{{"cmd", cmd}};
   return request("POST", "/v1/sandboxes/" + id + "/exec", body.dump()).json();
+}
+
+std::vector<nlohmann::json> TestDaemon::audit_records(const std::string& type) const {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(data_dir_ + "/audit.log");
+  std::string line;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("type", "") == type) out.push_back(j);
+  }
+  return out;
+}
+
+std::vector<nlohmann::json> TestDaemon::wait_audit(const std::string& type,
+                                                   std::size_t at_least) const {
+  std::vector<nlohmann::json> got;
+  for (int i = 0; i < 100; ++i) {
+    got = audit_records(type);
+    if (got.size() >= at_least) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return got;
 }
 
 }  // namespace corral::testing

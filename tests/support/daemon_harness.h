@@ -53,6 +53,12 @@ class TestDaemon {
   // POST .../exec {"cmd": cmd} and returns the result JSON.
   nlohmann::json exec(const std::string& id, const std::string& cmd);
 
+  // The audit log's records of `type`, in order.
+  std::vector<nlohmann::json> audit_records(const std::string& type) const;
+  // The same once there are `at_least` of them (appends from the proxy,
+  // the broker and the read watch go through the journal), or after 2 s.
+  std::vector<nlohmann::json> wait_audit(const std::string& type, std::size_t at_least) const;
+
   // SIGKILL the daemon (crash tests) and start it again on the same data
   // dir, socket and port. Returns false if it does not come back.
   bool kill9();
