@@ -88,6 +88,11 @@ Status SecretService::start() {
         if (!ev.reason.empty()) j["reason"] = ev.reason;
         if (!ev.token_hash.empty()) j["token_hash"] = ev.token_hash;
         j["outcome"] = ev.kind == "refused" ? "refused" : "ok";
+        // A token sent where its secret may not go, or by another
+        // sandbox: what a prompt-injected agent would try.
+        if (ev.kind == "refused" &&
+            (ev.reason == sec::kReasonHost || ev.reason == sec::kReasonOtherSandbox))
+          j["exfiltration_attempt"] = true;
         if (ev.kind == "refused")
           metrics
               ->counter("corral_secret_refusals_total", "Secret uses refused (token, host, tier)",

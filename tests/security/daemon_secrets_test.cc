@@ -80,7 +80,6 @@ std::vector<std::string> files_containing(const std::string& root, const std::st
   return hits;
 }
 
-
 json exec_argv(TestDaemon& d, const std::string& id, std::vector<std::string> argv) {
   json body{{"argv", argv}, {"timeout", 30}};
   return d.request("POST", "/v1/sandboxes/" + id + "/exec", body.dump()).json();
@@ -284,7 +283,7 @@ TEST(DaemonSecrets, BrokerTokensAreSwappedOnlyTowardTheirHosts) {
   auto world_or = NetWorld::create();
   ASSERT_TRUE(world_or.has_value()) << world_or.error().message;
   NetWorld& world = **world_or;
-  SecretFile store({"openai", "search", "shortlived"});
+  SecretFile store({"openai", "search", "shortlived", "api", "db"});
   const std::string config =
       store.config() + "  network:\n    dns_servers: [\"" + world.dns_endpoint() +
       "\"]\n    upstream_ca_file: " + world.ca_pem_path() +
@@ -301,7 +300,8 @@ TEST(DaemonSecrets, BrokerTokensAreSwappedOnlyTowardTheirHosts) {
     "secrets": [
       {"name": "openai", "tier": "high", "env_var": "OPENAI_API_KEY",
        "hosts": [{"host": "allowed.test", "intercept": true}]},
-      {"name": "search", "tier": "medium", "mode": "broker", "hosts": ["www.allowed.test"]}],
+      {"name": "search", "tier": "medium", "mode": "broker", "hosts": ["www.allowed.test"]},
+      {"name": "api", "tier": "low"}, {"name": "db"}],
     "expected_duration": "10m"})",
                                     &reply);
   ASSERT_FALSE(id.empty()) << reply.body;
@@ -326,8 +326,27 @@ print('read_search', call('http://gateway.corral.internal/_secret', {'Authorizat
 print('read_openai', call('http://gateway.corral.internal/_secret', {'Authorization': 'Bearer ' + tok}))
 for k, v in sorted(os.environ.items()):
     print('envhash', k, hashlib.sha256(v.encode()).hexdigest())
+# The value, given reversed (no redactor pattern), looked for in every
+# environment, command line and file this sandbox can read.
+import sys
+needle = sys.argv[1][::-1].encode()
+hits = []
+for pid in os.listdir('/proc'):
+    if pid.isdigit():
+        for f in ('environ', 'cmdline'):
+            try:
+                if needle in open('/proc/%s/%s' % (pid, f), 'rb').read(): hits.append(pid + f)
+            except OSError: pass
+for top in ('/run', '/tmp', '/workspace', '/etc', '/home', '/root', '/var'):
+    for d, _, files in os.walk(top):
+        for f in files:
+            try:
+                if needle in open(os.path.join(d, f), 'rb').read(1 << 20): hits.append(os.path.join(d, f))
+            except OSError: pass
+print('inside', 'clean' if not hits else 'FOUND ' + ' '.join(hits))
 )";
-  json body{{"argv", {"/usr/bin/python3", "-c", script}}, {"timeout", 60}};
+  const std::string reversed(openai.rbegin(), openai.rend());
+  json body{{"argv", {"/usr/bin/python3", "-c", script, reversed}}, {"timeout", 60}};
   json r = d.request("POST", "/v1/sandboxes/" + id + "/exec", body.dump()).json();
   const std::string out = r.value("stdout", "") + r.value("stderr", "");
   EXPECT_NE(out.find("prefix corral_tok_"), std::string::npos) << out;
@@ -337,6 +356,7 @@ for k, v in sorted(os.environ.items()):
   EXPECT_NE(out.find("read_search 200 " + sha256_hex(search)), std::string::npos) << out;
   EXPECT_NE(out.find("read_openai 403 secret_refused"), std::string::npos)
       << "a high secret has no runtime read: " << out;
+  EXPECT_NE(out.find("inside clean"), std::string::npos) << out;
   // The value never entered: no environment variable holds it.
   EXPECT_EQ(out.find(sha256_hex(openai)), std::string::npos) << out;
   EXPECT_EQ(out.find(openai), std::string::npos);
@@ -362,6 +382,7 @@ for k, v in sorted(os.environ.items()):
   ASSERT_GE(refused.size(), 2u);
   EXPECT_EQ(refused[0].value("secret", ""), "openai");
   EXPECT_EQ(refused[0].value("reason", ""), "host not allowed");
+  EXPECT_TRUE(refused[0].value("exfiltration_attempt", false));
   EXPECT_GE(d.wait_audit("secret.read", 1).size(), 1u);
 
   // A token past its TTL is refused as expired.
