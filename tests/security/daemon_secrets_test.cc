@@ -4,6 +4,7 @@
 // the daemon's own output, and, after destroy, every file of the data dir
 // (the state database included) and the temp dirs. Values are random per
 // test; the tests pass them to the sandbox only through the store.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -61,21 +62,31 @@ struct SecretFile {
   std::string config() const { return "serve:\n  secrets:\n    file: " + path + "\n"; }
 };
 
-// Every regular file under `root` whose bytes contain `needle`.
+// Every regular file under `root`, on `root`'s own file system, whose
+// bytes contain `needle`. Other mounts are not entered: /tmp may hold other
+// tests' sandboxes with /proc mounted (reading /proc/kmsg blocks).
 std::vector<std::string> files_containing(const std::string& root, const std::string& needle) {
   std::vector<std::string> hits;
+  struct stat root_st {};
+  if (::lstat(root.c_str(), &root_st) != 0) return hits;
   std::error_code ec;
-  if (!fs::exists(root, ec)) return hits;
-  for (auto it = fs::recursive_directory_iterator(
-           root, fs::directory_options::skip_permission_denied, ec);
-       it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (ec) break;
-    if (!it->is_regular_file(ec) || it->is_symlink(ec)) continue;
-    if (it->file_size(ec) > (64u << 20)) continue;
-    std::ifstream in(it->path(), std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (ss.str().find(needle) != std::string::npos) hits.push_back(it->path().string());
+  auto it =
+      fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied, ec);
+  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0) continue;
+    if (st.st_dev != root_st.st_dev) {
+      if (S_ISDIR(st.st_mode)) it.disable_recursion_pending();
+      continue;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size > (64 << 20)) continue;
+    int fd = ::open(it->path().c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) continue;
+    std::string data(static_cast<std::size_t>(st.st_size), '\0');
+    ssize_t n = ::pread(fd, data.data(), data.size(), 0);
+    ::close(fd);
+    if (n > 0 && data.substr(0, static_cast<std::size_t>(n)).find(needle) != std::string::npos)
+      hits.push_back(it->path().string());
   }
   return hits;
 }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -96,6 +97,13 @@ bool TestDaemon::launch() {
 }
 
 TestDaemon::~TestDaemon() {
+  // A daemon a test killed (kill9 without restart) left its sandboxes
+  // running: a new one re-attaches them, so that they can be destroyed.
+  if (pid_ <= 0 && port_ != 0) {
+    if (out_fd_ >= 0) close(out_fd_);
+    out_fd_ = -1;
+    (void)launch();
+  }
   if (pid_ > 0 && port_ != 0) {
     // Destroy what is left, so no test leaks sandboxes.
     auto list = request("GET", "/v1/sandboxes");
@@ -109,6 +117,18 @@ TestDaemon::~TestDaemon() {
   }
   stop();
   if (out_fd_ >= 0) close(out_fd_);
+  // Whatever is still mounted below (a secret tmpfs of a sandbox that could
+  // not be destroyed) goes before the directory.
+  std::ifstream mounts("/proc/self/mounts");
+  std::string line;
+  std::vector<std::string> left;
+  while (std::getline(mounts, line)) {
+    std::istringstream fields(line);
+    std::string dev, where;
+    fields >> dev >> where;
+    if (where.rfind(dir_ + "/", 0) == 0) left.push_back(where);
+  }
+  for (auto it = left.rbegin(); it != left.rend(); ++it) umount2(it->c_str(), MNT_DETACH);
   host_sh("rm -rf '" + dir_ + "'");
 }
 
