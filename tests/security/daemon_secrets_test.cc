@@ -160,6 +160,12 @@ TEST(DaemonSecrets, EnvAndFileSecretsReachTheSandboxButNeverLeaveIt) {
   // Hex: each byte is one "xx"; od prints lower case.
   EXPECT_GE(std::count(out.begin(), out.end(), '['), 4) << out;
 
+  // The CLI shows what the API gives: redacted.
+  RunOutcome cli = run_corral({"exec", "--url", d.unix_url(), id, "--sh", "echo \"$API\"; env"});
+  EXPECT_EQ(cli.exit_code, 0) << cli.err;
+  EXPECT_NE(cli.out.find("[REDACTED:api]\n"), std::string::npos) << cli.out;
+  EXPECT_EQ(cli.out.find(api), std::string::npos);
+
   // Half, a pause, the other half: waited and streamed.
   json split = exec_argv(d, id, split_writer("API"));
   EXPECT_EQ(split.value("stdout", ""), "<[REDACTED:api]>\n") << split.dump();
