@@ -472,10 +472,7 @@ ApiResult<SandboxService::Created> SandboxService::create(
   // Files written for its user, reads watched, tokens issued: before its
   // first process can run.
   if (resolved_secrets) {
-    // Owned by host root, like the mount's directory: the bind mount is
-    // idmapped (jail/idmap_userns.h), so inside they belong to the
-    // sandbox's user, and 0400 makes them readable by that user alone.
-    if (auto st = secrets_->inject(id, resolved_secrets, 0, 0); !st)
+    if (auto st = secrets_->inject(id, resolved_secrets); !st)
       return fail_create("setup_failed", "secrets: " + st.error().message, st.error().hint, "");
   }
   const auto& ident = e->live->identity();
@@ -712,7 +709,7 @@ api::SandboxInfo SandboxService::teardown(const std::shared_ptr<SandboxEntry>& e
   }
   // Tokens revoked, the read watch stopped, the files overwritten and
   // unmounted (S6): after init, so nothing in the sandbox still reads them.
-  if (secrets_ != nullptr && (!e->spec.secrets.empty() || secrets_->has(std::string(id)))) {
+  if (secrets_ != nullptr) {
     for (auto& r : secrets_->remove(std::string(id))) report.residue.push_back(r);
   }
   // Every process the sandbox had is gone now.
@@ -1199,7 +1196,7 @@ std::vector<std::string> SandboxService::remove_unadopted(const std::string& id,
   const std::string lock_path = run_dir() + "/sandboxes/" + id + ".lock";
   unlink(lock_path.c_str());
   if (secrets_ != nullptr) {
-    for (auto& r : secrets_->remove_unadopted(id)) residue.push_back(r);
+    for (auto& r : secrets_->remove(id)) residue.push_back(r);
   }
   return residue;
 }

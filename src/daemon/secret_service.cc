@@ -238,8 +238,8 @@ Result<std::vector<MountSpec>> SecretService::mounts(const std::string& id,
   return out;
 }
 
-Status SecretService::inject(const std::string& id, std::shared_ptr<sec::ResolvedSecrets> resolved,
-                             uid_t uid, gid_t gid) {
+Status SecretService::inject(const std::string& id,
+                             std::shared_ptr<sec::ResolvedSecrets> resolved) {
   Injected in;
   in.resolved = resolved;
   {
@@ -263,7 +263,7 @@ Status SecretService::inject(const std::string& id, std::shared_ptr<sec::Resolve
       case sec::SecretMode::kFile: {
         if (!in.mount) return finish(make_error(ErrorCode::kInternal, "no secret mount for " + id));
         std::string file = s.path.substr(s.path.rfind('/') + 1);
-        if (auto st = in.mount->write(file, s.value.view(), uid, gid); !st)
+        if (auto st = in.mount->write(file, s.value.view(), 0, 0); !st)
           return finish(tl::unexpected(st.error().wrap("secret \"" + s.name + "\"")));
         break;
       }
@@ -364,11 +364,6 @@ std::vector<std::string> SecretService::env(const std::string& id) const {
   return out;
 }
 
-bool SecretService::has(const std::string& id) const {
-  std::lock_guard lock(mu_);
-  return sandboxes_.count(id) != 0 || pending_mounts_.count(id) != 0;
-}
-
 std::vector<std::string> SecretService::remove(const std::string& id) {
   std::optional<Injected> in;
   {
@@ -392,10 +387,6 @@ std::vector<std::string> SecretService::remove(const std::string& id) {
                {"secrets", in->resolved->secrets.size()},
                {"outcome", residue.empty() ? "ok" : "residue"}});
   return residue;
-}
-
-std::vector<std::string> SecretService::remove_unadopted(const std::string& id) {
-  return remove(id);
 }
 
 }  // namespace corral::daemon

@@ -78,10 +78,11 @@ class SecretService {
   // intercepted hosts are refused at create.
   Status set_trust(const std::string& ca_pem);
 
-  // Writes the files (owned by uid:gid, the sandbox user's host ids),
-  // watches their reads and issues broker tokens. Audited per secret.
-  Status inject(const std::string& id, std::shared_ptr<secrets::ResolvedSecrets> resolved,
-                uid_t uid, gid_t gid);
+  // Writes the files, watches their reads and issues broker tokens.
+  // Audited per secret. The files are host root's, like the mount's
+  // directory: the bind mount is idmapped (jail/idmap_userns.h), so inside
+  // they belong to the sandbox's user, and 0400 makes them its alone.
+  Status inject(const std::string& id, std::shared_ptr<secrets::ResolvedSecrets> resolved);
 
   // After a daemon restart: the stored spec's secrets resolved again, the
   // existing tmpfs adopted (its files are still there) and watched, new
@@ -105,14 +106,10 @@ class SecretService {
   // and NODE_EXTRA_CA_CERTS name it.
   static constexpr const char* kSandboxBundle = "/etc/ssl/certs/ca-certificates.crt";
 
-  // Whether the sandbox has any secrets (injected or re-attached).
-  bool has(const std::string& id) const;
-
-  // Revokes, unwatches and wipes; returns what could not be removed.
+  // Revokes, unwatches and wipes; returns what could not be removed. Also
+  // for a sandbox the daemon never adopted (reconcile, a failed create):
+  // its mount is found by its id. Nothing to do is no error.
   std::vector<std::string> remove(const std::string& id);
-  // The mount of a sandbox the daemon never adopted (reconcile, a failed
-  // create): wiped by its id alone.
-  std::vector<std::string> remove_unadopted(const std::string& id);
 
   // Why file-mode secrets cannot be served, if they cannot.
   std::optional<std::string> unavailable_reason() const;
