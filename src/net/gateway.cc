@@ -807,10 +807,7 @@ void Gateway::serve(const GatewayConnection& conn) {
       " HTTP/1.1\r\nHost: " +
       (svc.port == (svc.tls ? 443 : 80) ? (v6_host ? "[" + svc.host + "]" : svc.host) : host_port) +
       "\r\n";
-  std::vector<std::string> listed;
-  for (const auto& h : req->head.headers)
-    if (h.name == "connection")
-      for (auto& o : split(h.value, ',')) listed.push_back(lower(o));
+  const std::vector<std::string> listed = connection_options(req->head.headers);
   for (const auto& h : req->head.headers) {
     if (dropped_field(h.name)) continue;
     if (token_in_authorization && h.name == "authorization") continue;

@@ -173,19 +173,7 @@ Result<ProxyRequest> parse_proxy_request(std::string_view head) {
   if (req.form == ProxyRequest::kConnect) return req;
 
   // Connection options name more fields of this hop.
-  std::vector<std::string> listed;
-  for (const auto& h : req.head.headers) {
-    if (h.name != "connection") continue;
-    std::string_view rest = h.value;
-    while (!rest.empty()) {
-      std::size_t comma = rest.find(',');
-      std::string_view opt = rest.substr(0, comma);
-      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-      while (!opt.empty() && (opt.front() == ' ' || opt.front() == '\t')) opt.remove_prefix(1);
-      while (!opt.empty() && (opt.back() == ' ' || opt.back() == '\t')) opt.remove_suffix(1);
-      if (!opt.empty()) listed.push_back(lower(opt));
-    }
-  }
+  const std::vector<std::string> listed = connection_options(req.head.headers);
   std::string& out = req.upstream_head;
   out.reserve(rebuilt.size() + 32);
   out.append(req.method).append(" ").append(origin_target);
@@ -203,6 +191,23 @@ Result<ProxyRequest> parse_proxy_request(std::string_view head) {
   }
   out.append("connection: close\r\n\r\n");
   return req;
+}
+
+std::vector<std::string> connection_options(const http::Headers& headers) {
+  std::vector<std::string> listed;
+  for (const auto& h : headers) {
+    if (h.name != "connection") continue;
+    std::string_view rest = h.value;
+    while (!rest.empty()) {
+      std::size_t comma = rest.find(',');
+      std::string_view opt = rest.substr(0, comma);
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      while (!opt.empty() && (opt.front() == ' ' || opt.front() == '\t')) opt.remove_prefix(1);
+      while (!opt.empty() && (opt.back() == ' ' || opt.back() == '\t')) opt.remove_suffix(1);
+      if (!opt.empty()) listed.push_back(lower(opt));
+    }
+  }
+  return listed;
 }
 
 }  // namespace corral::net

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/result.h"
 #include "http/http_message.h"
@@ -61,5 +62,9 @@ struct ProxyRequest {
 // Parses a complete head (ending with CRLF CRLF, at most kMaxProxyHeadBytes).
 // kInvalidArgument with a message fit for a 400 answer.
 Result<ProxyRequest> parse_proxy_request(std::string_view head);
+
+// The field names a Connection header lists (lower case, trimmed): more
+// hop-by-hop fields of this hop, to drop with it. Requests and responses.
+std::vector<std::string> connection_options(const http::Headers& headers);
 
 }  // namespace corral::net

@@ -57,19 +57,7 @@ void answer(TlsStream& client, InterceptResult& r, int status, const std::string
 // The final response head as the sandbox gets it: the status line and the
 // fields as sent, minus the hop-by-hop ones, plus Connection: close.
 std::string rewrite_response_head(std::string_view raw, const http::ResponseHead& parsed) {
-  std::vector<std::string> listed;
-  for (const auto& h : parsed.headers) {
-    if (h.name != "connection") continue;
-    std::string_view rest = h.value;
-    while (!rest.empty()) {
-      std::size_t comma = rest.find(',');
-      std::string_view opt = rest.substr(0, comma);
-      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-      while (!opt.empty() && (opt.front() == ' ' || opt.front() == '\t')) opt.remove_prefix(1);
-      while (!opt.empty() && (opt.back() == ' ' || opt.back() == '\t')) opt.remove_suffix(1);
-      if (!opt.empty()) listed.push_back(lower(opt));
-    }
-  }
+  const std::vector<std::string> listed = connection_options(parsed.headers);
   std::string out;
   std::size_t eol = raw.find("\r\n");
   out.append(raw.substr(0, eol + 2));
