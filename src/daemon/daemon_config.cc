@@ -313,13 +313,7 @@ class ServeApplier : private YamlReader {
   // permissions checked) when the daemon starts.
   Status apply_secrets(const YamlEntry& e) {
     secrets::SecretStoreConfig& sc = config_.secrets;
-    auto path = [this](std::string_view t) -> Result<std::string> {
-      std::string file(t);
-      if (file.empty() || file.find('\0') != std::string::npos || file.size() > kMaxPathBytes)
-        return make_error(ErrorCode::kInvalidArgument,
-                          quote_for_message(file) + " is not a usable path");
-      return resolve_relative(file);
-    };
+    auto path = [this](std::string_view t) { return usable_path(t); };
     if (e.name == "file") return read_into(e, "a file path (mode 0600)", path, sc.file);
     if (e.name == "encrypted_file")
       return read_into(e, "a file path (from corral secrets encrypt)", path, sc.encrypted_file);
@@ -407,14 +401,7 @@ class ServeApplier : private YamlReader {
     }
     if (e.name == "upstream_ca_file") {
       return read_into(
-          e, "a PEM file of CA certificates",
-          [this](std::string_view t) -> Result<std::string> {
-            std::string file(t);
-            if (file.empty() || file.find('\0') != std::string::npos || file.size() > kMaxPathBytes)
-              return make_error(ErrorCode::kInvalidArgument,
-                                quote_for_message(file) + " is not a usable path");
-            return resolve_relative(file);
-          },
+          e, "a PEM file of CA certificates", [this](std::string_view t) { return usable_path(t); },
           n.upstream_ca_file);
     }
     if (e.name == "templates") return apply_templates(e);
@@ -592,11 +579,9 @@ class ServeApplier : private YamlReader {
     }
     if (e.name == "files") {
       auto files = list(e, "key file paths", [this](std::string& file) -> Status {
-        if (file.empty() || file.find('\0') != std::string::npos || file.size() > kMaxPathBytes) {
-          return make_error(ErrorCode::kInvalidArgument,
-                            quote_for_message(file) + " is not a usable path");
-        }
-        file = resolve_relative(file);
+        auto resolved = usable_path(file);
+        if (!resolved) return tl::unexpected<Error>(resolved.error());
+        file = std::move(*resolved);
         return ok();
       });
       if (!files) return tl::unexpected<Error>(files.error());
@@ -626,6 +611,17 @@ class ServeApplier : private YamlReader {
   }
 
   // A key file path relative to the config file's directory.
+  // A file path of the config (key files, secret stores, CA bundles):
+  // non-empty, no NUL, not too long; relative ones resolved against the
+  // config file's directory.
+  Result<std::string> usable_path(std::string_view text) const {
+    std::string file(text);
+    if (file.empty() || file.find('\0') != std::string::npos || file.size() > kMaxPathBytes)
+      return make_error(ErrorCode::kInvalidArgument,
+                        quote_for_message(file) + " is not a usable path");
+    return resolve_relative(file);
+  }
+
   std::string resolve_relative(const std::string& file) const {
     if (file.front() == '/') return file;
     std::size_t slash = source().rfind('/');
