@@ -130,15 +130,6 @@ std::optional<Endpoint> endpoint_of(const sockaddr_storage& ss) {
   return e;
 }
 
-std::string one_line(std::string_view s) {
-  std::string out;
-  for (char c : s.substr(0, 400)) {
-    auto u = static_cast<unsigned char>(c);
-    out += (u >= 0x20 && u < 0x7f) ? c : ' ';
-  }
-  return out;
-}
-
 std::uint64_t ms_since(Clock::time_point t) {
   return static_cast<std::uint64_t>(
       std::chrono::duration_cast<milliseconds>(Clock::now() - t).count());

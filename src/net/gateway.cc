@@ -81,15 +81,6 @@ std::string json_escape(std::string_view s) {
   return out;
 }
 
-std::string one_line(std::string_view s) {
-  std::string out;
-  for (char c : s.substr(0, 400)) {
-    auto u = static_cast<unsigned char>(c);
-    out += (u >= 0x20 && u < 0x7f) ? c : ' ';
-  }
-  return out;
-}
-
 int status_of(GatewayRefusal r) {
   switch (r) {
     case GatewayRefusal::kMalformed:

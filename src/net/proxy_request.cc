@@ -210,4 +210,13 @@ std::vector<std::string> connection_options(const http::Headers& headers) {
   return listed;
 }
 
+std::string one_line(std::string_view s, std::size_t max) {
+  std::string out;
+  for (char c : s.substr(0, max)) {
+    auto u = static_cast<unsigned char>(c);
+    out += (u >= 0x20 && u < 0x7f) ? c : ' ';
+  }
+  return out;
+}
+
 }  // namespace corral::net

@@ -67,4 +67,8 @@ Result<ProxyRequest> parse_proxy_request(std::string_view head);
 // hop-by-hop fields of this hop, to drop with it. Requests and responses.
 std::vector<std::string> connection_options(const http::Headers& headers);
 
+// Text a peer sent (a reason, a header), made fit for one audit field:
+// at most `max` bytes, anything but printable ASCII replaced by a space.
+std::string one_line(std::string_view s, std::size_t max = 400);
+
 }  // namespace corral::net

@@ -28,15 +28,6 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-std::string one_line(std::string_view s) {
-  std::string out;
-  for (char c : s.substr(0, 300)) {
-    auto u = static_cast<unsigned char>(c);
-    out += (u >= 0x20 && u < 0x7f) ? c : ' ';
-  }
-  return out;
-}
-
 std::string joined(const std::vector<std::string>& v) {
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
@@ -45,7 +36,7 @@ std::string joined(const std::vector<std::string>& v) {
 
 // The proxy's own answer, over the sandbox's TLS connection.
 void answer(TlsStream& client, InterceptResult& r, int status, const std::string& text) {
-  std::string body = "corral egress proxy: " + one_line(text) + "\n";
+  std::string body = "corral egress proxy: " + one_line(text, 300) + "\n";
   std::string msg = "HTTP/1.1 " + std::to_string(status) + " " +
                     std::string(http::status_reason(status)) +
                     "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " +
@@ -323,7 +314,7 @@ InterceptResult Relay::run() {
   if (!client.handshake(Clock::now() + s_.head_timeout, s_.upstream)) {
     r_.outcome = InterceptOutcome::kClientTls;
     r_.reason = "the sandbox's TLS handshake failed (does it trust corral's CA?): " +
-                one_line(client.error());
+                one_line(client.error(), 300);
     r_.bytes_down = client.bytes_sent();
     return r_;
   }
@@ -331,8 +322,8 @@ InterceptResult Relay::run() {
   TlsStream up(s_.upstream_ctx ? new_upstream_ssl(s_.upstream_ctx, s_.host) : nullptr, s_.upstream);
   if (!up.handshake(Clock::now() + s_.idle_timeout, s_.client)) {
     r_.outcome = InterceptOutcome::kUpstreamTls;
-    r_.reason =
-        "TLS to " + s_.host + ":" + std::to_string(s_.port) + " refused: " + one_line(up.error());
+    r_.reason = "TLS to " + s_.host + ":" + std::to_string(s_.port) +
+                " refused: " + one_line(up.error(), 300);
     answer(client, r_, 502, r_.reason);
     r_.bytes_up = up.bytes_sent();
     return finish(nullptr);
