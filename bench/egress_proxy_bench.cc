@@ -34,6 +34,7 @@
 // object ("bench":"egress_proxy") with both worlds.
 // Usage: corral_bench_egress_proxy [--bulk-mib N] [--bulk-runs N] [--requests N]
 //                                  [--pipe-kib N] [--batch-kib N (0: off)]
+//                                  [--unsent-kib N (0: off)]
 //                                  [--world loopback|netns|both]
 //                                  [--only direct|proxy]   (bulk only; for profiling)
 #include <arpa/inet.h>
@@ -331,6 +332,7 @@ struct Options {
   int requests = 10000;
   std::size_t pipe_kib = 1024;
   std::size_t batch_kib = 256;
+  std::size_t unsent_kib = 32;
   std::string only;  // "", "direct", "proxy"
 };
 
@@ -361,6 +363,7 @@ bool run_world(const World& w, const Options& o, Figures& f) {
   net::EgressProxyOptions options;
   options.pipe_bytes = o.pipe_kib * 1024;
   options.batch_bytes = o.batch_kib * 1024;
+  options.unsent_bytes = o.unsent_kib * 1024;
   std::unique_ptr<net::EgressProxy> proxy;
   std::uint16_t proxy_port = 0;
   auto policy = std::make_shared<net::NetworkPolicy>();
@@ -465,8 +468,9 @@ bool run_world(const World& w, const Options& o, Figures& f) {
 
 void print_world(const World& w, const Options& o, Figures& f) {
   std::printf("== %s ==\n", w.name.c_str());
-  std::printf("bulk: %llu MiB x %d runs (pipe %zu KiB, batch %zu KiB)\n",
-              static_cast<unsigned long long>(o.bulk_mib), o.bulk_runs, o.pipe_kib, o.batch_kib);
+  std::printf("bulk: %llu MiB x %d runs (pipe %zu KiB, batch %zu KiB, unsent %zu KiB)\n",
+              static_cast<unsigned long long>(o.bulk_mib), o.bulk_runs, o.pipe_kib, o.batch_kib,
+              o.unsent_kib);
   std::printf("  %-8s median %8.0f MiB/s  best %8.0f MiB/s\n", "direct", f.d_med, f.d_best);
   std::printf("  %-8s median %8.0f MiB/s  best %8.0f MiB/s\n", "proxy", f.p_med, f.p_best);
   std::printf("  ratio    median %8.2f        best %8.2f   (target >= 0.80)\n",
@@ -600,6 +604,7 @@ int main(int argc, char** argv) {
   o.requests = static_cast<int>(arg(argc, argv, "--requests", 10000));
   o.pipe_kib = static_cast<std::size_t>(arg(argc, argv, "--pipe-kib", 1024));
   o.batch_kib = static_cast<std::size_t>(arg(argc, argv, "--batch-kib", 256));
+  o.unsent_kib = static_cast<std::size_t>(arg(argc, argv, "--unsent-kib", 32));
   o.only = sarg(argc, argv, "--only", "");
   const std::string which = sarg(argc, argv, "--world", "both");
 

@@ -122,6 +122,9 @@ struct EgressProxyOptions {
   // A fast stream is read in batches of this many bytes (SO_RCVLOWAT; see
   // RelaySpec::batch_bytes in splice_relay.h); 0: every segment wakes the relay.
   std::size_t batch_bytes = 256 * 1024;
+  // At most this many bytes wait unsent in a splicing flow's destination
+  // socket (TCP_NOTSENT_LOWAT; see RelaySpec::unsent_bytes); 0: no limit.
+  std::size_t unsent_bytes = 32 * 1024;
   // The internal-service gateway (gateway.h): when set, a connection to the
   // host end's port 80 (transparent) or an explicit request for an
   // http://gateway.corral.internal/ URL is handed to it instead of the

@@ -131,7 +131,7 @@ void Message::set_seq(std::uint32_t seq) {
 // --- requests ---------------------------------------------------------
 
 Message veth_create_request(std::string_view host_name, std::string_view peer_name,
-                            int peer_netns_fd) {
+                            int peer_netns_fd, std::uint32_t mtu) {
   Message m(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
   ifinfomsg ifi{};
   ifi.ifi_family = AF_UNSPEC;
@@ -142,6 +142,7 @@ Message veth_create_request(std::string_view host_name, std::string_view peer_na
   // period (synchronize_net) inside the request: most of its time.
   m.put_u32(IFLA_NUM_TX_QUEUES, 1);
   m.put_u32(IFLA_NUM_RX_QUEUES, 1);
+  if (mtu != 0) m.put_u32(IFLA_MTU, mtu);
   std::size_t linkinfo = m.begin_nest(IFLA_LINKINFO);
   m.put_string(IFLA_INFO_KIND, "veth");
   std::size_t data = m.begin_nest(IFLA_INFO_DATA);
@@ -154,6 +155,7 @@ Message veth_create_request(std::string_view host_name, std::string_view peer_na
   m.put_u32(IFLA_NUM_TX_QUEUES, 1);
   m.put_u32(IFLA_NUM_RX_QUEUES, 1);
   m.put_u32(IFLA_NET_NS_FD, static_cast<std::uint32_t>(peer_netns_fd));
+  if (mtu != 0) m.put_u32(IFLA_MTU, mtu);
   m.end_nest(peer);
   m.end_nest(data);
   m.end_nest(linkinfo);
@@ -484,13 +486,13 @@ Result<UniqueFd> open_netlink_in(int netns_fd) {
 bool LinkInfo::up() const { return (flags & IFF_UP) != 0; }
 
 Status create_veth(Socket& sock, std::string_view host_name, std::string_view peer_name,
-                   int peer_netns_fd) {
+                   int peer_netns_fd, std::uint32_t mtu) {
   const std::string what = "RTM_NEWLINK(veth " + std::string(host_name) + ", peer " +
                            std::string(peer_name) + " in netns fd " +
                            std::to_string(peer_netns_fd) + ")";
   CORRAL_TRY_CTX(check_ifname(host_name), what);
   CORRAL_TRY_CTX(check_ifname(peer_name), what);
-  Message m = veth_create_request(host_name, peer_name, peer_netns_fd);
+  Message m = veth_create_request(host_name, peer_name, peer_netns_fd, mtu);
   auto st = sock.transact(m, what);
   if (!st && st.error().sys_errno == EEXIST) {
     st.error().code = ErrorCode::kAlreadyExists;

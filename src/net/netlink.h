@@ -80,9 +80,10 @@ class Message {
 // below, not here.
 // RTM_NEWLINK, create+excl: veth `host_name` here, its peer `peer_name`
 // created in the namespace of `peer_netns_fd` (IFLA_NET_NS_FD in the
-// peer's ifinfomsg + attributes, VETH_INFO_PEER). Both ends start down.
+// peer's ifinfomsg + attributes, VETH_INFO_PEER). Both ends start down,
+// with IFLA_MTU `mtu` (0: the kernel's default, 1500).
 Message veth_create_request(std::string_view host_name, std::string_view peer_name,
-                            int peer_netns_fd);
+                            int peer_netns_fd, std::uint32_t mtu = 0);
 // RTM_GETLINK of one link by name, without statistics.
 Message link_get_request(std::string_view name);
 // RTM_NEWLINK on an existing link: IFF_UP set (up) or cleared.
@@ -175,7 +176,7 @@ struct LinkInfo {
 // Creates the veth pair (see veth_create_request). EEXIST when either name
 // is taken in its namespace.
 Status create_veth(Socket& sock, std::string_view host_name, std::string_view peer_name,
-                   int peer_netns_fd);
+                   int peer_netns_fd, std::uint32_t mtu = 0);
 // kNotFound when there is no such link.
 Result<LinkInfo> get_link(Socket& sock, std::string_view name);
 Result<bool> link_exists(Socket& sock, std::string_view name);

@@ -1,7 +1,9 @@
 // The veth pair of one networked sandbox (ADR 0005, "Per-sandbox
 // plumbing"): host end <prefix><n> at .4n+1/30 in the caller's (host)
 // namespace, sandbox end eth0 at .4n+2/30 inside the sandbox's network
-// namespace with a default route via the host end; IPv6 off on both ends.
+// namespace with a default route via the host end; IPv6 off on both ends;
+// MTU 65535 on both ends (the link only carries traffic to corral's own
+// sockets on the host end).
 // Everything goes through rtnetlink (net/netlink.h): no `ip` process.
 #pragma once
 

@@ -48,6 +48,15 @@ struct RelaySpec {
   // fill within 1 ms is taken as it is and batching stops until the stream is fast again: a pause
   // in a fast stream costs at most 1 ms once. 0: off.
   std::size_t batch_bytes = 256 * 1024;
+  // Once a flow splices (its first 64 KiB are behind it), TCP_NOTSENT_LOWAT
+  // on its destination: the kernel takes at most this many bytes more than
+  // it can send at once, the rest waits in the pipe and in the source
+  // socket. So segments go out in the relay's own splice, while the data
+  // is still in cache, instead of later on the peer's ACKs, which would
+  // make the peer (a sandbox reading a download) do the sending for us.
+  // Bytes in flight are not limited: it costs a long-distance upstream
+  // nothing. 0: the kernel's default (no limit).
+  std::size_t unsent_bytes = 32 * 1024;
 };
 
 struct RelayResult {

@@ -87,6 +87,7 @@ struct IfState {
   bool up = false;
   std::string addr;  // primary IPv4 address, "" if none
   std::string mask;
+  int mtu = 0;
 };
 
 IfState if_state(const std::string& name) {
@@ -110,6 +111,7 @@ IfState if_state(const std::string& name) {
     auto* sin = reinterpret_cast<sockaddr_in*>(&ifr.ifr_netmask);
     s.mask = inet_ntop(AF_INET, &sin->sin_addr, text, sizeof text);
   }
+  if (ioctl(sock.get(), SIOCGIFMTU, &ifr) == 0) s.mtu = ifr.ifr_mtu;
   return s;
 }
 
@@ -209,7 +211,8 @@ TEST_F(net_link, SetupGivesAWorkingLinkAndTeardownRemovesIt) {
   ASSERT_TRUE(present);
   EXPECT_TRUE(*present);
 
-  // Inside: eth0 with .4n+2/30, up, default route via .4n+1, IPv6 off.
+  // Inside: eth0 with .4n+2/30, up, default route via .4n+1, IPv6 off,
+  // MTU 65535 (sandbox_link.cc: bulk TCP to the proxy in 64 KiB segments).
   in_netns(ns.fd(), [&] {
     IfState eth0 = if_state("eth0");
     EXPECT_TRUE(eth0.exists);
@@ -219,6 +222,7 @@ TEST_F(net_link, SetupGivesAWorkingLinkAndTeardownRemovesIt) {
     EXPECT_EQ(default_gateway("eth0"), host_addr);
     EXPECT_EQ(ipv6_switch("eth0"), "1");
     EXPECT_FALSE(has_ipv6_address("eth0"));
+    EXPECT_EQ(eth0.mtu, 65535);
   });
   // The host end: .4n+1/30, up, IPv6 off; the host's own eth0 untouched.
   IfState host = if_state(host_if);
@@ -228,6 +232,7 @@ TEST_F(net_link, SetupGivesAWorkingLinkAndTeardownRemovesIt) {
   EXPECT_EQ(host.mask, "255.255.255.252");
   EXPECT_EQ(ipv6_switch(host_if), "1");
   EXPECT_FALSE(has_ipv6_address(host_if));
+  EXPECT_EQ(host.mtu, 65535);
   EXPECT_EQ(ipv6_switch("eth0"), host_eth0_ipv6) << "the host's eth0 was changed";
 
   // The link carries traffic: from inside to a listener on the host end.

@@ -117,6 +117,28 @@ TEST(netlink_message, VethCreateRequestPutsThePeerInTheNamespace) {
   EXPECT_EQ(find(peer_attrs, IFLA_NUM_TX_QUEUES)->u32(), 1u);
   ASSERT_NE(find(peer_attrs, IFLA_NUM_RX_QUEUES), nullptr);
   EXPECT_EQ(find(peer_attrs, IFLA_NUM_RX_QUEUES)->u32(), 1u);
+  // No MTU asked for: none sent (the kernel's default).
+  EXPECT_EQ(find(top, IFLA_MTU), nullptr);
+  EXPECT_EQ(find(peer_attrs, IFLA_MTU), nullptr);
+}
+
+TEST(netlink_message, VethCreateRequestSetsTheMtuOfBothEnds) {
+  Message m = veth_create_request("crl5", "eth0", 7, 65535);
+  auto top = attrs_after<ifinfomsg>(m);
+  ASSERT_NE(find(top, IFLA_MTU), nullptr);
+  EXPECT_EQ(find(top, IFLA_MTU)->u32(), 65535u);
+  const Attr* linkinfo = find(top, IFLA_LINKINFO);
+  ASSERT_NE(linkinfo, nullptr);
+  auto info = attrs_of(linkinfo->payload.data(), linkinfo->payload.size());
+  const Attr* data = find(info, IFLA_INFO_DATA);
+  ASSERT_NE(data, nullptr);
+  auto veth = attrs_of(data->payload.data(), data->payload.size());
+  const Attr* peer = find(veth, VETH_INFO_PEER);
+  ASSERT_NE(peer, nullptr);
+  auto peer_attrs = attrs_of(peer->payload.data() + NLMSG_ALIGN(sizeof(ifinfomsg)),
+                             peer->payload.size() - NLMSG_ALIGN(sizeof(ifinfomsg)));
+  ASSERT_NE(find(peer_attrs, IFLA_MTU), nullptr);
+  EXPECT_EQ(find(peer_attrs, IFLA_MTU)->u32(), 65535u);
 }
 
 TEST(netlink_message, NestsCarryTheNestedFlagAndExactLengths) {

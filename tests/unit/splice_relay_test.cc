@@ -8,10 +8,12 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <future>
@@ -315,6 +317,53 @@ TEST(SpliceRelayTcpTest, ATailAfterAFastStreamIsNotHeldForABatch) {
   RelayResult r = done.get();
   EXPECT_EQ(r.bytes_down, 2 * (block.size() + 4));
   EXPECT_EQ(r.bytes_up, 6u);
+}
+
+// A reader that stops reading (a sandbox that stalls a download): once the
+// relay splices, the kernel holds at most unsent_bytes (plus the segment
+// being added) unsent in the relay's socket towards it; the rest stays in
+// the pipe and the upstream's socket. Without the limit the send buffer
+// takes megabytes (checked: unsent_bytes = 0 holds more than the bound).
+std::size_t stalled_unsent(std::size_t unsent_bytes) {
+  TcpPair client, upstream;
+  RelaySpec spec;
+  spec.client = client.relays.get();
+  spec.upstream = upstream.relays.get();
+  spec.idle_timeout = 20s;
+  spec.unsent_bytes = unsent_bytes;
+  auto done = std::async(std::launch::async, [spec]() { return relay_connection(spec); });
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    const std::string block(1 << 16, 'd');
+    while (!stop) {
+      pollfd p{upstream.ours.get(), POLLOUT, 0};
+      if (::poll(&p, 1, 50) == 1) ::send(upstream.ours.get(), block.data(), block.size(),
+                                         MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+  });
+  // Let the pipeline fill up: the unsent count settles once every buffer
+  // upstream of it is full.
+  int unsent = 0, last = -1;
+  for (int i = 0; i < 100 && unsent != last; ++i) {
+    std::this_thread::sleep_for(100ms);
+    last = unsent;
+    EXPECT_EQ(::ioctl(client.relays.get(), SIOCOUTQNSD, &unsent), 0) << strerror(errno);
+  }
+  stop = true;
+  writer.join();
+  upstream.ours.reset();
+  client.ours.reset();
+  done.get();
+  return static_cast<std::size_t>(unsent);
+}
+
+TEST(SpliceRelayTcpTest, AStalledReaderGetsAtMostTheUnsentLimitQueued) {
+  constexpr std::size_t kLimit = 32 * 1024;
+  // One segment (loopback: up to 64 KiB) may be added past the mark.
+  constexpr std::size_t kBound = kLimit + 64 * 1024;
+  EXPECT_LE(stalled_unsent(kLimit), kBound);
+  EXPECT_GT(stalled_unsent(0), kBound) << "the kernel's default is not a limit: the test "
+                                          "could not tell the setting apart";
 }
 
 }  // namespace
