@@ -177,7 +177,10 @@ int serve(const ServeFlags& flags) {
   fflush(stdout);
   server.run();
   service.stop();
-  secrets.set_audit({});  // the proxy's threads may still call the broker
+  // The proxy's threads may still call the broker and report connections
+  // until `network` goes; `service` goes first.
+  secrets.set_audit({});
+  network.set_audit({});
   // Wake the signal thread if the server stopped for another reason.
   pthread_kill(signals.native_handle(), SIGTERM);
   signals.join();

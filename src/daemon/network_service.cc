@@ -210,6 +210,16 @@ bool NetworkService::serves(const std::string& id) const {
   return served_.count(id) != 0;
 }
 
+void NetworkService::set_audit(AuditSink sink) {
+  std::lock_guard lock(audit_mu_);
+  audit_ = std::move(sink);
+}
+
+void NetworkService::audit(json event) const {
+  std::lock_guard lock(audit_mu_);
+  if (audit_) audit_(std::move(event));
+}
+
 void NetworkService::on_egress(const net::EgressEvent& e) {
   if (!e.allowed) {
     metrics_
@@ -218,7 +228,6 @@ void NetworkService::on_egress(const net::EgressEvent& e) {
                  {{"layer", "proxy"}, {"reason", std::string(net::egress_refusal_name(e.refusal))}})
         .inc();
   }
-  if (!audit_) return;
   json ev{{"type", "network.connection"},
           {"sandbox", e.sandbox},
           {"decision", e.allowed ? "allow" : "deny"},
@@ -238,7 +247,7 @@ void NetworkService::on_egress(const net::EgressEvent& e) {
   if (!e.address.empty()) ev["address"] = e.address;
   if (!e.allowed) ev["refusal"] = std::string(net::egress_refusal_name(e.refusal));
   if (!e.end.empty()) ev["end"] = e.end;
-  audit_(std::move(ev));
+  audit(std::move(ev));
 }
 
 void NetworkService::on_dns(const net::DnsLogEntry& e) {
@@ -252,7 +261,6 @@ void NetworkService::on_dns(const net::DnsLogEntry& e) {
                  {{"layer", "dns"}, {"reason", std::string(net::dns_outcome_name(e.outcome))}})
         .inc();
   }
-  if (!audit_) return;
   json ev{{"type", "network.dns"},
           {"sandbox", e.sandbox_id},
           {"name", e.name},
@@ -264,7 +272,7 @@ void NetworkService::on_dns(const net::DnsLogEntry& e) {
           {"cached", e.cached},
           {"latency_us", e.latency.count()}};
   if (!e.upstream_error.empty()) ev["upstream_error"] = e.upstream_error;
-  audit_(std::move(ev));
+  audit(std::move(ev));
 }
 
 void NetworkService::on_gateway(const net::GatewayEvent& e) {
@@ -275,8 +283,7 @@ void NetworkService::on_gateway(const net::GatewayEvent& e) {
             {{"layer", "gateway"}, {"reason", std::string(net::gateway_refusal_name(e.refusal))}})
         .inc();
   }
-  if (!audit_) return;
-  audit_(json{{"type", "network.gateway"},
+  audit(json{{"type", "network.gateway"},
               {"sandbox", e.sandbox},
               {"service", e.service},
               {"method", e.method},

@@ -58,8 +58,9 @@ class NetworkService {
   ~NetworkService();
 
   // Where audit records go (the daemon's journal). Set before the first
-  // sandbox is attached.
-  void set_audit(AuditSink sink) { audit_ = std::move(sink); }
+  // sandbox is attached; set to {} before whatever the sink refers to goes
+  // away (the engine's threads call it until this service is destroyed).
+  void set_audit(AuditSink sink);
 
   // The options the factory plans networks with: the same pool, templates
   // and proxy port as the engine.
@@ -97,6 +98,7 @@ class NetworkService {
   void on_egress(const net::EgressEvent& e);
   void on_dns(const net::DnsLogEntry& e);
   void on_gateway(const net::GatewayEvent& e);
+  void audit(nlohmann::json event) const;
   void register_metrics();
 
   DaemonConfig::Network config_;
@@ -109,6 +111,7 @@ class NetworkService {
   std::shared_ptr<secrets::TokenSwapper> swapper_;
   std::shared_ptr<net::CertAuthority> ca_;
   MetricsRegistry& metrics_;
+  mutable std::mutex audit_mu_;  // guards audit_ (engine threads read it)
   AuditSink audit_;
 
   mutable std::mutex mu_;
