@@ -2,7 +2,7 @@
 // the same run (issue 5's second performance target), on the path the
 // daemon's streamed exec takes (src/daemon/exec_api.cc): a producer
 // writes output into a pipe; the daemon side reads it in 64 KiB chunks,
-// redacts (or not), makes each chunk an ndjson exec event (api::to_json,
+// redacts (or not), makes each chunk an ndjson exec event (api::exec_output_json,
 // the same codec), and writes it to a socket; a client drains the socket.
 // Three threads, one per party; rounds alternate off and on. The redactor
 // is the sandbox's: N random secrets of 20-64 bytes plus the key formats.
@@ -99,12 +99,9 @@ double round_trip(const std::string& text, std::uint64_t total,
     std::optional<RedactStream> stream;
     if (set) stream.emplace(set);
     std::string chunk(64 * 1024, '\0'), clean;
-    corral::api::ExecEvent ev;
-    ev.kind = corral::api::ExecEvent::kStdout;
     auto emit = [&](std::string_view data) {
       if (data.empty()) return;
-      ev.data.assign(data);
-      std::string line = corral::api::to_json(ev);
+      std::string line = corral::api::exec_output_json(corral::api::ExecEvent::kStdout, data);
       line.push_back('\n');
       write_all(sock[0], line.data(), line.size());
     };

@@ -29,6 +29,7 @@
 #include <utility>
 
 #include "api/base64.h"
+#include "api/json_string.h"
 #include "net/network_policy.h"
 #include "spec/mount_arg.h"
 #include "spec/units.h"
@@ -2083,14 +2084,29 @@ Result<ExecResult> parse_exec_result(std::string_view body) {
   });
 }
 
+// {"type":"stdout","data":"..."} as put_bytes and dump() would write it
+// (text when UTF-8, else data_b64), built without a json value: see
+// json_string.h. The unit tests hold it to dump()'s output.
+std::string exec_output_json(ExecEvent::Kind kind, std::string_view data) {
+  std::string line = kind == ExecEvent::kStdout ? R"({"type":"stdout",)" : R"({"type":"stderr",)";
+  if (is_valid_utf8(data)) {
+    line += R"("data":)";
+    append_json_string(line, data);
+  } else {
+    line += R"("data_b64":")";
+    line += base64_encode(data);  // nothing in the alphabet needs escaping
+    line += '"';
+  }
+  line += '}';
+  return line;
+}
+
 std::string to_json(const ExecEvent& event) {
   Json j = Json::object();
   switch (event.kind) {
     case ExecEvent::kStdout:
     case ExecEvent::kStderr:
-      j["type"] = event.kind == ExecEvent::kStdout ? "stdout" : "stderr";
-      put_bytes(j, "data", event.data);
-      break;
+      return exec_output_json(event.kind, event.data);
     case ExecEvent::kExit:
       j["type"] = "exit";
       put_result_fields(j, event.result, false);

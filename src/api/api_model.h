@@ -203,6 +203,9 @@ struct ExecEvent {
   ApiError error;     // kError
 };
 std::string to_json(const ExecEvent& event);  // one line, no trailing newline
+// The same line for a kStdout/kStderr event, without copying `data` into
+// an ExecEvent first (the streamed exec's hot path).
+std::string exec_output_json(ExecEvent::Kind kind, std::string_view data);
 Result<ExecEvent> parse_exec_event(std::string_view line);
 
 // Background processes.

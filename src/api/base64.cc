@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 
 #include "spec/units.h"
 
@@ -106,6 +107,12 @@ bool is_valid_utf8(std::string_view bytes) {
   auto at = [&](std::size_t k) { return static_cast<unsigned char>(bytes[k]); };
   auto cont = [&](std::size_t k) { return k < n && (at(k) & 0xc0) == 0x80; };
   while (i < n) {
+    // Eight ASCII bytes at a time: exec output is mostly ASCII.
+    std::uint64_t v;
+    while (i + 8 <= n && (std::memcpy(&v, bytes.data() + i, sizeof v),
+                          (v & 0x8080808080808080ULL) == 0))
+      i += 8;
+    if (i >= n) break;
     unsigned char c = at(i);
     if (c < 0x80) {
       ++i;

@@ -174,11 +174,13 @@ void handle_exec(ApiContext& ctx, ApiRequest& r) {
       dst.append(data.substr(0, std::min(room, data.size())));
       return;
     }
-    api::ExecEvent ev;
-    ev.kind = kind;
-    ev.data = std::string(data);
-    std::string line = api::to_json(ev);
-    if (!r.out.write(mode == "sse" ? sse(line) : line + "\n")) client_gone = true;
+    std::string line = api::exec_output_json(kind, data);
+    if (mode == "sse") {
+      line = sse(line);
+    } else {
+      line += '\n';
+    }
+    if (!r.out.write(line)) client_gone = true;
   };
   auto emit = [&](api::ExecEvent::Kind kind, std::string_view data) {
     auto& stream = kind == api::ExecEvent::kStdout ? redact_out : redact_err;
