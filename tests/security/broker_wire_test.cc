@@ -17,7 +17,6 @@
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <sched.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -278,9 +277,6 @@ class BrokerWire : public ::testing::Test {
  protected:
   void SetUp() override {
     if (::geteuid() != 0) CORRAL_SKIP_OR_FAIL("network tests run as root");
-    // The world's servers write with write(2): a peer that went away must
-    // not end the test process.
-    ::signal(SIGPIPE, SIG_IGN);
     auto world = NetWorld::create();
     ASSERT_TRUE(world) << world.error().to_string();
     world_ = std::move(*world);

@@ -7,6 +7,7 @@
 #include <openssl/ssl.h>
 #include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/socket.h>
@@ -115,6 +116,11 @@ constexpr const char* kWorldLock = "/run/corral-test-networld.lock";
 }  // namespace
 
 Result<std::unique_ptr<NetWorld>> NetWorld::create() {
+  // The world's servers write with write(2) and SSL_write: a proxy that
+  // ends a connection first (a refusal, one request per intercepted
+  // connection) must not end the test process with SIGPIPE. Every user of
+  // the world gets this, not only the suites that remembered it.
+  ::signal(SIGPIPE, SIG_IGN);
   std::unique_ptr<NetWorld> w(new NetWorld());
   static std::atomic<int> counter{0};
   const int n = counter++;
