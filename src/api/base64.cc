@@ -109,8 +109,8 @@ bool is_valid_utf8(std::string_view bytes) {
   while (i < n) {
     // Eight ASCII bytes at a time: exec output is mostly ASCII.
     std::uint64_t v;
-    while (i + 8 <= n && (std::memcpy(&v, bytes.data() + i, sizeof v),
-                          (v & 0x8080808080808080ULL) == 0))
+    while (i + 8 <= n &&
+           (std::memcpy(&v, bytes.data() + i, sizeof v), (v & 0x8080808080808080ULL) == 0))
       i += 8;
     if (i >= n) break;
     unsigned char c = at(i);

@@ -13,13 +13,27 @@ namespace {
 
 void append_escape(std::string& out, unsigned char c) {
   switch (c) {
-    case '"': out += "\\\""; return;
-    case '\\': out += "\\\\"; return;
-    case '\b': out += "\\b"; return;
-    case '\f': out += "\\f"; return;
-    case '\n': out += "\\n"; return;
-    case '\r': out += "\\r"; return;
-    case '\t': out += "\\t"; return;
+    case '"':
+      out += "\\\"";
+      return;
+    case '\\':
+      out += "\\\\";
+      return;
+    case '\b':
+      out += "\\b";
+      return;
+    case '\f':
+      out += "\\f";
+      return;
+    case '\n':
+      out += "\\n";
+      return;
+    case '\r':
+      out += "\\r";
+      return;
+    case '\t':
+      out += "\\t";
+      return;
     default: {
       static constexpr char kHex[] = "0123456789abcdef";
       const char u[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xf]};
@@ -38,7 +52,8 @@ std::uint32_t special_mask(const char* p) {
   const __m128i low = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
   const __m128i quote = _mm_cmpeq_epi8(v, _mm_set1_epi8('"'));
   const __m128i slash = _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'));
-  return static_cast<std::uint32_t>(_mm_movemask_epi8(_mm_or_si128(low, _mm_or_si128(quote, slash))));
+  return static_cast<std::uint32_t>(
+      _mm_movemask_epi8(_mm_or_si128(low, _mm_or_si128(quote, slash))));
 }
 #else
 // Elsewhere the byte loop below does it all (correct, slower).

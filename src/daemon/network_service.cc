@@ -284,17 +284,17 @@ void NetworkService::on_gateway(const net::GatewayEvent& e) {
         .inc();
   }
   audit(json{{"type", "network.gateway"},
-              {"sandbox", e.sandbox},
-              {"service", e.service},
-              {"method", e.method},
-              {"path", e.path},
-              {"status", e.status},
-              {"decision", e.allowed ? "allow" : "deny"},
-              {"reason", e.reason},
-              {"upstream", e.upstream},
-              {"bytes_up", e.bytes_up},
-              {"bytes_down", e.bytes_down},
-              {"duration_ms", e.duration_ms}});
+             {"sandbox", e.sandbox},
+             {"service", e.service},
+             {"method", e.method},
+             {"path", e.path},
+             {"status", e.status},
+             {"decision", e.allowed ? "allow" : "deny"},
+             {"reason", e.reason},
+             {"upstream", e.upstream},
+             {"bytes_up", e.bytes_up},
+             {"bytes_down", e.bytes_down},
+             {"duration_ms", e.duration_ms}});
 }
 
 void NetworkService::register_metrics() {

@@ -79,10 +79,10 @@ struct Flow {
   bool body_done = false;  // the request is complete: read no more, keep `to` open
   bool shut = false;       // shutdown(to, SHUT_WR) done
   std::uint64_t bytes = 0;
-  std::size_t pipe_bytes = 0;   // what the pipe grows to
-  std::size_t batch_bytes = 0;  // SO_RCVLOWAT on `from` while batching (0: never)
+  std::size_t pipe_bytes = 0;    // what the pipe grows to
+  std::size_t batch_bytes = 0;   // SO_RCVLOWAT on `from` while batching (0: never)
   std::size_t unsent_bytes = 0;  // TCP_NOTSENT_LOWAT on `to` once splicing (0: none)
-  bool batching = false;        // SO_RCVLOWAT is batch_bytes now
+  bool batching = false;         // SO_RCVLOWAT is batch_bytes now
   bool want_in = false, want_out = false;
   std::string error;  // why the flow failed ("reset", ...)
 

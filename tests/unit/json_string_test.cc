@@ -42,8 +42,8 @@ TEST(JsonString, EveryByteBelow0x80AloneAndInsideRuns) {
 }
 
 TEST(JsonString, NamedEscapes) {
-  EXPECT_EQ(ours("a\"b\\c\b\f\n\r\t\x01\x1f\x7f"),
-            R"("a\"b\\c\b\f\n\r\t\u0001\u001f)" "\x7f\"");
+  EXPECT_EQ(ours("a\"b\\c\b\f\n\r\t\x01\x1f\x7f"), R"("a\"b\\c\b\f\n\r\t\u0001\u001f)"
+                                                   "\x7f\"");
   EXPECT_EQ(ours(""), "\"\"");
   EXPECT_EQ(ours(std::string("\0", 1)), R"("\u0000")");
 }
@@ -52,9 +52,20 @@ TEST(JsonString, RandomUtf8MatchesTheLibrary) {
   std::mt19937 rng(20261130);
   // Pieces chosen to hit the escapes, multi-byte characters (which must
   // pass as is) and long clean runs.
-  const std::string pieces[] = {"a", "plain text ", "\"", "\\", "\n", "\t", std::string("\0", 1),
-                                "\x1b[31m", "\x7f", "caf\xc3\xa9", "\xe2\x82\xac",
-                                "\xf0\x9f\x98\x80", std::string(40, 'x'), "\r\n"};
+  const std::string pieces[] = {"a",
+                                "plain text ",
+                                "\"",
+                                "\\",
+                                "\n",
+                                "\t",
+                                std::string("\0", 1),
+                                "\x1b[31m",
+                                "\x7f",
+                                "caf\xc3\xa9",
+                                "\xe2\x82\xac",
+                                "\xf0\x9f\x98\x80",
+                                std::string(40, 'x'),
+                                "\r\n"};
   for (int round = 0; round < 2000; ++round) {
     std::string s;
     const int parts = static_cast<int>(rng() % 40);

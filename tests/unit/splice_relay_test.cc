@@ -6,9 +6,9 @@
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -337,8 +337,8 @@ std::size_t stalled_unsent(std::size_t unsent_bytes) {
     const std::string block(1 << 16, 'd');
     while (!stop) {
       pollfd p{upstream.ours.get(), POLLOUT, 0};
-      if (::poll(&p, 1, 50) == 1) ::send(upstream.ours.get(), block.data(), block.size(),
-                                         MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (::poll(&p, 1, 50) == 1)
+        ::send(upstream.ours.get(), block.data(), block.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     }
   });
   // Let the pipeline fill up: the unsent count settles once every buffer
