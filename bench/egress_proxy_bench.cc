@@ -4,9 +4,11 @@
 // added median latency per small request). Two worlds, each with its own
 // upstream and its own proxy:
 //
-//   loopback  client, proxy and upstream on 127.0.0.1 (the headline: the
-//             issue's "same local upstream, direct versus through the proxy").
-//   netns     as a sandbox sees it (root only): the client in a network
+//   loopback  client, proxy and upstream on 127.0.0.1 in the host namespace
+//             (its conntrack and nftables included); no sandbox reaches the
+//             proxy this way.
+//   netns     as a sandbox sees it, the world the targets are judged in
+//             (docs/performance.md; root only): the client in a network
 //             namespace behind a veth (setup_sandbox_link, as corral makes
 //             it), the upstream in another namespace behind a second veth,
 //             both host ends in a third namespace that forwards between them.
@@ -585,7 +587,7 @@ std::optional<NetnsWorld> make_netns_world() {
     std::fprintf(stderr, "netns world: %s\n", why.c_str());
     return std::nullopt;
   }
-  nw.world.name = "netns (client behind a veth, like a sandbox)";
+  nw.world.name = "netns (client behind a veth, like a sandbox: the verdict)";
   nw.world.upstream_ip = upstream_end;
   nw.world.proxy_ip = client_host_end;
   nw.world.client_ns = nw.client.get();
@@ -615,7 +617,7 @@ int main(int argc, char** argv) {
   int code = 0;
   if (which == "both" || which == "loopback") {
     World w;
-    w.name = "loopback (the headline)";
+    w.name = "loopback (all on 127.0.0.1 in the host namespace)";
     Figures f;
     if (run_world(w, o, f)) {
       print_world(w, o, f);
