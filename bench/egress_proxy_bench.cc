@@ -7,8 +7,9 @@
 //   loopback  client, proxy and upstream on 127.0.0.1 in the host namespace
 //             (its conntrack and nftables included); no sandbox reaches the
 //             proxy this way.
-//   netns     as a sandbox sees it, the world the targets are judged in
-//             (docs/performance.md; root only): the client in a network
+//   netns     the relay as a sandbox's bytes meet it (root only; not the
+//             whole real path: no firewall, conntrack or sandbox around the
+//             client, see docs/performance.md): the client in a network
 //             namespace behind a veth (setup_sandbox_link, as corral makes
 //             it), the upstream in another namespace behind a second veth,
 //             both host ends in a third namespace that forwards between them.
@@ -37,6 +38,7 @@
 // Usage: corral_bench_egress_proxy [--bulk-mib N] [--bulk-runs N] [--requests N]
 //                                  [--pipe-kib N] [--batch-kib N (0: off)]
 //                                  [--unsent-kib N (0: off)]
+//                                  [--upstream-mtu N (netns world; 0: corral's 65535)]
 //                                  [--world loopback|netns|both]
 //                                  [--only direct|proxy]   (bulk only; for profiling)
 #include <arpa/inet.h>
@@ -68,6 +70,7 @@
 #include "base/unique_fd.h"
 #include "net/egress_proxy.h"
 #include "net/net_slot.h"
+#include "net/netlink.h"
 #include "net/network_policy.h"
 #include "net/sandbox_link.h"
 
@@ -335,6 +338,7 @@ struct Options {
   std::size_t pipe_kib = 1024;
   std::size_t batch_kib = 256;
   std::size_t unsent_kib = 32;
+  std::uint32_t upstream_mtu = 1500;
   std::string only;  // "", "direct", "proxy"
 };
 
@@ -551,7 +555,20 @@ struct NetnsWorld {
   World world;
 };
 
-std::optional<NetnsWorld> make_netns_world() {
+// Sets the MTU of link `name` in the calling thread's namespace.
+std::string set_mtu(const std::string& name, std::uint32_t mtu) {
+  auto sock = net::netlink::Socket::open();
+  if (!sock) return sock.error().to_string();
+  auto link = net::netlink::get_link(*sock, name);
+  if (!link) return link.error().to_string();
+  auto st = net::netlink::set_link_mtu(*sock, *link, mtu);
+  return st ? "" : st.error().to_string();
+}
+
+// `upstream_mtu`: the upstream's link is a stand-in for the network
+// between the host and a real upstream, so it gets that network's MTU
+// (default 1500), not the 65535 of a sandbox's link (0 keeps that).
+std::optional<NetnsWorld> make_netns_world(std::uint32_t upstream_mtu) {
   NetnsWorld nw;
   nw.host = new_netns();
   nw.client = new_netns();
@@ -577,6 +594,12 @@ std::optional<NetnsWorld> make_netns_world() {
       why = st.error().to_string();
       return;
     }
+    if (upstream_mtu != 0) {
+      why = set_mtu(us->host_ifname(), upstream_mtu);
+      if (why.empty())
+        in_netns(nw.upstream.get(), [&] { why = set_mtu(us->sandbox_ifname(), upstream_mtu); });
+      if (!why.empty()) return;
+    }
     // Forwarding in the host namespace only (sysctl files of /proc/sys/net
     // are those of the opener's namespace).
     if (!write_file("/proc/sys/net/ipv4/ip_forward", "1")) why = "ip_forward";
@@ -587,7 +610,7 @@ std::optional<NetnsWorld> make_netns_world() {
     std::fprintf(stderr, "netns world: %s\n", why.c_str());
     return std::nullopt;
   }
-  nw.world.name = "netns (client behind a veth, like a sandbox: the verdict)";
+  nw.world.name = "netns (client behind a sandbox veth, upstream behind a network-MTU one)";
   nw.world.upstream_ip = upstream_end;
   nw.world.proxy_ip = client_host_end;
   nw.world.client_ns = nw.client.get();
@@ -607,6 +630,7 @@ int main(int argc, char** argv) {
   o.pipe_kib = static_cast<std::size_t>(arg(argc, argv, "--pipe-kib", 1024));
   o.batch_kib = static_cast<std::size_t>(arg(argc, argv, "--batch-kib", 256));
   o.unsent_kib = static_cast<std::size_t>(arg(argc, argv, "--unsent-kib", 32));
+  o.upstream_mtu = static_cast<std::uint32_t>(arg(argc, argv, "--upstream-mtu", 1500));
   o.only = sarg(argc, argv, "--only", "");
   const std::string which = sarg(argc, argv, "--world", "both");
 
@@ -627,7 +651,7 @@ int main(int argc, char** argv) {
     }
   }
   if (which == "both" || which == "netns") {
-    auto nw = make_netns_world();
+    auto nw = make_netns_world(o.upstream_mtu);
     Figures f;
     if (nw && run_world(nw->world, o, f)) {
       print_world(nw->world, o, f);

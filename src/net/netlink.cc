@@ -183,6 +183,16 @@ Message link_set_up_request(int ifindex, bool up) {
   return m;
 }
 
+Message link_set_mtu_request(int ifindex, std::uint32_t mtu) {
+  Message m(RTM_NEWLINK, 0);
+  ifinfomsg ifi{};
+  ifi.ifi_family = AF_UNSPEC;
+  ifi.ifi_index = ifindex;
+  m.put_header(ifi);
+  m.put_u32(IFLA_MTU, mtu);
+  return m;
+}
+
 Message link_delete_request(std::string_view name) {
   Message m(RTM_DELLINK, 0);
   ifinfomsg ifi{};
@@ -539,6 +549,11 @@ Result<bool> link_exists(Socket& sock, std::string_view name) {
 Status set_link_up(Socket& sock, const LinkInfo& link) {
   Message m = link_set_up_request(link.index, true);
   return sock.transact(m, "RTM_NEWLINK(" + link.name + " up)");
+}
+
+Status set_link_mtu(Socket& sock, const LinkInfo& link, std::uint32_t mtu) {
+  Message m = link_set_mtu_request(link.index, mtu);
+  return sock.transact(m, "RTM_NEWLINK(" + link.name + " mtu " + std::to_string(mtu) + ")");
 }
 
 Status add_ipv4_address(Socket& sock, const LinkInfo& link, std::uint32_t addr, int prefix_len) {

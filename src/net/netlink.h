@@ -88,6 +88,8 @@ Message veth_create_request(std::string_view host_name, std::string_view peer_na
 Message link_get_request(std::string_view name);
 // RTM_NEWLINK on an existing link: IFF_UP set (up) or cleared.
 Message link_set_up_request(int ifindex, bool up);
+// RTM_NEWLINK on an existing link: IFLA_MTU.
+Message link_set_mtu_request(int ifindex, std::uint32_t mtu);
 // RTM_DELLINK by name.
 Message link_delete_request(std::string_view name);
 // RTM_NEWADDR, create+excl: addr/prefix_len on ifindex (scope universe;
@@ -181,6 +183,7 @@ Status create_veth(Socket& sock, std::string_view host_name, std::string_view pe
 Result<LinkInfo> get_link(Socket& sock, std::string_view name);
 Result<bool> link_exists(Socket& sock, std::string_view name);
 Status set_link_up(Socket& sock, const LinkInfo& link);
+Status set_link_mtu(Socket& sock, const LinkInfo& link, std::uint32_t mtu);
 Status add_ipv4_address(Socket& sock, const LinkInfo& link, std::uint32_t addr, int prefix_len);
 Status add_default_route(Socket& sock, const LinkInfo& link, std::uint32_t gateway);
 // kNotFound when there is no such link.

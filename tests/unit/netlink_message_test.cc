@@ -141,6 +141,19 @@ TEST(netlink_message, VethCreateRequestSetsTheMtuOfBothEnds) {
   EXPECT_EQ(find(peer_attrs, IFLA_MTU)->u32(), 65535u);
 }
 
+TEST(netlink_message, LinkSetMtuRequestNamesTheLinkAndTheMtu) {
+  Message m = link_set_mtu_request(12, 1500);
+  nlmsghdr h = header_of(m);
+  EXPECT_EQ(h.nlmsg_type, RTM_NEWLINK);
+  EXPECT_EQ(h.nlmsg_flags, NLM_F_REQUEST);
+  auto ifi = family_header_of<ifinfomsg>(m);
+  EXPECT_EQ(ifi.ifi_index, 12);
+  EXPECT_EQ(ifi.ifi_change, 0u) << "flags must stay as they are";
+  auto top = attrs_after<ifinfomsg>(m);
+  ASSERT_NE(find(top, IFLA_MTU), nullptr);
+  EXPECT_EQ(find(top, IFLA_MTU)->u32(), 1500u);
+}
+
 TEST(netlink_message, NestsCarryTheNestedFlagAndExactLengths) {
   Message m = veth_create_request("a", "b", 3);
   // Walk the raw bytes: IFLA_LINKINFO's header has NLA_F_NESTED and a
