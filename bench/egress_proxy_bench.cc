@@ -37,7 +37,7 @@
 // object ("bench":"egress_proxy") with both worlds.
 // Usage: corral_bench_egress_proxy [--bulk-mib N] [--bulk-runs N] [--requests N]
 //                                  [--pipe-kib N] [--batch-kib N (0: off)]
-//                                  [--unsent-kib N (0: off)]
+//                                  [--unsent-kib N (0: off)] [--client-sndbuf-kib N (0: off)]
 //                                  [--upstream-mtu N (netns world; 0: corral's 65535)]
 //                                  [--world loopback|netns|both]
 //                                  [--only direct|proxy]   (bulk only; for profiling)
@@ -338,6 +338,7 @@ struct Options {
   std::size_t pipe_kib = 1024;
   std::size_t batch_kib = 256;
   std::size_t unsent_kib = 32;
+  std::size_t client_sndbuf_kib = 256;
   std::uint32_t upstream_mtu = 1500;
   std::string only;  // "", "direct", "proxy"
 };
@@ -370,6 +371,7 @@ bool run_world(const World& w, const Options& o, Figures& f) {
   options.pipe_bytes = o.pipe_kib * 1024;
   options.batch_bytes = o.batch_kib * 1024;
   options.unsent_bytes = o.unsent_kib * 1024;
+  options.client_sndbuf_bytes = o.client_sndbuf_kib * 1024;
   std::unique_ptr<net::EgressProxy> proxy;
   std::uint16_t proxy_port = 0;
   auto policy = std::make_shared<net::NetworkPolicy>();
@@ -630,6 +632,7 @@ int main(int argc, char** argv) {
   o.pipe_kib = static_cast<std::size_t>(arg(argc, argv, "--pipe-kib", 1024));
   o.batch_kib = static_cast<std::size_t>(arg(argc, argv, "--batch-kib", 256));
   o.unsent_kib = static_cast<std::size_t>(arg(argc, argv, "--unsent-kib", 32));
+  o.client_sndbuf_kib = static_cast<std::size_t>(arg(argc, argv, "--client-sndbuf-kib", 256));
   o.upstream_mtu = static_cast<std::uint32_t>(arg(argc, argv, "--upstream-mtu", 1500));
   o.only = sarg(argc, argv, "--only", "");
   const std::string which = sarg(argc, argv, "--world", "both");

@@ -955,6 +955,7 @@ void Session::relay(std::string head, std::string body, RequestFraming framing,
   spec.pipe_bytes = px_.options.pipe_bytes;
   spec.batch_bytes = px_.options.batch_bytes;
   spec.unsent_bytes = px_.options.unsent_bytes;
+  spec.client_sndbuf_bytes = px_.options.client_sndbuf_bytes;
   set_nodelay(client_);  // the proxy adds no coalescing delay of its own
   RelayResult r = relay_connection(std::move(spec));
   ev_.bytes_up = r.bytes_up + head_sent;

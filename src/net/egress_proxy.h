@@ -125,6 +125,9 @@ struct EgressProxyOptions {
   // At most this many bytes wait unsent in a splicing flow's destination
   // socket (TCP_NOTSENT_LOWAT; see RelaySpec::unsent_bytes); 0: no limit.
   std::size_t unsent_bytes = 32 * 1024;
+  // The send buffer toward a sandbox once a download splices (SO_SNDBUF;
+  // see RelaySpec::client_sndbuf_bytes); 0: autotuned.
+  std::size_t client_sndbuf_bytes = 256 * 1024;
   // The internal-service gateway (gateway.h): when set, a connection to the
   // host end's port 80 (transparent) or an explicit request for an
   // http://gateway.corral.internal/ URL is handed to it instead of the

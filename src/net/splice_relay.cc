@@ -82,6 +82,7 @@ struct Flow {
   std::size_t pipe_bytes = 0;    // what the pipe grows to
   std::size_t batch_bytes = 0;   // SO_RCVLOWAT on `from` while batching (0: never)
   std::size_t unsent_bytes = 0;  // TCP_NOTSENT_LOWAT on `to` once splicing (0: none)
+  std::size_t sndbuf_bytes = 0;  // SO_SNDBUF on `to` once splicing (0: autotuned)
   bool batching = false;         // SO_RCVLOWAT is batch_bytes now
   bool want_in = false, want_out = false;
   std::string error;  // why the flow failed ("reset", ...)
@@ -227,10 +228,14 @@ bool step(Flow& f, char* scratch, std::size_t scratch_size) {
     }
     if (!f.pipe.is_open() && !f.copy_only && f.bytes >= kSpliceAfter) {
       if (!f.pipe.open()) f.copy_only = true;  // out of fds: copying still works
+      // Best effort, both: without them the relay is only slower.
       if (f.unsent_bytes > 0) {
-        // Best effort: without it the relay is only slower.
         int v = static_cast<int>(std::min<std::size_t>(f.unsent_bytes, 1 << 30));
         ::setsockopt(f.to, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, sizeof v);
+      }
+      if (f.sndbuf_bytes > 0) {
+        int v = static_cast<int>(std::min<std::size_t>(f.sndbuf_bytes, 1 << 30));
+        ::setsockopt(f.to, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
       }
     }
     if (!f.pipe.is_open()) {
@@ -348,6 +353,7 @@ RelayResult relay_connection(RelaySpec spec) {
   up.pipe_bytes = down.pipe_bytes = spec.pipe_bytes;
   up.batch_bytes = down.batch_bytes = spec.batch_bytes;
   up.unsent_bytes = down.unsent_bytes = spec.unsent_bytes;
+  down.sndbuf_bytes = spec.client_sndbuf_bytes;
   const auto idle = spec.idle_timeout;
   const auto fin = std::min(idle, spec.half_close_timeout);
   std::optional<Clock::time_point> upstream_ended;

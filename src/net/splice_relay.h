@@ -57,6 +57,15 @@ struct RelaySpec {
   // Bytes in flight are not limited: it costs a long-distance upstream
   // nothing. 0: the kernel's default (no limit).
   std::size_t unsent_bytes = 32 * 1024;
+  // Once the download direction splices, SO_SNDBUF on `client`. The client
+  // is a sandbox on this host, a veth away: tens of microseconds of round
+  // trip, so this covers its bandwidth-delay product many times over.
+  // Without it the buffer autotunes to megabytes in flight, and the
+  // sandbox's reader copies data gone cold in cache: on a real download
+  // through corral run it paid 1.8 times the copy cost of a direct reader
+  // (docs/performance.md). The upstream's socket keeps autotuning (it may
+  // be far away). 0: the kernel's autotuning.
+  std::size_t client_sndbuf_bytes = 256 * 1024;
 };
 
 struct RelayResult {

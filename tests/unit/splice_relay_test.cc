@@ -366,5 +366,37 @@ TEST(SpliceRelayTcpTest, AStalledReaderGetsAtMostTheUnsentLimitQueued) {
                                           "could not tell the setting apart";
 }
 
+// A download's send buffer toward the client is capped once it splices
+// (the kernel doubles what it is given); the upload's toward the upstream
+// is left to autotuning.
+TEST(SpliceRelayTcpTest, ADownloadCapsTheSendBufferTowardTheClient) {
+  TcpPair client, upstream;
+  RelaySpec spec;
+  spec.client = client.relays.get();
+  spec.upstream = upstream.relays.get();
+  spec.idle_timeout = 20s;
+  spec.client_sndbuf_bytes = 96 * 1024;
+  int before = 0;
+  socklen_t len = sizeof before;
+  ASSERT_EQ(::getsockopt(upstream.relays.get(), SOL_SOCKET, SO_SNDBUF, &before, &len), 0);
+  auto done = std::async(std::launch::async, [spec]() { return relay_connection(spec); });
+  const std::string block(4 << 20, 'd');
+  std::thread writer([&] { send_all(upstream.ours.get(), block); });
+  EXPECT_EQ(read_n(client.ours.get(), block.size()).size(), block.size());
+  writer.join();
+  send_all(client.ours.get(), "small upload");
+  EXPECT_EQ(read_n(upstream.ours.get(), 12), "small upload");
+  int toward_client = 0, toward_upstream = 0;
+  len = sizeof toward_client;
+  ASSERT_EQ(::getsockopt(client.relays.get(), SOL_SOCKET, SO_SNDBUF, &toward_client, &len), 0);
+  len = sizeof toward_upstream;
+  ASSERT_EQ(::getsockopt(upstream.relays.get(), SOL_SOCKET, SO_SNDBUF, &toward_upstream, &len), 0);
+  EXPECT_EQ(toward_client, 2 * 96 * 1024);
+  EXPECT_EQ(toward_upstream, before) << "the upload (under 64 KiB) must not be capped";
+  upstream.ours.reset();
+  client.ours.reset();
+  done.get();
+}
+
 }  // namespace
 }  // namespace corral::net
