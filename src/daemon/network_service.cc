@@ -220,14 +220,17 @@ void NetworkService::audit(json event) const {
   if (audit_) audit_(std::move(event));
 }
 
+// One counter for every refusal, whichever layer made it (/metrics).
+void NetworkService::count_blocked(std::string_view layer, std::string_view reason) {
+  metrics_
+      .counter("corral_network_blocked_total",
+               "Connections and queries refused, by layer and reason",
+               {{"layer", std::string(layer)}, {"reason", std::string(reason)}})
+      .inc();
+}
+
 void NetworkService::on_egress(const net::EgressEvent& e) {
-  if (!e.allowed) {
-    metrics_
-        .counter("corral_network_blocked_total",
-                 "Connections and queries refused, by layer and reason",
-                 {{"layer", "proxy"}, {"reason", std::string(net::egress_refusal_name(e.refusal))}})
-        .inc();
-  }
+  if (!e.allowed) count_blocked("proxy", net::egress_refusal_name(e.refusal));
   json ev{{"type", "network.connection"},
           {"sandbox", e.sandbox},
           {"decision", e.allowed ? "allow" : "deny"},
@@ -254,13 +257,7 @@ void NetworkService::on_dns(const net::DnsLogEntry& e) {
   const bool blocked = e.outcome == net::DnsOutcome::kDenied ||
                        e.outcome == net::DnsOutcome::kRefused ||
                        e.outcome == net::DnsOutcome::kTypeRefused;
-  if (blocked) {
-    metrics_
-        .counter("corral_network_blocked_total",
-                 "Connections and queries refused, by layer and reason",
-                 {{"layer", "dns"}, {"reason", std::string(net::dns_outcome_name(e.outcome))}})
-        .inc();
-  }
+  if (blocked) count_blocked("dns", net::dns_outcome_name(e.outcome));
   json ev{{"type", "network.dns"},
           {"sandbox", e.sandbox_id},
           {"name", e.name},
@@ -276,13 +273,7 @@ void NetworkService::on_dns(const net::DnsLogEntry& e) {
 }
 
 void NetworkService::on_gateway(const net::GatewayEvent& e) {
-  if (!e.allowed) {
-    metrics_
-        .counter(
-            "corral_network_blocked_total", "Connections and queries refused, by layer and reason",
-            {{"layer", "gateway"}, {"reason", std::string(net::gateway_refusal_name(e.refusal))}})
-        .inc();
-  }
+  if (!e.allowed) count_blocked("gateway", net::gateway_refusal_name(e.refusal));
   audit(json{{"type", "network.gateway"},
              {"sandbox", e.sandbox},
              {"service", e.service},

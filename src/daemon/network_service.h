@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "api/api_model.h"
@@ -99,6 +100,7 @@ class NetworkService {
   void on_dns(const net::DnsLogEntry& e);
   void on_gateway(const net::GatewayEvent& e);
   void audit(nlohmann::json event) const;
+  void count_blocked(std::string_view layer, std::string_view reason);
   void register_metrics();
 
   DaemonConfig::Network config_;

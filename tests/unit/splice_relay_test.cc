@@ -288,15 +288,22 @@ struct TcpPair {
   }
 };
 
+// A relay between two TCP pairs, with an idle timeout long enough for the
+// slowest (ASan) run; each test sets what it is about.
+RelaySpec tcp_spec(const TcpPair& client, const TcpPair& upstream) {
+  RelaySpec spec;
+  spec.client = client.relays.get();
+  spec.upstream = upstream.relays.get();
+  spec.idle_timeout = 20s;
+  return spec;
+}
+
 // A fast stream is read in batches (SO_RCVLOWAT): when it pauses with less
 // than a batch waiting, the tail still goes through at once (within the
 // 1 ms batch wait, not at the idle timeout), both times batching was on.
 TEST(SpliceRelayTcpTest, ATailAfterAFastStreamIsNotHeldForABatch) {
   TcpPair client, upstream;
-  RelaySpec spec;
-  spec.client = client.relays.get();
-  spec.upstream = upstream.relays.get();
-  spec.idle_timeout = 20s;
+  RelaySpec spec = tcp_spec(client, upstream);
   spec.batch_bytes = 512 * 1024;
   auto done = std::async(std::launch::async, [spec]() { return relay_connection(spec); });
   const std::string block(8 << 20, 'b');
@@ -326,10 +333,7 @@ TEST(SpliceRelayTcpTest, ATailAfterAFastStreamIsNotHeldForABatch) {
 // takes megabytes (checked: unsent_bytes = 0 holds more than the bound).
 std::size_t stalled_unsent(std::size_t unsent_bytes) {
   TcpPair client, upstream;
-  RelaySpec spec;
-  spec.client = client.relays.get();
-  spec.upstream = upstream.relays.get();
-  spec.idle_timeout = 20s;
+  RelaySpec spec = tcp_spec(client, upstream);
   spec.unsent_bytes = unsent_bytes;
   auto done = std::async(std::launch::async, [spec]() { return relay_connection(spec); });
   std::atomic<bool> stop{false};
@@ -371,10 +375,7 @@ TEST(SpliceRelayTcpTest, AStalledReaderGetsAtMostTheUnsentLimitQueued) {
 // is left to autotuning.
 TEST(SpliceRelayTcpTest, ADownloadCapsTheSendBufferTowardTheClient) {
   TcpPair client, upstream;
-  RelaySpec spec;
-  spec.client = client.relays.get();
-  spec.upstream = upstream.relays.get();
-  spec.idle_timeout = 20s;
+  RelaySpec spec = tcp_spec(client, upstream);
   spec.client_sndbuf_bytes = 96 * 1024;
   int before = 0;
   socklen_t len = sizeof before;
