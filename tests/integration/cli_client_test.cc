@@ -45,7 +45,7 @@ class CliClient : public ::testing::Test {
     unsetenv("CORRAL_URL");
     unsetenv("CORRAL_API_KEY");
     daemon_ = std::make_unique<TestDaemon>();
-    ASSERT_TRUE(daemon_->ready()) << daemon_->startup_output();
+    ASSERT_TRUE(daemon_->ready()) << daemon_->output();
     dir_ = make_temp_dir("cli-client");
   }
   void TearDown() override {

@@ -58,7 +58,7 @@ class DaemonApi : public ::testing::Test {
     delete daemon_;
     daemon_ = nullptr;
   }
-  void SetUp() override { ASSERT_TRUE(daemon_->ready()) << daemon_->startup_output(); }
+  void SetUp() override { ASSERT_TRUE(daemon_->ready()) << daemon_->output(); }
 
   TestDaemon& d() { return *daemon_; }
 
@@ -314,7 +314,7 @@ TEST_F(DaemonApi, IdempotencyKeyReturnsTheSameSandbox) {
 // disk sum each refuse with their own code, and room comes back on delete.
 TEST(DaemonApiCapacity, CreatesBeyondCapacityAreRefused) {
   TestDaemon d({}, "serve:\n  capacity:\n    max_sandboxes: 2\n    memory: 3Gi\n    disk: 3Gi\n");
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
 
   HttpReply r;
   std::string a = d.create_sandbox(R"({"limits": {"memory": "2Gi", "disk": "64Mi"}})", &r);
@@ -356,7 +356,7 @@ TEST(DaemonApiCapacity, CreatesBeyondCapacityAreRefused) {
 // daemon is full now: the retry asks for nothing new.
 TEST(DaemonApiCapacity, IdempotentRetryAtCapacityReturnsTheSandbox) {
   TestDaemon d({}, "serve:\n  capacity:\n    max_sandboxes: 1\n");
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   const std::string body = R"({"limits": {"memory": "128Mi", "disk": "16Mi"}})";
   const http::Headers key = {{"idempotency-key", "retry-at-capacity"}};
   HttpReply first = d.request("POST", "/v1/sandboxes", body, false, true, key);

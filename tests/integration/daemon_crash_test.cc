@@ -84,7 +84,7 @@ std::string start_background(TestDaemon& d, const std::string& id, const std::st
 
 TEST(DaemonCrash, ReattachedProcessCanBeSignalledAndTimesOut) {
   TestDaemon d;
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   std::string id = d.create_sandbox();
   ASSERT_FALSE(id.empty());
   const std::string procs = "/v1/sandboxes/" + id + "/processes/";
@@ -100,8 +100,8 @@ TEST(DaemonCrash, ReattachedProcessCanBeSignalledAndTimesOut) {
   auto trec = stored_process(d.data_dir(), id, timed);
   const bool timed_ran_on =
       trec && trec->host_pid && host_start_time(*trec->host_pid) == trec->host_start_time;
-  ASSERT_TRUE(d.restart()) << d.startup_output();
-  EXPECT_NE(d.startup_output().find("1 re-attached"), std::string::npos) << d.startup_output();
+  ASSERT_TRUE(d.restart()) << d.output();
+  EXPECT_NE(d.output().find("1 re-attached"), std::string::npos) << d.output();
   // Who they are on the host was recorded, and they outlived the daemon.
   ASSERT_TRUE(rec && trec);
   ASSERT_TRUE(rec->host_pid && rec->host_start_time) << "host pid of " << pid << " not recorded";
@@ -151,7 +151,7 @@ TEST(DaemonCrash, ReattachedProcessCanBeSignalledAndTimesOut) {
 
 TEST(DaemonCrash, ReattachedProcessWhosePidWasReusedIsLost) {
   TestDaemon d;
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   std::string id = d.create_sandbox();
   ASSERT_FALSE(id.empty());
   const std::string procs = "/v1/sandboxes/" + id + "/processes/";
@@ -177,8 +177,8 @@ TEST(DaemonCrash, ReattachedProcessWhosePidWasReusedIsLost) {
     EXPECT_EQ(sqlite3_changes(db), 1);
     sqlite3_close(db);
   }
-  ASSERT_TRUE(d.restart()) << d.startup_output();
-  EXPECT_NE(d.startup_output().find("1 re-attached"), std::string::npos) << d.startup_output();
+  ASSERT_TRUE(d.restart()) << d.output();
+  EXPECT_NE(d.output().find("1 re-attached"), std::string::npos) << d.output();
   ASSERT_TRUE(recorded) << "the host pid of " << pid << " was not recorded, or it ended";
 
   // Lost: ended, with neither an exit code nor a signal.
@@ -213,7 +213,7 @@ TEST(DaemonCrash, ReattachedProcessWhosePidWasReusedIsLost) {
 
 TEST(DaemonCrash, ReattachedSandboxKeepsWorking) {
   TestDaemon d;
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   std::string id = d.create_sandbox();
   ASSERT_FALSE(id.empty());
   ASSERT_EQ(d.exec(id, "echo 41 > /workspace/n; cat /workspace/n").value("stdout", ""), "41\n");
@@ -224,8 +224,8 @@ TEST(DaemonCrash, ReattachedSandboxKeepsWorking) {
 
   ASSERT_TRUE(d.kill9());
   std::this_thread::sleep_for(300ms);  // the sandbox lives on without a daemon
-  ASSERT_TRUE(d.restart()) << d.startup_output();
-  EXPECT_NE(d.startup_output().find("1 re-attached"), std::string::npos) << d.startup_output();
+  ASSERT_TRUE(d.restart()) << d.output();
+  EXPECT_NE(d.output().find("1 re-attached"), std::string::npos) << d.output();
 
   auto info = d.request("GET", "/v1/sandboxes/" + id).json();
   EXPECT_TRUE(info.value("state", "") == "ready" || info.value("state", "") == "running")
@@ -246,7 +246,7 @@ TEST(DaemonCrash, ReattachedSandboxKeepsWorking) {
 TEST(DaemonCrash, Kill9LoopDuringCreatesExecsAndDestroysLeaksNothing) {
   const std::set<std::string> cgroups_before = corral_cgroups();
   TestDaemon d;
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   std::mt19937 rng(1234);
   std::atomic<int> worked{0};  // sandboxes that were created and ran a command
   for (int round = 0; round < 20; ++round) {
@@ -266,7 +266,7 @@ TEST(DaemonCrash, Kill9LoopDuringCreatesExecsAndDestroysLeaksNothing) {
     ASSERT_TRUE(d.kill9());
     stop = true;
     for (auto& t : workers) t.join();  // their requests fail fast: the socket is gone
-    ASSERT_TRUE(d.restart()) << "round " << round << ": " << d.startup_output();
+    ASSERT_TRUE(d.restart()) << "round " << round << ": " << d.output();
     // After reconcile, every sandbox is either live and usable, or cleaned.
     auto list = d.request("GET", "/v1/sandboxes?all=true").json();
     ASSERT_TRUE(list.contains("sandboxes")) << list.dump();

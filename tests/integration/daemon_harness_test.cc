@@ -165,5 +165,36 @@ TEST(DaemonHarness, DaemonDiesWithTheTestProcess) {
   host_sh("rm -rf '" + data_dir.substr(0, data_dir.size() - std::string("/data").size()) + "'");
 }
 
+// The daemon's output is read all along, not only up to "listening on":
+// what it prints on its way out is there too.
+TEST(DaemonHarness, OutputHoldsWhatTheDaemonPrintedAfterStartup) {
+  TestDaemon d;
+  ASSERT_TRUE(d.ready()) << d.output();
+  EXPECT_NE(d.output().find("listening on"), std::string::npos);
+  EXPECT_EQ(d.output().find("corral serve: stopped"), std::string::npos);
+  d.stop();
+  std::string out;
+  for (int i = 0; i < 50 && out.find("corral serve: stopped") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(20ms);
+    out = d.output();
+  }
+  EXPECT_NE(out.find("corral serve: stopped"), std::string::npos) << out;
+}
+
+// A daemon that died under a test (a sanitizer abort, a crash) gives a
+// reply of status 0 whose body says so, with the end of its output, so a
+// failing CI run shows why instead of only "status 0".
+TEST(DaemonHarness, ARequestThatGetsNoReplySaysWhy) {
+  TestDaemon d;
+  ASSERT_TRUE(d.ready()) << d.output();
+  ASSERT_EQ(kill(d.pid(), SIGKILL), 0) << strerror(errno);
+  std::this_thread::sleep_for(100ms);
+  HttpReply r = d.request("GET", "/v1/sandboxes");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.body.find("[no reply: connect"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("died of signal 9"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("listening on"), std::string::npos) << "the output's end: " << r.body;
+}
+
 }  // namespace
 }  // namespace corral::testing

@@ -29,7 +29,7 @@ void expect_cleaned(TestDaemon& d, const std::string& id) {
 
 TEST(DaemonLifecycle, CreateExecDestroyLeavesNothing) {
   TestDaemon d;
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   HttpReply created;
   std::string id = d.create_sandbox(R"({"limits": {"memory": "256Mi", "pids": 64}})", &created);
   ASSERT_FALSE(id.empty()) << created.status << " " << created.body;
@@ -57,7 +57,7 @@ TEST(DaemonLifecycle, CreateExecDestroyLeavesNothing) {
 
 TEST(DaemonLifecycle, FiftyConcurrentCreatesAllSucceedAndAreCleaned) {
   TestDaemon d;
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   constexpr int kCount = 50;
   std::vector<std::string> ids(kCount);
   std::vector<std::string> errors(kCount);
@@ -86,7 +86,7 @@ TEST(DaemonLifecycle, FiftyConcurrentCreatesAllSucceedAndAreCleaned) {
 
 TEST(DaemonLifecycle, CommandTimeoutKillsTheProcessTreeWithExitCode124) {
   TestDaemon d;
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   std::string id = d.create_sandbox();
   ASSERT_FALSE(id.empty());
   const auto t0 = std::chrono::steady_clock::now();
@@ -103,7 +103,7 @@ TEST(DaemonLifecycle, CommandTimeoutKillsTheProcessTreeWithExitCode124) {
 
 TEST(DaemonLifecycle, LifetimeEndsTheSandboxWithItsOwnCode) {
   TestDaemon d;
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   std::string id = d.create_sandbox(R"({"max_lifetime": "2s"})");
   ASSERT_FALSE(id.empty());
   // A background process is killed with the sandbox.
@@ -123,7 +123,7 @@ TEST(DaemonLifecycle, LifetimeEndsTheSandboxWithItsOwnCode) {
 
 TEST(DaemonLifecycle, ExtendingTheLifetimeKeepsTheSandbox) {
   TestDaemon d;
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   std::string id = d.create_sandbox(R"({"max_lifetime": "2s"})");
   ASSERT_FALSE(id.empty());
   auto r = d.request("POST", "/v1/sandboxes/" + id + "/timeout", R"({"max_lifetime": "60s"})");
@@ -134,7 +134,7 @@ TEST(DaemonLifecycle, ExtendingTheLifetimeKeepsTheSandbox) {
 
 TEST(DaemonLifecycle, RequestTimeoutHasItsOwnCode) {
   TestDaemon d({}, "serve:\n  request_timeout: 1s\n");
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   // Announce a body and send only its first byte (a raw socket: a
   // well-behaved client cannot be made to stall).
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -165,7 +165,7 @@ TEST(DaemonLifecycle, RequestTimeoutHasItsOwnCode) {
 
 TEST(DaemonLifecycle, IdempotencyKeyReturnsTheSameSandbox) {
   TestDaemon d;
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   http::Headers key = {{"idempotency-key", "task-42"}};
   auto a = d.request("POST", "/v1/sandboxes", R"({"limits": {"memory": "128Mi"}})", false, true, key);
   auto b = d.request("POST", "/v1/sandboxes", R"({"limits": {"memory": "128Mi"}})", false, true, key);
@@ -179,7 +179,7 @@ TEST(DaemonLifecycle, IdempotencyKeyReturnsTheSameSandbox) {
 
 TEST(DaemonLifecycle, StreamedExecDeliversOutputBeforeTheCommandEnds) {
   TestDaemon d;
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   std::string id = d.create_sandbox();
   ASSERT_FALSE(id.empty());
   auto endpoint = http::Endpoint::parse(d.unix_url());
@@ -211,7 +211,7 @@ TEST(DaemonLifecycle, StreamedExecDeliversOutputBeforeTheCommandEnds) {
 
 TEST(DaemonLifecycle, BackgroundProcessOutlivesItsRequest) {
   TestDaemon d;
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   std::string id = d.create_sandbox();
   ASSERT_FALSE(id.empty());
   auto started = d.request("POST", "/v1/sandboxes/" + id + "/processes",
@@ -236,7 +236,7 @@ TEST(DaemonLifecycle, BackgroundProcessOutlivesItsRequest) {
 
 TEST(DaemonLifecycle, SignalEndsABackgroundProcess) {
   TestDaemon d;
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   std::string id = d.create_sandbox();
   ASSERT_FALSE(id.empty());
   auto started = d.request("POST", "/v1/sandboxes/" + id + "/processes", R"({"cmd": "sleep 600"})");
@@ -256,7 +256,7 @@ namespace {
 
 TEST(DaemonLifecycle, ConfigSandboxDefaultsApplyToCreates) {
   TestDaemon d({}, "sandbox:\n  memory_limit: 256Mi\n  pids_limit: 32\n  max_lifetime: 90s\n");
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   HttpReply r;
   std::string id = d.create_sandbox("{}", &r);
   ASSERT_FALSE(id.empty()) << r.body;
@@ -281,7 +281,7 @@ TEST(DaemonAudit, EveryOperationIsRecordedAndAnEditedLineFailsVerify) {
   std::string log;
   {
     TestDaemon d;
-    ASSERT_TRUE(d.ready()) << d.startup_output();
+    ASSERT_TRUE(d.ready()) << d.output();
     std::string id = d.create_sandbox();
     ASSERT_FALSE(id.empty());
     d.exec(id, "echo audited");

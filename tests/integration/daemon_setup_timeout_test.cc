@@ -44,7 +44,7 @@ TEST(DaemonSetupTimeout, AHungFactoryFailsTheCreateInTimeAndLeavesNothing) {
   // Short enough to test, long enough for a healthy create under ASan on a
   // loaded 2-CPU machine (1 s was not: the first create timed out there).
   TestDaemon d({}, "serve:\n  setup_timeout: 3s\n");
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   const std::string alive = d.create_sandbox();
   ASSERT_FALSE(alive.empty());
   const pid_t factory = child_named(d.pid(), "corral-factory");
@@ -85,7 +85,7 @@ TEST(DaemonSetupTimeout, AHungFactoryFailsTheCreateInTimeAndLeavesNothing) {
 
   // A restarted daemon creates again and still has the live sandbox.
   ASSERT_TRUE(d.kill9());
-  ASSERT_TRUE(d.restart()) << d.startup_output();
+  ASSERT_TRUE(d.restart()) << d.output();
   const std::string fresh = d.create_sandbox();
   EXPECT_FALSE(fresh.empty());
   EXPECT_EQ(d.exec(alive, "echo again").value("stdout", ""), "again\n");

@@ -75,7 +75,7 @@ HttpReply stream_upload(TestDaemon& d, const std::string& target, std::uint64_t 
 class DaemonUploadLimit : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(d_.ready()) << d_.startup_output();
+    ASSERT_TRUE(d_.ready()) << d_.output();
     HttpReply r;
     id_ = d_.create_sandbox("{}", &r);
     ASSERT_FALSE(id_.empty()) << describe(r);
@@ -187,7 +187,7 @@ TEST_F(DaemonUploadLimit, ChunkedBodyPastTheLimitIsStoppedAndRemoved) {
 
 TEST(DaemonUploadLimitAuto, WithoutMaxUploadOnlyTheDiskLimitApplies) {
   TestDaemon d;  // serve.max_upload: auto
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   std::string id = d.create_sandbox(R"({"limits": {"disk": "16Mi"}})");
   ASSERT_FALSE(id.empty());
   const std::string target = "/v1/sandboxes/" + id + "/files?path=/workspace/";

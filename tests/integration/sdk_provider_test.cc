@@ -85,7 +85,7 @@ class SdkProvider : public ::testing::TestWithParam<std::string> {
       return;
     }
     daemon_ = std::make_unique<TestDaemon>();
-    ASSERT_TRUE(daemon_->ready()) << daemon_->startup_output();
+    ASSERT_TRUE(daemon_->ready()) << daemon_->output();
     sdk::RemoteOptions options;
     options.url = kind == "RemoteUnix" ? daemon_->unix_url() : daemon_->tcp_url();
     if (kind == "RemoteTcp") options.api_key = daemon_->api_key();

@@ -95,7 +95,7 @@ Started start_sleeper(TestDaemon& d, const std::string& spec) {
 TEST(DaemonExecPosture, ProcessesAreFilteredUnprivilegedAndTheZygoteToo) {
   if (geteuid() != 0) CORRAL_SKIP_OR_FAIL("security tests run as root");
   TestDaemon d;
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   Started s = start_sleeper(d, "{}");
   ASSERT_FALSE(s.sandbox.empty());
   ASSERT_GT(s.pid, 0) << "background sleep not found on the host";
@@ -130,7 +130,7 @@ TEST(DaemonExecPosture, RootOfTheSandboxCannotSignalTheZygote) {
   if (geteuid() != 0) CORRAL_SKIP_OR_FAIL("security tests run as root");
   if (landlock_abi() < 6) CORRAL_SKIP_OR_FAIL("Landlock signal scoping needs Landlock ABI 6");
   TestDaemon d;
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   Started s = start_sleeper(d, R"({"root": true})");
   ASSERT_FALSE(s.sandbox.empty());
   ASSERT_GT(s.zygote, 0) << "background sleep not found on the host";

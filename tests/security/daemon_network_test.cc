@@ -66,7 +66,7 @@ std::string interface_with(const std::string& address) {
 TEST(DaemonNetwork, AllowlistIsEnforcedAuditedCountedAndCleanedUp) {
   REQUIRE_WORLD(world);
   TestDaemon d({}, daemon_config(world));
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   HttpReply created;
   const std::string id = d.create_sandbox(
       R"({"network": {"mode": "allowlist", "allow": ["allowed.test"]}})", &created);
@@ -131,7 +131,7 @@ out("denied", transparent_http("denied.test"))
 TEST(DaemonNetwork, LivePolicyChangeTakesEffectAtOnce) {
   REQUIRE_WORLD(world);
   TestDaemon d({}, daemon_config(world));
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   const std::string id = d.create_sandbox(R"({"network": {"allow": ["allowed.test"]}})");
   ASSERT_FALSE(id.empty());
   EXPECT_EQ(value_of(run_client(d, id, "out('a', transparent_http('allowed.test'))"), "a"),
@@ -167,7 +167,7 @@ out("b", transparent_http("denied.test"))
 TEST(DaemonNetwork, RefusesWhatCannotBeGivenWithClearErrors) {
   if (geteuid() != 0) CORRAL_SKIP_OR_FAIL("network tests run as root");
   TestDaemon d;
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   HttpReply r;
   EXPECT_EQ(d.create_sandbox(R"({"network": {"mode": "bridge"}})", &r), "");
   EXPECT_EQ(r.status, 400) << r.body;
@@ -193,12 +193,12 @@ TEST(DaemonNetwork, RefusesWhatCannotBeGivenWithClearErrors) {
 TEST(DaemonNetwork, ReattachedSandboxKeepsItsNetwork) {
   REQUIRE_WORLD(world);
   TestDaemon d({}, daemon_config(world));
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   const std::string id = d.create_sandbox(R"({"network": {"allow": ["allowed.test"]}})");
   ASSERT_FALSE(id.empty());
   ASSERT_TRUE(d.kill9());
-  ASSERT_TRUE(d.restart()) << d.startup_output();
-  EXPECT_NE(d.startup_output().find("1 re-attached"), std::string::npos) << d.startup_output();
+  ASSERT_TRUE(d.restart()) << d.output();
+  EXPECT_NE(d.output().find("1 re-attached"), std::string::npos) << d.output();
   std::string out = run_client(d, id, R"PY(
 out("a", transparent_http("allowed.test"))
 out("b", transparent_http("denied.test"))
@@ -227,7 +227,7 @@ TEST(DaemonNetwork, GatewayServesAGrantedServiceWithTheProcessToken) {
                              std::string(NetWorld::kInternalAddress) + ":" +
                              std::to_string(NetWorld::kInternalPort) + "/secrets\"\n";
   TestDaemon d({}, config);
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   HttpReply unknown;
   EXPECT_EQ(d.create_sandbox(R"({"network": {"gateway": ["payroll"]}})", &unknown), "");
   EXPECT_EQ(unknown.status, 400) << unknown.body;
@@ -266,7 +266,7 @@ TEST(DaemonNetwork, PerSandboxDnsServersAreUsed) {
   REQUIRE_WORLD(world);
   // The daemon's own upstream answers nothing (the discard port).
   TestDaemon d({}, "serve:\n  network:\n    dns_servers: [\"127.0.0.1:9\"]\n");
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   const std::string own = d.create_sandbox(R"({"network": {"allow": ["allowed.test"],
       "dns_servers": [")" + world.dns_endpoint() +
                                            R"("]}})");

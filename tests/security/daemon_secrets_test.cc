@@ -134,7 +134,7 @@ std::vector<std::string> split_writer(const std::string& var) {
 TEST(DaemonSecrets, EnvAndFileSecretsReachTheSandboxButNeverLeaveIt) {
   SecretFile store({"api", "db", "unused"});
   TestDaemon d({}, store.config());
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   const std::string api = store.values["api"], db = store.values["db"];
 
   HttpReply reply;
@@ -224,14 +224,14 @@ TEST(DaemonSecrets, EnvAndFileSecretsReachTheSandboxButNeverLeaveIt) {
       EXPECT_TRUE(files_containing(root, value).empty()) << key << " found under " << root;
     for (const auto& hit : files_containing("/tmp", value))
       EXPECT_EQ(hit, store.path) << key << " found in " << hit;
-    EXPECT_EQ(d.startup_output().find(value), std::string::npos);
+    EXPECT_EQ(d.output().find(value), std::string::npos);
   }
 }
 
 TEST(DaemonSecrets, BadRequestsAreRefusedWithoutShowingAValue) {
   SecretFile store({"api", "payments"});
   TestDaemon d({}, store.config());
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   struct Case {
     const char* body;
     const char* says;
@@ -263,14 +263,14 @@ TEST(DaemonSecrets, BadRequestsAreRefusedWithoutShowingAValue) {
 TEST(DaemonSecrets, SecretsComeBackAfterADaemonCrashAndAreWipedAtDestroy) {
   SecretFile store({"api", "db"});
   TestDaemon d({}, store.config());
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   std::string id = d.create_sandbox(
       R"({"secrets": [{"name": "api", "tier": "low"}, {"name": "db", "path": "database"}]})");
   ASSERT_FALSE(id.empty());
   ASSERT_TRUE(d.kill9());
-  ASSERT_TRUE(d.restart()) << d.startup_output();
+  ASSERT_TRUE(d.restart()) << d.output();
   auto info = d.request("GET", "/v1/sandboxes/" + id);
-  ASSERT_EQ(info.json().value("state", ""), "ready") << info.body << d.startup_output();
+  ASSERT_EQ(info.json().value("state", ""), "ready") << info.body << d.output();
   json r = exec_argv(d, id,
                      {"/bin/sh", "-c",
                       "printf %s \"$API\" | sha256sum; sha256sum < /run/secrets/database; "
@@ -307,7 +307,7 @@ TEST(DaemonSecrets, BrokerTokensAreSwappedOnlyTowardTheirHosts) {
       "\n    gateway:\n      - name: llm\n        url: https://allowed.test/v1\n"
       "        methods: [GET, POST]\n";
   TestDaemon d({}, config);
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   const std::string openai = store.values["openai"], search = store.values["search"];
 
   HttpReply reply;
@@ -434,7 +434,7 @@ except urllib.error.HTTPError as e:
   EXPECT_GE(d.wait_audit("secret.revoked", 1).size(), 1u);
   for (const auto& [key, value] : store.values) {
     EXPECT_TRUE(files_containing(d.data_dir(), value).empty()) << key;
-    EXPECT_EQ(d.startup_output().find(value), std::string::npos) << key;
+    EXPECT_EQ(d.output().find(value), std::string::npos) << key;
   }
 }
 

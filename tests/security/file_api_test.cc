@@ -165,7 +165,7 @@ class FileApiSecurity : public ::testing::Test {
   }
 
   void SetUp() override {
-    ASSERT_TRUE(daemon_->ready()) << daemon_->startup_output();
+    ASSERT_TRUE(daemon_->ready()) << daemon_->output();
     HttpReply r;
     id_ = daemon_->create_sandbox(R"({"limits": {"memory": "256Mi", "disk": "64Mi"}})", &r);
     ASSERT_FALSE(id_.empty()) << describe(r);
@@ -489,7 +489,7 @@ struct ByteStream {
 
 TEST(FileApiMemory, Upload256MiBAndDownloadKeepDaemonMemoryFlat) {
   TestDaemon d;  // its own daemon: a clean high-water mark
-  ASSERT_TRUE(d.ready()) << d.startup_output();
+  ASSERT_TRUE(d.ready()) << d.output();
   HttpReply r;
   std::string id = d.create_sandbox(R"({"limits": {"memory": "256Mi", "disk": "320Mi"}})", &r);
   ASSERT_FALSE(id.empty()) << describe(r);

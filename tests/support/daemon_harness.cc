@@ -73,8 +73,9 @@ bool TestDaemon::launch() {
   }
   close(pipefd[1]);
   out_fd_ = pipefd[0];
-  // Wait for the one "listening on" line.
-  output_.clear();
+  // Wait for the one "listening on" line. output_ keeps what every launch
+  // printed (a restarted daemon's too).
+  std::string seen;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline) {
     pollfd p{out_fd_, POLLIN, 0};
@@ -82,24 +83,72 @@ bool TestDaemon::launch() {
     char buf[4096];
     ssize_t n = read(out_fd_, buf, sizeof buf);
     if (n <= 0) break;
-    output_.append(buf, static_cast<size_t>(n));
+    seen.append(buf, static_cast<size_t>(n));
+    {
+      std::lock_guard lock(output_mu_);
+      output_.append(buf, static_cast<size_t>(n));
+    }
     std::smatch m;
     static const std::regex re("listening on http://127\\.0\\.0\\.1:([0-9]+)");
-    if (std::regex_search(output_, m, re)) {
+    if (std::regex_search(seen, m, re)) {
       port_ = static_cast<std::uint16_t>(std::stoi(m[1]));
-      // Keep draining its output so it never blocks on a full pipe.
-      int fd = out_fd_;
-      fcntl(fd, F_SETFL, O_NONBLOCK);
+      start_drain();
       return true;
     }
   }
   return false;
 }
 
+void TestDaemon::start_drain() {
+  drain_stop_ = false;
+  drain_ = std::thread([this, fd = out_fd_] {
+    char buf[4096];
+    while (!drain_stop_) {
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+      ssize_t n = read(fd, buf, sizeof buf);
+      if (n <= 0) break;  // every writer is gone: the daemon exited
+      std::lock_guard lock(output_mu_);
+      output_.append(buf, static_cast<size_t>(n));
+    }
+  });
+}
+
+void TestDaemon::stop_drain() {
+  if (!drain_.joinable()) return;
+  drain_stop_ = true;
+  drain_.join();
+}
+
+std::string TestDaemon::output() const {
+  std::lock_guard lock(output_mu_);
+  return output_;
+}
+
+std::string TestDaemon::why_no_reply(const std::string& what) {
+  std::string why = "[no reply: " + what + "; the daemon ";
+  int status = 0;
+  if (pid_ <= 0) {
+    why += "was not running";
+  } else if (waitpid(pid_, &status, WNOHANG) == pid_) {
+    pid_ = -1;
+    why += WIFSIGNALED(status) ? "died of signal " + std::to_string(WTERMSIG(status))
+                               : "exited with " + std::to_string(WEXITSTATUS(status));
+  } else {
+    why += "still runs";
+  }
+  // What it printed last (a sanitizer report, a fatal log line).
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::string out = output();
+  if (out.size() > 8192) out = "..." + out.substr(out.size() - 8192);
+  return why + "; its output ends with:\n" + out + "]";
+}
+
 TestDaemon::~TestDaemon() {
   // A daemon a test killed (kill9 without restart) left its sandboxes
   // running: a new one re-attaches them, so that they can be destroyed.
   if (pid_ <= 0 && port_ != 0) {
+    stop_drain();
     if (out_fd_ >= 0) close(out_fd_);
     out_fd_ = -1;
     (void)launch();
@@ -116,6 +165,7 @@ TestDaemon::~TestDaemon() {
     }
   }
   stop();
+  stop_drain();
   if (out_fd_ >= 0) close(out_fd_);
   // Whatever is still mounted below (a secret tmpfs of a sandbox that could
   // not be destroyed) goes before the directory.
@@ -154,6 +204,7 @@ bool TestDaemon::kill9() {
   int status;
   waitpid(pid_, &status, 0);
   pid_ = -1;
+  stop_drain();
   if (out_fd_ >= 0) close(out_fd_);
   out_fd_ = -1;
   return true;
@@ -161,6 +212,7 @@ bool TestDaemon::kill9() {
 
 bool TestDaemon::restart() {
   if (pid_ > 0) stop();
+  stop_drain();
   if (out_fd_ >= 0) close(out_fd_);
   out_fd_ = -1;
   return launch();
@@ -180,13 +232,19 @@ HttpReply TestDaemon::request(const std::string& method, const std::string& targ
   auto endpoint = http::Endpoint::parse(via_tcp ? tcp_url() : unix_url());
   if (!endpoint) return reply;
   auto client = http::Client::connect(*endpoint, std::chrono::seconds(60));
-  if (!client) return reply;
+  if (!client) {
+    reply.body = why_no_reply("connect: " + client.error().message);
+    return reply;
+  }
   client->set_io_timeout(std::chrono::seconds(120));
   if (via_tcp && with_key) headers.push_back({"authorization", "Bearer " + api_key()});
   if (!body.empty() && !http::find_header(headers, "content-type"))
     headers.push_back({"content-type", "application/json"});
   auto head = client->send(method, target, headers, body);
-  if (!head) return reply;
+  if (!head) {
+    reply.body = why_no_reply(method + " " + target + ": " + head.error().message);
+    return reply;
+  }
   reply.status = head->status;
   reply.headers = head->headers;
   auto all = client->read_all(std::size_t{1} << 30);

@@ -7,10 +7,13 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "http/http_client.h"
@@ -34,7 +37,10 @@ class TestDaemon {
   TestDaemon& operator=(const TestDaemon&) = delete;
 
   bool ready() const { return port_ != 0; }
-  const std::string& startup_output() const { return output_; }
+  // Everything the daemon printed so far (stdout and stderr), read all the
+  // time by a thread of the harness, so the daemon never blocks on a full
+  // pipe and tests can check its whole output.
+  std::string output() const;
   pid_t pid() const { return pid_; }
   std::uint16_t port() const { return port_; }
   const std::string& socket_path() const { return socket_; }
@@ -44,7 +50,8 @@ class TestDaemon {
   std::string unix_url() const { return "unix:" + socket_; }
 
   // One request on a fresh connection. `via_tcp` adds the bearer key unless
-  // `with_key` is false.
+  // `with_key` is false. With no reply (status 0), the body says why: what
+  // failed, whether the daemon still runs, and the end of its output.
   HttpReply request(const std::string& method, const std::string& target,
                     const std::string& body = {}, bool via_tcp = false, bool with_key = true,
                     http::Headers headers = {});
@@ -68,9 +75,15 @@ class TestDaemon {
 
  private:
   bool launch();
+  void start_drain();
+  void stop_drain();
+  std::string why_no_reply(const std::string& what);
   std::vector<std::string> args_;
   std::string dir_, data_dir_, socket_, config_path_;
+  mutable std::mutex output_mu_;
   std::string output_;
+  std::thread drain_;
+  std::atomic<bool> drain_stop_{false};
   pid_t pid_ = -1;
   std::uint16_t port_ = 0;
   int out_fd_ = -1;
