@@ -7,7 +7,9 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -194,6 +196,41 @@ TEST(DaemonHarness, ARequestThatGetsNoReplySaysWhy) {
   EXPECT_NE(r.body.find("[no reply: connect"), std::string::npos) << r.body;
   EXPECT_NE(r.body.find("died of signal 9"), std::string::npos) << r.body;
   EXPECT_NE(r.body.find("listening on"), std::string::npos) << "the output's end: " << r.body;
+}
+
+bool mounted_at(const std::string& path) {
+  std::ifstream mounts("/proc/self/mounts");
+  for (std::string line; std::getline(mounts, line);)
+    if (line.find(" " + path + " ") != std::string::npos) return true;
+  return false;
+}
+
+// A test process killed before its destructors leaves its temp dir, with
+// a daemon's secret tmpfs mounted below it. The next test process removes
+// both; a live process's dir stays.
+TEST(DaemonHarness, TempDirsOfDeadTestProcessesAreSwept) {
+  const pid_t gone = fork();
+  ASSERT_GE(gone, 0) << strerror(errno);
+  if (gone == 0) _exit(0);
+  ASSERT_TRUE(wait_for(gone, 10s).has_value());
+
+  const std::string dead = "/tmp/corral-test-sweep-p" + std::to_string(gone) + "-abcdef";
+  const std::string live = "/tmp/corral-test-sweep-p" + std::to_string(getpid()) + "-ghijkl";
+  const std::string other = "/tmp/corral-test-sweep-nopid-mnopqr";
+  for (const auto& d : {dead, live, other}) ASSERT_EQ(mkdir(d.c_str(), 0700), 0) << d;
+  const std::string mnt = dead + "/data/secrets";
+  host_sh("mkdir -p '" + mnt + "'");
+  ASSERT_EQ(mount("corral-test", mnt.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=64k"), 0)
+      << strerror(errno);
+
+  sweep_dead_temp_dirs();
+  EXPECT_FALSE(mounted_at(mnt)) << "the tmpfs below a dead test's dir is still mounted";
+  EXPECT_NE(access(dead.c_str(), F_OK), 0) << "a dead test's dir was left";
+  EXPECT_EQ(access(live.c_str(), F_OK), 0) << "a live test's dir was swept";
+  EXPECT_EQ(access(other.c_str(), F_OK), 0) << "a dir without an owner was swept";
+
+  if (mounted_at(mnt)) umount2(mnt.c_str(), MNT_DETACH);
+  for (const auto& d : {dead, live, other}) host_sh("rm -rf '" + d + "'");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <glob.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -13,8 +14,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+#include <vector>
 
 #include "base/paths.h"
 
@@ -45,8 +49,55 @@ bool must_work() {
   return v != nullptr && std::string_view(v) == "1";
 }
 
+namespace {
+
+// The pid in a temp dir's name ("corral-test-<tag>-p<pid>-XXXXXX"), or 0.
+pid_t owner_of_temp_dir(const std::string& name) {
+  if (name.rfind("corral-test-", 0) != 0) return 0;
+  auto suffix = name.rfind('-');  // mkdtemp's six characters follow
+  if (suffix == std::string::npos || name.size() - suffix != 7) return 0;
+  auto at = name.rfind("-p", suffix - 1);
+  if (at == std::string::npos) return 0;
+  char* end = nullptr;
+  long pid = std::strtol(name.c_str() + at + 2, &end, 10);
+  return (pid > 1 && end == name.c_str() + suffix) ? static_cast<pid_t>(pid) : 0;
+}
+
+}  // namespace
+
+void sweep_dead_temp_dirs() {
+  DIR* tmp = opendir("/tmp");
+  if (tmp == nullptr) return;
+  std::vector<std::string> dead;
+  while (dirent* e = readdir(tmp)) {
+    if (e->d_type != DT_DIR) continue;
+    pid_t owner = owner_of_temp_dir(e->d_name);
+    if (owner > 0 && kill(owner, 0) != 0 && errno == ESRCH)
+      dead.push_back(std::string("/tmp/") + e->d_name);
+  }
+  closedir(tmp);
+  if (dead.empty()) return;
+  std::ifstream mounts("/proc/self/mounts");
+  std::vector<std::string> below;
+  for (std::string line; std::getline(mounts, line);) {
+    std::istringstream fields(line);
+    std::string dev, where;
+    fields >> dev >> where;
+    for (const auto& d : dead)
+      if (where.rfind(d + "/", 0) == 0) below.push_back(where);
+  }
+  for (auto it = below.rbegin(); it != below.rend(); ++it) umount2(it->c_str(), MNT_DETACH);
+  for (const auto& d : dead) {
+    std::error_code ec;
+    std::filesystem::remove_all(d, ec);
+  }
+}
+
 std::string make_temp_dir(std::string_view tag) {
-  std::string tmpl = "/tmp/corral-test-" + std::string(tag) + "-XXXXXX";
+  static std::once_flag swept;
+  std::call_once(swept, sweep_dead_temp_dirs);
+  std::string tmpl =
+      "/tmp/corral-test-" + std::string(tag) + "-p" + std::to_string(getpid()) + "-XXXXXX";
   char* d = mkdtemp(tmpl.data());
   if (d == nullptr) {
     ADD_FAILURE() << "mkdtemp: " << strerror(errno);
@@ -60,7 +111,7 @@ std::string make_temp_dir(std::string_view tag) {
 // with its stdin, stdout and stderr on pipes. Returns the pid (-1 on
 // failure, already reported) and our ends of the pipes.
 static pid_t spawn_corral(std::vector<std::string> args, const std::string& report_path, int* in_w,
-                   int* out_r, int* err_r) {
+                          int* out_r, int* err_r) {
   if (!args.empty() && args[0] == "run") {
     auto dashdash = std::find(args.begin(), args.end(), "--");
     args.insert(dashdash, {"--report", report_path});

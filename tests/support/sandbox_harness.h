@@ -16,10 +16,10 @@
 namespace corral::testing {
 
 struct RunOutcome {
-  int exit_code = -1;      // corral's exit status (or 128+signal)
-  std::string out;         // stdout
-  std::string err;         // stderr
-  nlohmann::json report;   // parsed --report file (null if none)
+  int exit_code = -1;     // corral's exit status (or 128+signal)
+  std::string out;        // stdout
+  std::string err;        // stderr
+  nlohmann::json report;  // parsed --report file (null if none)
   std::chrono::milliseconds wall{0};
 };
 
@@ -45,8 +45,16 @@ std::string host_sh(const std::string& script, int* status = nullptr);
 bool must_work();
 
 // Makes a fresh temporary directory (removed by the caller or left in /tmp
-// for debugging on failure). 0755, owned by root.
+// for debugging on failure). 0755, owned by root. Its name carries this
+// process's pid ("/tmp/corral-test-<tag>-p<pid>-XXXXXX"); the first call in
+// a process sweeps the dirs of dead ones first.
 std::string make_temp_dir(std::string_view tag);
+
+// Removes the temp dirs of test processes that died without their
+// destructors (a crash, a timeout's SIGKILL), after detaching what is
+// mounted below them (a daemon's secret tmpfs). Dirs of live processes,
+// and anything not named by make_temp_dir, are left alone.
+void sweep_dead_temp_dirs();
 
 // ---------------------------------------------------------------------------
 // Added for the `corral run` integration tests (tests/integration/run_*).
@@ -109,10 +117,10 @@ void expect_sandbox_cleaned_up(const nlohmann::json& report, std::string_view wh
 }  // namespace corral::testing
 
 // Skips with the reason printed, unless CORRAL_MUST_WORK=1 makes it a failure.
-#define CORRAL_SKIP_OR_FAIL(reason)                                      \
-  do {                                                                   \
-    if (::corral::testing::must_work()) {                                \
+#define CORRAL_SKIP_OR_FAIL(reason)                                            \
+  do {                                                                         \
+    if (::corral::testing::must_work()) {                                      \
       FAIL() << "required feature missing (CORRAL_MUST_WORK=1): " << (reason); \
-    }                                                                    \
-    GTEST_SKIP() << (reason);                                            \
+    }                                                                          \
+    GTEST_SKIP() << (reason);                                                  \
   } while (0)
