@@ -56,6 +56,12 @@ std::optional<std::string> path_param(ApiRequest& r, std::string_view name = "pa
   return p;
 }
 
+// A path as a JSON string. A name may be any bytes (a file the sandbox made,
+// a %-encoded query): invalid UTF-8 becomes U+FFFD rather than a throw.
+std::string json_path(const std::string& path) {
+  return json(path).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 void audit_file(ApiContext& ctx, const std::string& sandbox, std::string_view op,
                 const std::string& path, json extra = json::object()) {
   extra["type"] = "file." + std::string(op);
@@ -214,7 +220,7 @@ void handle_file_delete(ApiContext& ctx, ApiRequest& r) {
   if (auto st = t->root->remove(*path, recursive); !st)
     return send_error(r.out, api::to_api_error(st.error()));
   audit_file(ctx, t->sandbox->id, "delete", *path, {{"recursive", recursive}});
-  send_json(r.out, 200, "{\"deleted\":" + json(*path).dump() + "}");
+  send_json(r.out, 200, "{\"deleted\":" + json_path(*path) + "}");
 }
 
 void handle_file_list(ApiContext& ctx, ApiRequest& r) {
@@ -253,7 +259,7 @@ void handle_file_mkdir(ApiContext& ctx, ApiRequest& r) {
   if (auto st = t->root->mkdir(request->path, request->mode, request->parents, uid, uid); !st)
     return send_error(r.out, api::to_api_error(st.error()));
   audit_file(ctx, t->sandbox->id, "mkdir", request->path, {{"parents", request->parents}});
-  send_json(r.out, 201, "{\"path\":" + json(request->path).dump() + "}");
+  send_json(r.out, 201, "{\"path\":" + json_path(request->path) + "}");
 }
 
 void handle_file_rename(ApiContext& ctx, ApiRequest& r) {
@@ -266,9 +272,8 @@ void handle_file_rename(ApiContext& ctx, ApiRequest& r) {
   if (auto st = t->root->rename(request->from, request->to, !request->overwrite); !st)
     return send_error(r.out, api::to_api_error(st.error()));
   audit_file(ctx, t->sandbox->id, "rename", request->from, {{"to", request->to}});
-  send_json(
-      r.out, 200,
-      "{\"from\":" + json(request->from).dump() + ",\"to\":" + json(request->to).dump() + "}");
+  send_json(r.out, 200,
+            "{\"from\":" + json_path(request->from) + ",\"to\":" + json_path(request->to) + "}");
 }
 
 }  // namespace corral::daemon

@@ -180,18 +180,26 @@ class FileApiSecurity : public ::testing::Test {
   TestDaemon& d() { return *daemon_; }
   std::string base() const { return "/v1/sandboxes/" + id_; }
 
-  HttpReply get(const std::string& path) { return d().request("GET", base() + "/files?path=" + url_encode(path)); }
+  HttpReply get(const std::string& path) {
+    return d().request("GET", base() + "/files?path=" + url_encode(path));
+  }
   HttpReply put(const std::string& path, const std::string& data) {
     return d().request("PUT", base() + "/files?path=" + url_encode(path), data, false, true,
                        {{"content-type", "application/octet-stream"}});
   }
   HttpReply del(const std::string& path, bool recursive = false) {
-    return d().request("DELETE", base() + "/files?path=" + url_encode(path) + (recursive ? "&recursive=1" : ""));
+    return d().request(
+        "DELETE", base() + "/files?path=" + url_encode(path) + (recursive ? "&recursive=1" : ""));
   }
-  HttpReply stat(const std::string& path) { return d().request("GET", base() + "/files/stat?path=" + url_encode(path)); }
-  HttpReply list(const std::string& path) { return d().request("GET", base() + "/files/list?path=" + url_encode(path)); }
+  HttpReply stat(const std::string& path) {
+    return d().request("GET", base() + "/files/stat?path=" + url_encode(path));
+  }
+  HttpReply list(const std::string& path) {
+    return d().request("GET", base() + "/files/list?path=" + url_encode(path));
+  }
   HttpReply mkdir(const std::string& path, bool parents = false) {
-    return d().request("POST", base() + "/files/mkdir", json{{"path", path}, {"parents", parents}}.dump());
+    return d().request("POST", base() + "/files/mkdir",
+                       json{{"path", path}, {"parents", parents}}.dump());
   }
   HttpReply rename(const std::string& from, const std::string& to) {
     return d().request("POST", base() + "/files/rename", json{{"from", from}, {"to", to}}.dump());
@@ -212,7 +220,8 @@ TestDaemon* FileApiSecurity::daemon_ = nullptr;
 // 400 path_escape, or 404 where the path does not exist inside.
 void expect_refused(const HttpReply& r, std::string_view what) {
   const std::string code = code_of(r);
-  EXPECT_TRUE((r.status == 400 && code == "path_escape") || (r.status == 404 && code == "not_found"))
+  EXPECT_TRUE((r.status == 400 && code == "path_escape") ||
+              (r.status == 404 && code == "not_found"))
       << what << ": " << describe(r);
 }
 
@@ -279,8 +288,10 @@ TEST_F(FileApiSecurity, SymlinksMadeInsideNeverReachTheHost) {
   Canary canary("/var/tmp");
   const std::string& dir = canary.dir();
   const std::string rel = canary.file().substr(1);  // "var/tmp/.../canary"
-  sh("ln -s '" + canary.file() + "' /workspace/l && ln -s ../../../../.. /workspace/up && "
-     "ln -s '" + dir + "' /workspace/d");
+  sh("ln -s '" + canary.file() +
+     "' /workspace/l && ln -s ../../../../.. /workspace/up && "
+     "ln -s '" +
+     dir + "' /workspace/d");
 
   // The link as the last component: never followed.
   expect_path_escape(get("/workspace/l"), "download through a link");
@@ -302,7 +313,8 @@ TEST_F(FileApiSecurity, SymlinksMadeInsideNeverReachTheHost) {
   expect_refused(del("/workspace/up/" + rel), "delete via ../..");
   expect_refused(del("/workspace/d/canary"), "delete via a link to the host dir");
   expect_refused(rename("/workspace/up/" + rel, "/workspace/stolen"), "rename from via ../..");
-  expect_refused(rename("/workspace/d/canary", "/workspace/stolen"), "rename from via the dir link");
+  expect_refused(rename("/workspace/d/canary", "/workspace/stolen"),
+                 "rename from via the dir link");
   expect_refused(mkdir("/workspace/d/sub"), "mkdir via the dir link");
   HttpReply vt = list("/workspace/up/var/tmp");
   ASSERT_EQ(vt.status, 200) << describe(vt);
@@ -321,7 +333,8 @@ TEST_F(FileApiSecurity, SymlinksMadeInsideNeverReachTheHost) {
   EXPECT_EQ(g.body, "inside\n");
   EXPECT_EQ(get("/workspace/d/canary").body, "inside\n");
   EXPECT_EQ(put("/workspace/d/canary", "EVIL-D\n").status, 201);
-  EXPECT_EQ(put("/workspace/up/" + rel.substr(0, rel.rfind('/')) + "/new-file", "EVIL-N\n").status, 201);
+  EXPECT_EQ(put("/workspace/up/" + rel.substr(0, rel.rfind('/')) + "/new-file", "EVIL-N\n").status,
+            201);
   EXPECT_EQ(sh("cat '" + canary.file() + "'; ls '" + dir + "'"), "EVIL-D\ncanary\nnew-file\n");
   EXPECT_EQ(get(canary.file()).body, "EVIL-D\n") << "the absolute path names the sandbox's file";
   canary.expect_untouched("after writes through links into the sandbox's copy");
@@ -344,15 +357,19 @@ TEST_F(FileApiSecurity, SymlinksMadeInsideNeverReachTheHost) {
 // is inside the sandbox.
 TEST_F(FileApiSecurity, SymlinkSwappedDuringUploadsNeverReachesTheHost) {
   Canary canary("/var/tmp");
-  const std::string name = "swap-" + std::to_string(::getpid()) + "-" + std::to_string(::time(nullptr));
+  const std::string name =
+      "swap-" + std::to_string(::getpid()) + "-" + std::to_string(::time(nullptr));
   ASSERT_NE(access(("/" + name).c_str(), F_OK), 0) << "/" << name << " exists on the host already";
-  const std::string loop =
-      "mkdir -p '" + canary.dir() + "'; while :; do "
-      "rm -rf /workspace/swap; mkdir /workspace/swap; "
-      "rm -rf /workspace/swap; ln -s / /workspace/swap; "
-      "rm -f /workspace/swap; ln -s '" + canary.dir() + "' /workspace/swap; "
-      "done";
-  HttpReply started = d().request("POST", base() + "/processes", json{{"cmd", loop}, {"timeout", 120}}.dump());
+  const std::string loop = "mkdir -p '" + canary.dir() +
+                           "'; while :; do "
+                           "rm -rf /workspace/swap; mkdir /workspace/swap; "
+                           "rm -rf /workspace/swap; ln -s / /workspace/swap; "
+                           "rm -f /workspace/swap; ln -s '" +
+                           canary.dir() +
+                           "' /workspace/swap; "
+                           "done";
+  HttpReply started =
+      d().request("POST", base() + "/processes", json{{"cmd", loop}, {"timeout", 120}}.dump());
   ASSERT_EQ(started.status, 201) << describe(started);
   const std::string pid = started.json().value("id", "");
   ASSERT_FALSE(pid.empty());
@@ -369,8 +386,10 @@ TEST_F(FileApiSecurity, SymlinkSwappedDuringUploadsNeverReachesTheHost) {
         << describe(r);
   }
   HttpReply info = d().request("GET", base() + "/processes/" + pid);
-  EXPECT_EQ(info.json().value("state", ""), "running") << "the swap loop stopped early: " << describe(info);
-  HttpReply killed = d().request("POST", base() + "/processes/" + pid + "/signal", R"({"signal": "KILL"})");
+  EXPECT_EQ(info.json().value("state", ""), "running")
+      << "the swap loop stopped early: " << describe(info);
+  HttpReply killed =
+      d().request("POST", base() + "/processes/" + pid + "/signal", R"({"signal": "KILL"})");
   EXPECT_EQ(killed.status, 200) << describe(killed);
   (void)d().request("POST", base() + "/processes/" + pid + "/wait?timeout=10");
 
@@ -435,6 +454,34 @@ TEST_F(FileApiSecurity, NulBytesAndOverlongNamesAreInvalid) {
   EXPECT_EQ(sh("ls -A /workspace"), "") << "something was created";
 }
 
+// A name that is not UTF-8 (the sandbox may make any bytes) is listed as
+// name_b64, can be read, stat'ed and deleted by its %-encoded path, and
+// every reply is valid JSON (a path echoed back shows U+FFFD for the byte).
+TEST_F(FileApiSecurity, NamesThatAreNotUtf8CanBeListedReadAndDeleted) {
+  sh("printf x > \"/workspace/$(printf 'a\\377b')\"");
+  HttpReply l = list("/workspace");
+  ASSERT_EQ(l.status, 200) << describe(l);
+  auto entries = l.json().value("entries", json::array());
+  ASSERT_EQ(entries.size(), 1u) << l.body;
+  EXPECT_EQ(entries[0].value("name_b64", ""), "Yf9i") << l.body;  // "a\xffb"
+
+  const std::string raw = base() + "/files?path=/workspace/a%FFb";
+  HttpReply g = d().request("GET", raw);
+  EXPECT_EQ(g.status, 200) << describe(g);
+  EXPECT_EQ(g.body, "x");
+  HttpReply st = d().request("GET", base() + "/files/stat?path=/workspace/a%FFb");
+  EXPECT_EQ(st.status, 200) << describe(st);
+  EXPECT_EQ(st.json().value("name_b64", ""), "Yf9i") << st.body;
+
+  HttpReply del = d().request("DELETE", raw);
+  ASSERT_EQ(del.status, 200) << describe(del);
+  EXPECT_EQ(del.json().value("deleted", ""),
+            "/workspace/a\xef\xbf\xbd"
+            "b")
+      << del.body;
+  EXPECT_EQ(sh("ls -A /workspace"), "") << "the file was not deleted";
+}
+
 // ---- disk limit and memory ------------------------------------------------------------------
 
 TEST_F(FileApiSecurity, UploadCountsAgainstTheDiskLimit) {
@@ -444,7 +491,8 @@ TEST_F(FileApiSecurity, UploadCountsAgainstTheDiskLimit) {
   const std::string files = "/v1/sandboxes/" + small + "/files?path=";
   const http::Headers octets = {{"content-type", "application/octet-stream"}};
 
-  HttpReply big = d().request("PUT", files + "/workspace/big", std::string(16u << 20, 'b'), false, true, octets);
+  HttpReply big = d().request("PUT", files + "/workspace/big", std::string(16u << 20, 'b'), false,
+                              true, octets);
   EXPECT_EQ(big.status, 507) << describe(big);
   EXPECT_EQ(code_of(big), "insufficient_storage") << describe(big);
 
@@ -455,7 +503,8 @@ TEST_F(FileApiSecurity, UploadCountsAgainstTheDiskLimit) {
   }
   json e = d().exec(small, "echo still here");
   EXPECT_EQ(e.value("stdout", ""), "still here\n") << e.dump();
-  HttpReply ok = d().request("PUT", files + "/workspace/fits", std::string(4u << 20, 'f'), false, true, octets);
+  HttpReply ok = d().request("PUT", files + "/workspace/fits", std::string(4u << 20, 'f'), false,
+                             true, octets);
   EXPECT_EQ(ok.status, 201) << describe(ok);
   EXPECT_EQ(ok.json().value("bytes", std::uint64_t{0}), std::uint64_t{4} << 20) << describe(ok);
 
