@@ -67,7 +67,41 @@ void audit_file(ApiContext& ctx, const std::string& sandbox, std::string_view op
   extra["type"] = "file." + std::string(op);
   extra["sandbox"] = sandbox;
   extra["path"] = path;
+  if (!extra.contains("outcome")) extra["outcome"] = "ok";
   ctx.sandboxes.audit_now(extra);
+}
+
+// A failed file operation as the API reports it. The errno decides where
+// the generic mapping would mislead: a full disk is 507 as for an upload,
+// and a read-only mount or a write the kernel refused is a conflict with
+// the file's state (409), not a path escape.
+api::ApiError file_error(const Error& e) {
+  switch (e.sys_errno) {
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG:
+      return api::make_api_error(
+          "insufficient_storage", e.message, "",
+          e.hint.empty() ? "create the sandbox with a bigger limits.disk" : e.hint);
+    case EROFS:
+    case EACCES:
+    case EPERM:
+    case EBUSY:
+      return api::make_api_error("conflict", e.message, "", e.hint);
+    default:
+      return api::to_api_error(e);
+  }
+}
+
+// Answers a refused operation, and audits it first: X1 wants every file
+// operation in the log, refused ones (an escape attempt) above all.
+void refuse(ApiContext& ctx, ApiRequest& r, const Target& t, std::string_view op,
+            const std::string& path, const api::ApiError& e, json extra = json::object()) {
+  extra["outcome"] = "refused";
+  extra["error"] = e.code;
+  extra["reason"] = e.message;
+  audit_file(ctx, t.sandbox->id, op, path, std::move(extra));
+  send_error(r.out, e);
 }
 
 api::FileEntry entry_of(const FileInfo& f) {
@@ -108,26 +142,25 @@ void handle_file_upload(ApiContext& ctx, ApiRequest& r) {
     char* end = nullptr;
     unsigned long mode = std::strtoul(m->c_str(), &end, 8);
     if (m->empty() || *end != '\0' || mode > 0777)
-      return send_error(
-          r.out, api::make_api_error("invalid_value", "mode must be octal, 0 to 0777", "mode"));
+      return refuse(ctx, r, *t, "write", *path,
+                    api::make_api_error("invalid_value", "mode must be octal, 0 to 0777", "mode"));
     options.mode = static_cast<mode_t>(mode);
   }
   // serve.max_upload: a declared length over it is refused before the
   // file is opened (an existing file stays as it was) and before a byte of
   // the body is read (no "100 Continue" is sent).
   const std::uint64_t limit = ctx.limits.max_upload;
-  if (auto declared = r.body.declared_length(); limit != 0 && declared && *declared > limit) {
-    audit_file(ctx, t->sandbox->id, "write", *path,
-               {{"bytes", 0}, {"outcome", "refused"}, {"error", "over serve.max_upload"}});
-    return send_error(r.out, upload_too_large(std::to_string(*declared) + " bytes", limit));
-  }
+  if (auto declared = r.body.declared_length(); limit != 0 && declared && *declared > limit)
+    return refuse(ctx, r, *t, "write", *path,
+                  upload_too_large(std::to_string(*declared) + " bytes", limit), {{"bytes", 0}});
   auto fd = t->root->open_write(*path, options);
-  if (!fd) return send_error(r.out, api::to_api_error(fd.error()));
+  if (!fd) return refuse(ctx, r, *t, "write", *path, file_error(fd.error()), {{"bytes", 0}});
   // Files land as the sandbox's user, not as an unmapped host root.
   const uid_t uid = owner_uid(*t->sandbox);
   if (fchown(fd->get(), uid, uid) != 0)
-    return send_error(r.out,
-                      api::make_api_error("internal", "fchown: " + std::string(strerror(errno))));
+    return refuse(ctx, r, *t, "write", *path,
+                  api::make_api_error("internal", "fchown: " + std::string(strerror(errno))),
+                  {{"bytes", 0}});
   Sha256 hash;
   std::uint64_t total = 0;
   std::string buf(kBuffer, '\0');
@@ -136,8 +169,10 @@ void handle_file_upload(ApiContext& ctx, ApiRequest& r) {
     if (!n) {
       (void)ftruncate(fd->get(), 0);
       const bool timeout = n.error().code == ErrorCode::kTimeout;
-      return send_error(r.out, api::make_api_error(timeout ? "request_timeout" : "invalid_value",
-                                                   "upload interrupted: " + n.error().message));
+      return refuse(ctx, r, *t, "write", *path,
+                    api::make_api_error(timeout ? "request_timeout" : "invalid_value",
+                                        "upload interrupted: " + n.error().message),
+                    {{"bytes", total}});
     }
     if (*n == 0) break;
     if (limit != 0 && *n > limit - total) {
@@ -147,10 +182,9 @@ void handle_file_upload(ApiContext& ctx, ApiRequest& r) {
       (void)ftruncate(fd->get(), 0);
       fd->reset();
       (void)t->root->remove(*path);
-      audit_file(ctx, t->sandbox->id, "write", *path,
-                 {{"bytes", total}, {"outcome", "refused"}, {"error", "over serve.max_upload"}});
-      return send_error(r.out,
-                        upload_too_large("more than " + std::to_string(limit) + " bytes", limit));
+      return refuse(ctx, r, *t, "write", *path,
+                    upload_too_large("more than " + std::to_string(limit) + " bytes", limit),
+                    {{"bytes", total}});
     }
     hash.update(buf.data(), *n);
     std::size_t off = 0;
@@ -160,16 +194,14 @@ void handle_file_upload(ApiContext& ctx, ApiRequest& r) {
       if (w < 0) {
         const int e = errno;
         (void)ftruncate(fd->get(), 0);  // give the space back
-        audit_file(ctx, t->sandbox->id, "write", *path,
-                   {{"bytes", total}, {"outcome", "refused"}, {"error", strerror(e)}});
-        if (e == ENOSPC || e == EDQUOT || e == EFBIG)
-          return send_error(
-              r.out, api::make_api_error("insufficient_storage",
-                                         "the sandbox's disk limit is full after " +
-                                             std::to_string(total) + " bytes",
-                                         "", "create the sandbox with a bigger limits.disk"));
-        return send_error(r.out,
-                          api::make_api_error("internal", std::string("write: ") + strerror(e)));
+        return refuse(ctx, r, *t, "write", *path,
+                      e == ENOSPC || e == EDQUOT || e == EFBIG
+                          ? api::make_api_error("insufficient_storage",
+                                                "the sandbox's disk limit is full after " +
+                                                    std::to_string(total) + " bytes",
+                                                "", "create the sandbox with a bigger limits.disk")
+                          : api::make_api_error("internal", std::string("write: ") + strerror(e)),
+                      {{"bytes", total}});
       }
       off += static_cast<size_t>(w);
       total += static_cast<std::uint64_t>(w);
@@ -189,10 +221,10 @@ void handle_file_download(ApiContext& ctx, ApiRequest& r) {
   auto t = open_target(ctx, r);
   if (!t) return;
   auto fd = t->root->open_read(*path);
-  if (!fd) return send_error(r.out, api::to_api_error(fd.error()));
+  if (!fd) return refuse(ctx, r, *t, "read", *path, file_error(fd.error()));
   struct stat st;
   if (fstat(fd->get(), &st) != 0)
-    return send_error(r.out, api::make_api_error("internal", "fstat failed"));
+    return refuse(ctx, r, *t, "read", *path, api::make_api_error("internal", "fstat failed"));
   const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
   if (!r.out.start(200, {{"content-type", "application/octet-stream"}}, size)) return;
   Sha256 hash;
@@ -218,7 +250,7 @@ void handle_file_delete(ApiContext& ctx, ApiRequest& r) {
   if (!t) return;
   const bool recursive = query_flag(r, "recursive");
   if (auto st = t->root->remove(*path, recursive); !st)
-    return send_error(r.out, api::to_api_error(st.error()));
+    return refuse(ctx, r, *t, "delete", *path, file_error(st.error()), {{"recursive", recursive}});
   audit_file(ctx, t->sandbox->id, "delete", *path, {{"recursive", recursive}});
   send_json(r.out, 200, "{\"deleted\":" + json_path(*path) + "}");
 }
@@ -229,7 +261,7 @@ void handle_file_list(ApiContext& ctx, ApiRequest& r) {
   auto t = open_target(ctx, r);
   if (!t) return;
   auto listing = t->root->list(*path);
-  if (!listing) return send_error(r.out, api::to_api_error(listing.error()));
+  if (!listing) return refuse(ctx, r, *t, "list", *path, file_error(listing.error()));
   std::vector<api::FileEntry> entries;
   for (const auto& f : listing->entries) entries.push_back(entry_of(f));
   audit_file(ctx, t->sandbox->id, "list", *path, {{"entries", entries.size()}});
@@ -242,7 +274,7 @@ void handle_file_stat(ApiContext& ctx, ApiRequest& r) {
   auto t = open_target(ctx, r);
   if (!t) return;
   auto info = t->root->stat(*path);
-  if (!info) return send_error(r.out, api::to_api_error(info.error()));
+  if (!info) return refuse(ctx, r, *t, "stat", *path, file_error(info.error()));
   audit_file(ctx, t->sandbox->id, "stat", *path);
   send_json(r.out, 200, api::to_json(entry_of(*info)));
 }
@@ -257,7 +289,8 @@ void handle_file_mkdir(ApiContext& ctx, ApiRequest& r) {
   // Owned by the sandbox's user, like uploads.
   const uid_t uid = owner_uid(*t->sandbox);
   if (auto st = t->root->mkdir(request->path, request->mode, request->parents, uid, uid); !st)
-    return send_error(r.out, api::to_api_error(st.error()));
+    return refuse(ctx, r, *t, "mkdir", request->path, file_error(st.error()),
+                  {{"parents", request->parents}});
   audit_file(ctx, t->sandbox->id, "mkdir", request->path, {{"parents", request->parents}});
   send_json(r.out, 201, "{\"path\":" + json_path(request->path) + "}");
 }
@@ -270,7 +303,8 @@ void handle_file_rename(ApiContext& ctx, ApiRequest& r) {
   auto t = open_target(ctx, r);
   if (!t) return;
   if (auto st = t->root->rename(request->from, request->to, !request->overwrite); !st)
-    return send_error(r.out, api::to_api_error(st.error()));
+    return refuse(ctx, r, *t, "rename", request->from, file_error(st.error()),
+                  {{"to", request->to}});
   audit_file(ctx, t->sandbox->id, "rename", request->from, {{"to", request->to}});
   send_json(r.out, 200,
             "{\"from\":" + json_path(request->from) + ",\"to\":" + json_path(request->to) + "}");

@@ -2,11 +2,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <poll.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <linux/magic.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -114,6 +114,19 @@ tl::unexpected<Error> path_error(std::string_view op, std::string_view path, int
     case EPERM:
       code = ErrorCode::kPermissionDenied;
       what += "permission denied";
+      break;
+    case EROFS:
+      code = ErrorCode::kPermissionDenied;
+      what += "the path is on a read-only mount in the sandbox";
+      hint = "write under /workspace or /tmp, or mount the volume read-write";
+      break;
+    case EINVAL:
+      code = ErrorCode::kInvalidArgument;
+      what += "invalid for this file (a directory cannot move into itself)";
+      break;
+    case EBUSY:
+      code = ErrorCode::kAlreadyExists;
+      what += "the path is a mount point in use";
       break;
     default:
       break;
@@ -366,8 +379,8 @@ Result<Listing> ConfinedRoot::list(std::string_view path, std::size_t max_entrie
         S_ISLNK(st.st_mode)) {
       return path_error("list", path, ELOOP, true);
     }
-    dir.reset(open_last(r->parent.get(), r->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0,
-                        last_flags()));
+    dir.reset(
+        open_last(r->parent.get(), r->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, last_flags()));
     if (dir) CORRAL_TRY(check_fs(dir.get(), "list", path));
   }
   if (!dir) return path_error("list", path, errno, true);
@@ -557,9 +570,8 @@ Result<UniqueFd> ConfinedRoot::open_read(std::string_view path) const {
     return refuse("open_read", path, "not a regular file",
                   "the file API reads and writes regular files only");
   }
-  UniqueFd fd(
-      open_last(r->parent.get(), r->name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0,
-                last_flags()));
+  UniqueFd fd(open_last(r->parent.get(), r->name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0,
+                        last_flags()));
   if (!fd) return path_error("open_read", path, errno, true);
   // Check what was opened, not what was looked at (it may have been swapped).
   if (::fstat(fd.get(), &st) != 0) return path_error("open_read", path, errno, true);

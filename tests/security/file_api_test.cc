@@ -256,6 +256,24 @@ TEST_F(FileApiSecurity, DotDotIsRefusedEverywhere) {
     expect_path_escape(rename(path, "/workspace/stolen"), "rename from");
   }
   canary.expect_untouched("after the .. attacks");
+
+  // Every refused attempt is in the audit log (X1), with its code: 5 paths,
+  // 9 operations each, of this sandbox.
+  std::map<std::string, int> refused;
+  for (const std::string type : {"file.read", "file.write", "file.stat", "file.list", "file.delete",
+                                 "file.mkdir", "file.rename"}) {
+    for (const auto& rec : d().audit_records(type)) {
+      if (rec.value("sandbox", "") != id_ || rec.value("outcome", "") != "refused") continue;
+      EXPECT_EQ(rec.value("error", ""), "path_escape") << rec.dump();
+      EXPECT_FALSE(rec.value("reason", "").empty()) << rec.dump();
+      ++refused[type];
+    }
+  }
+  EXPECT_EQ(refused["file.read"], 5);
+  EXPECT_EQ(refused["file.write"], 5);
+  EXPECT_EQ(refused["file.rename"], 10);
+  EXPECT_EQ(refused["file.mkdir"], 5);
+  EXPECT_EQ(refused["file.delete"] + refused["file.stat"] + refused["file.list"], 15);
 }
 
 TEST_F(FileApiSecurity, AbsoluteHostPathsStayInsideTheSandbox) {
@@ -452,6 +470,49 @@ TEST_F(FileApiSecurity, NulBytesAndOverlongNamesAreInvalid) {
   expect_invalid(put(long_path, "x"), "upload to a 4 KiB path");
   expect_invalid(mkdir(long_path, true), "mkdir of a 4 KiB path");
   EXPECT_EQ(sh("ls -A /workspace"), "") << "something was created";
+}
+
+// What the kernel refuses is a clear 409 or 400, never a 500: a write
+// into a read-only mount, a directory moved into itself.
+TEST(FileApiErrors, ReadOnlyMountsAndImpossibleRenamesAreClearErrors) {
+  const std::string host = make_temp_dir("ro-mount");
+  host_sh("echo kept > '" + host + "/f'");
+  TestDaemon d({}, "serve:\n  mount_roots: [" + host + "]\n");
+  ASSERT_TRUE(d.ready()) << d.output();
+  HttpReply c;
+  const std::string id = d.create_sandbox(
+      json{{"mounts", json::array({{{"source", host}, {"target", "/data"}, {"writable", false}}})}}
+          .dump(),
+      &c);
+  ASSERT_FALSE(id.empty()) << describe(c);
+  const std::string files = "/v1/sandboxes/" + id + "/files";
+  HttpReply w = d.request("PUT", files + "?path=/data/f", "EVIL", false, true,
+                          {{"content-type", "application/octet-stream"}});
+  EXPECT_EQ(w.status, 409) << describe(w);
+  EXPECT_NE(w.body.find("read-only"), std::string::npos) << describe(w);
+  HttpReply rm = d.request("DELETE", files + "?path=/data/f");
+  EXPECT_EQ(rm.status, 409) << describe(rm);
+  EXPECT_EQ(host_sh("cat '" + host + "/f'"), "kept\n") << "the read-only mount was changed";
+
+  HttpReply mk =
+      d.request("POST", files + "/mkdir", R"({"path": "/workspace/d/e", "parents": true})");
+  ASSERT_EQ(mk.status, 201) << describe(mk);
+  HttpReply into =
+      d.request("POST", files + "/rename", R"({"from": "/workspace/d", "to": "/workspace/d/e/d"})");
+  EXPECT_EQ(into.status, 400) << describe(into);
+  EXPECT_EQ(code_of(into), "invalid_value") << describe(into);
+
+  // Both refusals are audited with their codes.
+  auto writes = d.audit_records("file.write");
+  ASSERT_FALSE(writes.empty());
+  EXPECT_EQ(writes.back().value("outcome", ""), "refused") << writes.back().dump();
+  EXPECT_EQ(writes.back().value("error", ""), "conflict") << writes.back().dump();
+  auto renames = d.audit_records("file.rename");
+  ASSERT_FALSE(renames.empty());
+  EXPECT_EQ(renames.back().value("error", ""), "invalid_value") << renames.back().dump();
+
+  d.request("DELETE", "/v1/sandboxes/" + id);
+  host_sh("rm -rf '" + host + "'");
 }
 
 // A name that is not UTF-8 (the sandbox may make any bytes) is listed as
