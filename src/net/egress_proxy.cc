@@ -273,6 +273,19 @@ using namespace egress_detail;
 struct EgressProxy::Impl {
   std::shared_ptr<Resolver> resolver;
   std::shared_ptr<DnsAnswers> answers;
+  // Resolvers (with their caches) of sandboxes that name DNS servers of
+  // their own, one per list of servers.
+  std::mutex own_resolvers_mu;
+  std::map<std::vector<std::string>, std::shared_ptr<UpstreamResolver>> own_resolvers;
+  std::shared_ptr<Resolver> resolver_for(const std::vector<std::string>& servers) {
+    if (servers.empty()) return resolver;
+    std::lock_guard<std::mutex> lock(own_resolvers_mu);
+    if (auto it = own_resolvers.find(servers); it != own_resolvers.end()) return it->second;
+    if (own_resolvers.size() >= 256) own_resolvers.clear();  // bounded; many sets are rare
+    auto r = std::make_shared<UpstreamResolver>(servers);
+    own_resolvers.emplace(servers, r);
+    return r;
+  }
   EgressAuditSink audit;
   EgressProxyOptions options;
   // Broker mode: the client context of intercepted connections (set when
@@ -511,8 +524,7 @@ bool Session::route(const Target& t, const std::shared_ptr<const NetworkPolicy>&
     // have been asked).
     const std::string& name = t.names.front();
     // A sandbox with DNS servers of its own resolves through them here too.
-    UpstreamResolver own_servers(policy->dns_servers);
-    Resolver* resolver = policy->dns_servers.empty() ? px_.resolver.get() : &own_servers;
+    std::shared_ptr<Resolver> resolver = px_.resolver_for(policy->dns_servers);
     auto addrs = resolver != nullptr ? resolver->resolve(name, policy->request_timeout)
                                      : Result<std::vector<IpAddress>>(make_error(
                                            ErrorCode::kUnavailable, "no resolver configured"));
