@@ -10,6 +10,7 @@
 
 #include "base/sha256.h"
 #include "daemon/api_context.h"
+#include "daemon/file_ops.h"
 #include "daemon/sandbox_service.h"
 #include "fs/confined_root.h"
 
@@ -32,11 +33,9 @@ std::optional<Target> open_target(ApiContext& ctx, ApiRequest& r) {
     send_error(r.out, e.error());
     return std::nullopt;
   }
-  auto root = ConfinedRoot::open((*e)->live->root_path(), /*cross_mounts=*/true);
+  auto root = open_sandbox_root(**e);
   if (!root) {
-    send_error(r.out,
-               api::make_api_error("conflict", "the root of sandbox " + (*e)->id +
-                                                   " is not reachable: " + root.error().message));
+    send_error(r.out, root.error());
     return std::nullopt;
   }
   Target t{*e, std::nullopt};
@@ -64,43 +63,14 @@ std::string json_path(const std::string& path) {
 
 void audit_file(ApiContext& ctx, const std::string& sandbox, std::string_view op,
                 const std::string& path, json extra = json::object()) {
-  extra["type"] = "file." + std::string(op);
-  extra["sandbox"] = sandbox;
-  extra["path"] = path;
-  if (!extra.contains("outcome")) extra["outcome"] = "ok";
-  ctx.sandboxes.audit_now(extra);
-}
-
-// A failed file operation as the API reports it. The errno decides where
-// the generic mapping would mislead: a full disk is 507 as for an upload,
-// and a read-only mount or a write the kernel refused is a conflict with
-// the file's state (409), not a path escape.
-api::ApiError file_error(const Error& e) {
-  switch (e.sys_errno) {
-    case ENOSPC:
-    case EDQUOT:
-    case EFBIG:
-      return api::make_api_error(
-          "insufficient_storage", e.message, "",
-          e.hint.empty() ? "create the sandbox with a bigger limits.disk" : e.hint);
-    case EROFS:
-    case EACCES:
-    case EPERM:
-    case EBUSY:
-      return api::make_api_error("conflict", e.message, "", e.hint);
-    default:
-      return api::to_api_error(e);
-  }
+  daemon::audit_file(ctx.sandboxes, sandbox, op, path, std::move(extra));
 }
 
 // Answers a refused operation, and audits it first: X1 wants every file
 // operation in the log, refused ones (an escape attempt) above all.
 void refuse(ApiContext& ctx, ApiRequest& r, const Target& t, std::string_view op,
             const std::string& path, const api::ApiError& e, json extra = json::object()) {
-  extra["outcome"] = "refused";
-  extra["error"] = e.code;
-  extra["reason"] = e.message;
-  audit_file(ctx, t.sandbox->id, op, path, std::move(extra));
+  audit_refused(ctx.sandboxes, t.sandbox->id, op, path, e, std::move(extra));
   send_error(r.out, e);
 }
 
@@ -116,10 +86,6 @@ api::FileEntry entry_of(const FileInfo& f) {
   e.mtime_ms = f.mtime_ns / 1000000;
   e.link_target = f.link_target;
   return e;
-}
-
-uid_t owner_uid(const SandboxEntry& s) {
-  return s.spec.root ? s.live->identity().host_uid_base : s.live->host_user_uid();
 }
 
 api::ApiError upload_too_large(std::string_view size, std::uint64_t limit) {
@@ -156,7 +122,7 @@ void handle_file_upload(ApiContext& ctx, ApiRequest& r) {
   auto fd = t->root->open_write(*path, options);
   if (!fd) return refuse(ctx, r, *t, "write", *path, file_error(fd.error()), {{"bytes", 0}});
   // Files land as the sandbox's user, not as an unmapped host root.
-  const uid_t uid = owner_uid(*t->sandbox);
+  const uid_t uid = file_owner(*t->sandbox);
   if (fchown(fd->get(), uid, uid) != 0)
     return refuse(ctx, r, *t, "write", *path,
                   api::make_api_error("internal", "fchown: " + std::string(strerror(errno))),
@@ -226,7 +192,10 @@ void handle_file_download(ApiContext& ctx, ApiRequest& r) {
   if (fstat(fd->get(), &st) != 0)
     return refuse(ctx, r, *t, "read", *path, api::make_api_error("internal", "fstat failed"));
   const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
-  if (!r.out.start(200, {{"content-type", "application/octet-stream"}}, size)) return;
+  if (!r.out.start(200, {{"content-type", "application/octet-stream"}}, size)) {
+    audit_file(ctx, t->sandbox->id, "read", *path, {{"bytes", 0}, {"complete", false}});
+    return;
+  }
   Sha256 hash;
   std::uint64_t sent = 0;
   std::string buf(kBuffer, '\0');
@@ -287,7 +256,7 @@ void handle_file_mkdir(ApiContext& ctx, ApiRequest& r) {
   auto t = open_target(ctx, r);
   if (!t) return;
   // Owned by the sandbox's user, like uploads.
-  const uid_t uid = owner_uid(*t->sandbox);
+  const uid_t uid = file_owner(*t->sandbox);
   if (auto st = t->root->mkdir(request->path, request->mode, request->parents, uid, uid); !st)
     return refuse(ctx, r, *t, "mkdir", request->path, file_error(st.error()),
                   {{"parents", request->parents}});

@@ -75,8 +75,10 @@ tl::unexpected<Error> path_error(std::string_view op, std::string_view path, int
       break;
     case EXDEV:
       code = ErrorCode::kPermissionDenied;
-      what += "the path crosses a mount point inside the sandbox";
-      hint = "the file API reaches only the sandbox's own root filesystem";
+      what += "the operation would cross a mount point inside the sandbox";
+      hint =
+          "a rename stays within one mount (copy across mounts instead); a recursive delete "
+          "does not enter a mount nested in the tree";
       break;
     case ENOTDIR:
       code = ErrorCode::kInvalidArgument;
@@ -457,7 +459,7 @@ Status ConfinedRoot::mkdir(std::string_view path, mode_t mode, bool parents, uid
   return ok();
 }
 
-Status ConfinedRoot::remove_tree(int dir_fd, std::string_view op, std::string_view path,
+Status ConfinedRoot::remove_tree(int dir_fd, dev_t dev, std::string_view op, std::string_view path,
                                  int depth) const {
   if (depth > kMaxRemoveDepth) {
     return make_error(ErrorCode::kResourceExhausted,
@@ -486,14 +488,14 @@ Status ConfinedRoot::remove_tree(int dir_fd, std::string_view op, std::string_vi
         return path_error(op, path, errno, false);
       }
       if (S_ISDIR(st.st_mode)) {
-        if (st.st_dev != dev_) return path_error(op, path, EXDEV, false);
+        if (st.st_dev != dev) return path_error(op, path, EXDEV, false);
         std::string name = ent->d_name;
         UniqueFd child(open_last(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0));
         if (!child) {
           if (errno == ENOENT) continue;
           return path_error(op, path, errno, false);
         }
-        CORRAL_TRY(remove_tree(child.get(), op, path, depth + 1));
+        CORRAL_TRY(remove_tree(child.get(), dev, op, path, depth + 1));
         if (::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
           return path_error(op, path, errno, false);
         }
@@ -525,12 +527,17 @@ Status ConfinedRoot::remove(std::string_view path, bool recursive) const {
     return ok();
   }
   if (recursive) {
-    UniqueFd dir(open_last(r->parent.get(), r->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0));
+    UniqueFd dir(
+        open_last(r->parent.get(), r->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, last_flags()));
     if (!dir) return path_error("remove", path, errno, true);
+    CORRAL_TRY(check_fs(dir.get(), "remove", path));
     struct stat dst {};
     if (::fstat(dir.get(), &dst) != 0) return path_error("remove", path, errno, true);
-    if (dst.st_dev != dev_) return path_error("remove", path, EXDEV, true);
-    CORRAL_TRY(remove_tree(dir.get(), "remove", path, 1));
+    // Without mount crossing the tree must be on the root's own mount; with
+    // it, the tree is removed on whichever mount it is, and a mount nested
+    // inside it is not entered.
+    if (!cross_mounts_ && dst.st_dev != dev_) return path_error("remove", path, EXDEV, true);
+    CORRAL_TRY(remove_tree(dir.get(), dst.st_dev, "remove", path, 1));
   }
   if (::unlinkat(r->parent.get(), r->name.c_str(), AT_REMOVEDIR) != 0) {
     return path_error("remove", path, errno, true);

@@ -128,15 +128,18 @@ class ConfinedRoot {
   Result<Resolved> resolve(std::string_view op, std::string_view path) const;
   // openat2(root_fd, rel, flags, RESOLVE_IN_ROOT | ...), retried on EAGAIN.
   int open_in_root(const std::string& rel, int flags) const;
-  Status remove_tree(int dir_fd, std::string_view op, std::string_view path, int depth) const;
+  // Removes what is below dir_fd, all on device `dev` (the tree's own
+  // mount: a mount nested inside it is not entered).
+  Status remove_tree(int dir_fd, dev_t dev, std::string_view op, std::string_view path,
+                     int depth) const;
 
   std::uint64_t in_root_flags() const;
   std::uint64_t last_flags() const;
   Status check_fs(int fd, std::string_view op, std::string_view path) const;
 
   UniqueFd root_;
-  dev_t dev_ = 0;
-  bool cross_mounts_ = false;  // st_dev of the root, for the recursive removal
+  dev_t dev_ = 0;  // st_dev of the root
+  bool cross_mounts_ = false;
 };
 
 struct CopyStats {

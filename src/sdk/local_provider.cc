@@ -2,9 +2,9 @@
 // it, called directly. exec and the file transfers follow the daemon's
 // handlers (daemon/exec_api.cc handle_exec, daemon/file_api.cc
 // handle_file_upload / handle_file_download) step for step: same pipes and
-// drain rule, same confined root, owner, limits, audit records. They are
-// copies for now; the daemon's loops are bound to an HTTP request and
-// response and cannot be called without one.
+// drain rule, limits, and (from daemon/file_ops.h, shared) the same confined
+// root, file owner, error mapping and audit records. The transfer loops are
+// copies; the daemon's are bound to an HTTP request and response.
 #include "sdk/local_provider.h"
 
 #include <fcntl.h>
@@ -25,6 +25,7 @@
 #include "base/paths.h"
 #include "base/sha256.h"
 #include "daemon/daemon_config.h"
+#include "daemon/file_ops.h"
 #include "daemon/metrics.h"
 #include "daemon/sandbox_service.h"
 #include "fs/confined_root.h"
@@ -41,8 +42,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-constexpr std::size_t kChunk = 64 * 1024;       // exec_api.cc
-constexpr std::size_t kFileBuffer = 1 << 20;    // file_api.cc
+constexpr std::size_t kChunk = 64 * 1024;     // exec_api.cc
+constexpr std::size_t kFileBuffer = 1 << 20;  // file_api.cc
 
 struct Pipe {
   UniqueFd read, write;
@@ -58,7 +59,9 @@ Result<Pipe> make_pipe() {
 
 void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
-tl::unexpected<Error> api_error(const api::ApiError& e) { return tl::unexpected(error_from_api(e)); }
+tl::unexpected<Error> api_error(const api::ApiError& e) {
+  return tl::unexpected(error_from_api(e));
+}
 
 tl::unexpected<Error> api_error(std::string_view code, std::string message, std::string hint = {}) {
   return api_error(api::make_api_error(code, std::move(message), {}, std::move(hint)));
@@ -95,7 +98,8 @@ LocalProvider::~LocalProvider() {
   if (state_->options.destroy_on_close) {
     if (auto list = state_->service->list(); list) {
       for (const auto& info : *list) {
-        if (info.state != "cleaned") (void)state_->service->destroy(info.id, "LocalProvider closed");
+        if (info.state != "cleaned")
+          (void)state_->service->destroy(info.id, "LocalProvider closed");
       }
     }
   }
@@ -115,11 +119,11 @@ Result<std::unique_ptr<LocalProvider>> LocalProvider::open(LocalOptions options)
                       "LocalProvider needs an absolute data_dir, not \"" + options.data_dir + "\"",
                       "give it a private directory (state, audit log, images)");
   if (int n = thread_count(); n > 1)
-    return make_error(ErrorCode::kInvalidArgument,
-                      "LocalProvider::open() was called with " + std::to_string(n) +
-                          " threads running",
-                      "call it first thing in main(), before anything starts a thread: it forks "
-                      "the sandbox factory");
+    return make_error(
+        ErrorCode::kInvalidArgument,
+        "LocalProvider::open() was called with " + std::to_string(n) + " threads running",
+        "call it first thing in main(), before anything starts a thread: it forks "
+        "the sandbox factory");
 
   DaemonConfig config = default_daemon_config();
   config.data_dir = options.data_dir;
@@ -141,7 +145,8 @@ Result<std::unique_ptr<LocalProvider>> LocalProvider::open(LocalOptions options)
   state->options = options;
   state->max_exec_output = config.max_exec_output_bytes;
   auto factory = SandboxFactory::start();
-  if (!factory) return tl::unexpected(std::move(factory).error().wrap("starting the sandbox factory"));
+  if (!factory)
+    return tl::unexpected(std::move(factory).error().wrap("starting the sandbox factory"));
   state->factory = std::move(*factory);
   auto store = StateStore::open(config.data_dir + "/state.db");
   if (!store) return tl::unexpected(std::move(store).error());
@@ -339,25 +344,19 @@ struct Target {
 Result<Target> open_target(daemon::SandboxService& service, std::string_view id) {
   auto e = service.live(id);
   if (!e) return api_error(e.error());
-  auto root = ConfinedRoot::open((*e)->live->root_path());
-  if (!root)
-    return api_error("conflict", "the root of sandbox " + (*e)->id +
-                                     " is not reachable: " + root.error().message);
+  auto root = daemon::open_sandbox_root(**e);
+  if (!root) return api_error(root.error());
   Target t{*e, std::nullopt};
   t.root.emplace(std::move(*root));
   return t;
 }
 
-uid_t owner_uid(const daemon::SandboxEntry& s) {
-  return s.spec.root ? s.live->identity().host_uid_base : s.live->host_user_uid();
-}
-
-void audit_file(daemon::SandboxService& service, const std::string& sandbox, std::string_view op,
-                std::string_view path, json extra) {
-  extra["type"] = "file." + std::string(op);
-  extra["sandbox"] = sandbox;
-  extra["path"] = std::string(path);
-  service.audit_now(extra);
+// Audits a refused operation, then returns its error.
+tl::unexpected<Error> refused(daemon::SandboxService& service, const Target& t, std::string_view op,
+                              std::string_view path, const api::ApiError& e,
+                              json extra = json::object()) {
+  daemon::audit_refused(service, t.sandbox->id, op, path, e, std::move(extra));
+  return api_error(e);
 }
 
 }  // namespace
@@ -375,10 +374,13 @@ Result<api::UploadResult> LocalProvider::put_file_from(std::string_view id, std:
   WriteOptions options;
   options.mode = static_cast<mode_t>(mode);
   auto fd = t->root->open_write(path, options);
-  if (!fd) return api_error(api::to_api_error(fd.error()));
-  const uid_t uid = owner_uid(*t->sandbox);
+  if (!fd)
+    return refused(service, *t, "write", path, daemon::file_error(fd.error()), {{"bytes", 0}});
+  const uid_t uid = daemon::file_owner(*t->sandbox);
   if (fchown(fd->get(), uid, uid) != 0)
-    return api_error("internal", "fchown: " + std::string(strerror(errno)));
+    return refused(service, *t, "write", path,
+                   api::make_api_error("internal", "fchown: " + std::string(strerror(errno))),
+                   {{"bytes", 0}});
   Sha256 hash;
   std::uint64_t total = 0;
   std::string buf(kFileBuffer, '\0');
@@ -386,14 +388,19 @@ Result<api::UploadResult> LocalProvider::put_file_from(std::string_view id, std:
     auto n = source(buf.data(), buf.size());
     if (!n) {
       (void)ftruncate(fd->get(), 0);
-      return tl::unexpected(std::move(n).error().wrap("upload source"));
+      Error why = std::move(n).error().wrap("upload source");
+      daemon::audit_refused(service, t->sandbox->id, "write", path, api::to_api_error(why),
+                            {{"bytes", total}});
+      return tl::unexpected(std::move(why));
     }
     if (*n == 0) break;
     if (length && *n > *length - total) {
       (void)ftruncate(fd->get(), 0);
-      return make_error(ErrorCode::kInvalidArgument,
-                        "upload source produced more than the declared " +
-                            std::to_string(*length) + " bytes");
+      return refused(
+          service, *t, "write", path,
+          api::make_api_error("invalid_value", "upload source produced more than the declared " +
+                                                   std::to_string(*length) + " bytes"),
+          {{"bytes", total}});
     }
     hash.update(buf.data(), *n);
     std::size_t off = 0;
@@ -403,14 +410,14 @@ Result<api::UploadResult> LocalProvider::put_file_from(std::string_view id, std:
       if (w < 0) {
         const int e = errno;
         (void)ftruncate(fd->get(), 0);  // give the space back
-        audit_file(service, t->sandbox->id, "write", path,
-                   {{"bytes", total}, {"outcome", "refused"}, {"error", strerror(e)}});
-        if (e == ENOSPC || e == EDQUOT || e == EFBIG)
-          return api_error("insufficient_storage",
-                           "the sandbox's disk limit is full after " + std::to_string(total) +
-                               " bytes",
-                           "create the sandbox with a bigger limits.disk");
-        return api_error("internal", std::string("write: ") + strerror(e));
+        return refused(service, *t, "write", path,
+                       e == ENOSPC || e == EDQUOT || e == EFBIG
+                           ? api::make_api_error("insufficient_storage",
+                                                 "the sandbox's disk limit is full after " +
+                                                     std::to_string(total) + " bytes",
+                                                 "", "create the sandbox with a bigger limits.disk")
+                           : api::make_api_error("internal", std::string("write: ") + strerror(e)),
+                       {{"bytes", total}});
       }
       off += static_cast<size_t>(w);
       total += static_cast<std::uint64_t>(w);
@@ -418,15 +425,18 @@ Result<api::UploadResult> LocalProvider::put_file_from(std::string_view id, std:
   }
   if (length && total != *length) {
     (void)ftruncate(fd->get(), 0);
-    return make_error(ErrorCode::kInvalidArgument,
-                      "upload source ended " + std::to_string(*length - total) +
-                          " bytes short of the declared length");
+    return refused(service, *t, "write", path,
+                   api::make_api_error("invalid_value", "upload source ended " +
+                                                            std::to_string(*length - total) +
+                                                            " bytes short of the declared length"),
+                   {{"bytes", total}});
   }
   api::UploadResult result;
   result.path = std::string(path);
   result.bytes = total;
   result.sha256 = Sha256::hex(hash.final());
-  audit_file(service, t->sandbox->id, "write", path, {{"bytes", total}, {"sha256", result.sha256}});
+  daemon::audit_file(service, t->sandbox->id, "write", path,
+                     {{"bytes", total}, {"sha256", result.sha256}});
   return result;
 }
 
@@ -438,9 +448,10 @@ Result<std::uint64_t> LocalProvider::get_file_to(std::string_view id, std::strin
   auto t = open_target(service, id);
   if (!t) return tl::unexpected(std::move(t).error());
   auto fd = t->root->open_read(path);
-  if (!fd) return api_error(api::to_api_error(fd.error()));
+  if (!fd) return refused(service, *t, "read", path, daemon::file_error(fd.error()));
   struct stat st;
-  if (fstat(fd->get(), &st) != 0) return api_error("internal", "fstat failed");
+  if (fstat(fd->get(), &st) != 0)
+    return refused(service, *t, "read", path, api::make_api_error("internal", "fstat failed"));
   const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
   Sha256 hash;
   std::uint64_t sent = 0;
@@ -456,13 +467,14 @@ Result<std::uint64_t> LocalProvider::get_file_to(std::string_view id, std::strin
     if (!sink_status) break;
     sent += static_cast<std::uint64_t>(n);
   }
-  audit_file(service, t->sandbox->id, "read", path,
-             {{"bytes", sent}, {"sha256", Sha256::hex(hash.final())}, {"complete", sent == size}});
+  daemon::audit_file(
+      service, t->sandbox->id, "read", path,
+      {{"bytes", sent}, {"sha256", Sha256::hex(hash.final())}, {"complete", sent == size}});
   if (!sink_status) return tl::unexpected(sink_status.error());
   if (sent != size)
-    return make_error(ErrorCode::kSystem, "reading " + std::string(path) + " ended after " +
-                                              std::to_string(sent) + " of " +
-                                              std::to_string(size) + " bytes",
+    return make_error(ErrorCode::kSystem,
+                      "reading " + std::string(path) + " ended after " + std::to_string(sent) +
+                          " of " + std::to_string(size) + " bytes",
                       "the file shrank while it was read");
   return sent;
 }

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <random>
@@ -133,6 +134,20 @@ class SdkProvider : public ::testing::TestWithParam<std::string> {
     auto result = provider_->exec(id, r);
     EXPECT_TRUE(result) << result.error().to_string();
     return result ? *result : api::ExecResult{};
+  }
+
+  // The audit records of `type` about sandbox `id`, from the data dir of
+  // whichever provider this is.
+  std::vector<nlohmann::json> audit_of(const std::string& type, const std::string& id) const {
+    const std::string path = (daemon_ ? daemon_->data_dir() : g_local_dir + "/data") + "/audit.log";
+    std::vector<nlohmann::json> out;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_object() && j.value("type", "") == type && j.value("sandbox", "") == id)
+        out.push_back(j);
+    }
+    return out;
   }
 
   SandboxProvider* provider_ = nullptr;
@@ -296,8 +311,9 @@ TEST_P(SdkProvider, StreamedExecDeliversOutputWhileItRuns) {
   ASSERT_TRUE(first_at);
   // "first" arrived while the command was still sleeping.
   EXPECT_LT(*first_at + std::chrono::milliseconds(1500), total)
-      << "first chunk after " << std::chrono::duration_cast<std::chrono::milliseconds>(*first_at).count()
-      << " ms of " << std::chrono::duration_cast<std::chrono::milliseconds>(total).count();
+      << "first chunk after "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(*first_at).count() << " ms of "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(total).count();
   EXPECT_TRUE(provider_->destroy(id));
 }
 
@@ -335,7 +351,9 @@ TEST_P(SdkProvider, PutExecGetRoundTrip) {
   EXPECT_TRUE(*back == blob) << "downloaded bytes differ";
 
   // A file made inside, streamed to a host fd.
-  r = sh(id, "head -c 3000000 /dev/urandom > /workspace/made; sha256sum /workspace/made | cut -d' ' -f1");
+  r = sh(
+      id,
+      "head -c 3000000 /dev/urandom > /workspace/made; sha256sum /workspace/made | cut -d' ' -f1");
   ASSERT_EQ(r.exit_code, 0) << r.stderr_data;
   std::string dir = make_temp_dir("sdk-get");
   const std::string local = dir + "/made";
@@ -384,6 +402,19 @@ TEST_P(SdkProvider, FileErrors) {
   // A missing parent directory is an error, not created on the fly.
   auto no_parent = provider_->put_file(id, "/workspace/a/b/c.txt", "data");
   EXPECT_FALSE(no_parent);
+  // Both providers audit the refusals alike (X1), with the API's codes.
+  auto reads = audit_of("file.read", id);
+  ASSERT_EQ(reads.size(), 2u);
+  EXPECT_EQ(reads[0].value("error", ""), "not_found") << reads[0].dump();
+  EXPECT_EQ(reads[1].value("error", ""), "path_escape") << reads[1].dump();
+  auto writes = audit_of("file.write", id);
+  ASSERT_EQ(writes.size(), 2u);
+  for (const auto& w : writes) {
+    EXPECT_EQ(w.value("outcome", ""), "refused") << w.dump();
+    EXPECT_FALSE(w.value("reason", "").empty()) << w.dump();
+  }
+  EXPECT_EQ(writes[0].value("error", ""), "path_escape") << writes[0].dump();
+  EXPECT_EQ(writes[1].value("error", ""), "not_found") << writes[1].dump();
   EXPECT_TRUE(provider_->destroy(id));
 }
 
@@ -435,7 +466,9 @@ TEST_P(SdkProvider, BadSpecAndIdempotencyKey) {
 
 INSTANTIATE_TEST_SUITE_P(Providers, SdkProvider,
                          ::testing::Values("Local", "RemoteUnix", "RemoteTcp"),
-                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 }  // namespace
 }  // namespace corral::testing

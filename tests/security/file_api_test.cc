@@ -518,6 +518,15 @@ TEST(FileApiErrors, ReadOnlyMountsAndImpossibleRenamesAreClearErrors) {
   host_sh("rm -rf '" + host + "'");
 }
 
+// The sandbox's /tmp is a mount of its own: a tree there is removed like
+// one on the root file system.
+TEST_F(FileApiSecurity, RecursiveDeleteWorksOnAnotherMount) {
+  sh("mkdir -p /tmp/tree/a/b && echo x > /tmp/tree/a/b/f && echo y > /tmp/tree/g");
+  HttpReply r = del("/tmp/tree", true);
+  EXPECT_EQ(r.status, 200) << describe(r);
+  EXPECT_EQ(sh("test -e /tmp/tree || echo gone"), "gone\n");
+}
+
 // A name that is not UTF-8 (the sandbox may make any bytes) is listed as
 // name_b64, can be read, stat'ed and deleted by its %-encoded path, and
 // every reply is valid JSON (a path echoed back shows U+FFFD for the byte).

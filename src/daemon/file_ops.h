@@ -1,0 +1,48 @@
+// What the daemon's file handlers (file_api.cc) and the SDK's LocalProvider
+// share, so that a file operation answers and is audited alike through
+// either: the sandbox's confined root, the owner of new files, how a
+// failure maps to an API error, and the audit records (X1: every file
+// operation, refused ones too).
+#pragma once
+
+#include <sys/types.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "api/api_model.h"
+#include "base/result.h"
+#include "fs/confined_root.h"
+
+namespace corral::daemon {
+
+class SandboxService;
+struct SandboxEntry;
+
+// The sandbox's root, resolved by file descriptor; paths may cross into
+// the sandbox's own mounts (/tmp, volumes) but never reach kernel file
+// systems. A kernel without openat2 is 503, anything else 409.
+tl::expected<ConfinedRoot, api::ApiError> open_sandbox_root(const SandboxEntry& sandbox);
+
+// Files and directories the API makes belong to the sandbox's user.
+uid_t file_owner(const SandboxEntry& sandbox);
+
+// A failed file operation as the API reports it. The errno decides where
+// the generic mapping would mislead: a full disk is 507, a read-only mount
+// or a change the kernel refused is a conflict with the file's state
+// (409), not a path escape.
+api::ApiError file_error(const Error& e);
+
+// One audit record "file.<op>" with the sandbox, the path and `extra`;
+// "outcome" is "ok" unless `extra` says otherwise.
+void audit_file(SandboxService& service, const std::string& sandbox, std::string_view op,
+                std::string_view path, nlohmann::json extra = nlohmann::json::object());
+
+// The record of a refused operation: outcome "refused", the error's code
+// as "error" and its message as "reason".
+void audit_refused(SandboxService& service, const std::string& sandbox, std::string_view op,
+                   std::string_view path, const api::ApiError& e,
+                   nlohmann::json extra = nlohmann::json::object());
+
+}  // namespace corral::daemon
