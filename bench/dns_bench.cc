@@ -7,6 +7,10 @@
 //              goes upstream: policy, forwarding, filtering, remembering)
 //   cached     client -> resolver, answer from the sandbox's cache
 //   denied     client -> resolver, NXDOMAIN by policy (never upstream)
+//   px-miss    the egress proxy's own resolution of a name it has not seen
+//              (src/net/upstream_resolver.h: A and AAAA, a new name each)
+//   px-repeat  the proxy's resolution of the same name again (kept for its
+//              TTL); what a sandbox's second connection to a host pays
 // Prints p50/p95/p99 in microseconds and the added median against direct;
 // the last line is one JSON object ("bench":"dns").
 // Usage: corral_bench_dns [--queries N]
@@ -27,6 +31,7 @@
 #include "base/unique_fd.h"
 #include "net/dns_message.h"
 #include "net/dns_server.h"
+#include "net/upstream_resolver.h"
 #include "support/test_dns_server.h"
 
 using Clock = std::chrono::steady_clock;
@@ -94,6 +99,23 @@ Stats run(const std::string& ip, std::uint16_t port, const std::string& name, in
   return s;
 }
 
+// `n` resolutions through the proxy's resolver, of name(i), timed each.
+template <typename NameOf>
+Stats run_resolver(corral::net::UpstreamResolver& r, int n, NameOf name) {
+  Stats s;
+  for (int i = 0; i < n; ++i) {
+    auto t0 = Clock::now();
+    auto got = r.resolve(name(i), std::chrono::seconds(2));
+    auto us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    if (got && !got->empty()) {
+      s.us.push_back(us);
+    } else {
+      ++s.failures;
+    }
+  }
+  return s;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -112,6 +134,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   (*upstream)->add_a("pypi.org", "192.0.2.10", 300);
+  // Names for the proxy resolver's misses: each asked once.
+  auto miss_name = [](int i) { return "n" + std::to_string(i) + ".files.example"; };
+  for (int i = 0; i < queries + 200; ++i) (*upstream)->add_a(miss_name(i), "192.0.2.11", 300);
   auto policy = [](const DnsQuestionContext& q) {
     if (q.name == "pypi.org") return DnsVerdict{DnsAction::kResolve, "allow pypi.org", {}};
     return DnsVerdict{DnsAction::kNxDomain, "no rule", {}};
@@ -151,6 +176,10 @@ int main(int argc, char** argv) {
   v.push_back({"forwarded", run("127.0.0.2", *p1, "pypi.org", queries, 0)});
   v.push_back({"cached", run("127.0.0.3", *p2, "pypi.org", queries, 0)});
   v.push_back({"denied", run("127.0.0.2", *p1, "exfil.example", queries, 3)});
+  corral::net::UpstreamResolver proxy_resolver({(*upstream)->endpoint()});
+  (void)run_resolver(proxy_resolver, 200, [&](int i) { return miss_name(queries + i); });
+  v.push_back({"px-miss", run_resolver(proxy_resolver, queries, miss_name)});
+  v.push_back({"px-repeat", run_resolver(proxy_resolver, queries, [](int) { return "pypi.org"; })});
 
   double direct50 = v[0].s.pct(50);
   std::printf("%-10s %9s %9s %9s %12s %8s\n", "variant", "p50 us", "p95 us", "p99 us",
