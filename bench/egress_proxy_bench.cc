@@ -474,8 +474,7 @@ bool run_world(const World& w, const Options& o, Figures& f) {
   return ok;
 }
 
-void print_world(const World& w, const Options& o, Figures& f) {
-  std::printf("== %s ==\n", w.name.c_str());
+void print_bulk(const Options& o, const Figures& f) {
   std::printf("bulk: %llu MiB x %d runs (pipe %zu KiB, batch %zu KiB, unsent %zu KiB)\n",
               static_cast<unsigned long long>(o.bulk_mib), o.bulk_runs, o.pipe_kib, o.batch_kib,
               o.unsent_kib);
@@ -499,6 +498,15 @@ void print_world(const World& w, const Options& o, Figures& f) {
   std::printf("    proxy    %.0f + %.0f + %.0f\n", static_cast<double>(f.proxy_cpu.sw_client) / gib,
               static_cast<double>(f.proxy_cpu.sw_upstream) / gib,
               static_cast<double>(f.proxy_cpu.sw_rest) / gib);
+}
+
+void print_world(const World& w, const Options& o, Figures& f) {
+  std::printf("== %s ==\n", w.name.c_str());
+  if (o.bulk_runs <= 0 || f.gib <= 0) {
+    std::printf("bulk: not run (--bulk-runs 0)\n");
+  } else {
+    print_bulk(o, f);
+  }
   if (o.requests <= 0) return;
   const char* names[3] = {"direct", "absolute", "connect"};
   std::printf("small: %d requests each, new connection per request (us)\n", o.requests);
