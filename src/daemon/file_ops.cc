@@ -1,6 +1,9 @@
 #include "daemon/file_ops.h"
 
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstring>
 
 #include "daemon/sandbox_service.h"
 
@@ -36,6 +39,27 @@ api::ApiError file_error(const Error& e) {
     default:
       return api::to_api_error(e);
   }
+}
+
+std::optional<api::ApiError> write_upload_chunk(int fd, std::string_view chunk,
+                                                std::uint64_t& written) {
+  std::size_t off = 0;
+  while (off < chunk.size()) {
+    ssize_t w = ::write(fd, chunk.data() + off, chunk.size() - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) {
+      const int e = errno;
+      if (e == ENOSPC || e == EDQUOT || e == EFBIG)
+        return api::make_api_error(
+            "insufficient_storage",
+            "the sandbox's disk limit is full after " + std::to_string(written) + " bytes", "",
+            "create the sandbox with a bigger limits.disk");
+      return api::make_api_error("internal", std::string("write: ") + std::strerror(e));
+    }
+    off += static_cast<std::size_t>(w);
+    written += static_cast<std::uint64_t>(w);
+  }
+  return std::nullopt;
 }
 
 void audit_file(SandboxService& service, const std::string& sandbox, std::string_view op,

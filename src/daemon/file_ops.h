@@ -7,7 +7,9 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -33,6 +35,12 @@ uid_t file_owner(const SandboxEntry& sandbox);
 // or a change the kernel refused is a conflict with the file's state
 // (409), not a path escape.
 api::ApiError file_error(const Error& e);
+
+// Writes one chunk of an upload to `fd` (retrying on EINTR) and counts what
+// was written into `written`. On failure, the error to give: 507 when the
+// sandbox's disk limit is full.
+std::optional<api::ApiError> write_upload_chunk(int fd, std::string_view chunk,
+                                                std::uint64_t& written);
 
 // One audit record "file.<op>" with the sandbox, the path and `extra`;
 // "outcome" is "ok" unless `extra` says otherwise.

@@ -403,24 +403,9 @@ Result<api::UploadResult> LocalProvider::put_file_from(std::string_view id, std:
           {{"bytes", total}});
     }
     hash.update(buf.data(), *n);
-    std::size_t off = 0;
-    while (off < *n) {
-      ssize_t w = write(fd->get(), buf.data() + off, *n - off);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) {
-        const int e = errno;
-        (void)ftruncate(fd->get(), 0);  // give the space back
-        return refused(service, *t, "write", path,
-                       e == ENOSPC || e == EDQUOT || e == EFBIG
-                           ? api::make_api_error("insufficient_storage",
-                                                 "the sandbox's disk limit is full after " +
-                                                     std::to_string(total) + " bytes",
-                                                 "", "create the sandbox with a bigger limits.disk")
-                           : api::make_api_error("internal", std::string("write: ") + strerror(e)),
-                       {{"bytes", total}});
-      }
-      off += static_cast<size_t>(w);
-      total += static_cast<std::uint64_t>(w);
+    if (auto err = daemon::write_upload_chunk(fd->get(), std::string_view(buf.data(), *n), total)) {
+      (void)ftruncate(fd->get(), 0);  // give the space back
+      return refused(service, *t, "write", path, *err, {{"bytes", total}});
     }
   }
   if (length && total != *length) {
