@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -43,6 +44,24 @@ Result<Pipe> make_pipe() {
 
 // Bigger pipes: fewer wakeups for chatty commands.
 void grow_pipe(int fd) { (void)fcntl(fd, F_SETPIPE_SZ, 1 << 20); }
+
+// Where to cut `data` to at most `room` bytes without splitting a UTF-8
+// sequence at the end: a text output cut to its limit stays text, not
+// base64 because of its last character. Other bytes are cut at `room`.
+std::size_t utf8_cut(std::string_view data, std::size_t room) {
+  if (room >= data.size()) return room;
+  std::size_t keep = room, continuation = 0;
+  while (continuation < 3 && keep > 0 &&
+         (static_cast<unsigned char>(data[keep - 1]) & 0xC0) == 0x80) {
+    --keep;
+    ++continuation;
+  }
+  if (keep == 0) return room;
+  const auto lead = static_cast<unsigned char>(data[keep - 1]);
+  if (lead < 0xC0) return room;
+  const std::size_t length = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+  return continuation + 1 < length ? keep - 1 : room;
+}
 
 void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
@@ -170,7 +189,10 @@ void handle_exec(ApiContext& ctx, ApiRequest& r) {
           kind == api::ExecEvent::kStdout ? result.stdout_truncated : result.stderr_truncated;
       std::size_t room =
           request->max_output_bytes > dst.size() ? request->max_output_bytes - dst.size() : 0;
-      if (data.size() > room) cut = true;
+      if (data.size() > room) {
+        cut = true;
+        room = utf8_cut(data, room);
+      }
       dst.append(data.substr(0, std::min(room, data.size())));
       return;
     }
@@ -291,6 +313,15 @@ void handle_start_process(ApiContext& ctx, ApiRequest& r) {
   if (!body) return send_error(r.out, body.error());
   auto request = api::parse_exec(*body);
   if (!request) return send_error(r.out, api::to_api_error(request.error()));
+  // A background process's stdin is a pipe the daemon keeps: the initial
+  // input must fit in it (1 MiB), the rest goes through the stdin route.
+  constexpr std::size_t kInitialStdin = 1 << 20;
+  if (request->stdin_data.size() > kInitialStdin)
+    return send_error(
+        r.out, api::make_api_error("invalid_value",
+                                   "the initial stdin of a background process is at most 1 MiB (" +
+                                       std::to_string(request->stdin_data.size()) + " bytes given)",
+                                   "stdin", "send the rest with POST .../processes/{pid}/stdin"));
   auto sandbox = live_or_fail(ctx, r);
   if (!sandbox) return;
   SandboxEntry& s = **sandbox;
@@ -325,7 +356,9 @@ void handle_start_process(ApiContext& ctx, ApiRequest& r) {
     std::lock_guard lock((*proc)->mu);
     (*proc)->stdin_writer = std::move(stdin_w);
     if (!request->stdin_data.empty()) {
-      // Initial stdin, written while the pipe has room; the rest is refused.
+      // Initial stdin, into the empty pipe grown to hold it (at most 1 MiB,
+      // checked above); never blocking on a process that does not read.
+      grow_pipe((*proc)->stdin_writer.get());
       set_nonblocking((*proc)->stdin_writer.get());
       (void)!write((*proc)->stdin_writer.get(), request->stdin_data.data(),
                    request->stdin_data.size());
@@ -369,7 +402,7 @@ void handle_process_output(ApiContext& ctx, ApiRequest& r) {
   if (auto o = r.query_value("offset"); o) {
     char* end = nullptr;
     offset = std::strtoull(o->c_str(), &end, 10);
-    if (o->empty() || *end != '\0')
+    if (o->empty() || !std::isdigit(static_cast<unsigned char>(o->front())) || *end != '\0')
       return send_error(
           r.out, api::make_api_error("invalid_value", "offset must be a byte count", "offset"));
   }
@@ -392,7 +425,8 @@ void handle_process_output(ApiContext& ctx, ApiRequest& r) {
   auto redaction = ctx.sandboxes.redaction((*sandbox)->id);
   std::optional<secrets::RedactStream> redactor;
   if (redaction) redactor.emplace(redaction);
-  std::uint64_t skip = offset;
+  // Without secrets the file is the output: start at `offset` itself.
+  std::uint64_t skip = redactor ? offset : 0;
   std::string clean;
   auto send = [&](std::string_view data, bool end) -> bool {
     std::string_view out = data;
@@ -410,7 +444,7 @@ void handle_process_output(ApiContext& ctx, ApiRequest& r) {
     return out.empty() || r.out.write(out);
   };
   std::string buf(256 * 1024, '\0');
-  std::uint64_t pos = 0;  // in the raw file
+  std::uint64_t pos = redactor ? 0 : offset;  // in the raw file
   auto read_some = [&]() -> ssize_t {
     ssize_t n = pread(file.get(), buf.data(), buf.size(), static_cast<off_t>(pos));
     if (n > 0) pos += static_cast<std::uint64_t>(n);
@@ -430,16 +464,25 @@ void handle_process_output(ApiContext& ctx, ApiRequest& r) {
       if (!finished) p->cv.wait_for(lock, std::chrono::milliseconds(50));
     }
     if (r.out.peer_gone()) return;
-    if (finished) {
-      // One last read: what it wrote just before it ended.
-      ssize_t m;
-      while ((m = read_some()) > 0) {
-        if (!send(std::string_view(buf.data(), static_cast<size_t>(m)), false)) return;
-      }
-      break;
-    }
+    if (finished) break;
   }
-  if (!send({}, true)) return;
+  // What the redactor still holds (the start of what may be a secret) is
+  // given out only once the process has ended, after one last read of
+  // what it wrote just before: a read of a running process must not show
+  // a prefix that a later read, with the rest of the secret, redacts. Its
+  // offsets would not agree with the next read's either.
+  bool ended;
+  {
+    std::lock_guard lock(p->mu);
+    ended = p->finished();
+  }
+  if (ended) {
+    ssize_t m;
+    while ((m = read_some()) > 0) {
+      if (!send(std::string_view(buf.data(), static_cast<size_t>(m)), false)) return;
+    }
+    if (!send({}, true)) return;
+  }
   (void)r.out.finish();
 }
 
@@ -448,11 +491,19 @@ void handle_process_stdin(ApiContext& ctx, ApiRequest& r) {
   if (!sandbox) return;
   auto p = process_or_fail(ctx, r, **sandbox);
   if (!p) return;
-  int fd;
+  if (!p->background)
+    return send_error(
+        r.out, api::make_api_error("conflict", "process " + p->id +
+                                                   " is an exec: its stdin came with its request"));
+  // A copy of the write end, taken under the lock: a concurrent
+  // "?close=true" (or the process's end) may close the original, and its
+  // number may be reused at once by another socket or file.
+  UniqueFd own;
   {
     std::lock_guard lock(p->mu);
-    fd = p->stdin_writer ? p->stdin_writer.get() : -1;
+    if (p->stdin_writer) own.reset(fcntl(p->stdin_writer.get(), F_DUPFD_CLOEXEC, 0));
   }
+  const int fd = own ? own.get() : -1;
   if (fd < 0 && p->reattached)
     return send_error(
         r.out, api::make_api_error("conflict",
@@ -483,10 +534,14 @@ void handle_process_stdin(ApiContext& ctx, ApiRequest& r) {
         poll(&pfd, 1, 100);
         continue;
       }
-      return send_error(r.out,
-                        api::make_api_error(errno == EAGAIN ? "request_timeout" : "conflict",
-                                            errno == EAGAIN ? "the process does not read its stdin"
-                                                            : "the process closed its stdin"));
+      const bool stalled = errno == EAGAIN;
+      const std::string sent =
+          " (" + std::to_string(written + off) + " bytes of this request were written)";
+      return send_error(r.out, api::make_api_error(stalled ? "request_timeout" : "conflict",
+                                                   (stalled ? "the process does not read its stdin"
+                                                            : "the process closed its stdin") +
+                                                       sent,
+                                                   "", "send only the bytes after those"));
     }
     written += *n;
   }
@@ -530,7 +585,7 @@ void handle_process_wait(ApiContext& ctx, ApiRequest& r) {
   if (auto t = r.query_value("timeout"); t) {
     char* end = nullptr;
     double secs = std::strtod(t->c_str(), &end);
-    if (t->empty() || *end != '\0' || secs < 0 || secs > 3600)
+    if (t->empty() || *end != '\0' || !(secs >= 0 && secs <= 3600))
       return send_error(
           r.out, api::make_api_error("invalid_value", "timeout is seconds, 0 to 3600", "timeout"));
     timeout = std::chrono::milliseconds(static_cast<std::int64_t>(secs * 1000));

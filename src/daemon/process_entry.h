@@ -31,13 +31,13 @@ struct ProcessEntry {
   std::int64_t started_at_ms = 0;
   std::chrono::steady_clock::time_point started{};
   std::optional<std::chrono::steady_clock::time_point> deadline;  // its timeout
-  UniqueFd event;  // eventfd, written when the process ends (poll it)
+  UniqueFd event;  // execs: eventfd, written when the process ends (poll it)
 
   // Guarded by mu.
   std::mutex mu;
   std::condition_variable cv;
   Phase phase = Phase::kStarting;
-  UniqueFd pidfd;
+  UniqueFd pidfd;  // closed once a background process has finished
   pid_t host_pid = -1;
   int wait_status = 0;
   std::optional<int> exit_code;  // set in kExited and kFailed (126/127/125)
@@ -46,7 +46,7 @@ struct ProcessEntry {
   bool timed_out = false;
   int pending_signal = 0;  // asked for before the zygote said it runs
   std::int64_t ended_at_ms = 0;
-  UniqueFd stdin_writer;  // background: the daemon's end of its stdin
+  UniqueFd stdin_writer;  // background: the daemon's end of its stdin, until it ends
 
   bool finished() const { return phase == Phase::kExited || phase == Phase::kFailed; }
 };

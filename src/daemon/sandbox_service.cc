@@ -840,7 +840,8 @@ ApiResult<std::shared_ptr<ProcessEntry>> SandboxService::spawn(
   p->started_at_ms = now_ms();
   p->started = Clock::now();
   p->deadline = p->started + timeout;
-  p->event = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  // Only an exec's own request polls it; a background process has none.
+  if (!background) p->event = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 
   {
     std::lock_guard lock(sandbox->mu);
@@ -955,6 +956,13 @@ void SandboxService::finish_process(SandboxEntry& sandbox, ProcessEntry& p) {
   // an acknowledged exit is in the log.
   audit_in_order(journal_, audit_, sandbox.id, ev);
   signal_event(p);
+  if (p.background) {
+    // A finished background process stays listed (its output can still be
+    // read) but keeps no fds: many short ones must not run the daemon out.
+    // (p.mu is held here, by every caller.)
+    p.pidfd.reset();
+    p.stdin_writer.reset();
+  }
   // After the waiters are woken: the lookup by name is not free.
   metrics_
       .histogram("corral_exec_duration_seconds", "Wall time of processes in sandboxes",
@@ -993,6 +1001,8 @@ void SandboxService::lose_process(SandboxEntry& sandbox, ProcessEntry& p, const 
                      {"lost", true},
                      {"failure", "lost after a daemon restart: " + why}});
     signal_event(p);
+    p.pidfd.reset();  // as finish_process: a finished entry keeps no fds
+    p.stdin_writer.reset();
   }
   std::lock_guard lock(sandbox.mu);
   if (sandbox.running > 0) --sandbox.running;
@@ -1255,7 +1265,6 @@ std::string SandboxService::reconcile() {
             p->started_at_ms = pr.started_at_ms;
             p->started = Clock::now();
             p->phase = ProcessEntry::Phase::kRunning;
-            p->event = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
             if (pr.deadline_at_ms)
               p->deadline = p->started + std::chrono::milliseconds(std::max<std::int64_t>(
                                              0, *pr.deadline_at_ms - now_ms()));

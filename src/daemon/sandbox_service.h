@@ -151,6 +151,7 @@ class SandboxService {
   void reaper_loop();
   void on_reply(const std::shared_ptr<SandboxEntry>& entry, ReceivedReply reply);
   void on_init_exit(const std::shared_ptr<SandboxEntry>& entry);
+  // Called with process.mu held.
   void finish_process(SandboxEntry& sandbox, ProcessEntry& process);
   // A re-attached process whose end was never reported and that could
   // not be found again on the host: recorded as lost.

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "support/daemon_harness.h"
@@ -70,7 +71,8 @@ TEST(DaemonLifecycle, FiftyConcurrentCreatesAllSucceedAndAreCleaned) {
     });
   }
   for (auto& t : threads) t.join();
-  for (int i = 0; i < kCount; ++i) ASSERT_FALSE(ids[i].empty()) << "create " << i << ": " << errors[i];
+  for (int i = 0; i < kCount; ++i)
+    ASSERT_FALSE(ids[i].empty()) << "create " << i << ": " << errors[i];
   // Each one works.
   for (int i = 0; i < kCount; i += 7) {
     auto r = d.exec(ids[i], "echo $HOSTNAME");
@@ -167,12 +169,15 @@ TEST(DaemonLifecycle, IdempotencyKeyReturnsTheSameSandbox) {
   TestDaemon d;
   ASSERT_TRUE(d.ready()) << d.output();
   http::Headers key = {{"idempotency-key", "task-42"}};
-  auto a = d.request("POST", "/v1/sandboxes", R"({"limits": {"memory": "128Mi"}})", false, true, key);
-  auto b = d.request("POST", "/v1/sandboxes", R"({"limits": {"memory": "128Mi"}})", false, true, key);
+  auto a =
+      d.request("POST", "/v1/sandboxes", R"({"limits": {"memory": "128Mi"}})", false, true, key);
+  auto b =
+      d.request("POST", "/v1/sandboxes", R"({"limits": {"memory": "128Mi"}})", false, true, key);
   EXPECT_EQ(a.status, 201) << a.body;
   EXPECT_EQ(b.status, 200) << b.body;
   EXPECT_EQ(a.json().value("id", "a"), b.json().value("id", "b"));
-  auto c = d.request("POST", "/v1/sandboxes", R"({"limits": {"memory": "256Mi"}})", false, true, key);
+  auto c =
+      d.request("POST", "/v1/sandboxes", R"({"limits": {"memory": "256Mi"}})", false, true, key);
   EXPECT_EQ(c.status, 409) << c.body;
   EXPECT_EQ(c.json()["error"].value("code", ""), "idempotency_mismatch");
 }
@@ -186,9 +191,10 @@ TEST(DaemonLifecycle, StreamedExecDeliversOutputBeforeTheCommandEnds) {
   auto client = http::Client::connect(*endpoint);
   ASSERT_TRUE(client);
   const auto t0 = std::chrono::steady_clock::now();
-  auto head = client->send("POST", "/v1/sandboxes/" + id + "/exec",
-                           {{"content-type", "application/json"}, {"accept", "application/x-ndjson"}},
-                           R"({"cmd": "echo first; sleep 2; echo second"})");
+  auto head =
+      client->send("POST", "/v1/sandboxes/" + id + "/exec",
+                   {{"content-type", "application/json"}, {"accept", "application/x-ndjson"}},
+                   R"({"cmd": "echo first; sleep 2; echo second"})");
   ASSERT_TRUE(head);
   ASSERT_EQ(head->status, 200);
   std::string got;
@@ -214,8 +220,9 @@ TEST(DaemonLifecycle, BackgroundProcessOutlivesItsRequest) {
   ASSERT_TRUE(d.ready()) << d.output();
   std::string id = d.create_sandbox();
   ASSERT_FALSE(id.empty());
-  auto started = d.request("POST", "/v1/sandboxes/" + id + "/processes",
-                           R"({"cmd": "i=0; while read line; do i=$((i+1)); echo \"got $line\"; done; echo done $i"})");
+  auto started = d.request(
+      "POST", "/v1/sandboxes/" + id + "/processes",
+      R"({"cmd": "i=0; while read line; do i=$((i+1)); echo \"got $line\"; done; echo done $i"})");
   ASSERT_EQ(started.status, 201) << started.body;
   std::string pid = started.json().value("id", "");
   EXPECT_EQ(started.json().value("state", ""), "running");
@@ -234,6 +241,94 @@ TEST(DaemonLifecycle, BackgroundProcessOutlivesItsRequest) {
   EXPECT_EQ(tail.body, "got b\ndone 2\n");
 }
 
+// Finished background processes stay listed but keep no daemon fds: many
+// short ones cannot run the daemon out of them.
+TEST(DaemonLifecycle, FinishedBackgroundProcessesKeepNoFds) {
+  TestDaemon d;
+  ASSERT_TRUE(d.ready()) << d.output();
+  std::string id = d.create_sandbox();
+  ASSERT_FALSE(id.empty());
+  auto fds = [&] {
+    int n = 0;
+    for (const auto& e :
+         std::filesystem::directory_iterator("/proc/" + std::to_string(d.pid()) + "/fd"))
+      n += e.is_symlink() ? 1 : 0;
+    return n;
+  };
+  auto run_one = [&] {
+    auto started = d.request("POST", "/v1/sandboxes/" + id + "/processes", R"({"argv": ["true"]})");
+    EXPECT_EQ(started.status, 201) << started.body;
+    const std::string pid = started.json().value("id", "");
+    auto waited =
+        d.request("POST", "/v1/sandboxes/" + id + "/processes/" + pid + "/wait?timeout=10");
+    EXPECT_EQ(waited.json().value("exit_code", -1), 0) << waited.body;
+  };
+  run_one();  // the first one may open what every later one reuses
+  const int before = fds();
+  for (int i = 0; i < 40; ++i) run_one();
+  const int after = fds();
+  EXPECT_LT(after - before, 10) << "40 finished processes kept " << after - before << " fds";
+  auto list = d.request("GET", "/v1/sandboxes/" + id + "/processes").json();
+  EXPECT_EQ(list.value("processes", json::array()).size(), 41u) << "finished ones stay listed";
+}
+
+// Query values that are not what they say are refused, not wrapped.
+TEST(DaemonLifecycle, BadOffsetsAndTimeoutsAreRefused) {
+  TestDaemon d;
+  ASSERT_TRUE(d.ready()) << d.output();
+  std::string id = d.create_sandbox();
+  ASSERT_FALSE(id.empty());
+  auto started = d.request("POST", "/v1/sandboxes/" + id + "/processes", R"({"cmd": "echo hi"})");
+  ASSERT_EQ(started.status, 201) << started.body;
+  const std::string base = "/v1/sandboxes/" + id + "/processes/" + started.json().value("id", "");
+  for (const char* o : {"-1", "+5", "%205", "5x"}) {
+    auto r = d.request("GET", base + "/output?offset=" + std::string(o));
+    EXPECT_EQ(r.status, 400) << o << ": " << r.body;
+  }
+  for (const char* t : {"nan", "-nan", "inf", "-1", "3601"}) {
+    auto r = d.request("POST", base + "/wait?timeout=" + std::string(t));
+    EXPECT_EQ(r.status, 400) << t << ": " << r.body;
+  }
+  auto ok = d.request("GET", base + "/output?offset=1");
+  EXPECT_EQ(ok.status, 200);
+}
+
+// The initial stdin of a background process: up to 1 MiB arrives whole
+// (the pipe is grown for it), more is refused with a pointer to the route.
+TEST(DaemonLifecycle, InitialStdinOfABackgroundProcessArrivesWhole) {
+  TestDaemon d;
+  ASSERT_TRUE(d.ready()) << d.output();
+  std::string id = d.create_sandbox();
+  ASSERT_FALSE(id.empty());
+  const std::string input(512 * 1024, 'x');
+  auto started = d.request("POST", "/v1/sandboxes/" + id + "/processes",
+                           json{{"cmd", "head -c 524288 | wc -c"}, {"stdin", input}}.dump());
+  ASSERT_EQ(started.status, 201) << started.body;
+  const std::string base = "/v1/sandboxes/" + id + "/processes/" + started.json().value("id", "");
+  auto waited = d.request("POST", base + "/wait?timeout=20");
+  EXPECT_EQ(waited.json().value("exit_code", -1), 0) << waited.body;
+  EXPECT_EQ(d.request("GET", base + "/output").body, "524288\n");
+
+  auto big = d.request("POST", "/v1/sandboxes/" + id + "/processes",
+                       json{{"cmd", "cat"}, {"stdin", std::string((1 << 20) + 1, 'y')}}.dump());
+  EXPECT_EQ(big.status, 400) << big.body;
+  EXPECT_NE(big.body.find("/stdin"), std::string::npos) << big.body;
+}
+
+// Output cut at max_output_bytes inside a UTF-8 character stays text.
+TEST(DaemonLifecycle, OutputCutInsideACharacterStaysText) {
+  TestDaemon d;
+  ASSERT_TRUE(d.ready()) << d.output();
+  std::string id = d.create_sandbox();
+  ASSERT_FALSE(id.empty());
+  auto r = d.request("POST", "/v1/sandboxes/" + id + "/exec",
+                     R"({"argv": ["printf", "a\\303\\251\\342\\202\\254"], "max_output_bytes": 4})")
+               .json();
+  EXPECT_EQ(r.value("stdout", "<none>"), "a\xc3\xa9") << r.dump();
+  EXPECT_FALSE(r.contains("stdout_b64")) << r.dump();
+  EXPECT_TRUE(r.value("stdout_truncated", false)) << r.dump();
+}
+
 TEST(DaemonLifecycle, SignalEndsABackgroundProcess) {
   TestDaemon d;
   ASSERT_TRUE(d.ready()) << d.output();
@@ -242,9 +337,11 @@ TEST(DaemonLifecycle, SignalEndsABackgroundProcess) {
   auto started = d.request("POST", "/v1/sandboxes/" + id + "/processes", R"({"cmd": "sleep 600"})");
   ASSERT_EQ(started.status, 201) << started.body;
   std::string pid = started.json().value("id", "");
-  auto s = d.request("POST", "/v1/sandboxes/" + id + "/processes/" + pid + "/signal", R"({"signal": "TERM"})");
+  auto s = d.request("POST", "/v1/sandboxes/" + id + "/processes/" + pid + "/signal",
+                     R"({"signal": "TERM"})");
   EXPECT_EQ(s.status, 200) << s.body;
-  auto waited = d.request("POST", "/v1/sandboxes/" + id + "/processes/" + pid + "/wait?timeout=10").json();
+  auto waited =
+      d.request("POST", "/v1/sandboxes/" + id + "/processes/" + pid + "/wait?timeout=10").json();
   EXPECT_EQ(waited.value("signal", 0), 15) << waited.dump();
 }
 

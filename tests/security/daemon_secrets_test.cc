@@ -195,6 +195,21 @@ TEST(DaemonSecrets, EnvAndFileSecretsReachTheSandboxButNeverLeaveIt) {
   auto bg_tail = d.request("GET", "/v1/sandboxes/" + id + "/processes/" + pid + "/output?offset=8");
   EXPECT_EQ(bg_tail.body, "EDACTED:api]\nend\n") << "offsets count redacted bytes";
 
+  // Read while the secret is half written: the redactor's held-back start
+  // of it is not shown, and the next read from that offset goes on cleanly.
+  auto half = d.request("POST", "/v1/sandboxes/" + id + "/processes",
+                        json{{"argv", split_writer("API")}}.dump());
+  ASSERT_EQ(half.status, 201) << half.body;
+  const std::string hpid = half.json().value("id", "");
+  std::this_thread::sleep_for(600ms);
+  auto mid = d.request("GET", "/v1/sandboxes/" + id + "/processes/" + hpid + "/output");
+  EXPECT_EQ(mid.body.find(api.substr(0, 8)), std::string::npos) << "a secret's start was shown";
+  EXPECT_EQ(mid.body, "<") << "only what cannot be a secret's start";
+  d.request("POST", "/v1/sandboxes/" + id + "/processes/" + hpid + "/wait?timeout=10");
+  auto rest = d.request("GET", "/v1/sandboxes/" + id + "/processes/" + hpid +
+                                   "/output?offset=" + std::to_string(mid.body.size()));
+  EXPECT_EQ(mid.body + rest.body, "<[REDACTED:api]>\n");
+
   // Audited: one injection per secret, reads of the file (two opens above).
   auto injects = d.wait_audit("secret.inject", 2);
   ASSERT_EQ(injects.size(), 2u);
