@@ -959,7 +959,9 @@ Result<NetworkSpec> read_network_object(const Json& v, const std::string& path, 
     auto m =
         read_string(*mode, obj->at("mode"), ctx, "a string (\"none\", \"allowlist\", \"open\")");
     if (!m) return tl::unexpected<Error>(m.error());
-    if (*m != "none" && *m != "allowlist" && *m != "open" && !(m->empty() && !request))
+    // "" is what GET shows for a policy given by its rules alone: sent back,
+    // it means the same.
+    if (*m != "none" && *m != "allowlist" && *m != "open" && !m->empty())
       return fail("invalid_value", obj->at("mode"),
                   quote_for_message(*m) +
                       " is not a network mode: use \"none\" (loopback only), "
@@ -2029,6 +2031,14 @@ Result<NetworkSpec> parse_network_update(std::string_view body) {
     auto doc = parse_json(body, kRequest);
     if (!doc) return tl::unexpected<Error>(doc.error());
     return read_network_object(*doc, "", kRequest);
+  });
+}
+
+Result<NetworkSpec> network_from_json(std::string_view json) {
+  return guarded<NetworkSpec>([&]() -> Result<NetworkSpec> {
+    auto doc = parse_json(json, kStored);
+    if (!doc) return tl::unexpected<Error>(doc.error());
+    return read_network_object(*doc, "", kStored);
   });
 }
 

@@ -145,6 +145,8 @@ Result<std::vector<SandboxInfo>> parse_sandbox_list(std::string_view body);
 // PUT /v1/sandboxes/{id}/network: the whole new network object (the
 // create request's "network"), not a patch.
 Result<NetworkSpec> parse_network_update(std::string_view body);
+// A network object as the daemon stored it (to_json of a NetworkSpec).
+Result<NetworkSpec> network_from_json(std::string_view json);
 std::string to_json(const NetworkSpec& network);
 
 struct ExtendRequest {

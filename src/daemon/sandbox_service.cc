@@ -1237,8 +1237,19 @@ std::string SandboxService::reconcile() {
         e->env = rt.value("env", std::vector<std::string>{});
         e->net_slot = net_slot_of(rt);
         if (rt.contains("network")) {
-          if (auto n = api::parse_network_update(rt["network"].dump()); n) {
+          // The policy last set (a live update may have narrowed the create's).
+          // One that cannot be read leaves the sandbox without network, never
+          // with the create's wider one.
+          if (auto n = api::network_from_json(rt["network"].dump()); n) {
             e->spec.network = std::move(*n);
+          } else {
+            e->spec.network = NetworkSpec{};
+            e->spec.network.mode = "none";
+            audit_now(json{{"type", "sandbox.network"},
+                           {"sandbox", r.id},
+                           {"reason", "the stored policy could not be read after a restart (" +
+                                          n.error().message + "): no network"},
+                           {"mode", "none"}});
           }
         }
         e->expires_at_ms = r.expires_at_ms.value_or(now_ms());

@@ -209,6 +209,37 @@ out("b", transparent_http("denied.test"))
   EXPECT_EQ(del.json()["residue"], json::array()) << del.body;
 }
 
+// A live update narrows the policy; a restart keeps the narrowed one, not
+// the create's wider one (the update gave no "mode", as a client may).
+TEST(DaemonNetwork, ANarrowedPolicySurvivesARestart) {
+  REQUIRE_WORLD(world);
+  TestDaemon d({}, daemon_config(world));
+  ASSERT_TRUE(d.ready()) << d.output();
+  const std::string id =
+      d.create_sandbox(R"({"network": {"allow": ["allowed.test", "denied.test"]}})");
+  ASSERT_FALSE(id.empty());
+  HttpReply put =
+      d.request("PUT", "/v1/sandboxes/" + id + "/network", R"({"allow": ["allowed.test"]})");
+  ASSERT_EQ(put.status, 200) << put.body;
+  // What GET shows can be sent back as it is.
+  json shown = d.request("GET", "/v1/sandboxes/" + id).json()["spec"]["network"];
+  HttpReply again = d.request("PUT", "/v1/sandboxes/" + id + "/network", shown.dump());
+  EXPECT_EQ(again.status, 200) << shown.dump() << " -> " << again.body;
+  ASSERT_TRUE(d.kill9());
+  ASSERT_TRUE(d.restart()) << d.output();
+  std::string out = run_client(d, id, R"PY(
+out("a", transparent_http("allowed.test"))
+out("b", transparent_http("denied.test"))
+)PY");
+  EXPECT_EQ(value_of(out, "a"), "OK hello from allowed.test") << out;
+  EXPECT_EQ(value_of(out, "b").find("hello from"), std::string::npos)
+      << "the create's wider policy came back after the restart: " << out;
+  json after = d.request("GET", "/v1/sandboxes/" + id).json()["spec"]["network"];
+  EXPECT_EQ(after.value("allow", json::array()), json::array({"allowed.test"})) << after.dump();
+  HttpReply del = d.request("DELETE", "/v1/sandboxes/" + id);
+  EXPECT_EQ(del.json()["residue"], json::array()) << del.body;
+}
+
 // The gateway (N5) behind the daemon: a service of serve.network.gateway,
 // granted by the create, reached with the per-process token; an ungranted
 // one and a request without the token are refused, and audited.
