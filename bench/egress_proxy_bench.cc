@@ -377,9 +377,11 @@ bool run_world(const World& w, const Options& o, Figures& f) {
   auto policy = std::make_shared<net::NetworkPolicy>();
   policy->mode = net::NetworkMode::kAllowlist;
   // The upstream's address is private or loopback: a rule that names it
-  // (on an unused port) lets the names resolve to it.
-  for (std::string r : {"tcp://bulk.test:" + std::to_string(bulk_port),
-                        "small.test:" + std::to_string(small_port), w.upstream_ip + "/32:9"})
+  // for the two ports lets the names resolve to it.
+  for (std::string r :
+       {"tcp://bulk.test:" + std::to_string(bulk_port), "small.test:" + std::to_string(small_port),
+        "tcp://" + w.upstream_ip + ":" + std::to_string(bulk_port) + "," +
+            std::to_string(small_port)})
     policy->rules.push_back(*net::parse_rule(r, false));
   policy->rate = {0, 0};
   // Started in the host namespace: its threads (which connect upstream)

@@ -195,7 +195,7 @@ Verdict decide_target(const NetworkPolicy& policy, const Target& t) {
 Verdict reevaluate(const NetworkPolicy& policy, const Target& t, const IpAddress& connected) {
   Verdict v = decide_target(policy, t);
   if (!v.allowed) return v;
-  Decision a = check_address(policy, connected);
+  Decision a = check_address(policy, connected, t.port, t.protocol);
   if (!a.allowed) return refused(a);
   return v;
 }
@@ -538,7 +538,7 @@ bool Session::route(const Target& t, const std::shared_ptr<const NetworkPolicy>&
     std::string first_refusal;
     for (const auto& raw : *addrs) {
       IpAddress a = raw.unmapped();
-      Decision c = check_address(*policy, a);
+      Decision c = check_address(*policy, a, t.port, t.protocol);
       if (c.allowed) {
         if (std::find(candidates.begin(), candidates.end(), a) == candidates.end())
           candidates.push_back(a);
@@ -552,7 +552,7 @@ bool Session::route(const Target& t, const std::shared_ptr<const NetworkPolicy>&
       return false;
     }
   } else {
-    Decision c = check_address(*policy, *t.address);
+    Decision c = check_address(*policy, *t.address, t.port, t.protocol);
     if (!c.allowed) {
       ev_.address = t.address->str();
       refuse(EgressRefusal::kAddress, c.reason, 403);

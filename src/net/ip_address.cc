@@ -119,6 +119,14 @@ bool IpPrefix::contains(const IpAddress& candidate) const {
   return a == address;
 }
 
+IpAddress IpPrefix::last() const {
+  IpAddress a = address;
+  const int bits = a.v6 ? 128 : 32;
+  for (int i = length; i < bits; ++i)
+    a.bytes[static_cast<std::size_t>(i / 8)] |= static_cast<std::uint8_t>(0x80 >> (i % 8));
+  return a;
+}
+
 std::string IpPrefix::str() const { return address.str() + "/" + std::to_string(length); }
 
 AddressClass classify(const IpAddress& original) {

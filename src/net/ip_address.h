@@ -35,6 +35,7 @@ struct IpPrefix {
   // "10.0.0.0/8", "2001:db8::/32", or a single address (full length).
   static std::optional<IpPrefix> parse(std::string_view text);
   bool contains(const IpAddress& a) const;
+  IpAddress last() const;  // the highest address in it (host bits set)
   std::string str() const;
   bool operator==(const IpPrefix&) const = default;
 };

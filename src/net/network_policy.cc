@@ -285,18 +285,37 @@ Decision decide(const NetworkPolicy& policy, const EgressQuery& query) {
                 ":" + std::to_string(query.port));
 }
 
-Decision check_address(const NetworkPolicy& policy, const IpAddress& address) {
+namespace {
+
+// Whether prefix `p` names an address of class `c` on purpose: all of it
+// lies in that class (its first and last address are of it), and for a
+// metadata address, it is that one address.
+bool names_class(const IpPrefix& p, AddressClass c) {
+  if (c == AddressClass::kMetadata) return p.length == (p.address.v6 ? 128 : 32);
+  return classify(p.address) == c && classify(p.last()) == c;
+}
+
+}  // namespace
+
+Decision check_address(const NetworkPolicy& policy, const IpAddress& address, std::uint16_t port,
+                       Protocol protocol) {
+  // The rule's port and protocol as in decide(): a tcp rule covers all bytes.
+  auto covers = [&](const NetworkRule& r) {
+    return r.matches_address(address) && r.matches_port(port) &&
+           ((r.protocols & protocol) || (r.protocols & kTcp));
+  };
   for (const auto& r : policy.rules) {
-    if (r.deny && r.matches_address(address)) return denied("address denied by rule", r.text);
+    if (r.deny && covers(r)) return denied("address denied by rule", r.text);
   }
   const AddressClass c = classify(address);
   if (c == AddressClass::kPublic) return Decision{true, "", "public address"};
   for (const auto& r : policy.rules) {
-    if (!r.deny && r.matches_address(address))
+    if (!r.deny && covers(r) && names_class(*r.prefix, c))
       return Decision{true, r.text, std::string(address_class_name(c)) + " address named by rule"};
   }
   return denied(address.str() + " is a " + address_class_name(c) +
-                " address; only a rule naming it by address allows it");
+                " address; only a rule naming it by address (within its " + address_class_name(c) +
+                " range, for port " + std::to_string(port) + ") allows it");
 }
 
 Decision check_dns_name(const NetworkPolicy& policy, std::string_view name) {

@@ -99,10 +99,15 @@ struct Decision {
 // An address alone (an IP literal) can only be allowed by an address rule.
 Decision decide(const NetworkPolicy& policy, const EgressQuery& query);
 
-// The rebinding defence, after resolution: a public address passes; any
-// other (loopback, private, link-local, metadata, ...) only if an allow
-// rule names it by address, and never if a deny rule does.
-Decision check_address(const NetworkPolicy& policy, const IpAddress& address);
+// The rebinding defence, after resolution, for a connection to `port`
+// carrying `protocol`: a public address passes; any other (loopback,
+// private, link-local, metadata, ...) only if an allow rule for that port
+// and protocol names it by address, and never if a deny rule for them does. A rule names such an
+// address only with a prefix inside the address's own class (10.0.0.0/8
+// names 10.1.2.3; 0.0.0.0/0 names no private address), and a metadata
+// address only by itself (169.254.169.254, not 169.254.0.0/16).
+Decision check_address(const NetworkPolicy& policy, const IpAddress& address, std::uint16_t port,
+                       Protocol protocol);
 
 // Whether corral's DNS should resolve `name` for this sandbox: some allow
 // rule matches it (any port) and no deny rule covers all of its ports.

@@ -1,9 +1,9 @@
 // The egress proxy (src/net/egress_proxy.h) against real sockets. Every
 // upstream is a small server of this file on a loopback address
 // (127.0.0.x), names are resolved by a fake Resolver, and the policies name
-// 127.0.0.0/8 by address (port 9, unused: check_address only asks whether
-// some allow rule names the address), without which the rebinding defence
-// refuses the loopback upstreams, as one test shows.
+// 127.0.0.0/8 by address for every port and protocol (kLoopbackNamed),
+// without which the rebinding defence refuses the loopback upstreams, as one
+// test shows. Tests of IP literals leave it out.
 //
 // Explicit clients (CONNECT, http:// URLs) connect to the proxy directly.
 // The transparent path needs the firewall's redirect for SO_ORIGINAL_DST:
@@ -388,7 +388,7 @@ void echo_handler(int fd, Upstream& self) {
 
 // --- Policies and the fixture ---------------------------------------------------
 
-constexpr const char* kLoopbackNamed = "127.0.0.0/8:9";
+constexpr const char* kLoopbackNamed = "tcp://127.0.0.0/8:*";
 
 std::shared_ptr<const NetworkPolicy> make_policy(const std::vector<std::string>& allow,
                                                  const std::vector<std::string>& deny = {},
@@ -678,8 +678,7 @@ TEST_F(EgressProxyTest, PortNotAllowed) {
 
 TEST_F(EgressProxyTest, IpLiteralNeedsAnAddressRule) {
   const std::string literal = "127.0.0.4:" + std::to_string(echo_->port());
-  auto port =
-      add("sb", make_policy({"tcp://echo.test:" + std::to_string(echo_->port()), kLoopbackNamed}));
+  auto port = add("sb", make_policy({"tcp://echo.test:" + std::to_string(echo_->port())}));
   auto [fd, head] = connect_via(port, literal);
   EXPECT_TRUE(starts_with(head, "HTTP/1.1 403")) << head;
   EgressEvent ev = audit_.next(seen_);
@@ -1117,7 +1116,7 @@ TEST_F(EgressProxyTest, TransparentHttpTlsAndTcp) {
     auto port =
         proxy_->add_sandbox("sb", "10.215.0.1", 0,
                             make_policy({"web.test:" + wp, "tls.test:" + tp, "db.test:" + rp,
-                                         kLoopbackNamed, "10.215.0.0/30:9"}));
+                                         kLoopbackNamed, "10.215.0.0/30:" + rp}));
     ASSERT_TRUE(port) << port.error().to_string();
     if (std::string err = net.redirect_to(*port); !err.empty())
       CORRAL_SKIP_OR_FAIL("cannot install the nftables redirect: " + err);
@@ -1175,7 +1174,7 @@ TEST_F(EgressProxyTest, TransparentHttpTlsAndTcp) {
 
     // ... and allowed with one.
     ASSERT_TRUE(proxy_->set_policy(
-        "sb", make_policy({"tcp://db.test:" + rp, kLoopbackNamed, "10.215.0.0/30:9"})));
+        "sb", make_policy({"tcp://db.test:" + rp, kLoopbackNamed, "tcp://10.215.0.0/30:" + rp})));
     net.in_ns([&] {
       UniqueFd fd = dial("10.215.0.1", raw.port());
       ASSERT_TRUE(fd);

@@ -159,22 +159,65 @@ TEST(NetworkPolicy, OpenModeStillRefusesPrivateAddressesAndDenials) {
   ASSERT_TRUE(p);
   EXPECT_TRUE(decide(*p, q("anything.org", 8443, kTcp)).allowed);
   EXPECT_FALSE(decide(*p, q("tracker.example.com", 443)).allowed);
-  EXPECT_FALSE(check_address(*p, *IpAddress::parse("127.0.0.1")).allowed);
-  EXPECT_FALSE(check_address(*p, *IpAddress::parse("169.254.169.254")).allowed);
-  EXPECT_TRUE(check_address(*p, *IpAddress::parse("151.101.0.223")).allowed);
+  EXPECT_FALSE(check_address(*p, *IpAddress::parse("127.0.0.1"), 443, kTls).allowed);
+  EXPECT_FALSE(check_address(*p, *IpAddress::parse("169.254.169.254"), 80, kHttp).allowed);
+  EXPECT_TRUE(check_address(*p, *IpAddress::parse("151.101.0.223"), 443, kTls).allowed);
 }
 
 TEST(NetworkPolicy, OnlyARuleNamingAPrivateAddressAllowsIt) {
   NetworkPolicy p = allowlist({"internal.example.com", "10.20.0.0/16:443"});
   const IpAddress inside = *IpAddress::parse("10.20.1.2");
   const IpAddress other = *IpAddress::parse("10.30.1.2");
-  EXPECT_TRUE(check_address(p, inside).allowed);
-  Decision d = check_address(p, other);
+  EXPECT_TRUE(check_address(p, inside, 443, kTls).allowed);
+  Decision d = check_address(p, other, 443, kTls);
   EXPECT_FALSE(d.allowed);
   EXPECT_NE(d.reason.find("private"), std::string::npos) << d.reason;
-  EXPECT_FALSE(check_address(p, *IpAddress::parse("169.254.169.254")).allowed);
+  EXPECT_FALSE(check_address(p, *IpAddress::parse("169.254.169.254"), 443, kTls).allowed);
   NetworkPolicy deny = allowlist({"0.0.0.0/0:443"}, {"203.0.113.0/24"});
-  EXPECT_FALSE(check_address(deny, *IpAddress::parse("203.0.113.5")).allowed);
+  EXPECT_FALSE(check_address(deny, *IpAddress::parse("203.0.113.5"), 443, kTls).allowed);
+}
+
+// An address rule names a non-public address for its own ports and
+// protocols only: a name allowed on 80/443 that resolves into a range
+// allowed for the database port gets nothing.
+TEST(NetworkPolicy, AnAddressRuleNamesItsRangeForItsPortsAndProtocolsOnly) {
+  NetworkPolicy p = allowlist({"db.example.com", "tcp://10.20.0.0/16:5432"});
+  const IpAddress db = *IpAddress::parse("10.20.1.2");
+  EXPECT_TRUE(check_address(p, db, 5432, kTcp).allowed);
+  EXPECT_TRUE(check_address(p, db, 5432, kTls).allowed) << "a tcp rule covers all bytes";
+  Decision web = check_address(p, db, 443, kTls);
+  EXPECT_FALSE(web.allowed) << "port 443 was let into a range named for 5432";
+  EXPECT_NE(web.reason.find("port 443"), std::string::npos) << web.reason;
+  NetworkPolicy https_only = allowlist({"tls://10.20.0.0/16:8443"});
+  EXPECT_TRUE(check_address(https_only, db, 8443, kTls).allowed);
+  EXPECT_FALSE(check_address(https_only, db, 8443, kHttp).allowed);
+  // A deny for one port leaves the others to the allow rules.
+  NetworkPolicy ssh = allowlist({"10.20.0.0/16:22,443"}, {"10.20.1.2:22"});
+  EXPECT_FALSE(check_address(ssh, db, 22, kTcp).allowed);
+  EXPECT_TRUE(check_address(ssh, db, 443, kTls).allowed);
+}
+
+// A wide prefix does not name the special ranges inside it: 0.0.0.0/0 is
+// "any public address", not loopback, private or metadata; metadata needs
+// a rule for exactly its address.
+TEST(NetworkPolicy, AWidePrefixNamesNoSpecialRangeAndMetadataNeedsItsOwnRule) {
+  NetworkPolicy any = allowlist({"0.0.0.0/0:80,443", "[::/0]:80,443"});
+  for (const char* a : {"169.254.169.254", "127.0.0.1", "10.1.2.3", "192.168.1.1", "::1",
+                        "fd00:ec2::254", "fe80::1"}) {
+    EXPECT_FALSE(check_address(any, *IpAddress::parse(a), 80, kHttp).allowed) << a;
+    EXPECT_FALSE(check_address(any, *IpAddress::parse(a), 443, kTls).allowed) << a;
+  }
+  EXPECT_TRUE(check_address(any, *IpAddress::parse("93.184.216.34"), 443, kTls).allowed);
+  NetworkPolicy link = allowlist({"169.254.0.0/16:80"});
+  EXPECT_TRUE(check_address(link, *IpAddress::parse("169.254.1.1"), 80, kHttp).allowed);
+  EXPECT_FALSE(check_address(link, *IpAddress::parse("169.254.169.254"), 80, kHttp).allowed)
+      << "metadata named by a link-local range";
+  NetworkPolicy meta = allowlist({"169.254.169.254:80"});
+  EXPECT_TRUE(check_address(meta, *IpAddress::parse("169.254.169.254"), 80, kHttp).allowed);
+  NetworkPolicy wide_private = allowlist({"10.0.0.0/7:443"});  // 10/8 and public 11/8
+  EXPECT_FALSE(check_address(wide_private, *IpAddress::parse("10.1.2.3"), 443, kTls).allowed);
+  NetworkPolicy private8 = allowlist({"10.0.0.0/8:443"});
+  EXPECT_TRUE(check_address(private8, *IpAddress::parse("10.1.2.3"), 443, kTls).allowed);
 }
 
 TEST(NetworkPolicy, DnsNamesFollowTheRules) {
