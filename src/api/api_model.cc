@@ -901,7 +901,9 @@ Json network_json(const NetworkSpec& n) {
   if (n.rate_per_second >= 0) {
     Json rate = Json::object();
     rate["per_second"] = n.rate_per_second;
-    rate["burst"] = n.rate_burst >= 0 ? n.rate_burst : n.rate_per_second;
+    rate["burst"] = n.rate_burst >= 0       ? n.rate_burst
+                    : n.rate_per_second > 0 ? std::max(1.0, 2 * n.rate_per_second)
+                                            : 0.0;
     j["rate"] = std::move(rate);
   }
   j["gateway"] = strings_json(n.gateway);
@@ -1005,7 +1007,8 @@ Result<NetworkSpec> read_network_object(const Json& v, const std::string& path, 
       return fail("invalid_value", rate->at("per_second"),
                   "is missing: new connections per second (0: no limit)");
     CORRAL_TRY(read_into(*rate, "per_second", n.rate_per_second, read_rate_number));
-    n.rate_burst = n.rate_per_second;
+    // Without a burst: twice the rate (at least 1), as the CLI's --network-rate.
+    n.rate_burst = n.rate_per_second > 0 ? std::max(1.0, 2 * n.rate_per_second) : 0;
     CORRAL_TRY(read_into(*rate, "burst", n.rate_burst, read_rate_number));
   }
   return n;

@@ -1148,6 +1148,23 @@ TEST(ApiCreate, TheSourcesNetworkFormIsAccepted) {
 }
 
 }  // namespace
+// A rate without a burst gets twice the rate (at least 1), as the CLI's
+// --network-rate; a slow rate below 1/s is accepted.
+TEST(ApiModel, ANetworkRateWithoutBurstGetsTwiceTheRate) {
+  auto five = parse_create_sandbox(R"({"network": {"rate": {"per_second": 5}}})");
+  ASSERT_TRUE(five) << five.error().message;
+  EXPECT_EQ(five->spec.network.rate_burst, 10);
+  auto slow = parse_create_sandbox(R"({"network": {"rate": {"per_second": 0.2}}})");
+  ASSERT_TRUE(slow) << slow.error().message;
+  EXPECT_EQ(slow->spec.network.rate_burst, 1);
+  auto off = parse_create_sandbox(R"({"network": {"rate": {"per_second": 0}}})");
+  ASSERT_TRUE(off) << off.error().message;
+  EXPECT_EQ(off->spec.network.rate_burst, 0);
+  auto given = parse_create_sandbox(R"({"network": {"rate": {"per_second": 5, "burst": 7}}})");
+  ASSERT_TRUE(given) << given.error().message;
+  EXPECT_EQ(given->spec.network.rate_burst, 7);
+}
+
 }  // namespace corral::api
 
 // Issue 5: the secrets of a create, both forms of a host, and the stored
