@@ -320,8 +320,15 @@ Decision check_address(const NetworkPolicy& policy, const IpAddress& address, st
 
 Decision check_dns_name(const NetworkPolicy& policy, std::string_view name) {
   if (policy.mode == NetworkMode::kNone) return denied("network mode is none");
+  // Only a deny of the whole name (every port, every protocol: a tcp rule,
+  // or one for both http and tls) makes it unresolvable; `http://x` denies
+  // plain HTTP to x, not x itself.
+  auto whole = [](const NetworkRule& r) {
+    return r.all_ports() &&
+           ((r.protocols & kTcp) || (r.protocols & (kHttp | kTls)) == (kHttp | kTls));
+  };
   for (const auto& r : policy.rules) {
-    if (r.deny && r.all_ports() && r.matches_name(name)) return denied("denied by rule", r.text);
+    if (r.deny && whole(r) && r.matches_name(name)) return denied("denied by rule", r.text);
   }
   if (policy.mode == NetworkMode::kOpen) return Decision{true, "", "network mode is open"};
   for (const auto& r : policy.rules) {

@@ -110,7 +110,8 @@ Decision check_address(const NetworkPolicy& policy, const IpAddress& address, st
                        Protocol protocol);
 
 // Whether corral's DNS should resolve `name` for this sandbox: some allow
-// rule matches it (any port) and no deny rule covers all of its ports.
+// rule matches it (any port) and no deny rule covers all of its ports and
+// protocols.
 Decision check_dns_name(const NetworkPolicy& policy, std::string_view name);
 
 // Named, versioned rule sets per task type (N2). The daemon config may

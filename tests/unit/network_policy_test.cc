@@ -220,6 +220,18 @@ TEST(NetworkPolicy, AWidePrefixNamesNoSpecialRangeAndMetadataNeedsItsOwnRule) {
   EXPECT_TRUE(check_address(private8, *IpAddress::parse("10.1.2.3"), 443, kTls).allowed);
 }
 
+// A deny of one protocol leaves the name resolvable: `http://x` refuses
+// plain HTTP to x, while TLS to x stays as the allow rules say.
+TEST(NetworkPolicy, ADenyOfOneProtocolDoesNotHideTheName) {
+  NetworkPolicy p = allowlist({"*.example.com"}, {"http://plain.example.com", "gone.example.com"});
+  EXPECT_TRUE(check_dns_name(p, "plain.example.com").allowed);
+  EXPECT_FALSE(decide(p, q("plain.example.com", 80, kHttp)).allowed);
+  EXPECT_TRUE(decide(p, q("plain.example.com", 443, kTls)).allowed);
+  EXPECT_FALSE(check_dns_name(p, "gone.example.com").allowed) << "http+tls, all ports: the name";
+  NetworkPolicy tcp = allowlist({"*.example.com"}, {"tcp://db.example.com"});
+  EXPECT_FALSE(check_dns_name(tcp, "db.example.com").allowed);
+}
+
 TEST(NetworkPolicy, DnsNamesFollowTheRules) {
   NetworkPolicy p =
       allowlist({"pypi.org:443", "*.example.com"}, {"bad.example.com", "x.example.com:25"});
