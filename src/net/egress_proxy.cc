@@ -243,6 +243,8 @@ struct Conn {
   bool rate_ok = true;
   // Set once relaying: what set_policy re-evaluates.
   bool relaying = false;
+  // Handed to the gateway: set_policy cuts it when a grant is withdrawn.
+  bool gateway = false;
   Target target;
   IpAddress connected;
   // Closed from outside: why.
@@ -370,6 +372,10 @@ class Session {
   void set_protocol(Protocol p) { ev_.protocol = protocol_name(p); }
   EgressEvent to_gateway(std::string already_read) {
     gateway_served_ = true;
+    {
+      std::lock_guard<std::mutex> lock(px_.mu);
+      conn_.gateway = true;
+    }
     px_.options.gateway(
         GatewayConnection{conn_.sandbox->id, client_, std::move(already_read), policy()});
     return ev_;
@@ -1346,8 +1352,22 @@ Status EgressProxy::set_policy(const std::string& id, std::shared_ptr<const Netw
   if (it == impl_->by_id.end())
     return make_error(ErrorCode::kNotFound, "sandbox " + id + " has no egress proxy listener");
   SandboxState& sb = *it->second;
+  const std::shared_ptr<const NetworkPolicy> before = sb.policy;
   sb.policy = std::move(policy);
+  // A gateway connection may carry requests to any service granted when it
+  // started: once a grant is withdrawn (or the network is), it goes.
+  bool grant_lost = sb.policy->mode == NetworkMode::kNone;
+  for (const auto& g : before ? before->gateway_services : std::vector<std::string>{}) {
+    const auto& now = sb.policy->gateway_services;
+    grant_lost |= std::find(now.begin(), now.end(), g) == now.end();
+  }
   for (Conn* c : sb.conns) {
+    if (c->gateway) {
+      if (grant_lost)
+        cut_conn(*c, EgressRefusal::kPolicyChanged,
+                 "policy changed: a gateway grant was withdrawn");
+      continue;
+    }
     if (!c->relaying) continue;  // checked against the new policy when it starts relaying
     Verdict v = reevaluate(*sb.policy, c->target, c->connected);
     if (!v.allowed) cut_conn(*c, EgressRefusal::kPolicyChanged, "policy changed: " + v.reason);

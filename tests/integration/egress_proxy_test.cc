@@ -462,6 +462,50 @@ class EgressProxyTest : public ::testing::Test {
 
 bool starts_with(const std::string& s, std::string_view p) { return s.rfind(p, 0) == 0; }
 
+// A connection handed to the gateway is cut when a live update withdraws
+// a gateway grant (or the network), not left to run on the old grant; an
+// update that keeps every grant leaves it alone.
+TEST(EgressProxyGateway, WithdrawingAGrantCutsAGatewayConnection) {
+  std::atomic<int> ended{0};
+  EgressProxyOptions options;
+  options.gateway = [&](const GatewayConnection& g) {
+    // Stands in for a long streamed answer: waits until the client side ends.
+    char c;
+    for (;;) {
+      pollfd p{g.client, POLLIN, 0};
+      ::poll(&p, 1, 100);
+      ssize_t n = ::read(g.client, &c, 1);
+      if (n == 0 || (n < 0 && errno != EAGAIN)) break;
+    }
+    ++ended;
+  };
+  AuditLog audit;
+  auto proxy = EgressProxy::start(std::make_shared<FakeResolver>(), std::make_shared<FakeAnswers>(),
+                                  audit.sink(), options);
+  ASSERT_TRUE(proxy) << proxy.error().to_string();
+  auto granted = [](std::vector<std::string> services) {
+    auto p = std::make_shared<NetworkPolicy>(*make_policy({}));
+    p->gateway_services = std::move(services);
+    return std::shared_ptr<const NetworkPolicy>(p);
+  };
+  auto port = (*proxy)->add_sandbox("sb", "127.0.0.1", 0, granted({"billing", "search"}));
+  ASSERT_TRUE(port) << port.error().to_string();
+  UniqueFd fd = dial("127.0.0.1", *port);
+  ASSERT_TRUE(fd);
+  send_str(fd.get(),
+           "GET http://gateway.corral.internal/billing/x HTTP/1.1\r\nHost: "
+           "gateway.corral.internal\r\n\r\n");
+  for (int i = 0; i < 100 && (*proxy)->active_connections("sb") == 0; ++i)
+    std::this_thread::sleep_for(10ms);
+  std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE((*proxy)->set_policy("sb", granted({"search", "billing", "more"})));
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(ended.load(), 0) << "an update that kept every grant cut the connection";
+  ASSERT_TRUE((*proxy)->set_policy("sb", granted({"search"})));
+  for (int i = 0; i < 200 && ended.load() == 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(ended.load(), 1) << "the gateway connection outlived the withdrawn grant";
+}
+
 // --- Explicit mode -----------------------------------------------------------------
 
 TEST_F(EgressProxyTest, ConnectToAnAllowedNameReachesTheUpstream) {
