@@ -365,10 +365,20 @@ void handle_start_process(ApiContext& ctx, ApiRequest& r) {
     }
   }
   // Report it once the zygote said whether it runs (bounded wait).
+  std::string failure;
   {
     std::unique_lock lock((*proc)->mu);
     (*proc)->cv.wait_for(lock, std::chrono::seconds(5),
                          [&] { return (*proc)->phase != ProcessEntry::Phase::kStarting; });
+    if ((*proc)->phase == ProcessEntry::Phase::kFailed) failure = (*proc)->failure;
+  }
+  if (!failure.empty()) {
+    // Why it could not start, where its output is read (as an exec's stderr
+    // says it): exit code 127 alone does not tell which name was missing.
+    UniqueFd err(openat(layer, output_name(pid, "stderr").c_str(),
+                        O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW));
+    const std::string line = "corral: " + failure + "\n";
+    if (err) (void)!write(err.get(), line.data(), line.size());
   }
   send_json(r.out, 201, api::to_json(info_of(s, **proc)));
 }

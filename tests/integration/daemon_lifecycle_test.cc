@@ -315,6 +315,24 @@ TEST(DaemonLifecycle, InitialStdinOfABackgroundProcessArrivesWhole) {
   EXPECT_NE(big.body.find("/stdin"), std::string::npos) << big.body;
 }
 
+// A background process that cannot start says why on its stderr, as an
+// exec does.
+TEST(DaemonLifecycle, ABackgroundProcessThatCannotStartSaysWhy) {
+  TestDaemon d;
+  ASSERT_TRUE(d.ready()) << d.output();
+  std::string id = d.create_sandbox();
+  ASSERT_FALSE(id.empty());
+  auto started =
+      d.request("POST", "/v1/sandboxes/" + id + "/processes", R"({"argv": ["/no/such/tool"]})");
+  ASSERT_EQ(started.status, 201) << started.body;
+  const std::string base = "/v1/sandboxes/" + id + "/processes/" + started.json().value("id", "");
+  auto waited = d.request("POST", base + "/wait?timeout=10");
+  EXPECT_EQ(waited.json().value("exit_code", -1), 127) << waited.body;
+  auto err = d.request("GET", base + "/output?stream=stderr");
+  EXPECT_NE(err.body.find("corral: /no/such/tool"), std::string::npos) << err.body;
+  EXPECT_NE(err.body.find("not found"), std::string::npos) << err.body;
+}
+
 // Output cut at max_output_bytes inside a UTF-8 character stays text.
 TEST(DaemonLifecycle, OutputCutInsideACharacterStaysText) {
   TestDaemon d;
