@@ -74,6 +74,10 @@ int serve(const ServeFlags& flags) {
   // It plans networks with the same pool and templates as the engine.
   MetricsRegistry metrics;
   NetworkService network(config.network, config.data_dir + "/gateway.key", metrics);
+  // The default network every create starts from must be one the engine
+  // takes: a bad rule in the config stops the daemon here, not each create.
+  if (auto p = network.resolve(config.default_spec.network); !p)
+    return fail("config: sandbox network: " + p.error().message, p.error().hint);
   auto factory = SandboxFactory::start(network.factory_options());
   if (!factory) return fail(factory.error().message);
 

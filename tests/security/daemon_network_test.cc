@@ -164,6 +164,14 @@ out("b", transparent_http("denied.test"))
   EXPECT_EQ(changes.size(), 2u);
 }
 
+// A default network the engine cannot take (a rule it refuses) stops the
+// daemon at start with the rule named, instead of failing every create.
+TEST(DaemonNetwork, ABadDefaultNetworkStopsTheDaemonAtStart) {
+  TestDaemon d({}, "sandbox:\n  network:\n    default: deny\n    allow_domains: [intranet]\n");
+  EXPECT_FALSE(d.ready()) << "the daemon started with a network rule it cannot apply";
+  EXPECT_NE(d.output().find("\"intranet\" is a single label"), std::string::npos) << d.output();
+}
+
 TEST(DaemonNetwork, RefusesWhatCannotBeGivenWithClearErrors) {
   if (geteuid() != 0) CORRAL_SKIP_OR_FAIL("network tests run as root");
   TestDaemon d;
