@@ -605,6 +605,7 @@ ApiResult<api::SandboxInfo> SandboxService::set_network(std::string_view id,
   if (network_ == nullptr)
     return api_fail("network_unavailable", "this daemon serves sandboxes without network only",
                     "network");
+  std::lock_guard one_update(e->network_mu);
   auto policy = network_->resolve(network);
   if (!policy) return api_fail("invalid_value", policy.error().message, "", policy.error().hint);
   if (!e->net_slot) {

@@ -108,7 +108,13 @@ std::optional<IpPrefix> IpPrefix::parse(std::string_view text) {
     if (length > total) return std::nullopt;
   }
   IpPrefix p{*addr, length};
-  clear_host_bits(p.address, length);
+  // ::ffff:a.b.c.d/96+n is the IPv4 prefix a.b.c.d/n: addresses are judged
+  // unmapped, so only that form can match them.
+  if (p.address.v6 && length >= 96) {
+    const IpAddress v4 = p.address.unmapped();
+    if (!v4.v6) p = IpPrefix{v4, length - 96};
+  }
+  clear_host_bits(p.address, p.length);
   return p;
 }
 

@@ -55,6 +55,19 @@ TEST(IpAddress, PrefixesContainTheirAddressesOnly) {
   EXPECT_FALSE(IpPrefix::parse("10.0.0.0/"));
 }
 
+// An IPv4-mapped prefix is the IPv4 prefix it maps: addresses are judged
+// unmapped, so ::ffff:10.0.0.0/104 must match 10.1.2.3 as 10.0.0.0/8 does.
+TEST(IpAddress, AMappedPrefixIsItsIpv4Prefix) {
+  auto p = IpPrefix::parse("::ffff:10.0.0.0/104");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->str(), "10.0.0.0/8");
+  EXPECT_TRUE(p->contains(*IpAddress::parse("10.1.2.3")));
+  EXPECT_TRUE(p->contains(*IpAddress::parse("::ffff:10.1.2.3")));
+  EXPECT_FALSE(p->contains(*IpAddress::parse("11.1.2.3")));
+  EXPECT_TRUE(IpPrefix::parse("::ffff:0:0/95")->address.v6) << "shorter than /96: stays IPv6";
+  EXPECT_EQ(IpPrefix::parse("::ffff:0:0/96")->str(), "0.0.0.0/0");
+}
+
 TEST(IpAddress, ClassifiesTheAddressesARebindingAttackUses) {
   auto cls = [](const char* a) { return classify(*IpAddress::parse(a)); };
   EXPECT_EQ(cls("127.0.0.1"), AddressClass::kLoopback);
