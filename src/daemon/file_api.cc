@@ -61,11 +61,6 @@ std::string json_path(const std::string& path) {
   return json(path).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-void audit_file(ApiContext& ctx, const std::string& sandbox, std::string_view op,
-                const std::string& path, json extra = json::object()) {
-  daemon::audit_file(ctx.sandboxes, sandbox, op, path, std::move(extra));
-}
-
 // Answers a refused operation, and audits it first: X1 wants every file
 // operation in the log, refused ones (an escape attempt) above all.
 void refuse(ApiContext& ctx, ApiRequest& r, const Target& t, std::string_view op,
@@ -162,7 +157,8 @@ void handle_file_upload(ApiContext& ctx, ApiRequest& r) {
   result.path = *path;
   result.bytes = total;
   result.sha256 = Sha256::hex(hash.final());
-  audit_file(ctx, t->sandbox->id, "write", *path, {{"bytes", total}, {"sha256", result.sha256}});
+  audit_file(ctx.sandboxes, t->sandbox->id, "write", *path,
+             {{"bytes", total}, {"sha256", result.sha256}});
   send_json(r.out, 201, api::to_json(result));
 }
 
@@ -178,7 +174,7 @@ void handle_file_download(ApiContext& ctx, ApiRequest& r) {
     return refuse(ctx, r, *t, "read", *path, api::make_api_error("internal", "fstat failed"));
   const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
   if (!r.out.start(200, {{"content-type", "application/octet-stream"}}, size)) {
-    audit_file(ctx, t->sandbox->id, "read", *path, {{"bytes", 0}, {"complete", false}});
+    audit_file(ctx.sandboxes, t->sandbox->id, "read", *path, {{"bytes", 0}, {"complete", false}});
     return;
   }
   Sha256 hash;
@@ -192,7 +188,7 @@ void handle_file_download(ApiContext& ctx, ApiRequest& r) {
     if (!r.out.write(std::string_view(buf.data(), static_cast<size_t>(n)))) break;
     sent += static_cast<std::uint64_t>(n);
   }
-  audit_file(ctx, t->sandbox->id, "read", *path,
+  audit_file(ctx.sandboxes, t->sandbox->id, "read", *path,
              {{"bytes", sent}, {"sha256", Sha256::hex(hash.final())}, {"complete", sent == size}});
   if (sent == size) (void)r.out.finish();
 }
@@ -205,7 +201,7 @@ void handle_file_delete(ApiContext& ctx, ApiRequest& r) {
   const bool recursive = query_flag(r, "recursive");
   if (auto st = t->root->remove(*path, recursive); !st)
     return refuse(ctx, r, *t, "delete", *path, file_error(st.error()), {{"recursive", recursive}});
-  audit_file(ctx, t->sandbox->id, "delete", *path, {{"recursive", recursive}});
+  audit_file(ctx.sandboxes, t->sandbox->id, "delete", *path, {{"recursive", recursive}});
   send_json(r.out, 200, "{\"deleted\":" + json_path(*path) + "}");
 }
 
@@ -218,7 +214,7 @@ void handle_file_list(ApiContext& ctx, ApiRequest& r) {
   if (!listing) return refuse(ctx, r, *t, "list", *path, file_error(listing.error()));
   std::vector<api::FileEntry> entries;
   for (const auto& f : listing->entries) entries.push_back(entry_of(f));
-  audit_file(ctx, t->sandbox->id, "list", *path, {{"entries", entries.size()}});
+  audit_file(ctx.sandboxes, t->sandbox->id, "list", *path, {{"entries", entries.size()}});
   send_json(r.out, 200, api::to_json(entries, listing->truncated));
 }
 
@@ -229,7 +225,7 @@ void handle_file_stat(ApiContext& ctx, ApiRequest& r) {
   if (!t) return;
   auto info = t->root->stat(*path);
   if (!info) return refuse(ctx, r, *t, "stat", *path, file_error(info.error()));
-  audit_file(ctx, t->sandbox->id, "stat", *path);
+  audit_file(ctx.sandboxes, t->sandbox->id, "stat", *path);
   send_json(r.out, 200, api::to_json(entry_of(*info)));
 }
 
@@ -245,7 +241,8 @@ void handle_file_mkdir(ApiContext& ctx, ApiRequest& r) {
   if (auto st = t->root->mkdir(request->path, request->mode, request->parents, uid, uid); !st)
     return refuse(ctx, r, *t, "mkdir", request->path, file_error(st.error()),
                   {{"parents", request->parents}});
-  audit_file(ctx, t->sandbox->id, "mkdir", request->path, {{"parents", request->parents}});
+  audit_file(ctx.sandboxes, t->sandbox->id, "mkdir", request->path,
+             {{"parents", request->parents}});
   send_json(r.out, 201, "{\"path\":" + json_path(request->path) + "}");
 }
 
@@ -259,7 +256,7 @@ void handle_file_rename(ApiContext& ctx, ApiRequest& r) {
   if (auto st = t->root->rename(request->from, request->to, !request->overwrite); !st)
     return refuse(ctx, r, *t, "rename", request->from, file_error(st.error()),
                   {{"to", request->to}});
-  audit_file(ctx, t->sandbox->id, "rename", request->from, {{"to", request->to}});
+  audit_file(ctx.sandboxes, t->sandbox->id, "rename", request->from, {{"to", request->to}});
   send_json(r.out, 200,
             "{\"from\":" + json_path(request->from) + ",\"to\":" + json_path(request->to) + "}");
 }

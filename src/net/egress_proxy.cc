@@ -1356,11 +1356,10 @@ Status EgressProxy::set_policy(const std::string& id, std::shared_ptr<const Netw
   sb.policy = std::move(policy);
   // A gateway connection may carry requests to any service granted when it
   // started: once a grant is withdrawn (or the network is), it goes.
+  const auto& now = sb.policy->gateway_services;
   bool grant_lost = sb.policy->mode == NetworkMode::kNone;
-  for (const auto& g : before ? before->gateway_services : std::vector<std::string>{}) {
-    const auto& now = sb.policy->gateway_services;
+  for (const auto& g : before->gateway_services)
     grant_lost |= std::find(now.begin(), now.end(), g) == now.end();
-  }
   for (Conn* c : sb.conns) {
     if (c->gateway) {
       if (grant_lost)

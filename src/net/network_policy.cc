@@ -257,10 +257,14 @@ bool NetworkPolicy::has_network() const {
 
 namespace {
 
+// Whether rule `r` is for this port and protocol. A tcp rule lets any
+// bytes through; http and tls rules only their own.
+bool covers_port_and_protocol(const NetworkRule& r, std::uint16_t port, Protocol protocol) {
+  return r.matches_port(port) && ((r.protocols & protocol) || (r.protocols & kTcp));
+}
+
 bool rule_matches(const NetworkRule& r, const EgressQuery& q) {
-  if (!r.matches_port(q.port)) return false;
-  // A tcp rule lets any bytes through; http and tls rules only their own.
-  if (!(r.protocols & q.protocol) && !(r.protocols & kTcp)) return false;
+  if (!covers_port_and_protocol(r, q.port, q.protocol)) return false;
   if (!r.domain.empty()) return r.matches_name(q.name);
   return q.address && r.matches_address(*q.address);
 }
@@ -299,10 +303,8 @@ bool names_class(const IpPrefix& p, AddressClass c) {
 
 Decision check_address(const NetworkPolicy& policy, const IpAddress& address, std::uint16_t port,
                        Protocol protocol) {
-  // The rule's port and protocol as in decide(): a tcp rule covers all bytes.
   auto covers = [&](const NetworkRule& r) {
-    return r.matches_address(address) && r.matches_port(port) &&
-           ((r.protocols & protocol) || (r.protocols & kTcp));
+    return r.matches_address(address) && covers_port_and_protocol(r, port, protocol);
   };
   for (const auto& r : policy.rules) {
     if (r.deny && covers(r)) return denied("address denied by rule", r.text);
@@ -320,13 +322,10 @@ Decision check_address(const NetworkPolicy& policy, const IpAddress& address, st
 
 Decision check_dns_name(const NetworkPolicy& policy, std::string_view name) {
   if (policy.mode == NetworkMode::kNone) return denied("network mode is none");
-  // Only a deny of the whole name (every port, every protocol: a tcp rule,
-  // or one for both http and tls) makes it unresolvable; `http://x` denies
+  // Only a deny of the whole name (every port, and every protocol: a deny
+  // without one, or a tcp one) makes it unresolvable; `http://x` denies
   // plain HTTP to x, not x itself.
-  auto whole = [](const NetworkRule& r) {
-    return r.all_ports() &&
-           ((r.protocols & kTcp) || (r.protocols & (kHttp | kTls)) == (kHttp | kTls));
-  };
+  auto whole = [](const NetworkRule& r) { return r.all_ports() && (r.protocols & kTcp); };
   for (const auto& r : policy.rules) {
     if (r.deny && whole(r) && r.matches_name(name)) return denied("denied by rule", r.text);
   }
