@@ -348,7 +348,9 @@ class Session {
   // Ends the connection without relaying: audit fields, and an HTTP answer
   // when the client spoke HTTP and has not been answered yet.
   void refuse(EgressRefusal why, std::string reason, int http_status = 0);
-  First read_first(bool lenient, bool quiet_is_tcp, Clock::time_point head_deadline);
+  // `head_timeout`: how long the whole first head may take (the proxy's
+  // head timeout or the sandbox's shorter network timeout).
+  First read_first(bool lenient, bool quiet_is_tcp, std::chrono::milliseconds head_timeout);
   bool handle_http(const ProxyRequest& req, bool transparent);
   bool handle_connect(const ProxyRequest& req);
   bool route(const Target& target, const std::shared_ptr<const NetworkPolicy>& policy,
@@ -432,13 +434,17 @@ void Session::refuse(EgressRefusal why, std::string reason, int http_status) {
 // Reads until the bytes in buf_ say what the connection is. Explicit
 // clients must send a request head. Transparent ones (and tunnels after
 // CONNECT), `lenient`, may send anything: what is neither TLS nor HTTP is
-// tcp at once. A client that stays quiet for first_bytes_timeout (a
+// tcp at once. A client that has sent nothing for first_bytes_timeout (a
 // protocol where the server speaks first) is tcp too, if `quiet_is_tcp`:
 // a tcp rule allows the destination, so classifying early changes no
-// decision. Otherwise it may take until head_deadline: a slow TLS or HTTP
-// client is never refused for its pace.
+// decision. A client that has started a TLS record or an HTTP request line
+// stays that protocol however long it pauses: judged as tcp, a request
+// whose Host or SNI names a denied host would reach that host's address
+// anyway. It may take until the head deadline: a slow TLS or HTTP client is
+// never refused for its pace.
 Session::First Session::read_first(bool lenient, bool quiet_is_tcp,
-                                   Clock::time_point head_deadline) {
+                                   std::chrono::milliseconds head_timeout) {
+  const auto head_deadline = Clock::now() + head_timeout;
   const auto stall = px_.options.first_bytes_timeout;
   auto first_deadline = std::min(head_deadline, Clock::now() + stall);
   bool read_at_once = true;
@@ -483,17 +489,20 @@ Session::First Session::read_first(bool lenient, bool quiet_is_tcp,
     // More bytes are needed. The first time, they are most often there
     // already (a client sends its request right after connecting): read
     // before waiting, and wait only if that found nothing.
-    auto deadline = lenient && quiet_is_tcp ? first_deadline : head_deadline;
+    // Whatever is in buf_ here may still become a ClientHello or a request
+    // head (the rest returned above): only a client that sent nothing yet
+    // can be judged quiet.
+    auto deadline = lenient && quiet_is_tcp && buf_.empty() ? first_deadline : head_deadline;
     int w = read_at_once ? 1 : wait_fd(client_, POLLIN, deadline);
     read_at_once = false;
     if (w == 0) {
-      // Quiet: the server speaks first, or a prefix stalled. A silent client
-      // is judged as tcp (the decision says why it is refused, if it is).
-      if (lenient && (quiet_is_tcp || buf_.empty())) return First::kTcp;
+      // Quiet: the server speaks first. A silent client is judged as tcp
+      // (the decision says why it is refused, if it is).
+      if (lenient && buf_.empty()) return First::kTcp;
       refuse(EgressRefusal::kTimeout,
              std::string(lenient ? "no complete TLS ClientHello or HTTP request head"
                                  : "no complete request") +
-                 " within " + std::to_string(px_.options.head_timeout.count()) + " ms");
+                 " within " + std::to_string(head_timeout.count()) + " ms");
       return First::kFailed;
     }
     std::size_t old = buf_.size();
@@ -679,8 +688,7 @@ EgressEvent Session::run() {
   if (transparent && px_.options.gateway && original_.address == local_.address &&
       original_.port == 80)
     return to_gateway({});
-  const auto head_deadline =
-      Clock::now() + std::min(px_.options.head_timeout, policy_now->request_timeout);
+  const auto head_timeout = std::min(px_.options.head_timeout, policy_now->request_timeout);
 
   // Whether a tcp rule allows the destination as it is: then a quiet
   // client need not be waited for (see read_first).
@@ -697,7 +705,7 @@ EgressEvent Session::run() {
     tcp_target.address_fallback = true;
     quiet_is_tcp = decide_target(*policy_now, tcp_target).allowed;
   }
-  First first = read_first(transparent, quiet_is_tcp, head_deadline);
+  First first = read_first(transparent, quiet_is_tcp, head_timeout);
   if (first == First::kFailed) return ev_;
 
   if (first == First::kHttp) {
@@ -874,7 +882,7 @@ bool Session::handle_connect(const ProxyRequest& req) {
   tcp_target.protocol = kTcp;
   First first =
       read_first(true, decide_target(*used, tcp_target).allowed,
-                 Clock::now() + std::min(px_.options.head_timeout, used->request_timeout));
+                 std::min(px_.options.head_timeout, used->request_timeout));
   if (first == First::kFailed) return false;
 
   RequestFraming framing = RequestFraming::kNone;

@@ -622,6 +622,41 @@ TEST_F(EgressProxyTest, AQuietClientIsTcpOnlyWhereTcpIsAllowed) {
   EXPECT_EQ(ev.protocol, "tcp");
 }
 
+// A head that does not complete is refused after the timeout that applies:
+// the sandbox's network timeout when it is shorter than the proxy's head
+// timeout, and the refusal names the one that fired. In a CONNECT tunnel
+// whose destination a tcp rule allows, a client that has started an HTTP
+// request line stays HTTP however long it pauses (it is not taken for a
+// quiet tcp client).
+TEST_F(EgressProxyTest, AnIncompleteHeadIsRefusedNamingTheTimeoutThatFired) {
+  const std::string echo_target = "echo.test:" + std::to_string(echo_->port());
+  auto port = add("sb", make_policy({web_rule(), "tcp://" + echo_target, kLoopbackNamed}, {},
+                                    {0, 0}, 700ms));
+  UniqueFd fd = dial("127.0.0.1", port);
+  send_str(fd.get(), "GET http://web.test/ HTTP/1.1\r\nHost: web.test\r\n");
+  std::string resp = read_to_eof(fd.get());
+  EgressEvent ev = audit_.next(seen_);
+  EXPECT_EQ(ev.refusal, EgressRefusal::kTimeout) << ev.reason;
+  EXPECT_NE(ev.reason.find("within 700 ms"), std::string::npos) << ev.reason;
+
+  auto [fd2, head2] = connect_via(port, echo_target);
+  ASSERT_TRUE(starts_with(head2, "HTTP/1.1 200 ")) << head2;
+  send_str(fd2.get(), "GET / HTTP/1.1\r\nHost: echo.test\r\n");
+  std::this_thread::sleep_for(400ms);  // past first_bytes_timeout (300 ms)
+  send_str(fd2.get(), "X-Late: 1\r\n");
+  EXPECT_EQ(read_to_eof(fd2.get()).find("X-Late"), std::string::npos)
+      << "a paused request head was relayed as raw tcp";
+  ev = audit_.next(seen_);
+  EXPECT_FALSE(ev.allowed);
+  EXPECT_EQ(ev.refusal, EgressRefusal::kTimeout) << ev.reason;
+  EXPECT_NE(ev.reason.find("within 700 ms"), std::string::npos) << ev.reason;
+  // The tunnel's upstream is connected before the first bytes are read;
+  // none of them may reach it.
+  if (echo_->wait_records(1, 2s)) {
+    EXPECT_EQ(echo_->received(0), "") << "a paused head was relayed";
+  }
+}
+
 TEST_F(EgressProxyTest, OpensslClientThroughTheExplicitProxy) {
   const std::string tls_target = "tls.test:" + std::to_string(tls_->port());
   auto port = add("sb", make_policy({tls_target, kLoopbackNamed}));

@@ -244,6 +244,78 @@ out("ok", ok)
   EXPECT_NE(bad.err.find("contradicts"), std::string::npos) << bad.err;
 }
 
+// Issue 12.8: in open mode a tcp decision allows any public address, so a
+// client that has started an HTTP request line or a TLS ClientHello and then
+// pauses must stay HTTP or TLS (and meet the name deny), never be taken for
+// a quiet raw-TCP client that reaches the denied host's address. Every place
+// a head can pause is tried; a client that sends nothing is still tcp.
+TEST(Egress, AClientThatPausesInsideItsHeadStaysHttpOrTls) {
+  REQUIRE_WORLD(w);
+  RunOutcome r = run_client(w, {"--network", "open", "--deny", "denied.test"}, R"PY(
+import time
+ADDR = ")PY" + std::string(NetWorld::kDeniedAddress) + R"PY("
+def paused_http(first, rest, pause=0.8):
+    try:
+        s = socket.create_connection((ADDR, 80), timeout=15)
+        s.sendall(first)
+        time.sleep(pause)
+        s.sendall(rest)
+        d = read_all(s).decode(errors="replace")
+        return "OK " + d.splitlines()[-1] if d else "EMPTY"
+    except Exception as e:
+        return err(e)
+req = b"GET / HTTP/1.1\r\nHost: denied.test\r\nConnection: close\r\n\r\n"
+for cut in (1, 4, 16, req.index(b"Host:") + 6, req.index(b"Connection:"), len(req) - 2):
+    out(f"http{cut}", paused_http(req[:cut], req[cut:]))
+def tls_hello(sni):
+    ctx = ssl.create_default_context(cadata=CA)
+    inc, outg = ssl.MemoryBIO(), ssl.MemoryBIO()
+    o = ctx.wrap_bio(inc, outg, server_hostname=sni)
+    try:
+        o.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return outg.read()
+hello = tls_hello("denied.test")
+for cut in (1, 5, len(hello) // 2, len(hello) - 1):
+    try:
+        s = socket.create_connection((ADDR, 443), timeout=15)
+        s.sendall(hello[:cut])
+        time.sleep(0.8)
+        s.sendall(hello[cut:])
+        d = read_all(s)
+        out(f"tls{cut}", "BYTES %d" % len(d))
+    except Exception as e:
+        out(f"tls{cut}", err(e))
+# A client that says nothing first is still judged as tcp: its raw bytes
+# reach the address (open mode allows it), as before.
+try:
+    s = socket.create_connection((ADDR, 5432), timeout=15)
+    time.sleep(0.8)
+    s.sendall(b"ping")
+    out("quiet", "OK " + s.recv(16).decode())
+except Exception as e:
+    out("quiet", err(e))
+)PY");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  int http_cases = 0, tls_cases = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("http", 0) == 0) {
+      ++http_cases;
+      EXPECT_EQ(line.find("hello from"), std::string::npos) << "a paused head got through: " << line;
+    } else if (line.rfind("tls", 0) == 0) {
+      ++tls_cases;
+      EXPECT_EQ(line.find("=BYTES 0"), line.find('=')) << "a paused ClientHello got an answer: " << line;
+    }
+  }
+  EXPECT_EQ(http_cases, 6) << r.out << r.err;
+  EXPECT_EQ(tls_cases, 4) << r.out << r.err;
+  EXPECT_EQ(w.world->http_requests("denied.test"), 0) << "a denied name reached its server";
+  EXPECT_EQ(w.world->tls_handshakes("denied.test"), 0) << "a denied SNI reached its server";
+  EXPECT_EQ(value_of(r.out, "quiet"), "OK ping") << r.out << r.err;
+}
+
 TEST(Egress, NothingIsLeftAfterTheSandbox) {
   REQUIRE_WORLD(w);
   RunOutcome r = run_client(w, {"--allow", "allowed.test"}, R"PY(
