@@ -24,12 +24,21 @@ double TokenBucket::level(Clock::time_point now) const {
   return std::min(burst_, tokens_ + seconds * rate_);
 }
 
-bool TokenBucket::take(Clock::time_point now) {
+bool TokenBucket::take(Clock::time_point now, double cost) {
   tokens_ = level(now);
   if (now > at_) at_ = now;
-  if (tokens_ < 1.0) return false;
-  tokens_ -= 1.0;
+  // A record dearer than the whole burst passes from a full bucket.
+  cost = std::min(cost, burst_);
+  if (tokens_ < cost) return false;
+  tokens_ -= cost;
   return true;
+}
+
+double audit_record_cost(const json& event) {
+  constexpr std::size_t kLogAdds = 220;  // seq, time, prev, hash
+  const std::size_t bytes =
+      event.dump(-1, ' ', false, json::error_handler_t::replace).size() + kLogAdds;
+  return static_cast<double>((bytes + 1023) / 1024);
 }
 
 bool TokenBucket::full(Clock::time_point now) const { return level(now) >= burst_; }
@@ -99,7 +108,9 @@ void AuditBudget::submit(json event, Clock::time_point now) {
     auto it = sandboxes_.find(sandbox);
     if (it == sandboxes_.end()) it = sandboxes_.try_emplace(sandbox, config_, now).first;
     PerSandbox& p = it->second;
-    if (!p.bucket.take(now)) {
+    // The size only matters when there is a token: a flood mostly costs
+    // this one check.
+    if (!p.bucket.any(now) || !p.bucket.take(now, audit_record_cost(event))) {
       if (!p.owes_summary()) p.since = now;
       ++p.over_budget[type];
       count(type, "budget");

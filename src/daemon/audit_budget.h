@@ -7,8 +7,10 @@
 // causes (secret injection at create, revocation and wipe at destroy,
 // token expiry) are written as they are; every other type is budgeted, so
 // a record type added later is bounded unless someone decides otherwise.
-// A budgeted record takes a token from its sandbox's bucket (`rate` per
-// second, up to `burst`); without one it is not written but counted, and
+// A budgeted record takes one token per started KiB (its size as written,
+// roughly) from its sandbox's bucket (`rate` tokens per second, up to
+// `burst`), so the budget bounds bytes, not only records; without enough
+// tokens it is not written but counted, and
 // one `audit.suppressed` record per sandbox and interval says how many of
 // which type were left out. The same counts go to /metrics as
 // corral_audit_suppressed_total{kind, reason}.
@@ -30,8 +32,8 @@
 namespace corral::daemon {
 
 struct AuditBudgetConfig {
-  double rate = 20;           // records per second per sandbox, sustained
-  std::uint32_t burst = 200;  // records a quiet sandbox may make at once
+  double rate = 20;           // tokens (KiB of records) per second per sandbox, sustained
+  std::uint32_t burst = 200;  // tokens a quiet sandbox may spend at once
   std::chrono::milliseconds summary_interval{10'000};
 };
 
@@ -41,7 +43,9 @@ class TokenBucket {
   using Clock = std::chrono::steady_clock;
   TokenBucket(double rate, double burst, Clock::time_point now)
       : rate_(rate), burst_(burst), tokens_(burst), at_(now) {}
-  bool take(Clock::time_point now);
+  bool take(Clock::time_point now, double cost = 1);
+  // At least one token left by `now`.
+  bool any(Clock::time_point now) const { return level(now) >= 1.0; }
   // Back at `burst` by `now` (a sandbox that has been quiet long enough).
   bool full(Clock::time_point now) const;
 
@@ -58,6 +62,10 @@ class TokenBucket {
 bool sandbox_triggered(std::string_view type);
 
 inline constexpr std::string_view kAuditSuppressedType = "audit.suppressed";
+
+// Tokens a record costs: one per started KiB of its line (the event, plus
+// about 220 bytes the log adds), at least 1.
+double audit_record_cost(const nlohmann::json& event);
 
 class AuditBudget {
  public:

@@ -124,7 +124,7 @@ Result<double> parse_rate(std::string_view text) {
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size() || !(value > 0) || value > 1e6)
     return make_error(ErrorCode::kInvalidArgument,
-                      quote_for_message(text) + " is not a positive number of records per second");
+                      quote_for_message(text) + " is not a positive number per second");
   return value;
 }
 
@@ -364,10 +364,10 @@ class ServeApplier : private YamlReader {
       return ok();
     }
     if (e.name == "sandbox_rate") {
-      return read_into(e, "records per second (20, 0.5)", parse_rate, a.sandbox_rate);
+      return read_into(e, "KiB of records per second (20, 0.5)", parse_rate, a.sandbox_rate);
     }
     if (e.name == "sandbox_burst") {
-      return read_into(e, "a number of records", parse_count, a.sandbox_burst);
+      return read_into(e, "KiB of records (200)", parse_count, a.sandbox_burst);
     }
     if (e.name == "queue") {
       CORRAL_TRY(read_into(e, "a number of writes", parse_count, a.queue));
@@ -764,8 +764,8 @@ serve:
     max_file_size: 64Mi         # rotate past this; 0: never
     keep_files: 16              # rotated files kept; 0: all
     # max_age: 2160h            rotated files older than this are deleted too
-    sandbox_rate: 20            # records per second a sandbox's own actions may add
-    sandbox_burst: 200          # ... and at once after a quiet while
+    sandbox_rate: 20            # KiB of records per second a sandbox's own actions may add
+    sandbox_burst: 200          # ... and KiB at once after a quiet while
     summary_interval: 10s       # one audit.suppressed record per sandbox per interval
     queue: 8192                 # journal writes waiting at most
   network:                      # the network engine (docs/network.md)

@@ -85,8 +85,8 @@ struct DaemonConfig {
     std::uint64_t max_file_size = 64 * kMiB;  // 0: never rotate
     std::uint32_t keep_files = 16;            // rotated files kept; 0: all
     std::int64_t max_age_ms = 0;              // rotated files older are deleted; 0: no limit
-    double sandbox_rate = 20;                 // budgeted records per second per sandbox
-    std::uint32_t sandbox_burst = 200;
+    double sandbox_rate = 20;                 // KiB of budgeted records per second per sandbox
+    std::uint32_t sandbox_burst = 200;        // KiB at once (AuditBudget)
     std::int64_t summary_interval_ms = 10'000;
     std::uint32_t queue = 8192;  // journal writes waiting at most
   } audit;
