@@ -132,6 +132,7 @@ TEST(AuditFlood, ASandboxFloodingDnsAndConnectionsStaysWithinItsBudget) {
   const std::uint64_t bytes_before = audit_bytes(log);
   const std::size_t records_before =
       d.audit_records("network.dns").size() + d.audit_records("network.connection").size();
+  const std::size_t summaries_before = d.audit_records("audit.suppressed").size();
 
   const auto t0 = std::chrono::steady_clock::now();
   json body{{"argv", {"/usr/bin/python3", "-c", kFloodPy}},
@@ -173,15 +174,19 @@ TEST(AuditFlood, ASandboxFloodingDnsAndConnectionsStaysWithinItsBudget) {
   // sandbox per interval.
   std::uint64_t suppressed = 0;
   std::size_t summaries = 0;
-  for (const json& s : d.audit_records("audit.suppressed")) {
+  const auto all_summaries = d.audit_records("audit.suppressed");
+  ASSERT_GE(all_summaries.size(), summaries_before);
+  for (std::size_t i = summaries_before; i < all_summaries.size(); ++i) {
+    const json& s = all_summaries[i];
     if (s.value("sandbox", "") != id) continue;
     ++summaries;
     suppressed += s.value("suppressed", 0ull);
   }
   EXPECT_GE(summaries, 2u);
   EXPECT_LE(static_cast<double>(summaries), elapsed / kIntervalS + 4);
-  EXPECT_GT(suppressed, static_cast<std::uint64_t>(sent_dns + sent_connect) / 2)
-      << "most of the flood is counted as suppressed";
+  // Many times the budget was counted as left out (not all that was sent:
+  // the kernel drops UDP queries the DNS server has no room for).
+  EXPECT_GT(static_cast<double>(suppressed), 5 * allowed) << "sent " << out;
   HttpReply metrics = d.request("GET", "/metrics");
   EXPECT_NE(metrics.body.find("corral_audit_suppressed_total{kind=\"network.dns\",reason=\"budget\"}"),
             std::string::npos);
