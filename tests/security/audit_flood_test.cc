@@ -112,7 +112,7 @@ TEST(AuditFlood, ASandboxFloodingDnsAndConnectionsStaysWithinItsBudget) {
   NetWorld& world = **world_or;
   const std::string config = "serve:\n  network:\n    dns_servers: [\"" + world.dns_endpoint() +
                              "\"]\n  audit:\n    sandbox_rate: 5\n    sandbox_burst: 50\n"
-                             "    summary_interval: 2s\n    max_file_size: 256Ki\n";
+                             "    summary_interval: 2s\n    max_file_size: 64Ki\n";
   TestDaemon d({}, config);
   ASSERT_TRUE(d.ready()) << d.output();
   const std::string log = d.data_dir() + "/audit.log";
