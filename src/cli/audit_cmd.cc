@@ -1,6 +1,7 @@
 // corral audit verify|tail: the daemon's hash-chained audit log. User docs:
 // docs/audit.md. Exit codes: 0 success (chain intact), 1 the log is damaged
 // or cannot be read (first bad line and reason on stderr), 2 usage error.
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -22,13 +23,15 @@ constexpr const char* kUsage =
     "       corral audit tail [-n N] [--log PATH]\n"
     "\n"
     "The daemon's audit log: one JSON record per line, each carrying the hash of\n"
-    "the line before it.\n"
+    "the line before it. Rotated files (PATH.<first seq>) continue the chain.\n"
     "\n"
-    "  verify   check every record and the chain; prints \"N records, chain intact\"\n"
-    "           (exit 0) or the first bad line and why (exit 1)\n"
-    "  tail     print the last N records (default 10)\n"
+    "  verify   check every record of the log and of its rotated files, the chain\n"
+    "           across them, and that records gone before the oldest file were\n"
+    "           deleted by retention; prints \"N records in K files, chain intact\"\n"
+    "           (exit 0) or the file, line and reason of the first problem (exit 1)\n"
+    "  tail     print the last N records of the active file (default 10)\n"
     "\n"
-    "  --log PATH   the log (default $CORRAL_DATA_DIR/audit.log,\n"
+    "  --log PATH   the active log (default $CORRAL_DATA_DIR/audit.log,\n"
     "               i.e. /var/lib/corral/audit.log)\n"
     "\n"
     "See docs/audit.md.\n";
@@ -65,18 +68,27 @@ int cmd_verify(std::vector<std::string> args, std::string log) {
   std::string error;
   if (!take_log(args, log, error)) return usage_error(error);
   if (!args.empty()) return usage_error("unexpected argument for audit verify: " + args[0]);
-  auto report = verify_audit_log(log);
+  auto report = verify_audit_set(log);
   if (!report) return command_failure(report.error());
+  const auto plural = [](std::uint64_t n, const char* one, const char* many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+  };
   if (report->ok) {
-    std::cout << report->records << (report->records == 1 ? " record" : " records")
-              << ", chain intact\n"
-              << "last line sha256: " << report->last_line_hash << "\n";
+    std::cout << plural(report->records, "record", "records") << " in "
+              << plural(report->files, "file", "files") << ", chain intact";
+    if (report->records != 0)
+      std::cout << " (seq " << report->first_seq << " to " << report->last_seq << ")";
+    std::cout << "\n";
+    if (report->removed_by_retention_through != 0)
+      std::cout << "records 1 to " << report->removed_by_retention_through
+                << " were deleted by retention, as an audit.retention record says\n";
+    std::cout << "last line sha256: " << report->last_line_hash << "\n";
     return 0;
   }
-  std::cerr << "corral: audit log " << log << ": line " << report->bad_line << ": "
-            << audit_problem_name(report->problem) << ": " << report->reason << "\n"
-            << report->records << (report->records == 1 ? " record" : " records")
-            << " before it verified\n";
+  std::cerr << "corral: audit log " << report->bad_file;
+  if (report->bad_line != 0) std::cerr << ": line " << report->bad_line;
+  std::cerr << ": " << audit_problem_name(report->problem) << ": " << report->reason << "\n"
+            << plural(report->records, "record", "records") << " before it verified\n";
   return 1;
 }
 

@@ -38,10 +38,13 @@ constexpr std::size_t kMaxApiKeyEntries = 1024;
 constexpr std::size_t kMaxPathBytes = 4095;
 
 constexpr std::array<std::string_view, 2> kTopKeys = {"serve", "sandbox"};
-constexpr std::array<std::string_view, 13> kServeKeys = {
+constexpr std::array<std::string_view, 14> kServeKeys = {
     "listen",          "socket",        "data_dir",        "api_keys",   "capacity",
     "request_timeout", "setup_timeout", "max_exec_output", "max_upload", "mount_roots",
-    "durability",      "network",       "secrets"};
+    "durability",      "network",       "secrets",         "audit"};
+constexpr std::array<std::string_view, 7> kAuditKeys = {
+    "max_file_size", "keep_files",       "max_age", "sandbox_rate",
+    "sandbox_burst", "summary_interval", "queue"};
 constexpr std::array<std::string_view, 5> kSecretsKeys = {"file", "env", "env_prefix",
                                                           "encrypted_file", "key_file"};
 constexpr std::array<std::string_view, 9> kNetworkEngineKeys = {
@@ -103,6 +106,26 @@ bool is_absolute_path(std::string_view p) {
 Result<std::uint64_t> parse_size_or_auto(std::string_view text) {
   if (text == "auto") return 0;
   return parse_size(text);
+}
+
+Result<std::uint64_t> parse_size_or_zero(std::string_view text) {
+  if (text == "0") return 0;
+  return parse_size(text);
+}
+
+Result<std::uint32_t> parse_count_or_zero(std::string_view text) {
+  if (text == "0") return 0;
+  return parse_count(text);
+}
+
+// A positive rate, at most one million per second.
+Result<double> parse_rate(std::string_view text) {
+  double value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || !(value > 0) || value > 1e6)
+    return make_error(ErrorCode::kInvalidArgument,
+                      quote_for_message(text) + " is not a positive number per second");
+  return value;
 }
 
 Result<bool> parse_power_loss_durable(std::string_view text) {
@@ -287,6 +310,11 @@ class ServeApplier : private YamlReader {
       CORRAL_TRY(expect_map(e, "a map of network engine settings (subnet, dns_servers, ...)"));
       return for_each_entry(e.value, e.path, [&](const YamlEntry& n) { return apply_network(n); });
     }
+    if (name == "audit") {
+      if (e.value.IsNull()) return ok();
+      CORRAL_TRY(expect_map(e, "a map of audit log settings (max_file_size, keep_files, ...)"));
+      return for_each_entry(e.value, e.path, [&](const YamlEntry& a) { return apply_audit(a); });
+    }
     if (name == "secrets") {
       if (e.value.IsNull()) return ok();
       CORRAL_TRY(expect_map(e,
@@ -307,6 +335,53 @@ class ServeApplier : private YamlReader {
                   "sandbox");
     }
     return unknown_key(e.line, e.path, name, serve_candidates(), kServeKeys);
+  }
+
+  // One entry of serve.audit.
+  Status apply_audit(const YamlEntry& e) {
+    DaemonConfig::Audit& a = config_.audit;
+    if (e.name == "max_file_size") {
+      CORRAL_TRY(read_into(e, "a size (64Mi) or 0 (never rotate)", parse_size_or_zero,
+                           a.max_file_size));
+      if (a.max_file_size != 0 && a.max_file_size < 64 * kKiB)
+        return fail(e.value_line, e.path, "must be at least 64Ki (or 0: never rotate)",
+                    "a file must hold more than a few records");
+      return ok();
+    }
+    if (e.name == "keep_files") {
+      return read_into(e, "a number of rotated files (0: keep all)", parse_count_or_zero,
+                       a.keep_files);
+    }
+    if (e.name == "max_age" || e.name == "summary_interval") {
+      std::chrono::milliseconds d{};
+      CORRAL_TRY(read_into(e, "a duration (10s, 720h)", parse_duration, d));
+      if (e.name == "max_age") {
+        a.max_age_ms = d.count();
+      } else {
+        if (d.count() < 100) return fail(e.value_line, e.path, "must be at least 100ms");
+        a.summary_interval_ms = d.count();
+      }
+      return ok();
+    }
+    if (e.name == "sandbox_rate") {
+      return read_into(e, "KiB of records per second (20, 0.5)", parse_rate, a.sandbox_rate);
+    }
+    if (e.name == "sandbox_burst") {
+      return read_into(e, "KiB of records (200)", parse_count, a.sandbox_burst);
+    }
+    if (e.name == "queue") {
+      CORRAL_TRY(read_into(e, "a number of writes", parse_count, a.queue));
+      if (a.queue < 64) return fail(e.value_line, e.path, "must be at least 64");
+      return ok();
+    }
+    return unknown_key(e, kAuditKeys,
+                       {{"rotate_size", "max_file_size"},
+                        {"max_size", "max_file_size"},
+                        {"retention", "keep_files"},
+                        {"keep", "keep_files"},
+                        {"rate", "sandbox_rate"},
+                        {"burst", "sandbox_burst"},
+                        {"queue_size", "queue"}});
   }
 
   // One entry of serve.secrets. Paths only: the files are read (and their
@@ -685,6 +760,14 @@ serve:
   max_upload: auto              # the sandbox's disk limit
   mount_roots: []               # host dirs API mounts may come from (none: no mounts)
   durability: process           # or power-loss: fsync before every acknowledgment
+  audit:                        # the audit log (docs/audit.md)
+    max_file_size: 64Mi         # rotate past this; 0: never
+    keep_files: 16              # rotated files kept; 0: all
+    # max_age: 2160h            rotated files older than this are deleted too
+    sandbox_rate: 20            # KiB of records per second a sandbox's own actions may add
+    sandbox_burst: 200          # ... and KiB at once after a quiet while
+    summary_interval: 10s       # one audit.suppressed record per sandbox per interval
+    queue: 8192                 # journal writes waiting at most
   network:                      # the network engine (docs/network.md)
     subnet: 10.211.0.0/16       # one /30 per networked sandbox
     interface_prefix: crl       # host ends of the veth pairs: crl<slot>

@@ -78,6 +78,19 @@ struct DaemonConfig {
   // "power-loss" (fsync before every acknowledgment; slower creates).
   bool power_loss_durable = false;
 
+  // The audit log (serve.audit; docs/audit.md): its rotation and
+  // retention, the budget of records each sandbox may make the host
+  // write, and the journal queue between the daemon and the log.
+  struct Audit {
+    std::uint64_t max_file_size = 64 * kMiB;  // 0: never rotate
+    std::uint32_t keep_files = 16;            // rotated files kept; 0: all
+    std::int64_t max_age_ms = 0;              // rotated files older are deleted; 0: no limit
+    double sandbox_rate = 20;                 // KiB of budgeted records per second per sandbox
+    std::uint32_t sandbox_burst = 200;        // KiB at once (AuditBudget)
+    std::int64_t summary_interval_ms = 10'000;
+    std::uint32_t queue = 8192;  // journal writes waiting at most
+  } audit;
+
   // The network engine (serve.network; ADR 0005, docs/network.md).
   struct Network {
     std::string subnet = "10.211.0.0/16";   // per-sandbox /30 slots

@@ -13,6 +13,7 @@
 #include "base/paths.h"
 #include "cli/cli_output.h"
 #include "daemon/api_keys.h"
+#include "daemon/audit_budget.h"
 #include "daemon/api_router.h"
 #include "daemon/daemon_config.h"
 #include "daemon/log_redactor.h"
@@ -88,6 +89,9 @@ int serve(const ServeFlags& flags) {
   auto audit = AuditLog::open(config.data_dir + "/audit.log");
   if (!audit) return fail(audit.error().message, audit.error().hint);
   audit->set_sync_each_append(config.power_loss_durable);
+  audit->set_rotation(AuditRotation{
+      config.audit.max_file_size, config.audit.keep_files,
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::milliseconds(config.audit.max_age_ms))});
 
   std::string key_note;
   if (config.api_key_sha256.empty() && config.api_key_files.empty()) {
@@ -143,10 +147,20 @@ int serve(const ServeFlags& flags) {
   limits.max_disk_bytes = config.max_disk_bytes;
   limits.mount_roots = config.mount_roots;
   limits.setup_timeout = std::chrono::milliseconds(config.setup_timeout_ms);
+  limits.journal_queue = config.audit.queue;
   SandboxService service(limits, config.default_spec, *store, *audit, **factory, **cgroups, metrics,
                          &network, &secrets);
-  secrets.set_audit([&service](nlohmann::json event) { service.audit_async(std::move(event)); });
-  network.set_audit([&service](nlohmann::json event) { service.audit_async(std::move(event)); });
+  // What sandboxes make the host write passes their budget (docs/audit.md).
+  AuditBudget budget(
+      AuditBudgetConfig{config.audit.sandbox_rate, config.audit.sandbox_burst,
+                        std::chrono::milliseconds(config.audit.summary_interval_ms)},
+      [&service](nlohmann::json event, bool droppable) {
+        return service.audit_async(std::move(event), droppable);
+      },
+      &metrics);
+  budget.start();
+  secrets.set_audit([&budget](nlohmann::json event) { budget.submit(std::move(event)); });
+  network.set_audit([&budget](nlohmann::json event) { budget.submit(std::move(event)); });
   metrics.gauge_fn("corral_sandboxes_live", "Sandboxes alive now",
                    [&service] { return static_cast<double>(service.live_count()); });
   std::string reconciled = service.start();
@@ -185,6 +199,7 @@ int serve(const ServeFlags& flags) {
   // until `network` goes; `service` goes first.
   secrets.set_audit({});
   network.set_audit({});
+  budget.stop();  // the last summaries
   // Wake the signal thread if the server stopped for another reason.
   pthread_kill(signals.native_handle(), SIGTERM);
   signals.join();

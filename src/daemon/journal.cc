@@ -5,7 +5,8 @@
 
 namespace corral::daemon {
 
-Journal::Journal() : thread_([this] { run(); }) {}
+Journal::Journal(std::size_t capacity)
+    : capacity_(std::max<std::size_t>(capacity, 4)), thread_([this] { run(); }) {}
 
 Journal::~Journal() {
   {
@@ -19,14 +20,45 @@ Journal::~Journal() {
 
 void Journal::post(std::function<void()> write) { post(std::string(), std::move(write)); }
 
+void Journal::enqueue(const std::string& key, std::function<void()> write) {
+  if (!key.empty()) ++queued_by_key_[key];
+  queue_.push_back(Item{key, std::move(write)});
+  ++posted_;
+}
+
 void Journal::post(const std::string& key, std::function<void()> write) {
   {
-    std::lock_guard lock(mu_);
-    if (!key.empty()) ++queued_by_key_[key];
-    queue_.push_back(Item{key, std::move(write)});
-    ++posted_;
+    std::unique_lock lock(mu_);
+    // Backpressure, never loss. The writer thread posting from a write
+    // cannot wait for itself: it goes over the bound by that one write.
+    if (std::this_thread::get_id() != thread_.get_id())
+      cv_.wait(lock, [&] { return stop_ || queue_.size() < capacity_; });
+    enqueue(key, std::move(write));
   }
   cv_.notify_all();
+}
+
+bool Journal::try_post(const std::string& key, std::function<void()> write) {
+  {
+    std::lock_guard lock(mu_);
+    if (queue_.size() >= capacity_ - capacity_ / 4) {
+      ++dropped_;
+      return false;
+    }
+    enqueue(key, std::move(write));
+  }
+  cv_.notify_all();
+  return true;
+}
+
+std::uint64_t Journal::dropped() const {
+  std::lock_guard lock(mu_);
+  return dropped_;
+}
+
+std::size_t Journal::queued() const {
+  std::lock_guard lock(mu_);
+  return queue_.size();
 }
 
 void Journal::flush() {
@@ -65,10 +97,9 @@ void Journal::promote(Clock::time_point now, bool all) {
   }
   // In the order they fell due, after everything posted before.
   std::sort(due.begin(), due.end(), [](auto a, auto b) { return a->second.due < b->second.due; });
+  // Held-back writes are one per key at most: they join even a full queue.
   for (auto it : due) {
-    ++queued_by_key_[it->first];
-    queue_.push_back(Item{it->first, std::move(it->second.write)});
-    ++posted_;
+    enqueue(it->first, std::move(it->second.write));
     deferred_.erase(it);
   }
 }

@@ -184,7 +184,8 @@ SandboxService::SandboxService(ServiceLimits limits, SandboxSpec defaults, State
       cgroups_(cgroups),
       metrics_(metrics),
       network_(network),
-      secrets_(secrets) {
+      secrets_(secrets),
+      journal_(limits_.journal_queue) {
   epoll_ = UniqueFd(epoll_create1(EPOLL_CLOEXEC));
   wake_ = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   epoll_event ev{};
@@ -233,11 +234,14 @@ void SandboxService::audit_now(const json& event) {
   (void)audit_.append(event);
 }
 
-void SandboxService::audit_later(json event) {
+bool SandboxService::audit_later(json event, bool droppable) {
   // Keyed by its sandbox, so that audit_in_order waits for it.
   auto it = event.find("sandbox");
   std::string key = it != event.end() && it->is_string() ? it->get<std::string>() : std::string();
-  journal_.post(key, [this, event = std::move(event)] { (void)audit_.append(event); });
+  auto write = [this, event = std::move(event)] { (void)audit_.append(event); };
+  if (droppable) return journal_.try_post(key, std::move(write));
+  journal_.post(key, std::move(write));
+  return true;
 }
 
 Status SandboxService::transition(SandboxEntry* entry, std::string_view id, SandboxState to,

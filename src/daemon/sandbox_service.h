@@ -51,6 +51,7 @@ struct ServiceLimits {
   std::uint64_t max_disk_bytes = 0;    // sum of their disk limits (RAM-backed layers)
   std::chrono::milliseconds setup_timeout{30000};
   std::vector<std::string> mount_roots;  // host dirs that API mounts may come from
+  std::size_t journal_queue = Journal::kDefaultCapacity;  // serve.audit.queue
 };
 
 // A live sandbox as the daemon tracks it.
@@ -127,7 +128,11 @@ class SandboxService {
   // Appends an audit record after everything the journal still holds.
   void audit_now(const nlohmann::json& event);
   // Appends it through the journal (in order, without waiting).
-  void audit_async(nlohmann::json event) { audit_later(std::move(event)); }
+  // `droppable`: a record a sandbox triggered, dropped (false) rather
+  // than queued when the journal's queue is full (docs/audit.md).
+  bool audit_async(nlohmann::json event, bool droppable = false) {
+    return audit_later(std::move(event), droppable);
+  }
   StateStore& store() { return store_; }
   MetricsRegistry& metrics() { return metrics_; }
   std::size_t live_count();
@@ -144,7 +149,7 @@ class SandboxService {
   // The same through the journal: for ready <-> running, on the exec path.
   void transition_later(SandboxEntry* entry, const std::string& id, SandboxState to,
                         std::string reason);
-  void audit_later(nlohmann::json event);
+  bool audit_later(nlohmann::json event, bool droppable = false);
   // Destroys a sandbox's host resources and records the outcome.
   api::SandboxInfo teardown(const std::shared_ptr<SandboxEntry>& entry, std::string_view id,
                             std::string_view reason, bool failed);

@@ -15,6 +15,7 @@
 
 #include "base/sha256.h"
 #include "base/unique_fd.h"
+#include "store/audit_internal.h"
 
 namespace corral {
 
@@ -22,7 +23,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::size_t kChunk = 64 * 1024;
+
 // A record is one line written with one write(2); anything near this size
 // is a caller's bug (a file's content instead of its digest, say).
 constexpr std::size_t kMaxRecordBytes = 1024 * 1024;
@@ -32,23 +33,6 @@ std::string damaged_hint(const std::string& path) {
   return "run `corral audit verify --log " + path +
          "` to find the first damaged line; keep the damaged file as evidence and move it "
          "aside, and a new log will be started";
-}
-
-std::string missing_hint(int err) {
-  if (err == ENOENT)
-    return "no audit log there yet (the daemon creates it); pass another with --log";
-  if (err == EACCES) return "the audit log is readable by root only; run as root";
-  return {};
-}
-
-bool is_hex64(const json& v) {
-  if (!v.is_string()) return false;
-  const auto& s = v.get_ref<const std::string&>();
-  if (s.size() != 64) return false;
-  for (char c : s) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
 }
 
 std::string rfc3339_now_ms() {
@@ -62,198 +46,25 @@ std::string rfc3339_now_ms() {
   return buf;
 }
 
-// One line checked on its own: parses, is a record, is canonical, and its
-// hash matches its content.
-struct LineCheck {
-  AuditProblem problem = AuditProblem::kNone;
-  std::string reason;
-  std::uint64_t seq = 0;
-  std::string prev;
-};
-
-LineCheck check_line(const std::string& line) {
-  LineCheck c;
-  auto fail = [&](AuditProblem p, std::string why) {
-    c.problem = p;
-    c.reason = std::move(why);
-    return c;
-  };
-  if (line.empty()) return fail(AuditProblem::kBadJson, "empty line");
-  json record = json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (record.is_discarded()) return fail(AuditProblem::kBadJson, "not valid JSON");
-  if (!record.is_object()) return fail(AuditProblem::kBadRecord, "not a JSON object");
-  auto seq = record.find("seq");
-  if (seq == record.end() || !seq->is_number_unsigned() || seq->get<std::uint64_t>() == 0) {
-    return fail(AuditProblem::kBadRecord, "\"seq\" is missing or not a positive integer");
-  }
-  auto time = record.find("time");
-  if (time == record.end() || !time->is_string()) {
-    return fail(AuditProblem::kBadRecord, "\"time\" is missing or not a string");
-  }
-  auto prev = record.find("prev");
-  if (prev == record.end() || !is_hex64(*prev)) {
-    return fail(AuditProblem::kBadRecord, "\"prev\" is missing or not 64 lower-case hex digits");
-  }
-  auto hash = record.find("hash");
-  if (hash == record.end() || !is_hex64(*hash)) {
-    return fail(AuditProblem::kBadRecord, "\"hash\" is missing or not 64 lower-case hex digits");
-  }
-  c.seq = seq->get<std::uint64_t>();
-  c.prev = prev->get<std::string>();
-  std::string stored_hash = hash->get<std::string>();
-  // The line must be exactly the canonical form, so that no byte outside the
-  // hashed content (spacing, key order, escapes) can change unnoticed.
-  if (audit_canonical(record) != line) {
-    return fail(AuditProblem::kEdited,
-                "the line is not in canonical form: its bytes were changed after it was written");
-  }
-  record.erase("hash");
-  if (sha256_hex(audit_canonical(record)) != stored_hash) {
-    return fail(AuditProblem::kEdited, "the content does not match its \"hash\"");
-  }
-  return c;
-}
-
-// Reads an fd line by line, telling whether each line had its newline.
-class LineReader {
- public:
-  explicit LineReader(int fd) : fd_(fd) {}
-
-  // False at the end of the file.
-  Result<bool> next(std::string& line, bool& has_newline) {
-    for (;;) {
-      std::size_t nl = buf_.find('\n', pos_);
-      if (nl != std::string::npos) {
-        line.assign(buf_, pos_, nl - pos_);
-        pos_ = nl + 1;
-        has_newline = true;
-        return true;
-      }
-      buf_.erase(0, pos_);
-      pos_ = 0;
-      std::size_t old = buf_.size();
-      buf_.resize(old + kChunk);
-      ssize_t n;
-      do {
-        n = ::read(fd_, buf_.data() + old, kChunk);
-      } while (n < 0 && errno == EINTR);
-      if (n < 0) {
-        int err = errno;
-        buf_.resize(old);
-        return errno_error("read", err);
-      }
-      buf_.resize(old + static_cast<std::size_t>(n));
-      if (n == 0) {
-        if (buf_.empty()) return false;
-        line = std::move(buf_);
-        buf_.clear();
-        has_newline = false;
-        return true;
-      }
-    }
-  }
-
- private:
-  int fd_;
-  std::string buf_;
-  std::size_t pos_ = 0;
-};
-
-// The last `n` lines of the file (oldest first) and whether the last one
-// ended with a newline.
-struct Tail {
-  std::vector<std::string> lines;
-  bool last_has_newline = true;
-};
-
-Result<Tail> read_tail(int fd, std::size_t n) {
-  struct stat st {};
-  if (fstat(fd, &st) != 0) return errno_error("fstat");
-  Tail tail;
-  if (n == 0 || st.st_size == 0) return tail;
-  std::string buf;
-  off_t off = st.st_size;
-  bool stripped = false;
-  for (;;) {
-    std::size_t want = static_cast<std::size_t>(std::min<off_t>(off, kChunk));
-    std::string chunk(want, '\0');
-    std::size_t got = 0;
-    while (got < want) {
-      ssize_t r = ::pread(fd, chunk.data() + got, want - got,
-                          off - static_cast<off_t>(want) + static_cast<off_t>(got));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) return errno_error("pread");
-      if (r == 0) break;  // shrank under us; what we have is what there is
-      got += static_cast<std::size_t>(r);
-    }
-    chunk.resize(got);
-    off -= static_cast<off_t>(want);
-    buf.insert(0, chunk);
-    if (!stripped && !buf.empty()) {
-      stripped = true;
-      tail.last_has_newline = buf.back() == '\n';
-      if (tail.last_has_newline) buf.pop_back();
-    }
-    std::size_t newlines = 0;
-    for (char ch : buf) newlines += ch == '\n';
-    if (newlines >= n || off <= 0) break;
-  }
-  // Split from the end: at most n segments.
-  std::size_t end = buf.size();
-  while (tail.lines.size() < n) {
-    std::size_t nl = end == 0 ? std::string::npos : buf.rfind('\n', end - 1);
-    if (nl == std::string::npos) {
-      // Only reached once the whole file is read: this is the first line.
-      tail.lines.push_back(buf.substr(0, end));
-      break;
-    }
-    tail.lines.push_back(buf.substr(nl + 1, end - nl - 1));
-    end = nl;
-  }
-  std::reverse(tail.lines.begin(), tail.lines.end());
-  return tail;
-}
-
 }  // namespace
-
-std::string audit_canonical(const json& record) {
-  // nlohmann::json objects are std::map: keys come out sorted.
-  return record.dump(-1, ' ', /*ensure_ascii=*/false, json::error_handler_t::replace);
-}
-
-std::string_view audit_problem_name(AuditProblem problem) {
-  switch (problem) {
-    case AuditProblem::kNone:
-      return "ok";
-    case AuditProblem::kBadJson:
-      return "bad JSON";
-    case AuditProblem::kBadRecord:
-      return "bad record";
-    case AuditProblem::kEdited:
-      return "edited";
-    case AuditProblem::kReordered:
-      return "reordered";
-    case AuditProblem::kMissing:
-      return "missing line";
-    case AuditProblem::kTruncated:
-      return "truncated last line";
-  }
-  return "unknown";
-}
-
 struct AuditLog::State {
   std::mutex mu;
   std::string path;
   UniqueFd fd;
   std::uint64_t seq = 0;                              // of the last record
   std::string prev = std::string(kAuditGenesisPrev);  // sha256 of the last line
+  std::uint64_t first_seq = 1;                        // of the active file's first record
   off_t size = 0;                                     // bytes we know are in the file
   std::string broken;                                 // why appends are refused, if they are
   bool sync_each_append = true;
+  AuditRotation rotation;
   AuditLog::StringFilter filter;  // set before the first append
 };
 
 namespace {
+
+// Room the writer's own keys take in a line (seq, time, prev, hash).
+constexpr std::size_t kMetaBytes = 220;
 
 // Applies `filter` to every string in `v` (keys too: a key can carry data).
 json filter_strings(const json& v, const AuditLog::StringFilter& filter) {
@@ -272,6 +83,47 @@ json filter_strings(const json& v, const AuditLog::StringFilter& filter) {
   return v;
 }
 
+std::string base_name(const std::string& path) {
+  auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Makes renames, creates and unlinks in the log's directory durable.
+void sync_dir(const std::string& path) {
+  auto slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd) (void)fsync(fd.get());
+}
+
+// The last record of the newest rotated file next to `path`: where an
+// empty active file continues the chain from. nullopt: there is none.
+struct ChainEnd {
+  std::uint64_t seq = 0;
+  std::string hash;
+};
+Result<std::optional<ChainEnd>> newest_rotated_end(const std::string& path) {
+  auto files = list_audit_files(path);
+  if (!files) return tl::unexpected(files.error());
+  const AuditFile* newest = nullptr;
+  for (const auto& f : *files)
+    if (!f.active) newest = &f;
+  if (newest == nullptr) return std::optional<ChainEnd>();
+  UniqueFd fd(::open(newest->path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return errno_error("open(" + newest->path + ")");
+  auto tail = audit_detail::read_tail(fd.get(), 1);
+  if (!tail) return tl::unexpected(tail.error());
+  if (tail->lines.empty() || !tail->last_has_newline)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "the newest rotated file " + newest->path + " is empty or truncated");
+  auto c = audit_detail::check_line(tail->lines.back());
+  if (c.problem != AuditProblem::kNone)
+    return make_error(ErrorCode::kInvalidArgument, "the last line of " + newest->path + ": " +
+                                                       std::string(audit_problem_name(c.problem)) +
+                                                       ": " + c.reason);
+  return std::optional<ChainEnd>(ChainEnd{c.seq, sha256_hex(tail->lines.back())});
+}
+
 }  // namespace
 
 void AuditLog::set_string_filter(StringFilter filter) {
@@ -284,14 +136,22 @@ void AuditLog::set_sync_each_append(bool sync) {
   state_->sync_each_append = sync;
 }
 
+void AuditLog::set_rotation(const AuditRotation& rotation) {
+  std::lock_guard lock(state_->mu);
+  state_->rotation = rotation;
+}
+
 Status AuditLog::sync() {
   // Not under the lock: appends go on while the disk works (a few ms).
-  // What was written before the call is on disk when it returns.
+  // What was written before the call is on disk when it returns. A
+  // rotation in between closes the old fd only after syncing it.
   int fd;
   {
     std::lock_guard lock(state_->mu);
-    fd = state_->fd.get();
+    fd = ::dup(state_->fd.get());
   }
+  if (fd < 0) return errno_error("dup");
+  UniqueFd owned(fd);
   if (fdatasync(fd) != 0) {
     const int err = errno;
     std::lock_guard lock(state_->mu);
@@ -349,73 +209,71 @@ Result<AuditLog> AuditLog::open(const std::string& path) {
   auto state = std::make_unique<State>();
   state->path = path;
   state->size = st.st_size;
+  auto damaged = [&](std::string why) {
+    return make_error(
+        ErrorCode::kInvalidArgument,
+        ctx + ": the end of the log is damaged (" + why + "); refusing to append after it",
+        damaged_hint(path));
+  };
+  // Where the chain stands before this file: the newest rotated file's
+  // last record (a rotation makes the new file before writing to it).
+  auto before = newest_rotated_end(path);
+  if (!before) return damaged(before.error().message);
 
   // Continue the chain from the last record, after checking it and its link
   // to the one before; never append after a damaged tail.
-  auto tail = read_tail(fd.get(), 2);
+  auto tail = audit_detail::read_tail(fd.get(), 2);
   if (!tail) return tl::unexpected(std::move(tail).error().wrap(ctx));
-  if (!tail->lines.empty()) {
-    auto damaged = [&](std::string why) {
-      return make_error(
-          ErrorCode::kInvalidArgument,
-          ctx + ": the end of the log is damaged (" + why + "); refusing to append after it",
-          damaged_hint(path));
-    };
+  if (tail->lines.empty()) {
+    if (*before) {
+      state->seq = (*before)->seq;
+      state->prev = (*before)->hash;
+    }
+    state->first_seq = state->seq + 1;
+  } else {
     if (!tail->last_has_newline) {
       return damaged("the last line has no final newline: truncated");
     }
     const std::string& last = tail->lines.back();
-    LineCheck c = check_line(last);
+    auto c = audit_detail::check_line(last);
     if (c.problem != AuditProblem::kNone) {
       return damaged(std::string(audit_problem_name(c.problem)) + ": " + c.reason);
     }
     if (tail->lines.size() == 2) {
-      LineCheck before = check_line(tail->lines.front());
-      if (before.problem != AuditProblem::kNone) {
-        return damaged("next-to-last line: " + std::string(audit_problem_name(before.problem)) +
-                       ": " + before.reason);
+      auto prior = audit_detail::check_line(tail->lines.front());
+      if (prior.problem != AuditProblem::kNone) {
+        return damaged("next-to-last line: " + std::string(audit_problem_name(prior.problem)) +
+                       ": " + prior.reason);
       }
-      if (c.seq != before.seq + 1) {
-        return damaged("the last two records have seq " + std::to_string(before.seq) + " and " +
+      if (c.seq != prior.seq + 1) {
+        return damaged("the last two records have seq " + std::to_string(prior.seq) + " and " +
                        std::to_string(c.seq));
       }
       if (c.prev != sha256_hex(tail->lines.front())) {
         return damaged("the last record's \"prev\" does not match the line before it");
       }
+    } else if (*before) {
+      if (c.seq != (*before)->seq + 1 || c.prev != (*before)->hash)
+        return damaged("the only record does not follow the newest rotated file's last");
     } else if (c.seq != 1 || c.prev != kAuditGenesisPrev) {
       return damaged("the only record is not seq 1 with the genesis \"prev\"");
     }
     state->seq = c.seq;
     state->prev = sha256_hex(last);
+    bool nl = false;
+    auto first = audit_detail::read_first_line(path, nl);
+    if (!first) return tl::unexpected(std::move(first).error().wrap(ctx));
+    auto f = audit_detail::check_line(*first);
+    state->first_seq = f.problem == AuditProblem::kNone ? f.seq : 1;
   }
   state->fd = std::move(fd);
   return AuditLog(std::move(state));
 }
 
-Status AuditLog::append(const json& event) {
-  const std::string ctx = "appending to audit log " + state_->path;
-  if (!event.is_object()) {
-    return make_error(ErrorCode::kInvalidArgument, ctx + ": the event must be a JSON object");
-  }
-  auto type = event.find("type");
-  if (type == event.end() || !type->is_string() || type->get_ref<const std::string&>().empty()) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      ctx + ": the event needs a non-empty string \"type\"");
-  }
-  for (const char* key : kReserved) {
-    if (event.contains(key)) {
-      return make_error(
-          ErrorCode::kInvalidArgument,
-          ctx + ": the event field \"" + key + "\" is reserved for the audit log; rename it");
-    }
-  }
-
-  std::lock_guard lock(state_->mu);
-  State& s = *state_;
-  if (!s.broken.empty()) {
-    return make_error(ErrorCode::kUnavailable, ctx + ": " + s.broken, damaged_hint(s.path));
-  }
-  json record = s.filter ? filter_strings(event, s.filter) : event;
+// One record, with the writer's keys added, as one line: write(2), then
+// fdatasync unless the caller syncs. With s.mu held.
+Status AuditLog::write_record(State& s, json record) {
+  const std::string ctx = "appending to audit log " + s.path;
   record["seq"] = s.seq + 1;
   record["time"] = rfc3339_now_ms();
   record["prev"] = s.prev;
@@ -468,100 +326,116 @@ Status AuditLog::append(const json& event) {
   return ok();
 }
 
-Result<VerifyReport> verify_audit_log(const std::string& path) {
-  const std::string ctx = "verifying audit log " + path;
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) {
-    return tl::unexpected(
-        errno_error("open(" + path + ")", errno, missing_hint(errno)).value().wrap(ctx));
+// Renames the full active file to <path>.<first seq>, starts a new one
+// with an audit.rotate record, then applies retention. With s.mu held. A
+// rename that fails leaves the active file as it is (tried again at the
+// next append); a new file that cannot be made stops appends.
+Status AuditLog::rotate(State& s) {
+  const std::string ctx = "rotating audit log " + s.path;
+  if (fdatasync(s.fd.get()) != 0) {
+    s.broken = "fdatasync failed before a rotation; records may not be on disk";
+    return tl::unexpected(errno_error("fdatasync").value().wrap(ctx));
   }
-  VerifyReport report;
-  auto bad = [&](std::uint64_t line_no, AuditProblem p, std::string why) {
-    report.ok = false;
-    report.bad_line = line_no;
-    report.problem = p;
-    report.reason = std::move(why);
-    return report;
-  };
-
-  LineReader reader(fd.get());
-  std::string line;
-  bool has_newline = true;
-  std::uint64_t line_no = 0;
-  std::uint64_t expected = 1;
-  std::string prev_hash(kAuditGenesisPrev);
-  for (;;) {
-    auto more = reader.next(line, has_newline);
-    if (!more) return tl::unexpected(std::move(more).error().wrap(ctx));
-    if (!*more) break;
-    ++line_no;
-    if (!has_newline) {
-      return bad(line_no, AuditProblem::kTruncated,
-                 "the last line has no final newline: the log was cut short (or a write was "
-                 "interrupted)");
-    }
-    LineCheck c = check_line(line);
-    if (c.problem != AuditProblem::kNone) return bad(line_no, c.problem, c.reason);
-    if (c.seq < expected) {
-      return bad(
-          line_no, AuditProblem::kReordered,
-          "seq " + std::to_string(c.seq) + " comes after seq " + std::to_string(expected - 1));
-    }
-    if (c.seq > expected) {
-      // Either the expected record comes later (reordered) or it is gone.
-      std::uint64_t later = line_no;
-      std::string rest;
-      bool nl = true;
-      for (;;) {
-        auto r = reader.next(rest, nl);
-        if (!r) return tl::unexpected(std::move(r).error().wrap(ctx));
-        if (!*r) break;
-        ++later;
-        json j = json::parse(rest, nullptr, false);
-        if (j.is_object() && j.contains("seq") && j["seq"] == expected) {
-          return bad(line_no, AuditProblem::kReordered,
-                     "expected seq " + std::to_string(expected) + ", found seq " +
-                         std::to_string(c.seq) + "; seq " + std::to_string(expected) +
-                         " is on line " + std::to_string(later));
-        }
-      }
-      std::uint64_t gone = c.seq - expected;
-      return bad(line_no, AuditProblem::kMissing,
-                 "expected seq " + std::to_string(expected) + ", found seq " +
-                     std::to_string(c.seq) + ": " + std::to_string(gone) +
-                     (gone == 1 ? " record was" : " records were") + " removed before this line");
-    }
-    if (c.prev != prev_hash) {
-      if (line_no == 1) {
-        return bad(line_no, AuditProblem::kEdited,
-                   "the first record's \"prev\" is not the genesis value (64 zeros)");
-      }
-      // Both lines hash correctly on their own, so one of them was rewritten
-      // with a recomputed hash; name the earlier.
-      report.records -= 1;
-      return bad(line_no - 1, AuditProblem::kEdited,
-                 "this line was rewritten with a recomputed hash: its sha256 does not match "
-                 "\"prev\" of line " +
-                     std::to_string(line_no));
-    }
-    prev_hash = sha256_hex(line);
-    report.last_line_hash = prev_hash;
-    ++expected;
-    ++report.records;
+  const std::string rotated = audit_detail::rotated_name(s.path, s.first_seq);
+  if (::access(rotated.c_str(), F_OK) == 0 || ::rename(s.path.c_str(), rotated.c_str()) != 0)
+    return ok();  // keep appending to the active file
+  UniqueFd fd(::open(s.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
+                     0600));
+  if (!fd || flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    s.broken = "the new file after a rotation could not be created and locked";
+    return tl::unexpected(errno_error("open(" + s.path + ")").value().wrap(ctx));
   }
-  return report;
+  sync_dir(s.path);
+  const std::uint64_t old_first = s.first_seq;
+  s.fd = std::move(fd);
+  s.size = 0;
+  s.first_seq = s.seq + 1;
+  CORRAL_TRY(write_record(s, json{{"type", std::string(kAuditRotateType)},
+                                  {"previous_file", base_name(rotated)},
+                                  {"previous_first_seq", old_first},
+                                  {"previous_last_seq", s.seq}}));
+  return apply_retention(s);
 }
 
-Result<std::vector<std::string>> tail_audit_log(const std::string& path, std::size_t n) {
-  const std::string ctx = "reading audit log " + path;
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) {
-    return tl::unexpected(
-        errno_error("open(" + path + ")", errno, missing_hint(errno)).value().wrap(ctx));
+// Deletes the oldest rotated files beyond keep_files or older than
+// max_age; first an audit.retention record says which, through which seq,
+// and the hash of the last record they held. With s.mu held.
+Status AuditLog::apply_retention(State& s) {
+  const AuditRotation& r = s.rotation;
+  if (r.keep_files == 0 && r.max_age.count() == 0) return ok();
+  auto files = list_audit_files(s.path);
+  if (!files) return ok();  // nothing deleted; tried again at the next rotation
+  std::vector<AuditFile> rotated;
+  for (auto& f : *files)
+    if (!f.active) rotated.push_back(std::move(f));
+  std::size_t remove = 0;
+  std::string why;
+  if (r.keep_files != 0 && rotated.size() > r.keep_files) {
+    remove = rotated.size() - r.keep_files;
+    why = "keep_files " + std::to_string(r.keep_files);
   }
-  auto tail = read_tail(fd.get(), n);
-  if (!tail) return tl::unexpected(std::move(tail).error().wrap(ctx));
-  return std::move(tail->lines);
+  if (r.max_age.count() != 0) {
+    const std::size_t by_count = remove;
+    const time_t oldest_kept = time(nullptr) - static_cast<time_t>(r.max_age.count());
+    struct stat st {};
+    while (remove < rotated.size() && stat(rotated[remove].path.c_str(), &st) == 0 &&
+           st.st_mtime < oldest_kept)
+      ++remove;
+    if (remove > by_count)
+      why += (why.empty() ? "" : ", ") + std::string("max_age ") +
+             std::to_string(r.max_age.count()) + "s";
+  }
+  if (remove == 0) return ok();
+  // The record after the last one deleted names its hash in "prev".
+  const std::string& next = remove < rotated.size() ? rotated[remove].path : s.path;
+  bool nl = false;
+  auto first = audit_detail::read_first_line(next, nl);
+  if (!first) return ok();
+  auto c = audit_detail::check_line(*first);
+  if (c.problem != AuditProblem::kNone || c.seq < 2) return ok();  // never delete past damage
+  json removed = json::array();
+  for (std::size_t i = 0; i < remove; ++i) removed.push_back(base_name(rotated[i].path));
+  CORRAL_TRY(write_record(s, json{{"type", std::string(kAuditRetentionType)},
+                                  {"removed_files", std::move(removed)},
+                                  {"removed_through_seq", c.seq - 1},
+                                  {"removed_last_hash", c.prev},
+                                  {"reason", why}}));
+  if (!s.sync_each_append) (void)fdatasync(s.fd.get());  // the record before the deletion
+  for (std::size_t i = 0; i < remove; ++i) (void)::unlink(rotated[i].path.c_str());
+  sync_dir(s.path);
+  return ok();
+}
+
+Status AuditLog::append(const json& event) {
+  const std::string ctx = "appending to audit log " + state_->path;
+  if (!event.is_object()) {
+    return make_error(ErrorCode::kInvalidArgument, ctx + ": the event must be a JSON object");
+  }
+  auto type = event.find("type");
+  if (type == event.end() || !type->is_string() || type->get_ref<const std::string&>().empty()) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      ctx + ": the event needs a non-empty string \"type\"");
+  }
+  for (const char* key : kReserved) {
+    if (event.contains(key)) {
+      return make_error(
+          ErrorCode::kInvalidArgument,
+          ctx + ": the event field \"" + key + "\" is reserved for the audit log; rename it");
+    }
+  }
+
+  std::lock_guard lock(state_->mu);
+  State& s = *state_;
+  if (!s.broken.empty()) {
+    return make_error(ErrorCode::kUnavailable, ctx + ": " + s.broken, damaged_hint(s.path));
+  }
+  json record = s.filter ? filter_strings(event, s.filter) : event;
+  if (s.rotation.max_file_size != 0 && s.size > 0 &&
+      static_cast<std::uint64_t>(s.size) + audit_canonical(record).size() + kMetaBytes >
+          s.rotation.max_file_size) {
+    CORRAL_TRY(rotate(s));
+  }
+  return write_record(s, std::move(record));
 }
 
 }  // namespace corral

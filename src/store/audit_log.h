@@ -4,10 +4,12 @@
 // (RFC 3339 UTC, milliseconds), `prev` (hex SHA-256 of the previous line's
 // exact bytes, 64 zeros for the first) and `hash` (hex SHA-256 of the
 // record's canonical serialization without `hash`). verify_audit_log() then
-// finds an edited, reordered, removed or truncated line. Format and limits:
+// finds an edited, reordered, removed or truncated line; verify_audit_set()
+// does so across rotated files (store/audit_verify.h). Format and limits:
 // docs/audit.md.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -17,12 +19,23 @@
 #include <vector>
 
 #include "base/result.h"
+#include "store/audit_verify.h"
 
 namespace corral {
 
-// `prev` of the first record.
-inline constexpr std::string_view kAuditGenesisPrev =
-    "0000000000000000000000000000000000000000000000000000000000000000";
+// Rotation and retention (serve.audit; docs/audit.md). When a record
+// would take the active file past `max_file_size`, the file is renamed
+// <path>.<seq of its first record, 12 digits> and a new one begins with an
+// audit.rotate record; the chain (seq and prev) runs on across files.
+// Retention then deletes the oldest rotated files beyond `keep_files` or
+// older than `max_age`, after an audit.retention record in the new file
+// names them and the hash of the last record they held, so that a
+// verifier tells retention from someone deleting a file.
+struct AuditRotation {
+  std::uint64_t max_file_size = 0;  // 0: never rotate
+  std::uint32_t keep_files = 0;     // rotated files kept; 0: all
+  std::chrono::seconds max_age{0};  // rotated files older are deleted; 0: no limit
+};
 
 class AuditLog {
  public:
@@ -31,12 +44,16 @@ class AuditLog {
   // second open fails with kUnavailable. Checks the last record (and its
   // link to the one before) and continues the chain from it; a log whose
   // tail is damaged (truncated, edited, not JSON) is refused, so nothing is
-  // ever written after a tampered point.
+  // ever written after a tampered point. An empty (or absent) active file
+  // next to rotated files continues the chain from the newest of them.
   static Result<AuditLog> open(const std::string& path);
 
   AuditLog(AuditLog&&) noexcept;
   AuditLog& operator=(AuditLog&&) noexcept;
   ~AuditLog();
+
+  // Rotation and retention from now on (applied at the next append).
+  void set_rotation(const AuditRotation& rotation);
 
   // Appends `event` (a JSON object with a non-empty string "type"; the keys
   // seq, time, prev and hash are reserved) as one line: one write(2), then
@@ -67,43 +84,10 @@ class AuditLog {
  private:
   struct State;
   explicit AuditLog(std::unique_ptr<State> state);
+  static Status write_record(State& s, nlohmann::json record);
+  static Status rotate(State& s);
+  static Status apply_retention(State& s);
   std::unique_ptr<State> state_;
 };
-
-enum class AuditProblem {
-  kNone,
-  kBadJson,    // a line is not JSON (or is empty)
-  kBadRecord,  // JSON, but not a record (missing/mistyped seq, time, prev, hash)
-  kEdited,     // the content no longer matches its hash, or the line was rewritten
-  kReordered,  // a record appears before one with a lower seq
-  kMissing,    // one or more records were removed
-  kTruncated,  // the last line is cut short (no final newline)
-};
-
-std::string_view audit_problem_name(AuditProblem problem);
-
-struct VerifyReport {
-  bool ok = true;
-  std::uint64_t records = 0;  // complete, valid records before the first problem
-  // First bad line, 1-based (0 when ok), what is wrong with it, and details.
-  std::uint64_t bad_line = 0;
-  AuditProblem problem = AuditProblem::kNone;
-  std::string reason;
-  // SHA-256 of the last valid line (kAuditGenesisPrev if none): compare it
-  // with an anchored copy to detect a removed suffix.
-  std::string last_line_hash = std::string(kAuditGenesisPrev);
-};
-
-// Checks the whole log. An error only when it cannot be read; a damaged log
-// is a VerifyReport with ok == false. An empty file is a valid log.
-Result<VerifyReport> verify_audit_log(const std::string& path);
-
-// The last `n` lines of the log (without their newlines), oldest first. A
-// truncated last line is included as it is.
-Result<std::vector<std::string>> tail_audit_log(const std::string& path, std::size_t n);
-
-// The canonical serialization the hash covers: compact JSON, keys sorted,
-// invalid UTF-8 replaced by U+FFFD. Exposed for tests and other verifiers.
-std::string audit_canonical(const nlohmann::json& record);
 
 }  // namespace corral

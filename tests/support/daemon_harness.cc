@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "store/audit_verify.h"
 #include "support/sandbox_harness.h"
 
 namespace corral::testing {
@@ -267,11 +268,16 @@ nlohmann::json TestDaemon::exec(const std::string& id, const std::string& cmd) {
 
 std::vector<nlohmann::json> TestDaemon::audit_records(const std::string& type) const {
   std::vector<nlohmann::json> out;
-  std::ifstream in(data_dir_ + "/audit.log");
-  std::string line;
-  while (std::getline(in, line)) {
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.value("type", "") == type) out.push_back(j);
+  // The rotated files too, oldest first (docs/audit.md).
+  auto files = list_audit_files(data_dir_ + "/audit.log");
+  if (!files) return out;
+  for (const auto& f : *files) {
+    std::ifstream in(f.path);
+    std::string line;
+    while (std::getline(in, line)) {
+      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_object() && j.value("type", "") == type) out.push_back(j);
+    }
   }
   return out;
 }

@@ -202,7 +202,7 @@ TEST(DaemonConfig, UnknownKeysNameKeyAndLine) {
       config_error("serve:\n  zzz: 1\n"),
       "serve.yaml:2: serve.zzz: unknown key (hint: the keys allowed here are: listen, "
       "socket, data_dir, api_keys, capacity, request_timeout, setup_timeout, max_exec_output, "
-      "max_upload, mount_roots, durability, network, secrets)");
+      "max_upload, mount_roots, durability, network, secrets, audit)");
   std::string msg = config_error("serve:\n  memory_limit: 1Gi\n");
   expect_prefix(msg, "serve.yaml:2: serve.memory_limit: is a sandbox setting: put it in the top");
   EXPECT_EQ(config_error("server:\n  listen: \":1\"\n"),
@@ -551,6 +551,41 @@ TEST(DaemonConfig, NetworkMistakesNameTheKeyAndLine) {
       std::string::npos);
   EXPECT_NE(config_error("serve:\n  network:\n    cidr: 10.0.0.0/8\n").find("subnet"),
             std::string::npos);
+}
+
+TEST(DaemonConfig, AuditSectionSetsRotationRetentionBudgetAndQueue) {
+  const DaemonConfig d = default_daemon_config();
+  EXPECT_EQ(d.audit.max_file_size, 64 * kMiB);
+  EXPECT_EQ(d.audit.keep_files, 16u);
+  EXPECT_EQ(d.audit.max_age_ms, 0);
+  EXPECT_DOUBLE_EQ(d.audit.sandbox_rate, 20);
+  EXPECT_EQ(d.audit.sandbox_burst, 200u);
+  EXPECT_EQ(d.audit.summary_interval_ms, 10'000);
+  EXPECT_EQ(d.audit.queue, 8192u);
+  DaemonConfig c = config_ok(
+      "serve:\n  audit:\n    max_file_size: 1Mi\n    keep_files: 0\n    max_age: 720h\n"
+      "    sandbox_rate: 0.5\n    sandbox_burst: 10\n    summary_interval: 2s\n"
+      "    queue: 100\n");
+  EXPECT_EQ(c.audit.max_file_size, kMiB);
+  EXPECT_EQ(c.audit.keep_files, 0u);
+  EXPECT_EQ(c.audit.max_age_ms, 720LL * 3600 * 1000);
+  EXPECT_DOUBLE_EQ(c.audit.sandbox_rate, 0.5);
+  EXPECT_EQ(c.audit.sandbox_burst, 10u);
+  EXPECT_EQ(c.audit.summary_interval_ms, 2000);
+  EXPECT_EQ(c.audit.queue, 100u);
+  EXPECT_EQ(config_ok("serve:\n  audit:\n    max_file_size: 0\n").audit.max_file_size, 0u);
+
+  EXPECT_NE(config_error("serve:\n  audit:\n    sandbox_rate: 0\n").find("serve.audit.sandbox_rate"),
+            std::string::npos);
+  EXPECT_NE(config_error("serve:\n  audit:\n    sandbox_rate: -3\n").find("sandbox_rate"),
+            std::string::npos);
+  EXPECT_NE(config_error("serve:\n  audit:\n    max_file_size: 1Ki\n").find("at least 64Ki"),
+            std::string::npos);
+  EXPECT_NE(config_error("serve:\n  audit:\n    queue: 3\n").find("at least 64"),
+            std::string::npos);
+  EXPECT_NE(config_error("serve:\n  audit:\n    rate: 3\n").find("sandbox_rate"),
+            std::string::npos);
+  EXPECT_NE(config_error("serve:\n  audit: 5\n").find("serve.audit"), std::string::npos);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -117,6 +118,89 @@ TEST(Journal, DestructorWritesHeldBackWrites) {
     j.defer("sb-1", 10s, [&] { log.add("idle"); });
   }
   EXPECT_EQ(log.get(), (std::vector<std::string>{"idle"}));
+}
+
+// A write that holds the writer until open() is called: the queue behind
+// it fills up.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open_ = false;
+  bool entered = false;
+  void wait() {
+    std::unique_lock lock(mu);
+    entered = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return open_; });
+  }
+  void wait_entered() {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return entered; });
+  }
+  void open() {
+    std::lock_guard lock(mu);
+    open_ = true;
+    cv.notify_all();
+  }
+};
+
+TEST(Journal, DroppableWritesAreDroppedAndCountedOnceThreeQuartersFull) {
+  Gate gate;
+  std::atomic<int> written{0};
+  Journal j(16);
+  j.post([&] { gate.wait(); });
+  gate.wait_entered();  // the writer is busy; nothing more is written
+  int accepted = 0;
+  for (int i = 0; i < 1000; ++i) accepted += j.try_post("sb", [&] { ++written; }) ? 1 : 0;
+  EXPECT_EQ(accepted, 12) << "3/4 of 16";
+  EXPECT_EQ(j.dropped(), 1000u - 12u);
+  EXPECT_LE(j.queued(), 12u);
+  // The last quarter stays for writes that must not be lost.
+  for (int i = 0; i < 4; ++i) j.post([&] { ++written; });
+  EXPECT_EQ(j.queued(), 16u);
+  gate.open();
+  j.flush();
+  EXPECT_EQ(written.load(), 16);
+}
+
+TEST(Journal, APostIntoAFullQueueWaitsAndIsNeverLost) {
+  Gate gate;
+  std::atomic<int> written{0};
+  std::atomic<bool> poster_done{false};
+  Journal j(8);
+  j.post([&] { gate.wait(); });
+  gate.wait_entered();
+  constexpr int kPosts = 50;
+  std::thread poster([&] {
+    for (int i = 0; i < kPosts; ++i) j.post([&] { ++written; });
+    poster_done = true;
+  });
+  // The poster fills the queue to its bound and cannot go further.
+  while (j.queued() < j.capacity()) std::this_thread::yield();
+  EXPECT_EQ(j.queued(), j.capacity());
+  EXPECT_FALSE(poster_done.load()) << "50 posts went into a queue of 8";
+  EXPECT_FALSE(j.try_post("sb", [] {})) << "a full queue takes no droppable write";
+  gate.open();
+  poster.join();
+  j.flush();
+  EXPECT_EQ(written.load(), kPosts);
+}
+
+TEST(Journal, AWriteThatPostsIntoAFullQueueDoesNotDeadlock) {
+  Gate gate;
+  std::atomic<int> written{0};
+  Journal j(4);
+  j.post([&] {
+    gate.wait();
+    // On the writer thread, with the queue full: goes over by one.
+    j.post([&] { ++written; });
+  });
+  gate.wait_entered();
+  for (int i = 0; i < 4; ++i) j.post([&] { ++written; });
+  gate.open();
+  j.flush();
+  j.flush();
+  EXPECT_EQ(written.load(), 5);
 }
 
 }  // namespace
