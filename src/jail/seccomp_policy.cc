@@ -201,8 +201,7 @@ Result<Cmps> remaining_calls(const std::vector<const SeccompRule*>& arg_rules) {
       return Cmps{{masked_eq(arg, bits, 0)}};
     }
     case SeccompArgOp::kNotInSet:
-      if (arg_rules.size() != 1)
-        return policy_bug(first, "one kNotInSet rule per syscall");
+      if (arg_rules.size() != 1) return policy_bug(first, "one kNotInSet rule per syscall");
       return in_set(arg, first.arg_mask, first.arg_values);
     case SeccompArgOp::kNone:
       break;
@@ -374,15 +373,14 @@ Result<std::vector<sock_filter>> compile_seccomp_rules(std::span<const SeccompRu
   rc = seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_OPTIMIZE, 2);
   if (rc < 0) return errno_error("seccomp_attr_set(CTL_OPTIMIZE, 2)", -rc);
 
-  auto add = [&](const SeccompRule& rule, int nr, std::uint32_t action,
-                 const Cmp& cmps) -> Status {
-    const int r = seccomp_rule_add_array(ctx.get(), action, nr,
-                                         static_cast<unsigned int>(cmps.size()),
-                                         cmps.empty() ? nullptr : cmps.data());
+  auto add = [&](const SeccompRule& rule, int nr, std::uint32_t action, const Cmp& cmps) -> Status {
+    const int r =
+        seccomp_rule_add_array(ctx.get(), action, nr, static_cast<unsigned int>(cmps.size()),
+                               cmps.empty() ? nullptr : cmps.data());
     if (r < 0) {
-      return make_error(ErrorCode::kInternal,
-                        "seccomp_rule_add(" + rule_label(rule) + ", nr " + std::to_string(nr) +
-                            ", " + arch_name(token) + "): " + std::string(errno_name(-r)));
+      return make_error(ErrorCode::kInternal, "seccomp_rule_add(" + rule_label(rule) + ", nr " +
+                                                  std::to_string(nr) + ", " + arch_name(token) +
+                                                  "): " + std::string(errno_name(-r)));
     }
     return ok();
   };

@@ -51,7 +51,8 @@ class Table {
   void allow(std::initializer_list<std::string_view> names, std::string_view why,
              unsigned arches = kSeccompAllArches) {
     for (std::string_view n : names) {
-      rules_.push_back({.syscall = n, .action = SeccompAction::kAllow, .arches = arches, .why = why});
+      rules_.push_back(
+          {.syscall = n, .action = SeccompAction::kAllow, .arches = arches, .why = why});
     }
   }
   // An allowed call newer than the libseccomp corral builds with.
@@ -75,11 +76,8 @@ class Table {
     }
   }
   void absent_new(std::string_view name, int nr, std::string_view why) {
-    rules_.push_back({.syscall = name,
-                      .errno_value = ENOSYS,
-                      .optional = true,
-                      .fallback_nr = nr,
-                      .why = why});
+    rules_.push_back(
+        {.syscall = name, .errno_value = ENOSYS, .optional = true, .fallback_nr = nr, .why = why});
   }
   void add(SeccompRule rule) { rules_.push_back(std::move(rule)); }
   std::vector<SeccompRule> take() { return std::move(rules_); }
@@ -93,8 +91,8 @@ void allowed_calls(Table& t) {
   t.allow({"exit", "exit_group", "restart_syscall", "rt_sigreturn"},
           "ending a thread or process, and the kernel's own resume paths");
   t.allow({"getpid", "getppid", "gettid", "getuid", "geteuid", "getgid", "getegid", "getresuid",
-           "getresgid", "getgroups", "getpgid", "getsid", "uname", "sysinfo", "getrusage",
-           "times", "getcpu", "getrandom"},
+           "getresgid", "getgroups", "getpgid", "getsid", "uname", "sysinfo", "getrusage", "times",
+           "getcpu", "getrandom"},
           "reads facts about the caller or the (namespaced) system");
   t.allow({"getpgrp"}, "x86-64's older form of getpgid(0)", kX86);
   t.allow({"setsid", "setpgid"}, "job control: sessions and process groups of the caller");
@@ -139,32 +137,32 @@ void allowed_calls(Table& t) {
   t.allow_new("mseal", 462, "seals the caller's own mappings against change; restricts only");
 
   // --- time
-  t.allow({"clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday",
-           "getitimer", "setitimer", "timer_create", "timer_delete", "timer_gettime",
-           "timer_settime", "timer_getoverrun", "timerfd_create", "timerfd_gettime",
-           "timerfd_settime"},
-          "reads clocks, sleeps and runs timers; setting a clock is refused below");
+  t.allow(
+      {"clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "getitimer",
+       "setitimer", "timer_create", "timer_delete", "timer_gettime", "timer_settime",
+       "timer_getoverrun", "timerfd_create", "timerfd_gettime", "timerfd_settime"},
+      "reads clocks, sleeps and runs timers; setting a clock is refused below");
   t.allow({"time"}, "x86-64's older clock read", kX86);
 
   // --- scheduling, threads, priorities
   t.allow({"futex", "futex_waitv", "futex_wake", "futex_wait", "futex_requeue"},
           "the lock primitive of every thread library");
-  t.allow({"sched_yield", "sched_getaffinity", "sched_setaffinity", "sched_getparam",
-           "sched_setparam", "sched_getscheduler", "sched_setscheduler", "sched_getattr",
-           "sched_setattr", "sched_get_priority_max", "sched_get_priority_min",
-           "sched_rr_get_interval"},
-          "CPU placement and policy of the caller's own threads; real-time classes need "
-          "CAP_SYS_NICE, which the sandbox lacks, and the cgroup caps the CPU time");
+  t.allow(
+      {"sched_yield", "sched_getaffinity", "sched_setaffinity", "sched_getparam", "sched_setparam",
+       "sched_getscheduler", "sched_setscheduler", "sched_getattr", "sched_setattr",
+       "sched_get_priority_max", "sched_get_priority_min", "sched_rr_get_interval"},
+      "CPU placement and policy of the caller's own threads; real-time classes need "
+      "CAP_SYS_NICE, which the sandbox lacks, and the cgroup caps the CPU time");
   t.allow({"getpriority", "setpriority", "ioprio_get", "ioprio_set"},
           "nice values and I/O priority; raising them above the default needs CAP_SYS_NICE");
   t.allow({"getrlimit", "setrlimit", "prlimit64"},
           "resource limits; they can only be lowered without CAP_SYS_RESOURCE");
 
   // --- file descriptors and I/O
-  t.allow({"read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev",
-           "preadv2", "pwritev2", "lseek", "close", "close_range", "dup", "dup3", "fcntl",
-           "flock", "pipe2"},
-          "I/O on the descriptors the caller holds");
+  t.allow(
+      {"read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2",
+       "pwritev2", "lseek", "close", "close_range", "dup", "dup3", "fcntl", "flock", "pipe2"},
+      "I/O on the descriptors the caller holds");
   t.allow({"dup2", "pipe"}, "x86-64's older forms of dup3 and pipe2", kX86);
   t.allow({"sendfile", "splice", "tee", "vmsplice", "copy_file_range"},
           "copies between descriptors without a user buffer (cp, web servers)");
@@ -184,10 +182,10 @@ void allowed_calls(Table& t) {
           "x86-64's older forms of the calls above", kX86);
 
   // --- files and directories, by path
-  t.allow({"openat", "openat2", "fstat", "newfstatat", "statx", "statfs", "fstatfs", "faccessat",
-           "faccessat2", "getcwd", "chdir", "fchdir", "getdents64", "mkdirat", "unlinkat",
-           "renameat", "renameat2", "linkat", "symlinkat", "readlinkat", "mknodat", "umask",
-           "utimensat", "cachestat"},
+  t.allow({"openat",     "openat2",    "fstat",      "newfstatat", "statx",     "statfs",
+           "fstatfs",    "faccessat",  "faccessat2", "getcwd",     "chdir",     "fchdir",
+           "getdents64", "mkdirat",    "unlinkat",   "renameat",   "renameat2", "linkat",
+           "symlinkat",  "readlinkat", "mknodat",    "umask",      "utimensat", "cachestat"},
           "the file system the sandbox sees; its mounts, read-only binds and Landlock decide "
           "what a path reaches (mknod of a device needs CAP_MKNOD; fifos and sockets are fine)");
   t.allow({"open", "creat", "stat", "lstat", "access", "getdents", "mkdir", "rmdir", "unlink",
@@ -197,9 +195,8 @@ void allowed_calls(Table& t) {
           "modes and owners of files the caller owns (or may change with the --root "
           "capabilities); setuid bits are void under nosuid mounts and no_new_privs");
   t.allow({"chmod", "chown", "lchown"}, "x86-64's older forms of fchmodat and fchownat", kX86);
-  t.allow({"getxattr", "lgetxattr", "fgetxattr", "setxattr", "lsetxattr", "fsetxattr",
-           "listxattr", "llistxattr", "flistxattr", "removexattr", "lremovexattr",
-           "fremovexattr"},
+  t.allow({"getxattr", "lgetxattr", "fgetxattr", "setxattr", "lsetxattr", "fsetxattr", "listxattr",
+           "llistxattr", "flistxattr", "removexattr", "lremovexattr", "fremovexattr"},
           "extended attributes (user.*, ACLs); trusted.* and security.* need capabilities");
   t.allow_new("setxattrat", 463, "the *at form of setxattr (Linux 6.13)");
   t.allow_new("getxattrat", 464, "the *at form of getxattr (Linux 6.13)");
@@ -233,8 +230,7 @@ void allowed_calls(Table& t) {
            "shmget", "shmat", "shmdt", "shmctl"},
           "System V IPC (PostgreSQL, some build tools); the sandbox has an IPC namespace of "
           "its own");
-  t.allow({"mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify",
-           "mq_getsetattr"},
+  t.allow({"mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr"},
           "POSIX message queues, in the sandbox's IPC namespace");
   t.allow({"io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents"},
           "Linux native AIO (databases, libaio); unlike io_uring every request is a plain "
@@ -316,8 +312,7 @@ void refused_calls(Table& t) {
          .optional = true,
          .fallback_nr = 467,
          .why = "open_tree plus mount_setattr in one call (Linux 6.15); same surface as both"});
-  t.deny("fsopen",
-         "new mount API: creates a filesystem context, the parser behind CVE-2022-0185");
+  t.deny("fsopen", "new mount API: creates a filesystem context, the parser behind CVE-2022-0185");
   t.deny("fsconfig", "new mount API: feeds mount options to a filesystem context's parser");
   t.deny("fsmount", "new mount API: turns a configured context into a mount");
   t.deny("fspick", "new mount API: reopens an existing superblock for reconfiguration");
@@ -377,8 +372,7 @@ void refused_calls(Table& t) {
   // --- hardware and obsolete interfaces
   t.deny("iopl", "x86 only: raw I/O port access for the whole process", kX86);
   t.deny("ioperm", "x86 only: raw I/O port access for a port range", kX86);
-  t.deny("uselib", "obsolete a.out library loader; dead code the sandbox should not reach",
-         kX86);
+  t.deny("uselib", "obsolete a.out library loader; dead code the sandbox should not reach", kX86);
   t.deny("lookup_dcookie", "obsolete profiling hook that turns a kernel cookie into a path");
   t.deny("nfsservctl", "removed NFS server control; nothing legitimate calls it");
 

@@ -18,13 +18,13 @@ bool host_has(const std::string& tool) {
   return status == 0;
 }
 
-#define REQUIRE_TOOLS(...)                                                              \
-  do {                                                                                  \
-    for (const char* tool : {__VA_ARGS__}) {                                            \
-      if (!host_has(tool)) {                                                            \
+#define REQUIRE_TOOLS(...)                                                                   \
+  do {                                                                                       \
+    for (const char* tool : {__VA_ARGS__}) {                                                 \
+      if (!host_has(tool)) {                                                                 \
         CORRAL_SKIP_OR_FAIL(std::string(tool) + " is not installed (scripts/install-deps)"); \
-      }                                                                                 \
-    }                                                                                   \
+      }                                                                                      \
+    }                                                                                        \
   } while (0)
 
 // Runs `script` with sh inside a sandbox of the host base (loopback-only
@@ -36,8 +36,7 @@ RunOutcome sandboxed(const std::string& script, std::string_view input = {},
 }
 
 std::string describe(const RunOutcome& r) {
-  return "exit " + std::to_string(r.exit_code) + "\n--- stdout\n" + r.out + "--- stderr\n" +
-         r.err;
+  return "exit " + std::to_string(r.exit_code) + "\n--- stdout\n" + r.out + "--- stderr\n" + r.err;
 }
 
 TEST(Workloads, Python3ThreadsAndMultiprocessing) {

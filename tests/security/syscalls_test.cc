@@ -101,10 +101,10 @@ std::string documented_errno(const std::string& name) {
 // happens) gets another answer from the kernel, so the filter answered.
 TEST_P(SyscallsTest, CallsOffTheAllowlistAnswerTheirDocumentedErrno) {
   if (!is_root()) CORRAL_SKIP_OR_FAIL("security tests run as root");
-  std::vector<std::string> names = {
-      "mbind", "set_mempolicy", "get_mempolicy", "migrate_pages", "move_pages",
-      "set_mempolicy_home_node", "process_madvise", "fanotify_mark", "remap_file_pages",
-      "statmount", "listmount", "lsm_get_self_attr"};
+  std::vector<std::string> names = {"mbind",           "set_mempolicy", "get_mempolicy",
+                                    "migrate_pages",   "move_pages",    "set_mempolicy_home_node",
+                                    "process_madvise", "fanotify_mark", "remap_file_pages",
+                                    "statmount",       "listmount",     "lsm_get_self_attr"};
 #if defined(__x86_64__)
   names.push_back("modify_ldt");
 #endif

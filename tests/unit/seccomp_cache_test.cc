@@ -96,7 +96,7 @@ TEST(SeccompCacheKey, ChangesWithEveryFieldOfEveryRule) {
     for (std::string k : {
              changed([&](auto& t) {
                t[i].action = t[i].action == SeccompAction::kAllow ? SeccompAction::kErrno
-                                                                   : SeccompAction::kAllow;
+                                                                  : SeccompAction::kAllow;
              }),
              changed([&](auto& t) { t[i].errno_value += 1; }),
              changed([&](auto& t) { t[i].arches ^= kSeccompAarch64; }),
@@ -105,8 +105,8 @@ TEST(SeccompCacheKey, ChangesWithEveryFieldOfEveryRule) {
              changed([&](auto& t) { t[i].arg_values.push_back(3); }),
              changed([&](auto& t) { t.erase(t.begin() + static_cast<std::ptrdiff_t>(i)); }),
          }) {
-      EXPECT_TRUE(keys.insert(k).second) << "row " << i << " (" << table[i].syscall
-                                         << "): an edit left the key as it was";
+      EXPECT_TRUE(keys.insert(k).second)
+          << "row " << i << " (" << table[i].syscall << "): an edit left the key as it was";
     }
   }
   // Moving a syscall between rows (same rows, other order) counts too.

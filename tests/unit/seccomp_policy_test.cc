@@ -309,7 +309,9 @@ const std::vector<Probe>& probes() {
       {"get_mempolicy_invalid_flags", "get_mempolicy", {0, 0, 0, 0, 0xffff}, ENOSYS},
       {"migrate_pages_no_such_pid", "migrate_pages", {kMinus1, 0, 0, 0}, ENOSYS},
       {"move_pages_invalid_flags", "move_pages", {0, 0, 0, 0, 0, 0xffff}, ENOSYS},
-      {"set_mempolicy_home_node_invalid_flags", "set_mempolicy_home_node", {0, 0, 0, 0xffff},
+      {"set_mempolicy_home_node_invalid_flags",
+       "set_mempolicy_home_node",
+       {0, 0, 0, 0xffff},
        ENOSYS},
       {"modify_ldt_write_bad_size", "modify_ldt", {1, bad_ptr, 0}, ENOSYS},  // kernel: EINVAL
       {"fanotify_mark_invalid_flags", "fanotify_mark", {bad_fd, 0xffffffff, 0, bad_fd, 0}, ENOSYS},
@@ -328,10 +330,10 @@ const std::vector<Probe>& probes() {
 // Refused rows no probe can tell from the kernel's own answer: the kernel
 // answers ENOSYS itself where these are compiled out or removed.
 const std::set<std::string_view> kUnprobeable = {
-    "memfd_secret",  // ENOSYS unless the host boots with secretmem.enable
-    "sysfs",         // CONFIG_SYSFS_SYSCALL
-    "ustat",         // gone from many configs; answers ENOSYS
-    "_sysctl",       // removed in Linux 5.5
+    "memfd_secret",                        // ENOSYS unless the host boots with secretmem.enable
+    "sysfs",                               // CONFIG_SYSFS_SYSCALL
+    "ustat",                               // gone from many configs; answers ENOSYS
+    "_sysctl",                             // removed in Linux 5.5
     "get_thread_area", "set_thread_area",  // x86-64: only with 32-bit emulation
 };
 

@@ -110,7 +110,8 @@ std::vector<Args> sample_args(std::string_view name) {
     if (r->arg_op == SeccompArgOp::kNone) continue;
     std::set<std::uint64_t> values = {0, 1, kMinus1, 0xffffffff, 0x7fffffff, 0x80000000, kHigh};
     for (std::uint64_t v : r->arg_values) {
-      for (std::uint64_t x : U64s{v, v - 1, v + 1, v | kHigh, v | 0xdeadbeef00000000ULL}) values.insert(x);
+      for (std::uint64_t x : U64s{v, v - 1, v + 1, v | kHigh, v | 0xdeadbeef00000000ULL})
+        values.insert(x);
     }
     for (int bit = 0; bit < 64; ++bit) {
       values.insert(1ULL << bit);
@@ -171,8 +172,8 @@ const std::vector<const char*> kNeverAllowed = {
     "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "sethostname", "setdomainname",
     "clone3",
     // kernel subsystems
-    "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
-    "io_uring_setup", "io_uring_enter", "io_uring_register", "fanotify_init",
+    "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd", "io_uring_setup",
+    "io_uring_enter", "io_uring_register", "fanotify_init",
     // other processes
     "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "kcmp", "pidfd_getfd",
     // host administration, clock, hardware
@@ -203,17 +204,62 @@ TEST(SeccompPolicyTable, CallsOutsideTheCommonContainerProfileAreNeverAllowed) {
 
 TEST(SeccompPolicyTable, NamedCallsHaveTheirDocumentedAnswer) {
   // Refused on purpose: EPERM.
-  for (const char* name :
-       {"unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "move_mount",
-        "open_tree", "open_tree_attr", "fsopen", "fsconfig", "fsmount", "fspick",
-        "mount_setattr", "keyctl", "add_key", "request_key", "bpf", "perf_event_open",
-        "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register", "ptrace",
-        "process_vm_readv", "process_vm_writev", "process_madvise", "kcmp", "pidfd_getfd",
-        "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot",
-        "swapon", "swapoff", "acct", "settimeofday", "clock_settime", "clock_adjtime",
-        "adjtimex", "syslog", "quotactl", "quotactl_fd", "lookup_dcookie", "iopl", "ioperm",
-        "uselib", "vhangup", "open_by_handle_at", "name_to_handle_at", "fanotify_init",
-        "nfsservctl", "sethostname", "setdomainname"}) {
+  for (const char* name : {"unshare",
+                           "setns",
+                           "mount",
+                           "umount2",
+                           "pivot_root",
+                           "chroot",
+                           "move_mount",
+                           "open_tree",
+                           "open_tree_attr",
+                           "fsopen",
+                           "fsconfig",
+                           "fsmount",
+                           "fspick",
+                           "mount_setattr",
+                           "keyctl",
+                           "add_key",
+                           "request_key",
+                           "bpf",
+                           "perf_event_open",
+                           "userfaultfd",
+                           "io_uring_setup",
+                           "io_uring_enter",
+                           "io_uring_register",
+                           "ptrace",
+                           "process_vm_readv",
+                           "process_vm_writev",
+                           "process_madvise",
+                           "kcmp",
+                           "pidfd_getfd",
+                           "kexec_load",
+                           "kexec_file_load",
+                           "init_module",
+                           "finit_module",
+                           "delete_module",
+                           "reboot",
+                           "swapon",
+                           "swapoff",
+                           "acct",
+                           "settimeofday",
+                           "clock_settime",
+                           "clock_adjtime",
+                           "adjtimex",
+                           "syslog",
+                           "quotactl",
+                           "quotactl_fd",
+                           "lookup_dcookie",
+                           "iopl",
+                           "ioperm",
+                           "uselib",
+                           "vhangup",
+                           "open_by_handle_at",
+                           "name_to_handle_at",
+                           "fanotify_init",
+                           "nfsservctl",
+                           "sethostname",
+                           "setdomainname"}) {
     const SeccompRule* rule = whole_rule(name);
     ASSERT_NE(rule, nullptr) << name << " is missing from the policy";
     EXPECT_EQ(rule->action, SeccompAction::kErrno) << name;
@@ -242,8 +288,8 @@ TEST(SeccompPolicyTable, NamedCallsHaveTheirDocumentedAnswer) {
     }
   }
   // Only restrict their caller: allowed.
-  for (const char* name : {"landlock_create_ruleset", "landlock_add_rule",
-                           "landlock_restrict_self", "seccomp"}) {
+  for (const char* name :
+       {"landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self", "seccomp"}) {
     ASSERT_NE(whole_rule(name), nullptr) << name;
     EXPECT_EQ(whole_rule(name)->action, SeccompAction::kAllow) << name;
   }
@@ -294,8 +340,12 @@ std::filesystem::path source_dir() {
   if (const char* dir = std::getenv("CORRAL_SOURCE_DIR"); dir != nullptr && dir[0] == '/') {
     return dir;
   }
+#ifdef CORRAL_TEST_SOURCE_DIR
+  return CORRAL_TEST_SOURCE_DIR;
+#else
   // tests/unit/seccomp_table_test.cc -> the repository root.
   return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
+#endif
 }
 
 // Every table row shows up in the first column of a docs/seccomp.md table
@@ -388,9 +438,8 @@ TEST_P(SeccompProgram, EverySyscallNumberGetsTheTablesAnswer) {
     ++named;
     for (const Args& a : sample_args(name)) {
       const std::uint32_t want = table_answer(name, a, arch);
-      ASSERT_EQ(verdict(n, a), want)
-          << seccomp_arch_label(arch) << " " << name << " (" << n << ") args " << std::hex
-          << a[0] << " " << a[1];
+      ASSERT_EQ(verdict(n, a), want) << seccomp_arch_label(arch) << " " << name << " (" << n
+                                     << ") args " << std::hex << a[0] << " " << a[1];
     }
     (table_answer(name, Args{}, arch) == kAllow ? allowed : refused) += 1;
   }
@@ -419,8 +468,8 @@ TEST_P(SeccompProgram, TheCallsTheIssueNamesAndUnassignedNumbersAreRefused) {
 
 TEST_P(SeccompProgram, ForeignArchitecturesAndX32AreKilled) {
   const int getpid_nr = nr("getpid");
-  for (std::uint32_t other : std::initializer_list<std::uint32_t>{AUDIT_ARCH_I386, AUDIT_ARCH_ARM, AUDIT_ARCH_X86_64,
-                              AUDIT_ARCH_AARCH64, 0u}) {
+  for (std::uint32_t other : std::initializer_list<std::uint32_t>{
+           AUDIT_ARCH_I386, AUDIT_ARCH_ARM, AUDIT_ARCH_X86_64, AUDIT_ARCH_AARCH64, 0u}) {
     if (other == seccomp_audit_arch(GetParam())) continue;
     EXPECT_EQ(verdict_of(program_for(GetParam()), other, getpid_nr), kKill) << std::hex << other;
   }
@@ -441,7 +490,7 @@ TEST_P(SeccompProgram, SocketFamiliesOutsideUnixInetInet6AnswerEafnosupport) {
     }
   }
   for (std::uint64_t family : U64s{0x7fffffffULL, 0x80000000ULL, 0xfffffffeULL, 0xffffffffULL,
-                               0x10000ULL | AF_INET, 0x100ULL | AF_UNIX, kMinus1}) {
+                                   0x10000ULL | AF_INET, 0x100ULL | AF_UNIX, kMinus1}) {
     EXPECT_EQ(verdict(nr("socket"), {family}), ret_errno(EAFNOSUPPORT)) << std::hex << family;
   }
 }
@@ -479,8 +528,7 @@ TEST_P(SeccompProgram, CloneIsRefusedExactlyWhenANamespaceFlagIsSet) {
   // What glibc's fork() and pthread_create() fall back to, and the zygote's spawn.
   EXPECT_EQ(verdict(c, {CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID | SIGCHLD}), kAllow);
   EXPECT_EQ(verdict(c, {CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD |
-                        CLONE_SYSVSEM | CLONE_SETTLS | CLONE_PARENT_SETTID |
-                        CLONE_CHILD_CLEARTID}),
+                        CLONE_SYSVSEM | CLONE_SETTLS | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID}),
             kAllow);
   EXPECT_EQ(verdict(c, {CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD}), kAllow);
   EXPECT_EQ(verdict(nr("clone3"), {0, 0}), ret_errno(ENOSYS));
@@ -491,10 +539,10 @@ TEST_P(SeccompProgram, IoctlRefusesTiocstiAndTioclinuxWhateverTheUpperHalf) {
   for (std::uint64_t high : U64s{std::uint64_t{0}, kHigh, 0xdeadbeef00000000ULL}) {
     EXPECT_EQ(verdict(io, {0, TIOCSTI | high}), ret_errno(EPERM)) << std::hex << high;
     EXPECT_EQ(verdict(io, {0, TIOCLINUX | high}), ret_errno(EPERM)) << std::hex << high;
-    for (std::uint64_t request : U64s{std::uint64_t{TCGETS}, std::uint64_t{TIOCSTI + 1},
-                                  std::uint64_t{TIOCSTI - 1}, std::uint64_t{FIONREAD},
-                                  std::uint64_t{TIOCGWINSZ}, 0ULL, 0xffffffffULL,
-                                  0xc0185879ULL /* an _IOWR */}) {
+    for (std::uint64_t request :
+         U64s{std::uint64_t{TCGETS}, std::uint64_t{TIOCSTI + 1}, std::uint64_t{TIOCSTI - 1},
+              std::uint64_t{FIONREAD}, std::uint64_t{TIOCGWINSZ}, 0ULL, 0xffffffffULL,
+              0xc0185879ULL /* an _IOWR */}) {
       EXPECT_EQ(verdict(io, {0, request | high}), kAllow) << std::hex << request;
     }
   }
@@ -568,33 +616,65 @@ TEST(SeccompCompiler, MalformedRulesAreOurBug) {
   const SeccompRule allow_getppid{
       .syscall = "getppid", .action = SeccompAction::kAllow, .why = "base"};
   const std::vector<std::vector<SeccompRule>> bad = {
-      {allow_getppid, {.syscall = "getppid", .arg_op = Op::kEqual, .arg_index = 0, .why = "no value"}},
       {allow_getppid,
-       {.syscall = "getppid", .arg_op = Op::kEqual, .arg_index = 6, .arg_values = {1},
+       {.syscall = "getppid", .arg_op = Op::kEqual, .arg_index = 0, .why = "no value"}},
+      {allow_getppid,
+       {.syscall = "getppid",
+        .arg_op = Op::kEqual,
+        .arg_index = 6,
+        .arg_values = {1},
         .why = "no such argument"}},
       {allow_getppid,
-       {.syscall = "getppid", .arg_op = Op::kNotInSet, .arg_index = 0, .arg_mask = 0xff00,
-        .arg_values = {1}, .why = "mask is not 2^k-1"}},
+       {.syscall = "getppid",
+        .arg_op = Op::kNotInSet,
+        .arg_index = 0,
+        .arg_mask = 0xff00,
+        .arg_values = {1},
+        .why = "mask is not 2^k-1"}},
       {allow_getppid,
        {.syscall = "getppid", .arg_op = Op::kNotInSet, .arg_index = 0, .why = "empty set"}},
       {allow_getppid,
-       {.syscall = "getppid", .arg_op = Op::kMaskedAnyBitSet, .arg_index = 0, .arg_mask = 0,
+       {.syscall = "getppid",
+        .arg_op = Op::kMaskedAnyBitSet,
+        .arg_index = 0,
+        .arg_mask = 0,
         .why = "no bits"}},
       {{.syscall = "getppid", .errno_value = 0, .why = "errno 0 would look like success"}},
-      {{.syscall = "getppid", .arg_op = Op::kEqual, .arg_index = 0, .arg_mask = 0xff,
-        .arg_values = {1}, .why = "argument rule without a whole-call allow"}},
+      {{.syscall = "getppid",
+        .arg_op = Op::kEqual,
+        .arg_index = 0,
+        .arg_mask = 0xff,
+        .arg_values = {1},
+        .why = "argument rule without a whole-call allow"}},
       {{.syscall = "getppid", .why = "a refused call"},
-       {.syscall = "getppid", .arg_op = Op::kEqual, .arg_index = 0, .arg_mask = 0xff,
-        .arg_values = {1}, .why = "argument rule under a refusal"}},
+       {.syscall = "getppid",
+        .arg_op = Op::kEqual,
+        .arg_index = 0,
+        .arg_mask = 0xff,
+        .arg_values = {1},
+        .why = "argument rule under a refusal"}},
       {allow_getppid, allow_getppid},
       {allow_getppid,
-       {.syscall = "getppid", .arg_op = Op::kEqual, .arg_index = 0, .arg_mask = 0xff,
-        .arg_values = {1}, .why = "two arguments"},
-       {.syscall = "getppid", .arg_op = Op::kEqual, .arg_index = 1, .arg_mask = 0xff,
-        .arg_values = {1}, .why = "two arguments"}},
+       {.syscall = "getppid",
+        .arg_op = Op::kEqual,
+        .arg_index = 0,
+        .arg_mask = 0xff,
+        .arg_values = {1},
+        .why = "two arguments"},
+       {.syscall = "getppid",
+        .arg_op = Op::kEqual,
+        .arg_index = 1,
+        .arg_mask = 0xff,
+        .arg_values = {1},
+        .why = "two arguments"}},
       {allow_getppid,
-       {.syscall = "getppid", .action = SeccompAction::kAllow, .arg_op = Op::kEqual,
-        .arg_index = 0, .arg_mask = 0xff, .arg_values = {1}, .why = "an allowing argument rule"}},
+       {.syscall = "getppid",
+        .action = SeccompAction::kAllow,
+        .arg_op = Op::kEqual,
+        .arg_index = 0,
+        .arg_mask = 0xff,
+        .arg_values = {1},
+        .why = "an allowing argument rule"}},
   };
   for (const auto& rules : bad) {
     auto compiled = compile_seccomp_rules(rules);
@@ -635,17 +715,27 @@ TEST(SeccompCompiler, NotInSetOverAll64BitsCoversTheComplementExactly) {
 TEST(SeccompCompiler, EqualRowsOverLow32BitsLetEveryOtherValueThrough) {
   const std::vector<SeccompRule> rules = {
       {.syscall = "getppid", .action = SeccompAction::kAllow, .why = "test"},
-      {.syscall = "getppid", .errno_value = EXDEV, .arg_op = SeccompArgOp::kEqual,
-       .arg_index = 1, .arg_mask = 0xffffffff, .arg_values = {0x5412}, .why = "test"},
-      {.syscall = "getppid", .errno_value = EROFS, .arg_op = SeccompArgOp::kEqual,
-       .arg_index = 1, .arg_mask = 0xffffffff, .arg_values = {0x80000000}, .why = "test"}};
+      {.syscall = "getppid",
+       .errno_value = EXDEV,
+       .arg_op = SeccompArgOp::kEqual,
+       .arg_index = 1,
+       .arg_mask = 0xffffffff,
+       .arg_values = {0x5412},
+       .why = "test"},
+      {.syscall = "getppid",
+       .errno_value = EROFS,
+       .arg_op = SeccompArgOp::kEqual,
+       .arg_index = 1,
+       .arg_mask = 0xffffffff,
+       .arg_values = {0x80000000},
+       .why = "test"}};
   auto compiled = compile_seccomp_rules(rules);
   ASSERT_TRUE(compiled) << compiled.error().to_string();
   for (std::uint64_t high : U64s{0ULL, kHigh, 0xffffffff00000000ULL}) {
     EXPECT_EQ(run(*compiled, "getppid", {0, 0x5412 | high}), ret_errno(EXDEV));
     EXPECT_EQ(run(*compiled, "getppid", {0, 0x80000000 | high}), ret_errno(EROFS));
-    for (std::uint64_t v : U64s{0ULL, 0x5411ULL, 0x5413ULL, 0x7fffffffULL, 0x80000001ULL,
-                            0xffffffffULL, 1ULL}) {
+    for (std::uint64_t v :
+         U64s{0ULL, 0x5411ULL, 0x5413ULL, 0x7fffffffULL, 0x80000001ULL, 0xffffffffULL, 1ULL}) {
       EXPECT_EQ(run(*compiled, "getppid", {0, v | high}), kAllow) << std::hex << v;
     }
   }
