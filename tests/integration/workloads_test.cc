@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "support/daemon_harness.h"
 #include "support/sandbox_harness.h"
 
 namespace corral::testing {
@@ -299,6 +300,26 @@ public class Hello {
   EXPECT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_NE(r.out.find("version"), std::string::npos) << describe(r);
   EXPECT_NE(r.out.find("java ok 42 child 0"), std::string::npos) << describe(r);
+}
+
+// The same filter in a long-lived sandbox: every exec is started by the
+// zygote, which installed the filter on itself first and then still sets
+// ids, enters Landlock and clones with CLONE_VM | CLONE_VFORK under it.
+TEST(Workloads, DaemonExecsRunThreadsSubprocessesAndACompilerUnderTheZygotesFilter) {
+  REQUIRE_TOOLS("python3", "gcc");
+  TestDaemon d;
+  ASSERT_TRUE(d.ready()) << d.output();
+  const std::string id = d.create_sandbox();
+  ASSERT_FALSE(id.empty()) << d.output();
+  nlohmann::json r = d.exec(
+      id,
+      "python3 -c 'import multiprocessing as mp, threading; t = threading.Thread(target=print, "
+      "args=(\"thread\",)); t.start(); t.join(); print(\"pool\", sum(mp.Pool(2).map(abs, "
+      "range(-4, 4))))' && printf 'int main(void){return 7;}' > /tmp/s.c && gcc -o /tmp/s "
+      "/tmp/s.c && { /tmp/s; echo \"exit $?\"; } && grep Seccomp: /proc/self/status");
+  EXPECT_EQ(r.value("exit_code", -1), 0) << r.dump();
+  const std::string out = r.value("stdout", "");
+  EXPECT_NE(out.find("thread\npool 16\nexit 7\nSeccomp:\t2\n"), std::string::npos) << r.dump();
 }
 
 }  // namespace
