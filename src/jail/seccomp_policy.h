@@ -73,7 +73,8 @@ struct SeccompRule {
   // compile rather than silently changing the policy.
   bool optional = false;
   // Number to use when libseccomp does not know the name. Syscalls added
-  // since Linux 5.1 (number 424 on) share one number on x86_64 and arm64.
+  // since Linux 5.1 (number 424 on) share one number on x86_64 and arm64;
+  // a row of one architecture may carry that architecture's number.
   // -1: none.
   int fallback_nr = -1;
   std::string_view why;  // one line: what it is for, or what an attacker would do with it

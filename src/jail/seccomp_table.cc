@@ -98,6 +98,13 @@ void allowed_calls(Table& t) {
   t.allow({"setsid", "setpgid"}, "job control: sessions and process groups of the caller");
   t.allow({"set_tid_address", "set_robust_list", "get_robust_list", "rseq"},
           "per-thread bookkeeping libc and the thread library set up at start");
+  t.add({.syscall = "uretprobe",
+         .action = SeccompAction::kAllow,
+         .arches = kX86,
+         .optional = true,
+         .fallback_nr = 335,
+         .why = "called by the kernel's return-probe trampoline when a host tracer probes the "
+                "process; refusing it crashed traced programs on Linux 6.11-6.13"});
   t.allow({"arch_prctl"}, "x86-64 thread-local storage (FS/GS base) and CET set-up", kX86);
   t.allow({"prctl"},
           "per-process attributes (name, dumpable, no_new_privs, child subreaper...); the "
