@@ -33,21 +33,29 @@ struct Fnv1a {
 
 }  // namespace
 
-std::string seccomp_policy_key() {
+std::string seccomp_policy_key() { return seccomp_policy_key(seccomp_policy()); }
+
+std::string seccomp_policy_key(std::span<const SeccompRule> rules) {
   Fnv1a f;
   const scmp_version* v = seccomp_version();
   f.add_value(v->major);
   f.add_value(v->minor);
   f.add_value(v->micro);
   f.add_value(seccomp_arch_native());
-  for (const SeccompRule& r : seccomp_policy()) {
+  // The shape of the program around the table: default deny with this
+  // errno, the argument-rule complements (bump when the compiler changes).
+  f.add("allowlist-v1");
+  f.add_value(kSeccompDefaultErrno);
+  for (const SeccompRule& r : rules) {
     f.add(r.syscall);
     f.add_value(static_cast<int>(r.action));
     f.add_value(r.errno_value);
     f.add_value(static_cast<int>(r.arg_op));
     f.add_value(r.arg_index);
     f.add_value(r.arg_mask);
+    f.add_value(r.arg_values.size());
     for (auto value : r.arg_values) f.add_value(value);
+    f.add_value(r.arches);
     f.add_value(r.optional);
     f.add_value(r.fallback_nr);
   }

@@ -8,6 +8,7 @@
 
 #include <linux/filter.h>
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -16,8 +17,11 @@
 
 namespace corral {
 
-// Hash of everything the compiled program depends on.
+// Hash of everything the compiled program depends on: libseccomp's
+// version, the architecture, the program's shape and every field of every
+// rule of the table.
 std::string seccomp_policy_key();
+std::string seccomp_policy_key(std::span<const SeccompRule> rules);
 
 Result<std::vector<sock_filter>> load_seccomp_program(const std::string& cache_dir);
 

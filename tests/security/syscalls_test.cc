@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <sstream>
 
+#include "base/result.h"
+#include "jail/seccomp_policy.h"
 #include "security/probe_session.h"
 
 namespace corral::testing {
@@ -80,6 +83,62 @@ TEST_P(SyscallsTest, DenyListIsBlocked) {
   }
   // Not required; printed for the policy review.
   std::cout << "[" << GetParam().name << "] commonly denied elsewhere:\n" << extras;
+}
+
+// The errno docs/seccomp.md (and the table it copies) gives `name`.
+std::string documented_errno(const std::string& name) {
+  for (const SeccompRule& r : seccomp_policy()) {
+    if (r.syscall == name && r.arg_op == SeccompArgOp::kNone) {
+      return r.action == SeccompAction::kAllow ? "" : std::string(errno_name(r.errno_value));
+    }
+  }
+  return std::string(errno_name(kSeccompDefaultErrno));  // not in the table: the default
+}
+
+// Calls the old deny-list policy let through, refused since it became an
+// allowlist: inside the sandbox each answers the errno the table documents,
+// and the same probe on the host (no filter; invalid arguments, so nothing
+// happens) gets another answer from the kernel, so the filter answered.
+TEST_P(SyscallsTest, CallsOffTheAllowlistAnswerTheirDocumentedErrno) {
+  if (!is_root()) CORRAL_SKIP_OR_FAIL("security tests run as root");
+  std::vector<std::string> names = {"mbind",           "set_mempolicy", "get_mempolicy",
+                                    "migrate_pages",   "move_pages",    "set_mempolicy_home_node",
+                                    "process_madvise", "fanotify_mark", "remap_file_pages",
+                                    "statmount",       "listmount",     "lsm_get_self_attr"};
+#if defined(__x86_64__)
+  names.push_back("modify_ldt");
+#endif
+  std::vector<std::string> args;
+  std::string host_cmd = probe_bin();
+  for (const std::string& n : names) {
+    if (!args.empty()) args.push_back("+");
+    args.push_back("syscalls");
+    args.push_back(n);
+    host_cmd += (host_cmd == probe_bin() ? " syscalls " : " + syscalls ") + n;
+  }
+  ProbeRun run = run_probe(GetParam().opts, args);
+  ASSERT_EQ(run.outcome.exit_code, 0) << run.describe();
+  int status = 0;
+  ProbeRun host;
+  std::istringstream host_out(host_sh(host_cmd, &status));
+  ASSERT_EQ(status, 0) << host_cmd;
+  for (std::string line; std::getline(host_out, line);) {
+    if (!line.empty() && line[0] == '{') host.lines.push_back(json::parse(line));
+  }
+  for (const std::string& n : names) {
+    const std::string want = documented_errno(n);
+    ASSERT_FALSE(want.empty()) << n << " is allowed by the table";
+    json inside = run.find("syscalls", "name", n);
+    json kernel = host.find("syscalls", "name", n);
+    ASSERT_FALSE(inside.is_null()) << "probe did not report " << n << ": " << run.describe();
+    ASSERT_FALSE(kernel.is_null()) << "host probe did not report " << n;
+    EXPECT_EQ(inside.value("ret", 0), -1) << GetParam().name << " " << inside.dump();
+    EXPECT_EQ(inside.value("errno", json()), want) << GetParam().name << " " << inside.dump();
+    if (kernel.value("errno", json()) == want) {
+      CORRAL_SKIP_OR_FAIL("the kernel itself answers " + want + " to " + n +
+                          " here, so the probe cannot tell the filter's answer apart");
+    }
+  }
 }
 
 // x32 syscall numbers and the i386 entry point (int 0x80) bypass a filter

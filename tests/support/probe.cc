@@ -538,6 +538,12 @@ ProbeResult raw_socket(int family) {
 #ifndef __NR_io_uring_register
 #define __NR_io_uring_register 427
 #endif
+#ifndef __NR_set_mempolicy_home_node
+#define __NR_set_mempolicy_home_node 450
+#endif
+#ifndef __NR_process_madvise
+#define __NR_process_madvise 440
+#endif
 #ifndef __NR_pidfd_getfd
 #define __NR_pidfd_getfd 438
 #endif
@@ -696,6 +702,44 @@ const SyscallProbe kSyscallProbes[] = {
     {"socket(AF_BLUETOOTH)", Group::kExtra, false, true, [] { return raw_socket(AF_BLUETOOTH); }},
     {"socket(AF_CAN)", Group::kExtra, false, true, [] { return raw_socket(AF_CAN); }},
     {"socket(AF_TIPC)", Group::kExtra, false, true, [] { return raw_socket(AF_TIPC); }},
+    // ---- refused since the policy became an allowlist (docs/seccomp.md):
+    // ENOSYS as on a kernel without them, EPERM for process_madvise. Each
+    // gets arguments the kernel refuses with EINVAL/ESRCH/EFAULT first.
+    {"mbind", Group::kDeny, false, false,
+     [] { return result_of(syscall(SYS_mbind, nullptr, 0UL, 0xffffL, nullptr, 0UL, 0U)); }},
+    {"set_mempolicy", Group::kDeny, false, false,
+     [] { return result_of(syscall(SYS_set_mempolicy, 0xffffL, nullptr, 0UL)); }},
+    {"get_mempolicy", Group::kDeny, false, false,
+     [] { return result_of(syscall(SYS_get_mempolicy, nullptr, nullptr, 0UL, nullptr, 0xffffUL)); }},
+    {"migrate_pages", Group::kDeny, false, false,
+     [] { return result_of(syscall(SYS_migrate_pages, 0x7fffffff, 0UL, nullptr, nullptr)); }},
+    {"move_pages", Group::kDeny, false, false,
+     [] { return result_of(syscall(SYS_move_pages, 0, 0UL, nullptr, nullptr, nullptr, 0xffff)); }},
+    {"set_mempolicy_home_node", Group::kDeny, false, false,
+     [] { return result_of(syscall(__NR_set_mempolicy_home_node, 0UL, 0UL, 0UL, 0xffffUL)); }},
+    {"process_madvise", Group::kDeny, false, false,
+     [] { return result_of(syscall(__NR_process_madvise, -1, nullptr, 0UL, 0, 0xffffU)); }},
+#if defined(__x86_64__)
+    // modify_ldt(write, size 0): EINVAL; it succeeded before the allowlist.
+    {"modify_ldt", Group::kDeny, false, false,
+     [] { return result_of(syscall(SYS_modify_ldt, 1, bad_ptr(), 0UL)); }},
+#endif
+    {"fanotify_mark", Group::kDeny, false, false,
+     [] { return result_of(syscall(SYS_fanotify_mark, -1, 0xffffffffU, 0UL, -1, nullptr)); }},
+    {"remap_file_pages", Group::kDeny, false, false,
+     [] { return result_of(syscall(SYS_remap_file_pages, 0UL, 0UL, 1UL, 0UL, 0UL)); }},
+    {"statmount", Group::kDeny, false, false,
+     [] { return result_of(syscall(457 /* statmount */, nullptr, nullptr, 0UL, 0xffffUL)); }},
+    {"listmount", Group::kDeny, false, false,
+     [] { return result_of(syscall(458 /* listmount */, nullptr, nullptr, 0UL, 0xffffUL)); }},
+    {"lsm_get_self_attr", Group::kDeny, false, false,
+     [] { return result_of(syscall(459 /* lsm_get_self_attr */, 0U, nullptr, nullptr, 0xffffU)); }},
+    // sethostname checks CAP_SYS_ADMIN (in the sandbox's namespace) first.
+    {"sethostname", Group::kDeny, true, false,
+     [] { return result_of(syscall(SYS_sethostname, bad_ptr(), 100000UL)); }},
+    // An unassigned number: the kernel says ENOSYS too, as the filter does.
+    {"syscall(1000)", Group::kExtra, false, false,
+     [] { return result_of(syscall(1000, 0, 0, 0)); }},
     // ---- extras: commonly denied elsewhere; reported, not required
     {"kcmp", Group::kExtra, false, false,
      [] { return result_of(syscall(SYS_kcmp, -1, -1, 0x7fff, 0UL, 0UL)); }},

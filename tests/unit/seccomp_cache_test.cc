@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "jail/fs_util.h"
@@ -77,6 +78,39 @@ TEST_F(SeccompCache, WorldWritableCacheIsIgnored) {
 TEST(SeccompCacheKey, IsStableWithinABuild) {
   EXPECT_EQ(seccomp_policy_key(), seccomp_policy_key());
   EXPECT_EQ(seccomp_policy_key().size(), 16u);
+}
+
+// The cache file is named after the key, so a policy change must change it:
+// else a corral upgrade would keep installing the old program.
+TEST(SeccompCacheKey, ChangesWithEveryFieldOfEveryRule) {
+  const std::vector<SeccompRule>& table = seccomp_policy();
+  const std::string key = seccomp_policy_key(table);
+  EXPECT_EQ(key, seccomp_policy_key());
+  std::set<std::string> keys = {key};
+  auto changed = [&](auto edit) {
+    std::vector<SeccompRule> copy = table;
+    edit(copy);
+    return seccomp_policy_key(copy);
+  };
+  for (std::size_t i = 0; i < table.size(); i += 7) {  // a spread of rows
+    for (std::string k : {
+             changed([&](auto& t) {
+               t[i].action = t[i].action == SeccompAction::kAllow ? SeccompAction::kErrno
+                                                                  : SeccompAction::kAllow;
+             }),
+             changed([&](auto& t) { t[i].errno_value += 1; }),
+             changed([&](auto& t) { t[i].arches ^= kSeccompAarch64; }),
+             changed([&](auto& t) { t[i].optional = !t[i].optional; }),
+             changed([&](auto& t) { t[i].fallback_nr += 1; }),
+             changed([&](auto& t) { t[i].arg_values.push_back(3); }),
+             changed([&](auto& t) { t.erase(t.begin() + static_cast<std::ptrdiff_t>(i)); }),
+         }) {
+      EXPECT_TRUE(keys.insert(k).second)
+          << "row " << i << " (" << table[i].syscall << "): an edit left the key as it was";
+    }
+  }
+  // Moving a syscall between rows (same rows, other order) counts too.
+  EXPECT_NE(changed([](auto& t) { std::swap(t[0].syscall, t[1].syscall); }), key);
 }
 
 }  // namespace
