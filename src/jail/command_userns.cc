@@ -10,6 +10,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <mutex>
+#include <string_view>
+
+#include "jail/seccomp_install.h"
 
 namespace corral {
 
@@ -98,6 +103,45 @@ int make_command_userns(const char** step) {
   }
   errno = err;
   return result;
+}
+
+bool filter_lets_children_join_userns(std::span<const sock_filter> program) {
+  static std::mutex mu;
+  static std::size_t last_hash = 0;
+  static bool last_answer = false;
+  const std::size_t hash = std::hash<std::string_view>{}(std::string_view(
+      reinterpret_cast<const char*>(program.data()), program.size_bytes()));
+  std::lock_guard<std::mutex> lock(mu);
+  if (hash == last_hash && hash != 0) return last_answer;
+  // The child makes only raw syscalls: the caller may have threads. Its
+  // answer comes on a pipe: the caller may ignore SIGCHLD (the factory
+  // does), and then wait() cannot tell its exit status.
+  int answer[2];
+  if (pipe2(answer, O_CLOEXEC) != 0) return false;
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(answer[0]);
+    close(answer[1]);
+    return false;
+  }
+  if (pid == 0) {
+    char verdict = 'n';
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && install_seccomp_filter_raw(program) == 0 &&
+        setns(-1, CLONE_NEWUSER) != 0 && errno == EBADF)
+      verdict = 'y';
+    (void)!write(answer[1], &verdict, 1);
+    _exit(0);
+  }
+  close(answer[1]);
+  char verdict = 'n';
+  while (read(answer[0], &verdict, 1) < 0 && errno == EINTR) {
+  }
+  close(answer[0]);
+  int status;
+  (void)waitpid(pid, &status, 0);
+  last_hash = hash;
+  last_answer = verdict == 'y';
+  return last_answer;
 }
 
 }  // namespace corral

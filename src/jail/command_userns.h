@@ -8,7 +8,10 @@
 // a --root sandbox stops at its own namespace).
 #pragma once
 
+#include <linux/filter.h>
 #include <sys/types.h>
+
+#include <span>
 
 namespace corral {
 
@@ -25,5 +28,13 @@ inline constexpr unsigned kCommandIds = kZygoteId;
 // and returns an O_CLOEXEC fd of that namespace. -1 with errno and
 // `*step` naming what failed.
 int make_command_userns(const char** step);
+
+// Whether `program` lets a process join a user namespace
+// (setns(fd, CLONE_NEWUSER)). If it does, the zygote installs the filter
+// on itself once and its children inherit it; if not, each child installs
+// it after its setns, which costs a filter attach per process. Asked of
+// the kernel in a forked child (setns(-1, CLONE_NEWUSER) under the filter:
+// EBADF means the call got past it), once per program and process.
+bool filter_lets_children_join_userns(std::span<const sock_filter> program);
 
 }  // namespace corral

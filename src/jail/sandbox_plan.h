@@ -108,6 +108,9 @@ struct SandboxPlan {
   std::vector<RlimitSetting> rlimits;
   LandlockPlan landlock;
   std::vector<sock_filter> seccomp;
+  // The filter lets a process join a user namespace, so the zygote may
+  // carry it and its children inherit it (jail/command_userns.h).
+  bool seccomp_allows_userns_join = false;
 
   // Storage for argv/envp/landlock strings (pointers above point here).
   std::vector<std::string> strings;
@@ -144,6 +147,9 @@ struct HardenFailure {
 // installs the seccomp filter last as any workload does (ADR 0006).
 struct SharedConfinement {
   int commands_userns = -1;  // kept open by the spawner; its children close it
+  // The spawner installed the seccomp filter on itself (the filter allows
+  // setns(CLONE_NEWUSER)); its children inherit it instead of installing it.
+  bool filter_inherited = false;
 };
 bool harden_process(const SandboxPlan& plan, const char* workdir, HardenFailure* failure,
                     const SharedConfinement* shared = nullptr);

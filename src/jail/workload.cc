@@ -78,6 +78,14 @@ bool harden_process(const SandboxPlan& plan, const char* workdir, HardenFailure*
   // see each other, and nothing outside it.
   if (shared == nullptr && apply_landlock(plan.landlock) != 0)
     return failed(failure, Stage::kLandlock, "landlock");
+  if (shared != nullptr && shared->filter_inherited) {
+    // Inherited from the spawner; fail closed if it is somehow not there.
+    if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) != 2) {
+      errno = EPERM;
+      return failed(failure, Stage::kSeccomp, "inherited filter missing");
+    }
+    return true;
+  }
 
   // seccomp goes last, so that the filter is as strict as the command
   // needs and not loosened for the setup steps above.
@@ -114,13 +122,20 @@ bool prepare_shared_confinement(const SandboxPlan& plan, SharedConfinement* out,
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
     return failed(failure, Stage::kNoNewPrivs, "prctl");
   // The sandbox's one Landlock domain: entered here, inherited by every
-  // child. The seccomp filter is installed by each child after its setns
-  // (the filter refuses namespace calls).
+  // child.
   const int r = restrict_to_landlock_ruleset(ruleset);
   const int err = errno;
   close(ruleset);
   errno = err;
   if (r != 0) return failed(failure, Stage::kLandlock, "landlock");
+  // The filter too, if it lets the children setns into their namespace;
+  // else each child installs it after its setns (a filter attach per
+  // process, and a zygote without a filter).
+  if (plan.seccomp_allows_userns_join) {
+    if (install_seccomp_filter_raw(plan.seccomp) != 0)
+      return failed(failure, Stage::kSeccomp, "install filter");
+    out->filter_inherited = true;
+  }
   return true;
 }
 
