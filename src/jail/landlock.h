@@ -37,10 +37,10 @@ LandlockPlan make_landlock_plan(int abi);
 // Paths that do not exist are skipped. Returns 0 or -1 with errno.
 int apply_landlock(const LandlockPlan& plan);
 
-// The two halves of apply_landlock, for a spawner (the zygote) that builds
-// the ruleset once and puts each child in a domain of its own: building
-// opens every rule's path (the costly part), restricting is one syscall.
-// The rules hold the inodes they were built on. Both post-fork safe.
+// The two halves of apply_landlock, for the zygote: it builds the ruleset
+// while it may still open every path, then restricts itself, founding the
+// sandbox's one domain that all its children inherit (ADR 0006). The rules
+// hold the inodes they were built on. Both post-fork safe.
 int build_landlock_ruleset(const LandlockPlan& plan);  // an O_CLOEXEC fd, or -1
 int restrict_to_landlock_ruleset(int ruleset);          // 0, or -1 with errno
 

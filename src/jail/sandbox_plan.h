@@ -108,6 +108,9 @@ struct SandboxPlan {
   std::vector<RlimitSetting> rlimits;
   LandlockPlan landlock;
   std::vector<sock_filter> seccomp;
+  // The filter lets a process join a user namespace, so the zygote may
+  // carry it and its children inherit it (jail/command_userns.h).
+  bool seccomp_allows_userns_join = false;
 
   // Storage for argv/envp/landlock strings (pointers above point here).
   std::vector<std::string> strings;
@@ -137,21 +140,26 @@ struct HardenFailure {
 // workload and for every process the zygote starts. Returns false with
 // `failure` set when a step fails.
 //
-// A spawner that starts many processes (the zygote) prepares the costly,
-// shareable part once with prepare_shared_confinement() and passes it in:
-// then the seccomp filter is inherited (checked, not installed again) and
-// each process enters a Landlock domain of its own from the prebuilt
-// ruleset. The resulting process is confined exactly as without it.
+// A spawner that starts many processes (the zygote) prepares once with
+// prepare_shared_confinement() and passes the result in: then the process
+// first joins the commands' user namespace (jail/command_userns.h), stays
+// in the spawner's Landlock domain instead of entering one of its own, and
+// installs the seccomp filter last as any workload does (ADR 0006).
 struct SharedConfinement {
-  int landlock_ruleset = -1;  // kept open by the spawner; its children close it
+  int commands_userns = -1;  // kept open by the spawner; its children close it
+  // The spawner installed the seccomp filter on itself (the filter allows
+  // setns(CLONE_NEWUSER)); its children inherit it instead of installing it.
+  bool filter_inherited = false;
 };
 bool harden_process(const SandboxPlan& plan, const char* workdir, HardenFailure* failure,
                     const SharedConfinement* shared = nullptr);
 
-// In the spawner itself: shrinks its bounding set to the plan's, sets
-// no_new_privs, builds the Landlock ruleset and installs the seccomp filter
-// on itself, so everything it forks starts under the filter. Its own
-// capabilities (needed to set each child's ids) are left as they are.
+// In the spawner itself, while root of the sandbox's user namespace:
+// builds the Landlock ruleset, makes the commands' user namespace, then
+// gives up everything (bounding set, capabilities, ids: it becomes
+// kZygoteId, which only it has), becomes non-dumpable, sets no_new_privs
+// and enters the sandbox's one Landlock domain. Its children inherit the
+// domain and no_new_privs.
 bool prepare_shared_confinement(const SandboxPlan& plan, SharedConfinement* out,
                                 HardenFailure* failure);
 

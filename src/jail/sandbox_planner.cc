@@ -14,6 +14,7 @@
 
 #include "base/paths.h"
 #include "jail/capabilities.h"
+#include "jail/command_userns.h"
 #include "jail/fs_util.h"
 #include "jail/host_base.h"
 #include "jail/idmap_userns.h"
@@ -296,6 +297,9 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
   auto filter = load_seccomp_program(run_dir());
   if (!filter) return tl::unexpected(filter.error());
   plan.seccomp = std::move(*filter);
+  // Only a zygote asks (a fork, once per daemon and program).
+  if (plan.long_lived)
+    plan.seccomp_allows_userns_join = filter_lets_children_join_userns(plan.seccomp);
 
   failed_stage = Stage::kPlan;
   plan.layer_mount_fd = L.mount_fd();

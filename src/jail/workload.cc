@@ -5,6 +5,7 @@
 // and execs the command. Order matters and is fixed here.
 #include <fcntl.h>
 #include <grp.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -16,6 +17,7 @@
 #include <cstdio>
 
 #include "jail/capabilities.h"
+#include "jail/command_userns.h"
 #include "jail/landlock.h"
 #include "jail/sandbox_plan.h"
 #include "jail/seccomp_install.h"
@@ -40,6 +42,13 @@ bool failed(HardenFailure* failure, Stage stage, const char* detail) {
 
 bool harden_process(const SandboxPlan& plan, const char* workdir, HardenFailure* failure,
                     const SharedConfinement* shared) {
+  if (shared != nullptr) {
+    // Into the commands' user namespace (the zygote owns it, so this
+    // process has every capability there until the steps below drop them).
+    int r = setns(shared->commands_userns, CLONE_NEWUSER);
+    close(shared->commands_userns);
+    if (r != 0) return failed(failure, Stage::kUserNamespace, "setns(commands' user namespace)");
+  }
   gid_t groups[1] = {plan.gid};
   if (setgroups(1, groups) != 0) return failed(failure, Stage::kCredentials, "setgroups");
   if (setresgid(plan.gid, plan.gid, plan.gid) != 0)
@@ -64,12 +73,12 @@ bool harden_process(const SandboxPlan& plan, const char* workdir, HardenFailure*
   umask(022);  // init runs with 0 to create /dev; the command gets the usual
   if (chdir(workdir) != 0) return failed(failure, Stage::kWorkdir, workdir);
 
-  if (shared != nullptr) {
-    // A domain of its own (so it cannot signal its spawner or its
-    // siblings' domains), from the ruleset built once.
-    int r = restrict_to_landlock_ruleset(shared->landlock_ruleset);
-    close(shared->landlock_ruleset);
-    if (r != 0) return failed(failure, Stage::kLandlock, "landlock");
+  // A spawner's child stays in the spawner's Landlock domain, the one
+  // domain of the whole sandbox (ADR 0006): its processes may signal and
+  // see each other, and nothing outside it.
+  if (shared == nullptr && apply_landlock(plan.landlock) != 0)
+    return failed(failure, Stage::kLandlock, "landlock");
+  if (shared != nullptr && shared->filter_inherited) {
     // Inherited from the spawner; fail closed if it is somehow not there.
     if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) != 2) {
       errno = EPERM;
@@ -77,7 +86,6 @@ bool harden_process(const SandboxPlan& plan, const char* workdir, HardenFailure*
     }
     return true;
   }
-  if (apply_landlock(plan.landlock) != 0) return failed(failure, Stage::kLandlock, "landlock");
 
   // seccomp goes last, so that the filter is as strict as the command
   // needs and not loosened for the setup steps above.
@@ -88,16 +96,46 @@ bool harden_process(const SandboxPlan& plan, const char* workdir, HardenFailure*
 
 bool prepare_shared_confinement(const SandboxPlan& plan, SharedConfinement* out,
                                 HardenFailure* failure) {
-  if (drop_bounding_set(plan.capabilities) != 0)
-    return failed(failure, Stage::kCapabilities, "bounding set");
+  // Built while still root of the sandbox's namespace: opening every
+  // rule's path is the costly part, done once.
+  const int ruleset = build_landlock_ruleset(plan.landlock);
+  if (ruleset < 0) return failed(failure, Stage::kLandlock, "landlock ruleset");
+  const char* step = "";
+  out->commands_userns = make_command_userns(&step);
+  if (out->commands_userns < 0) {
+    const int err = errno;
+    close(ruleset);
+    errno = err;
+    return failed(failure, Stage::kUserNamespace, step);
+  }
+  // The spawner keeps nothing: its children get their capabilities in the
+  // commands' namespace, which it owns as kZygoteId.
+  if (drop_bounding_set(0) != 0) return failed(failure, Stage::kCapabilities, "bounding set");
+  if (setgroups(0, nullptr) != 0 || setresgid(kZygoteId, kZygoteId, kZygoteId) != 0 ||
+      setresuid(kZygoteId, kZygoteId, kZygoteId) != 0)
+    return failed(failure, Stage::kCredentials, "zygote id");
+  if (set_capabilities(0) != 0) return failed(failure, Stage::kCapabilities, "capset");
+  // Its memory and /proc entries stay the host's alone (it never execs,
+  // so its mm belongs to the host's user namespace).
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+    return failed(failure, Stage::kNoNewPrivs, "dumpable");
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
     return failed(failure, Stage::kNoNewPrivs, "prctl");
-  out->landlock_ruleset = build_landlock_ruleset(plan.landlock);
-  if (out->landlock_ruleset < 0) return failed(failure, Stage::kLandlock, "landlock ruleset");
-  // The filter permits what the spawner still does (fork without namespace
-  // flags, set ids, Landlock), as it permits it to any sandboxed process.
-  if (install_seccomp_filter_raw(plan.seccomp) != 0)
-    return failed(failure, Stage::kSeccomp, "install filter");
+  // The sandbox's one Landlock domain: entered here, inherited by every
+  // child.
+  const int r = restrict_to_landlock_ruleset(ruleset);
+  const int err = errno;
+  close(ruleset);
+  errno = err;
+  if (r != 0) return failed(failure, Stage::kLandlock, "landlock");
+  // The filter too, if it lets the children setns into their namespace;
+  // else each child installs it after its setns (a filter attach per
+  // process, and a zygote without a filter).
+  if (plan.seccomp_allows_userns_join) {
+    if (install_seccomp_filter_raw(plan.seccomp) != 0)
+      return failed(failure, Stage::kSeccomp, "install filter");
+    out->filter_inherited = true;
+  }
   return true;
 }
 

@@ -1,12 +1,14 @@
-// The zygote of a long-lived sandbox (ADR 0004): the first process of the
-// sandbox's user namespace, uid 0 there and nowhere else, forked from init
-// and never exec'd (so its memory belongs to the host's user namespace and
-// nothing inside can ptrace it). It starts one process per spawn request
-// from the daemon: a child cloned with CLONE_VM | CLONE_VFORK (as
+// The zygote of a long-lived sandbox (ADR 0004, ADR 0006): the first
+// process of the sandbox's user namespace, forked from init and never
+// exec'd (so its memory belongs to the host's user namespace and nothing
+// inside can ptrace it). Once set up it is kZygoteId there, with no
+// capability, in the sandbox's one Landlock domain, and owns the commands'
+// user namespace (jail/command_userns.h). It starts one process per spawn
+// request from the daemon: a child cloned with CLONE_VM | CLONE_VFORK (as
 // posix_spawn does: no copy of the zygote's address space), the request's
 // stdio fds as 0-2, the same hardening as `corral run`'s workload
-// (harden_process, with the seccomp filter and Landlock ruleset prepared
-// once here), execve. It reaps its children and reports every start,
+// (harden_process: it joins the commands' namespace, inherits the domain,
+// installs the seccomp filter), execve. It reaps its children and reports every start,
 // failure and exit on the spawn channel (jail/live_channel.h). It is
 // single-threaded and suspended while a child runs in its memory, so the
 // child takes no lock anyone holds; it does not allocate either (see
@@ -114,7 +116,7 @@ CORRAL_CHILD_FN int become_process(void* arg) {
   for (int n = 0; n < 3; ++n) {
     if (dup2(a.stdio[n], n) < 0) return child_report(a, Stage::kSession, errno, "dup2 stdio");
   }
-  const int keep[] = {a.shared->landlock_ruleset};
+  const int keep[] = {a.shared->commands_userns};
   if (close_fds_except(keep, 1) != 0)
     return child_report(a, Stage::kCloseFds, errno, "close_range");
   sigset_t none;
@@ -237,7 +239,8 @@ void run_zygote(const SandboxPlan& plan, int go_fd) {
   // A new user namespace does not change credentials: until now the zygote
   // is still host uid 0, which owns host files by DAC alone. Become root of
   // the sandbox's namespace (its first host id); the capabilities it holds
-  // there stay (an euid change to that namespace's root keeps them).
+  // there stay (an euid change to that namespace's root keeps them) until
+  // prepare_shared_confinement() gives them up for kZygoteId.
   const gid_t root_group[1] = {0};
   if (setgroups(1, root_group) != 0 || setresgid(0, 0, 0) != 0 || setresuid(0, 0, 0) != 0)
     child_fail(plan.control_fd, static_cast<int>(Stage::kCredentials), errno, "zygote credentials");
@@ -248,13 +251,11 @@ void run_zygote(const SandboxPlan& plan, int go_fd) {
   sigaddset(&chld, SIGCHLD);
   int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0) child_fail(plan.control_fd, static_cast<int>(Stage::kSession), errno, "signalfd");
-  // The costly part of every child's hardening, done once: each child
-  // inherits the seccomp filter and a shrunk bounding set and enters its
-  // own Landlock domain from this ruleset. The zygote itself is then as
-  // filtered as the processes it starts.
-  // The children's stack, mapped before the filter is in place.
+  // The children's stack, mapped while the zygote may still do anything.
   if (child_stack_top() == nullptr)
     child_fail(plan.control_fd, static_cast<int>(Stage::kClone), errno, "child stack");
+  // The sandbox's one Landlock domain and the commands' user namespace
+  // (ADR 0006); the zygote gives up its ids and capabilities here.
   SharedConfinement shared;
   HardenFailure failure;
   if (!prepare_shared_confinement(plan, &shared, &failure))

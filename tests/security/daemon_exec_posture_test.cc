@@ -1,65 +1,21 @@
-// The posture of processes started through the daemon (ADR 0004), checked
-// from the host as host_posture_test.cc does for `corral run`: each one
-// under the seccomp filter (exactly one, inherited from the zygote), with
-// no_new_privs and no capability; the zygote itself filtered, with an empty
-// bounding set; and, with Landlock's signal scoping, no process can signal
-// the zygote even as root of the sandbox (each process has a Landlock domain
-// of its own, which the zygote is outside of).
-#include <dirent.h>
+// The posture of processes started through the daemon (ADR 0004, ADR
+// 0006), checked from the host as host_posture_test.cc does for `corral
+// run`: each one under exactly one seccomp filter, with no_new_privs and no
+// capability, in the commands' user namespace; the zygote with no
+// capability, an empty bounding set and no_new_privs, as a uid of the
+// sandbox's namespace that the commands' namespace does not map; and no
+// process can signal the zygote, even as root of the sandbox.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <random>
-#include <sstream>
 #include <string>
 
-#include "jail/landlock.h"
-#include "support/daemon_harness.h"
+#include "security/sandbox_procs.h"
 #include "support/sandbox_harness.h"
 
 namespace corral::testing {
 namespace {
 
 using nlohmann::json;
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string field(const std::string& status, const std::string& key) {
-  std::istringstream in(status);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(key + ":", 0) == 0) {
-      std::string v = line.substr(key.size() + 1);
-      v.erase(0, v.find_first_not_of(" \t"));
-      return v;
-    }
-  }
-  return "";
-}
-
-// The host pid of the process whose command line is exactly `argv` joined
-// by NULs, or -1.
-pid_t find_by_cmdline(const std::string& wanted) {
-  DIR* d = opendir("/proc");
-  if (d == nullptr) return -1;
-  pid_t found = -1;
-  while (dirent* e = readdir(d)) {
-    char* end = nullptr;
-    long pid = std::strtol(e->d_name, &end, 10);
-    if (*end != '\0' || pid <= 0) continue;
-    if (read_text("/proc/" + std::string(e->d_name) + "/cmdline") == wanted) {
-      found = static_cast<pid_t>(pid);
-      break;
-    }
-  }
-  closedir(d);
-  return found;
-}
 
 struct Started {
   std::string sandbox;
@@ -69,79 +25,84 @@ struct Started {
 };
 
 // A sandbox (`spec`) with a background `sleep <token>` found on the host.
-Started start_sleeper(TestDaemon& d, const std::string& spec) {
+Started start_sandbox_with_sleeper(TestDaemon& d, const std::string& spec) {
   Started s;
-  std::mt19937_64 rng(std::random_device{}());
-  s.token = "3600." + std::to_string(rng() % 1000000);
   s.sandbox = d.create_sandbox(spec);
   if (s.sandbox.empty()) return s;
-  json body{{"argv", {"sleep", s.token}}};
-  HttpReply r = d.request("POST", "/v1/sandboxes/" + s.sandbox + "/processes", body.dump());
-  if (r.status != 201) {
-    ADD_FAILURE() << "background start: " << r.status << " " << r.body;
-    return s;
-  }
-  const std::string cmdline = std::string("sleep") + '\0' + s.token + '\0';
-  for (int i = 0; i < 200 && s.pid < 0; ++i) {
-    s.pid = find_by_cmdline(cmdline);
-    if (s.pid < 0) usleep(10000);
-  }
-  if (s.pid > 0)
-    s.zygote =
-        std::atoi(field(read_text("/proc/" + std::to_string(s.pid) + "/status"), "PPid").c_str());
+  Sleeper sl = start_sleeper(d, s.sandbox);
+  if (sl.process_id.empty()) ADD_FAILURE() << "background start failed";
+  s.pid = sl.pid;
+  s.token = sl.token;
+  if (s.pid > 0) s.zygote = parent_of(s.pid);
   return s;
 }
 
-TEST(DaemonExecPosture, ProcessesAreFilteredUnprivilegedAndTheZygoteToo) {
+TEST(DaemonExecPosture, ProcessesAreFilteredAndUnprivilegedTheZygoteHoldsNothing) {
   if (geteuid() != 0) CORRAL_SKIP_OR_FAIL("security tests run as root");
   TestDaemon d;
   ASSERT_TRUE(d.ready()) << d.output();
-  Started s = start_sleeper(d, "{}");
+  Started s = start_sandbox_with_sleeper(d, "{}");
   ASSERT_FALSE(s.sandbox.empty());
   ASSERT_GT(s.pid, 0) << "background sleep not found on the host";
 
   const std::string st = read_text("/proc/" + std::to_string(s.pid) + "/status");
-  EXPECT_EQ(field(st, "Seccomp"), "2") << st;
-  // One filter: the zygote's, inherited; not a second copy per process.
-  EXPECT_EQ(field(st, "Seccomp_filters"), "1") << st;
-  EXPECT_EQ(field(st, "NoNewPrivs"), "1") << st;
-  EXPECT_EQ(field(st, "CapEff"), "0000000000000000") << st;
-  EXPECT_EQ(field(st, "CapPrm"), "0000000000000000") << st;
-  EXPECT_EQ(field(st, "CapBnd"), "0000000000000000") << st;
-  EXPECT_EQ(field(st, "CapAmb"), "0000000000000000") << st;
-  std::istringstream uids(field(st, "Uid"));
+  EXPECT_EQ(status_field(st, "Seccomp"), "2") << st;
+  // One filter: installed once by the process itself, none stacked.
+  EXPECT_EQ(status_field(st, "Seccomp_filters"), "1") << st;
+  EXPECT_EQ(status_field(st, "NoNewPrivs"), "1") << st;
+  EXPECT_EQ(status_field(st, "CapEff"), "0000000000000000") << st;
+  EXPECT_EQ(status_field(st, "CapPrm"), "0000000000000000") << st;
+  EXPECT_EQ(status_field(st, "CapBnd"), "0000000000000000") << st;
+  EXPECT_EQ(status_field(st, "CapAmb"), "0000000000000000") << st;
+  std::istringstream uids(status_field(st, "Uid"));
   long uid;
   while (uids >> uid) EXPECT_NE(uid, 0) << "a daemon-started process is host root: " << st;
 
   ASSERT_GT(s.zygote, 0);
   const std::string zs = read_text("/proc/" + std::to_string(s.zygote) + "/status");
-  EXPECT_EQ(field(zs, "Name"), "corral-zygote") << zs;
-  EXPECT_EQ(field(zs, "Seccomp"), "2") << "the zygote is not filtered: " << zs;
-  EXPECT_EQ(field(zs, "NoNewPrivs"), "1") << zs;
-  EXPECT_EQ(field(zs, "CapBnd"), "0000000000000000") << zs;
-  // Root of the sandbox's user namespace only: never host root.
-  std::istringstream zuids(field(zs, "Uid"));
-  while (zuids >> uid) EXPECT_NE(uid, 0) << "the zygote is host root: " << zs;
+  EXPECT_EQ(status_field(zs, "Name"), "corral-zygote") << zs;
+  EXPECT_EQ(status_field(zs, "NoNewPrivs"), "1") << zs;
+  EXPECT_EQ(status_field(zs, "CapEff"), "0000000000000000") << zs;
+  EXPECT_EQ(status_field(zs, "CapPrm"), "0000000000000000") << zs;
+  EXPECT_EQ(status_field(zs, "CapBnd"), "0000000000000000") << zs;
+  // The last id of the sandbox's block: never host root, and not an id the
+  // commands' namespace maps (its map ends one id earlier).
+  std::istringstream zuids(status_field(zs, "Uid"));
+  long zuid = -1;
+  while (zuids >> uid) {
+    EXPECT_NE(uid, 0) << "the zygote is host root: " << zs;
+    if (zuid < 0) zuid = uid;
+    EXPECT_EQ(uid, zuid) << zs;
+  }
+  std::istringstream map(read_text("/proc/" + std::to_string(s.pid) + "/uid_map"));
+  long inside = -1, outside = -1, count = -1;
+  map >> inside >> outside >> count;
+  EXPECT_EQ(inside, 0);
+  EXPECT_GE(zuid, outside + count) << "the commands' namespace maps the zygote's uid";
+  // The commands' namespace is not the zygote's.
+  char a[64] = {}, b[64] = {};
+  ASSERT_GT(readlink(("/proc/" + std::to_string(s.pid) + "/ns/user").c_str(), a, sizeof a - 1), 0);
+  ASSERT_GT(readlink(("/proc/" + std::to_string(s.zygote) + "/ns/user").c_str(), b, sizeof b - 1),
+            0);
+  EXPECT_STRNE(a, b);
 
   EXPECT_EQ(d.request("DELETE", "/v1/sandboxes/" + s.sandbox).status, 200);
 }
 
 TEST(DaemonExecPosture, RootOfTheSandboxCannotSignalTheZygote) {
   if (geteuid() != 0) CORRAL_SKIP_OR_FAIL("security tests run as root");
-  if (landlock_abi() < 6) CORRAL_SKIP_OR_FAIL("Landlock signal scoping needs Landlock ABI 6");
   TestDaemon d;
   ASSERT_TRUE(d.ready()) << d.output();
-  Started s = start_sleeper(d, R"({"root": true})");
+  Started s = start_sandbox_with_sleeper(d, R"({"root": true})");
   ASSERT_FALSE(s.sandbox.empty());
   ASSERT_GT(s.zygote, 0) << "background sleep not found on the host";
   // The zygote's pid inside the sandbox: the last NSpid entry.
-  std::istringstream ns(field(read_text("/proc/" + std::to_string(s.zygote) + "/status"), "NSpid"));
-  std::string inner;
-  while (ns >> inner) {
-  }
+  const std::string inner = inner_pid(s.zygote);
   ASSERT_FALSE(inner.empty());
-  // Same uid (0 inside), CAP_KILL in the --root set: only Landlock's signal
-  // scope stands between them. Signal 0 probes without harming.
+  // The same Landlock domain, CAP_KILL in the --root set: only the
+  // credentials stand between them (another uid, capabilities in another
+  // user namespace), with or without Landlock. Signal 0 probes without
+  // harming.
   json r =
       d.exec(s.sandbox, "kill -0 " + inner + " 2>&1; echo zygote=$?; kill -0 $$; echo self=$?");
   const std::string out = r.value("stdout", "");

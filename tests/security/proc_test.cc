@@ -2,7 +2,8 @@
 // (core_pattern, sysrq, modprobe) are not writable, kernel memory and logs
 // are not readable, the runtime's binary cannot be reached through
 // /proc/<pid>/exe for writing (CVE-2019-5736), and no host file descriptor
-// survives into the sandbox (CVE-2024-21626).
+// survives into the sandbox (CVE-2024-21626). The processes of one run see
+// and signal each other, but not init.
 #include <gtest/gtest.h>
 
 #include "security/probe_session.h"
@@ -113,6 +114,24 @@ TEST_P(ProcTest, NoHostFdsInside) {
   // The working directory is inside the sandbox's root, not a leaked host
   // directory.
   EXPECT_EQ(run.first("status").value("cwd", ""), "/workspace") << run.describe();
+}
+
+// `corral run` is one trust domain too (ADR 0006): the command's children
+// see and signal each other, and init (PID 1, corral's) stays hidden and
+// out of reach: signal 0 only.
+TEST_P(ProcTest, RunProcessesAreOneTrustDomain) {
+  const std::string script =
+      "sleep 3601 & export A=$!; "
+      "sh -c 'ps -o pid= -p $A >/dev/null; echo seen=$?; kill -TERM $A; echo kill=$?'; "
+      "wait $A; echo status=$?; "
+      "test -e /proc/1; echo init_proc=$?; kill -0 1 2>/dev/null; echo init_kill=$?";
+  RunOutcome out = run_sandbox(GetParam().opts, {"/bin/sh", "-c", script});
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  EXPECT_NE(out.out.find("seen=0\n"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("kill=0\n"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("status=143\n"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("init_proc=1\n"), std::string::npos) << "/proc/1 visible: " << out.out;
+  EXPECT_NE(out.out.find("init_kill=1\n"), std::string::npos) << "init signalled: " << out.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Identities, ProcTest, ::testing::ValuesIn(identities()),
