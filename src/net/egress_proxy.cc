@@ -403,6 +403,7 @@ class Session {
   // Set by swap_plain when it swapped: the response scan (issue 12).
   std::shared_ptr<const secrets::RedactionSet> reflection_;
   ScrubOptions scrub_;
+  bool expect_continue_ = false;
 };
 
 void Session::refuse(EgressRefusal why, std::string reason, int http_status) {
@@ -1016,6 +1017,7 @@ void Session::relay_swapped_request(std::string head, std::string body, RequestF
   spec.idle_timeout = policy()->request_timeout;
   spec.reflection = reflection_;
   spec.scrub = scrub_;
+  spec.expect_continue = expect_continue_;
   set_nodelay(client_);
   SwappedRelayResult r = relay_swapped(std::move(spec));
   ev_.bytes_up = r.relay.bytes_up;
@@ -1059,6 +1061,8 @@ bool Session::swap_plain(const std::string& host, std::uint16_t port, std::strin
     }
     reflection_ = std::move(*set);
     scrub_ = {request.method == "HEAD", request.version_minor >= 1};
+    expect_continue_ = request.expect_continue &&
+                       (request.chunked || request.content_length.value_or(0) > 0);
     if (reflection_) secrets::ask_identity_encoding(head);
   }
   return true;

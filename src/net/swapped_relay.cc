@@ -112,6 +112,7 @@ SwappedRelayResult Relay::run() {
     r_.relay.end = "sending the request head failed";
     return r_;
   }
+  if (s_.expect_continue) (void)send_all(s_.client, "HTTP/1.1 100 Continue\r\n\r\n", idle(), -1);
   // An upstream may answer before the whole body (an early 413): the
   // answer is read either way.
   (void)forward_body();

@@ -29,6 +29,10 @@ struct SwappedRelaySpec {
   std::chrono::milliseconds idle_timeout{10'000};
   std::shared_ptr<const secrets::RedactionSet> reflection;
   ScrubOptions scrub;
+  // The request asked `Expect: 100-continue` and has a body: the client is
+  // told to go on at once (as TLS interception does), since its body is
+  // forwarded before the answer is read.
+  bool expect_continue = false;
 };
 
 struct SwappedRelayResult {

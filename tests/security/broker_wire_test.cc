@@ -845,6 +845,23 @@ TEST_F(BrokerReflection, PlainHttpAnswersGiveTheTokenBack) {
                   head.find(b64("git:" + plain_value_)) != std::string::npos;
   EXPECT_EQ(with_value, requests);
 
+  // A client that waits for "100 Continue" before its body gets it (the
+  // body goes up before the answer is read), then the scrubbed answer.
+  {
+    UniqueFd fd = dial("127.0.0.1", port);
+    ASSERT_TRUE(fd);
+    std::string req = reflect_request("http://allowed.test/reflect?frame=chunked&piece=9",
+                                      "allowed.test", plain_token_, false);
+    const std::size_t head_end = req.find("\r\n\r\n") + 4;
+    req.insert(head_end - 2, "Expect: 100-continue\r\n");
+    const std::string head = req.substr(0, head_end + 22), body = req.substr(head_end + 22);
+    (void)!::send(fd.get(), head.data(), head.size(), MSG_NOSIGNAL);
+    EXPECT_EQ(read_head(fd.get()), "HTTP/1.1 100 Continue\r\n\r\n");
+    (void)!::send(fd.get(), body.data(), body.size(), MSG_NOSIGNAL);
+    expect_reflected_as_token(read_all(fd.get()), plain_value_, plain_token_, false);
+    EXPECT_TRUE(audit_.wait_next().allowed);
+  }
+
   // HTTP/1.0 inside a CONNECT tunnel: no chunks; the close ends the body.
   UniqueFd fd = dial("127.0.0.1", port);
   ASSERT_TRUE(fd);
