@@ -290,6 +290,13 @@ TEST_F(ScrubbedAnswer, ACompressedAnswerIsRefusedBeforeAnyByteGoesOut) {
     EXPECT_TRUE(s.out.empty());
     EXPECT_NE(s.error.find("compressed"), std::string::npos) << s.error;
   }
+  // A coding that is the value (reflected from somewhere): refused, and
+  // the reason does not quote it.
+  Scrubbed odd = scrub(set_, "HTTP/1.1 200 OK\r\nContent-Encoding: " + value_ +
+                                 "\r\nContent-Length: 0\r\n\r\n",
+                       {false, true});
+  EXPECT_EQ(odd.state, net::ScrubbedResponse::State::kFailed);
+  EXPECT_EQ(odd.error.find(value_.substr(0, 12)), std::string::npos) << odd.error;
   Scrubbed id = scrub(set_, "HTTP/1.1 200 OK\r\nContent-Encoding: identity\r\nContent-Length: 2\r\n\r\nok",
                       {false, false});
   EXPECT_EQ(id.state, net::ScrubbedResponse::State::kDone) << id.error;
@@ -314,9 +321,11 @@ TEST_F(ScrubbedAnswer, AProtocolSwitchAndMalformedHeadsAreRefused) {
                       {false, true});
   EXPECT_EQ(sw.state, net::ScrubbedResponse::State::kFailed);
   EXPECT_EQ(sw.out.find(value_), std::string::npos);
-  Scrubbed bad = scrub(set_, "HTTP/1.1 200 OK\r\nbad line\r\n\r\n" + value_, {false, true});
+  Scrubbed bad = scrub(set_, "HTTP/1.1 200 OK\r\nbad line " + value_ + "\r\n\r\n" + value_,
+                       {false, true});
   EXPECT_EQ(bad.state, net::ScrubbedResponse::State::kFailed);
   EXPECT_TRUE(bad.out.empty());
+  EXPECT_EQ(bad.error.find(value_.substr(0, 12)), std::string::npos) << bad.error;
   Scrubbed none = scrub(set_, "", {false, true});
   EXPECT_EQ(none.state, net::ScrubbedResponse::State::kFailed);
   EXPECT_FALSE(none.started);
