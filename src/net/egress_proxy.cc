@@ -29,8 +29,10 @@
 #include "net/proxy_request.h"
 #include "net/socket_wait.h"
 #include "net/splice_relay.h"
+#include "net/swapped_relay.h"
 #include "net/tls_client_hello.h"
 #include "net/tls_intercept.h"
+#include "secrets/reflection_guard.h"
 #include "net/tls_stream.h"
 #include "net/upstream_resolver.h"
 #include "secrets/secret_value.h"
@@ -368,9 +370,13 @@ class Session {
   bool wants_interception(const std::string& host, std::uint16_t port) const;
   void intercept(const std::string& host, std::uint16_t port, std::string client_hello);
   // Gives a plain HTTP head to the swapper (via "http"). False: refused,
-  // answered 403 and recorded. `secret_head` says whether values went in.
+  // answered 403 and recorded. `secret_head` says whether values went in;
+  // then the answer will be scrubbed (reflection_, scrub_).
   bool swap_plain(const std::string& host, std::uint16_t port, std::string& head,
-                  bool& secret_head);
+                  bool& secret_head, const http::RequestHead& request);
+  // The data phase of a request that carried a secret (swapped_relay.h).
+  void relay_swapped_request(std::string head, std::string body, RequestFraming framing,
+                             std::uint64_t length);
   void set_protocol(Protocol p) { ev_.protocol = protocol_name(p); }
   EgressEvent to_gateway(std::string already_read) {
     gateway_served_ = true;
@@ -396,6 +402,10 @@ class Session {
   IpAddress connected_;
   EgressEvent ev_;
   bool gateway_served_ = false;
+  // Set by swap_plain when it swapped: the response scan (issue 12).
+  std::shared_ptr<const secrets::RedactionSet> reflection_;
+  ScrubOptions scrub_;
+  bool expect_continue_ = false;
 };
 
 void Session::refuse(EgressRefusal why, std::string reason, int http_status) {
@@ -821,7 +831,7 @@ bool Session::handle_http(const ProxyRequest& req, bool transparent) {
   std::string head = req.upstream_head;
   bool secret_head = false;
   const std::string swap_host = !name.empty() ? name : t.address ? t.address->str() : "";
-  if (!swap_plain(swap_host, t.port, head, secret_head)) return false;
+  if (!swap_plain(swap_host, t.port, head, secret_head, req.head)) return false;
   http_answer_pending_ = false;
   relay(std::move(head), buf_.substr(head_end_),
         req.head.chunked ? RequestFraming::kChunked : RequestFraming::kLength,
@@ -888,6 +898,7 @@ bool Session::handle_connect(const ProxyRequest& req) {
   RequestFraming framing = RequestFraming::kNone;
   std::uint64_t length = 0;
   std::string head, body;
+  http::RequestHead inner_head;  // HTTP inside the tunnel: its parsed head
   const std::string& host = req.target_host;
   if (first == First::kTls) {
     set_protocol(kTls);
@@ -920,6 +931,7 @@ bool Session::handle_connect(const ProxyRequest& req) {
       return false;
     }
     head = inner->upstream_head;
+    inner_head = inner->head;
     body = buf_.substr(head_end_);
     framing = inner->head.chunked ? RequestFraming::kChunked : RequestFraming::kLength;
     length = inner->head.content_length.value_or(0);
@@ -945,7 +957,7 @@ bool Session::handle_connect(const ProxyRequest& req) {
   bool secret_head = false;
   if (first == First::kHttp) {
     http_answer_pending_ = true;  // the client waits for an answer inside the tunnel
-    if (!swap_plain(host, req.target_port, head, secret_head)) return false;
+    if (!swap_plain(host, req.target_port, head, secret_head, inner_head)) return false;
     http_answer_pending_ = false;
   }
   relay(std::move(head), std::move(body), framing, length, secret_head);
@@ -956,6 +968,10 @@ bool Session::handle_connect(const ProxyRequest& req) {
 
 void Session::relay(std::string head, std::string body, RequestFraming framing,
                     std::uint64_t length, bool secret_head) {
+  if (secret_head && reflection_) {
+    relay_swapped_request(std::move(head), std::move(body), framing, length);
+    return;
+  }
   std::uint64_t head_sent = 0;
   if (secret_head) {
     // The relay keeps its head in buffers of its own: a head that holds a
@@ -997,8 +1013,34 @@ bool Session::wants_interception(const std::string& host, std::uint16_t port) co
          o.swapper->intercepts(conn_.sandbox->id, host, port);
 }
 
+void Session::relay_swapped_request(std::string head, std::string body, RequestFraming framing,
+                                    std::uint64_t length) {
+  SwappedRelaySpec spec;
+  spec.client = client_;
+  spec.upstream = upstream_.get();
+  spec.head = std::move(head);
+  spec.body = std::move(body);
+  spec.framing = framing;
+  spec.length = length;
+  spec.idle_timeout = policy()->request_timeout;
+  spec.reflection = reflection_;
+  spec.scrub = scrub_;
+  spec.expect_continue = expect_continue_;
+  set_nodelay(client_);
+  SwappedRelayResult r = relay_swapped(std::move(spec));
+  ev_.bytes_up = r.relay.bytes_up;
+  ev_.bytes_down = r.relay.bytes_down;
+  ev_.end = std::move(r.relay.end);
+  if (r.refused) {
+    // An answer corral could not check for the secret (compressed): not
+    // relayed, and a 502 if the client has had nothing yet.
+    http_answer_pending_ = !r.answered;
+    refuse(EgressRefusal::kSecretRefused, ev_.end, 502);
+  }
+}
+
 bool Session::swap_plain(const std::string& host, std::uint16_t port, std::string& head,
-                         bool& secret_head) {
+                         bool& secret_head, const http::RequestHead& request) {
   secret_head = false;
   if (!px_.options.swapper) return true;
   secrets::OutboundRequest out{conn_.sandbox->id, host, port, "http"};
@@ -1016,6 +1058,20 @@ bool Session::swap_plain(const std::string& host, std::uint16_t port, std::strin
   if (r.outcome == secrets::SwapOutcome::kSwapped) {
     ev_.secrets = r.secrets;
     secret_head = true;
+    // The answer is scanned for what went in: uncompressed, and nothing is
+    // sent when the scan cannot be set up.
+    auto set = secrets::reflection_set(r.swapped);
+    if (!set) {
+      secrets::wipe(head);
+      refuse(EgressRefusal::kSecretRefused,
+             "the answer could not be checked for the secret: " + set.error().message, 502);
+      return false;
+    }
+    reflection_ = std::move(*set);
+    scrub_ = {request.method == "HEAD", request.version_minor >= 1};
+    expect_continue_ = request.expect_continue &&
+                       (request.chunked || request.content_length.value_or(0) > 0);
+    if (reflection_) secrets::ask_identity_encoding(head);
   }
   return true;
 }

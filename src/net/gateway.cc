@@ -19,8 +19,10 @@
 #include "net/gateway_token.h"
 #include "net/host_name.h"
 #include "net/proxy_request.h"
+#include "net/scrubbed_response.h"
 #include "net/socket_wait.h"
 #include "net/tls_stream.h"
+#include "secrets/reflection_guard.h"
 #include "secrets/secret_value.h"
 
 namespace corral::net {
@@ -899,6 +901,7 @@ void Gateway::serve(const GatewayConnection& conn) {
   // the request) once the service is connected (and, https,
   // verified), before anything is sent.
   bool secret_head = false;
+  std::shared_ptr<const secrets::RedactionSet> reflection;
   if (options_.swapper) {
     secrets::OutboundRequest out{conn.sandbox, svc.host, svc.port, "gateway"};
     secrets::SwapResult sr = options_.swapper->swap(out, head);
@@ -914,6 +917,20 @@ void Gateway::serve(const GatewayConnection& conn) {
       return done();
     }
     secret_head = sr.outcome == secrets::SwapOutcome::kSwapped;
+    if (secret_head) {
+      // The answer is scanned for what went in (scrubbed_response.h): it
+      // must come uncompressed, and without a guard nothing is sent.
+      auto set = secrets::reflection_set(sr.swapped);
+      if (!set) {
+        secrets::wipe(head);
+        s.refuse(GatewayRefusal::kUpstreamFailed,
+                 "the answer could not be checked for the secret: " + set.error().message,
+                 "tell the owner");
+        return done();
+      }
+      reflection = std::move(*set);
+      if (reflection) secrets::ask_identity_encoding(head);
+    }
   }
   struct WipeHead {
     std::string& h;
@@ -960,6 +977,46 @@ void Gateway::serve(const GatewayConnection& conn) {
       return upstream_failed("sending the request body to " + host_port + " failed");
     ev.bytes_up += static_cast<std::uint64_t>(n);
     body_left -= static_cast<std::uint64_t>(n);
+  }
+
+  if (reflection) {
+    // The answer to a swapped request: what went in is written back as
+    // the token, head and body, reframed (scrubbed_response.h).
+    ScrubbedResponse response(reflection, {req->method == "HEAD", req->head.version_minor >= 1});
+    ScrubIo io;
+    io.read = up_recv;
+    io.write = [&](std::string_view data) {
+      return send_all(conn.client, data, Clock::now() + idle, -1);
+    };
+    ScrubRelayResult sr = relay_scrubbed(response, io);
+    ev.status = sr.status;
+    ev.bytes_down += sr.bytes_down;
+    if (!sr.answered) {
+      if (sr.refused)
+        s.refuse(GatewayRefusal::kUpstreamFailed, sr.end,
+                 "a service must answer a request that carried a secret uncompressed");
+      else if (sr.end == "idle timeout")
+        s.refuse(GatewayRefusal::kUpstreamTimeout,
+                 host_port + " sent no answer within " + std::to_string(idle.count()) + " ms",
+                 "the internal service does not answer: tell the owner");
+      else
+        s.refuse(GatewayRefusal::kUpstreamFailed, host_port + ": " + sr.end,
+                 "the internal service failed: tell the owner");
+      if (tls) tls->close(Clock::now() + milliseconds(200));
+      return done();
+    }
+    s.set_answered();
+    ev.allowed = true;
+    ev.reason = sr.end == "closed"
+                    ? "forwarded to " + host_port + (svc.tls ? " (TLS)" : "") +
+                          (sr.replaced > 0 ? "; the secret reflected in the answer was replaced by "
+                                             "its token " +
+                                                 std::to_string(sr.replaced) + " times"
+                                           : "")
+                    : sr.end;
+    if (tls) tls->close(Clock::now() + milliseconds(200));
+    ::shutdown(conn.client, SHUT_WR);
+    return done();
   }
 
   // Response: streamed back as it comes, until the service closes.

@@ -9,7 +9,9 @@
 
 #include "http/http_parser.h"
 #include "net/proxy_request.h"
+#include "net/scrubbed_response.h"
 #include "net/tls_stream.h"
+#include "secrets/reflection_guard.h"
 #include "secrets/secret_value.h"
 
 namespace corral::net {
@@ -95,6 +97,9 @@ class Relay {
   bool forward_body(TlsStream& client, TlsStream& up, const http::RequestHead& head,
                     std::string_view first);
   void stream_response(TlsStream& client, TlsStream& up, bool head_request);
+  // The answer to a swapped request: the swap's texts written back as
+  // their tokens (scrubbed_response.h).
+  void stream_scrubbed(TlsStream& client, TlsStream& up, ScrubbedResponse& response);
 
   InterceptSpec& s_;
   InterceptResult r_;
@@ -296,6 +301,27 @@ void Relay::stream_response(TlsStream& client, TlsStream& up, bool head_request)
   }
 }
 
+void Relay::stream_scrubbed(TlsStream& client, TlsStream& up, ScrubbedResponse& response) {
+  ScrubIo io;
+  io.read = [&](char* buf, std::size_t n) { return up.read(buf, n, idle(), s_.client); };
+  io.write = [&](std::string_view data) { return client.write_all(data, idle(), s_.upstream); };
+  ScrubRelayResult sr = relay_scrubbed(response, io);
+  r_.status = sr.status;
+  r_.end = sr.end;
+  if (sr.refused) {
+    // An answer corral could not check for the secret (compressed): audited
+    // as a refusal, and a 502 if the sandbox has had nothing yet.
+    r_.outcome = InterceptOutcome::kSecretRefused;
+    r_.reason = sr.end;
+  }
+  if (sr.refused && !sr.answered) {
+    answer(client, r_, 502, sr.end);
+  } else if (!sr.answered && sr.end != "closed") {
+    answer(client, r_, sr.end == "idle timeout" ? 504 : 502,
+           "the upstream sent no answer (" + s_.host + "): " + sr.end);
+  }
+}
+
 InterceptResult Relay::run() {
   // 1. The sandbox's handshake, from the ClientHello already read.
   TlsStream client(s_.leaf ? SSL_new(s_.leaf.get()) : nullptr, s_.client, s_.client_hello);
@@ -351,6 +377,7 @@ InterceptResult Relay::run() {
     return finish(&up);
   }
   std::string head = std::move(req->upstream_head);
+  std::shared_ptr<const secrets::RedactionSet> reflection;
   if (s_.swapper != nullptr) {
     secrets::OutboundRequest out{s_.sandbox, s_.host, s_.port, "tls-intercept"};
     secrets::SwapResult sr = s_.swapper->swap(out, head);
@@ -364,6 +391,20 @@ InterceptResult Relay::run() {
                  s_.host + ")" + (sr.reason.empty() ? "" : ": " + sr.reason));
       secrets::wipe(head);
       return finish(&up);
+    }
+    if (sr.outcome == secrets::SwapOutcome::kSwapped) {
+      // The answer is scanned for what went in: it must come uncompressed,
+      // and a guard that cannot be built sends nothing.
+      auto set = secrets::reflection_set(sr.swapped);
+      if (!set) {
+        secrets::wipe(head);
+        r_.outcome = InterceptOutcome::kMalformed;
+        r_.reason = "the answer could not be checked for the secret: " + set.error().message;
+        answer(client, r_, 502, r_.reason);
+        return finish(&up);
+      }
+      reflection = std::move(*set);
+      if (reflection) secrets::ask_identity_encoding(head);
     }
   }
   if (req->head.expect_continue && (req->head.chunked || req->head.content_length.value_or(0) > 0))
@@ -380,7 +421,12 @@ InterceptResult Relay::run() {
   (void)forward_body(client, up, req->head, std::string_view(buf).substr(head_end));
   // An upstream may answer before the whole body (an early 413): the
   // answer is relayed either way.
-  stream_response(client, up, req->method == "HEAD");
+  if (reflection) {
+    ScrubbedResponse response(reflection, {req->method == "HEAD", req->head.version_minor >= 1});
+    stream_scrubbed(client, up, response);
+  } else {
+    stream_response(client, up, req->method == "HEAD");
+  }
   return finish(&up);
 }
 

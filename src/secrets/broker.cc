@@ -447,10 +447,19 @@ SwapResult SecretBroker::swap(const OutboundRequest& request, std::string& head)
   };
   std::vector<Edit> edits;
   std::size_t v = 0;
-  for (const Span& s : spans) edits.push_back({s.pos, s.len, values[v++]->view()});
+  // What went in, for the response scan: each value (with its forms) back
+  // to its token, each Basic credential as sent back to the one received.
+  result.swapped.reserve(tokens.size() + basics.size());
+  for (const Span& s : spans) {
+    result.swapped.push_back({values[v], std::string(tokens[v]), true});
+    edits.push_back({s.pos, s.len, values[v++]->view()});
+  }
   for (BasicCredential& b : basics) {
     std::vector<std::string_view> with;
-    for (std::size_t i = 0; i < b.spans.size(); ++i) with.push_back(values[v++]->view());
+    for (std::size_t i = 0; i < b.spans.size(); ++i) {
+      result.swapped.push_back({values[v], std::string(tokens[v]), true});
+      with.push_back(values[v++]->view());
+    }
     WipedString plain(replaced_size(b.decoded.s, b.spans, with));
     replace_into(plain.s, b.decoded.s, b.spans, with);
     b.encoded.s.assign(sodium_base64_ENCODED_LEN(plain.s.size(), sodium_base64_VARIANT_ORIGINAL),
@@ -459,6 +468,14 @@ SwapResult SecretBroker::swap(const OutboundRequest& request, std::string& head)
                         reinterpret_cast<const unsigned char*>(plain.s.data()), plain.s.size(),
                         sodium_base64_VARIANT_ORIGINAL);
     edits.push_back({b.pos, b.len, std::string_view(b.encoded.s.c_str())});
+    try {
+      result.swapped.push_back(
+          {std::make_shared<const SecretValue>(std::string_view(b.encoded.s.c_str())),
+           std::string(std::string_view(head).substr(b.pos, b.len)), false});
+    } catch (const std::bad_alloc&) {
+      // Without locked memory the whole credential is not looked for; its
+      // value's base64 forms still are.
+    }
   }
   std::sort(edits.begin(), edits.end(), [](const Edit& a, const Edit& b) { return a.pos < b.pos; });
   std::vector<Span> edit_spans;

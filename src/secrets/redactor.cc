@@ -49,13 +49,13 @@ bool window_starts_with(const ByteWindow& w, std::string_view text) {
   return text.size() == a || std::memcmp(w.second.data(), text.data() + a, text.size() - a) == 0;
 }
 
-struct BuildLiteral {
+}  // namespace
+
+struct RedactionSet::BuildLiteral {
   std::string bytes;
   std::uint8_t kind = 0;
   std::uint32_t ref = 0;
 };
-
-}  // namespace
 
 std::string_view RedactionSet::literal(std::uint32_t index) const {
   const std::string_view all = sorted_.view();
@@ -151,6 +151,48 @@ Result<std::shared_ptr<const RedactionSet>> RedactionSet::build(std::vector<Name
       }
     }
   }
+  return compile(std::move(set), pool, max_format);
+}
+
+Result<std::shared_ptr<const RedactionSet>> RedactionSet::build_replacements(
+    const std::vector<Replacement>& pairs) {
+  if (!sodium_ready()) {
+    return make_error(ErrorCode::kUnavailable, "libsodium cannot start");
+  }
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    // The message says which pair, never its bytes.
+    if (pairs[i].from.size() < kMinRedactedValue || pairs[i].from.size() > 4 * kMaxRedactedValue) {
+      return make_error(ErrorCode::kInvalidArgument,
+                        "replacement " + std::to_string(i) + " is " +
+                            std::to_string(pairs[i].from.size()) + " bytes; it must be " +
+                            std::to_string(kMinRedactedValue) + " to " +
+                            std::to_string(4 * kMaxRedactedValue));
+    }
+  }
+  std::shared_ptr<RedactionSet> set(new RedactionSet());
+  set->secret_count_ = pairs.size();
+  std::vector<BuildLiteral> pool;
+  struct WipeLiterals {
+    std::vector<BuildLiteral>& pool;
+    ~WipeLiterals() {
+      for (auto& l : pool) wipe(l.bytes);
+    }
+  } wipe_literals{pool};
+  pool.reserve(pairs.size());  // never reallocated: a move would leave copies
+  set->placeholders_.reserve(pairs.size());
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    set->placeholders_.emplace_back(pairs[i].to);
+    auto& l = pool.emplace_back();
+    l.bytes.assign(pairs[i].from);
+    l.kind = Literal::kValue;
+    l.ref = static_cast<std::uint32_t>(i);
+  }
+  return compile(std::move(set), pool, 0);
+}
+
+Result<std::shared_ptr<const RedactionSet>> RedactionSet::compile(std::shared_ptr<RedactionSet> set,
+                                                                  std::vector<BuildLiteral>& pool,
+                                                                  std::size_t max_format) {
   if (pool.empty()) return std::shared_ptr<const RedactionSet>(std::move(set));
 
   std::vector<const BuildLiteral*> lits;
@@ -268,6 +310,7 @@ Result<std::shared_ptr<const RedactionSet>> RedactionSet::build(std::vector<Name
 }
 
 RedactionSet::~RedactionSet() {
+  for (auto& p : placeholders_) wipe(p);
   if (scratch_) hs_free_scratch(scratch_);
   if (database_) hs_free_database(database_);
 }

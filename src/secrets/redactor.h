@@ -65,6 +65,14 @@ struct NamedValue {
   std::string_view value;  // read during build() only
 };
 
+// A literal and the text written in its place, for a set that maps rather
+// than redacts (reflection_guard.h: what a broker swap sent, back to what
+// the sandbox had). Read during build_replacements() only.
+struct Replacement {
+  std::string_view from;  // at least kMinRedactedValue bytes
+  std::string_view to;
+};
+
 struct RedactorOptions {
   // Find the known key formats (key_formats.h) even when not injected.
   bool key_formats = true;
@@ -81,6 +89,13 @@ class RedactionSet {
   // streams pass through at the cost of a copy.
   static Result<std::shared_ptr<const RedactionSet>> build(std::vector<NamedValue> secrets,
                                                            RedactorOptions options = {});
+
+  // A set that writes each `from` as its `to`: no encoded forms are added
+  // and no key format is looked for. Overlapping matches become the `to`
+  // of the leftmost (then longest); of two equal `from`s the first wins.
+  // The `to` texts are wiped when the set goes.
+  static Result<std::shared_ptr<const RedactionSet>> build_replacements(
+      const std::vector<Replacement>& pairs);
 
   RedactionSet(const RedactionSet&) = delete;
   RedactionSet& operator=(const RedactionSet&) = delete;
@@ -102,7 +117,12 @@ class RedactionSet {
   friend class RedactStream;
   struct Literal;
   struct Prefix;
+  struct BuildLiteral;
   RedactionSet() = default;
+  // Sorts, stores and compiles the literals of `pool` into `set`.
+  static Result<std::shared_ptr<const RedactionSet>> compile(std::shared_ptr<RedactionSet> set,
+                                                             std::vector<BuildLiteral>& pool,
+                                                             std::size_t max_format);
 
   // The proper-prefix test behind the hold-back: is s a proper prefix of
   // some literal in sorted positions [lo, hi)?

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,10 +40,26 @@ enum class SwapOutcome : std::uint8_t {
   kRefused,  // some token may not go there: refuse the request
 };
 
+// One text a swap put into the head, and what the sandbox had written
+// there. The response to a swapped request is scanned for `sent` (and,
+// with `encodings`, its base64, percent and hex forms) and each is written
+// back as `had` (in the same form): a host that reflects the request
+// (an echo service, an error page quoting the Authorization field) gives
+// the sandbox its own token again, never the value
+// (reflection_guard.h, docs/secrets.md "Responses").
+struct SwappedText {
+  std::shared_ptr<const SecretValue> sent;  // a value, or a whole Basic credential as sent
+  std::string had;                          // the token, or the Basic credential as it came
+  bool encodings = true;                    // false for a Basic credential (itself only)
+};
+
 struct SwapResult {
   SwapOutcome outcome = SwapOutcome::kNoToken;
   std::vector<std::string> secrets;  // names of the secrets swapped (or refused)
   std::string reason;                // why refused: "expired", "revoked", "host not allowed", ...
+  // kSwapped: every text put in, for the response scan. A swap that
+  // leaves this empty gets no response scan.
+  std::vector<SwappedText> swapped;
 };
 
 class TokenSwapper {

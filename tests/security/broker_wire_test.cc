@@ -35,6 +35,7 @@
 #include "net/egress_proxy.h"
 #include "net/gateway.h"
 #include "net/upstream_resolver.h"
+#include "secrets/broker.h"
 #include "support/net_world.h"
 #include "support/sandbox_harness.h"
 
@@ -93,6 +94,7 @@ class TestSwapper : public secrets::TokenSwapper {
       }
       next.replace(at, token.size(), s.value);
       at += s.value.size();
+      out.swapped.push_back({std::make_shared<const secrets::SecretValue>(s.value), token, true});
     }
     if (!out.secrets.empty()) {
       out.outcome = secrets::SwapOutcome::kSwapped;
@@ -301,9 +303,10 @@ class BrokerWire : public ::testing::Test {
   }
 
   // A proxy for sandbox sb-1 trusting `upstream_ca` (besides the system).
-  std::uint16_t start_proxy(const std::string& upstream_ca) {
+  std::uint16_t start_proxy(const std::string& upstream_ca,
+                           std::shared_ptr<secrets::TokenSwapper> swapper = nullptr) {
     net::EgressProxyOptions o;
-    o.swapper = swapper_;
+    o.swapper = swapper ? swapper : swapper_;
     o.ca = ca_;
     o.upstream_ca_file = upstream_ca;
     auto p = net::EgressProxy::start(resolver_, nullptr, audit_.sink(), o);
@@ -606,10 +609,14 @@ GatewayRun through_gateway(net::Gateway& gw, std::vector<net::GatewayEvent>& eve
   auto policy = std::make_shared<net::NetworkPolicy>();
   policy->gateway_services = {"llm"};
   events.clear();
-  gw.serve(net::GatewayConnection{"sb-1", theirs.get(), "", policy});
-  theirs.reset();
+  // The answer is read while the gateway writes it: an answer in many small
+  // pieces would fill the socket pair's buffer otherwise.
   GatewayRun out;
-  out.response = read_all(ours.get());
+  std::thread reader([&] { out.response = read_all(ours.get()); });
+  gw.serve(net::GatewayConnection{"sb-1", theirs.get(), "", policy});
+  ::shutdown(theirs.get(), SHUT_RDWR);
+  theirs.reset();
+  reader.join();
   out.events = events;
   return out;
 }
@@ -689,6 +696,302 @@ TEST_F(BrokerWire, TheGatewayRefusesAnHttpsServiceItCannotVerify) {
       << r.events[0].reason;
   EXPECT_TRUE(world_->tls_request_heads().empty());
   EXPECT_TRUE(swapper_->calls().empty()) << "a head was swapped for an unverified service";
+}
+
+
+// --- Responses to a swapped request (issue 12, point 7) ----------------------
+//
+// The upstream reflects the request it got (tests/support/reflector.h): the
+// value the proxy or the gateway put in comes back, and must reach the
+// sandbox only as the token it sent. The real broker swaps here (its Basic
+// credentials included); every answer is checked as the sandbox's bytes.
+
+std::string b64(const std::string& s) {
+  std::string out(4 * ((s.size() + 2) / 3) + 1, '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(s.data()),
+                                static_cast<int>(s.size()));
+  out.resize(static_cast<std::size_t>(n));
+  return out;
+}
+
+// The body of a chunked answer, decoded; `complete` says whether its last
+// chunk came.
+std::string dechunk(const std::string& answer, bool* complete) {
+  *complete = false;
+  std::size_t at = answer.find("\r\n\r\n");
+  if (at == std::string::npos) return "";
+  at += 4;
+  std::string body;
+  for (;;) {
+    const std::size_t eol = answer.find("\r\n", at);
+    if (eol == std::string::npos) return body;
+    const std::size_t size = std::strtoul(answer.substr(at, eol - at).c_str(), nullptr, 16);
+    if (size == 0) {
+      *complete = answer.compare(eol, 4, "\r\n\r\n") == 0;
+      return body;
+    }
+    if (eol + 2 + size + 2 > answer.size()) return body;
+    body += answer.substr(eol + 2, size);
+    at = eol + 2 + size + 2;
+  }
+}
+
+class BrokerReflection : public BrokerWire {
+ protected:
+  void SetUp() override {
+    BrokerWire::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    broker_ = std::make_shared<secrets::SecretBroker>();
+    // '/', '+' and '=': its percent forms differ from it.
+    high_value_ = "sk-live-" + random_text(40, kBase62) + "/+=x";
+    high_token_ = issue("openai", high_value_, {"allowed.test", 443, true});
+    plain_value_ = "plain-" + random_text(40, kBase62);
+    plain_token_ = issue("legacy", plain_value_, {"allowed.test", 80, false});
+  }
+  std::string issue(const std::string& name, const std::string& value, secrets::SecretHost host) {
+    secrets::ResolvedSecret s;
+    s.name = name;
+    s.key = name;
+    s.mode = secrets::SecretMode::kBroker;
+    s.tier = secrets::SecretTier::kHigh;
+    s.env_var = "TOKEN";
+    s.hosts = {std::move(host)};
+    s.ttl = std::chrono::seconds(300);
+    s.value = secrets::SecretValue(value);
+    auto token = broker_->issue("sb-1", s);
+    EXPECT_TRUE(token) << token.error().to_string();
+    return token ? *token : "";
+  }
+  // What a reflecting upstream was sent by `token`: in a field, the query
+  // and Basic credentials, plus the sandbox's own Accept-Encoding.
+  static std::string reflect_request(const std::string& target, const std::string& host,
+                                     const std::string& token, bool basic, bool http10 = false) {
+    const std::string body = "{\"note\": \"the body is not swapped: " + token + "\"}";
+    return "POST " + target + (target.find('?') == std::string::npos ? "?" : "&") +
+           "key=" + token + (http10 ? " HTTP/1.0" : " HTTP/1.1") + "\r\nHost: " + host +
+           "\r\nAuthorization: " + (basic ? "Basic " + b64("git:" + token) : "Bearer " + token) +
+           "\r\nX-Api-Key: " + token +
+           "\r\nAccept-Encoding: gzip, br\r\nContent-Type: application/json\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+  }
+  // The checks every reflected answer must pass, as the sandbox got it.
+  void expect_reflected_as_token(const std::string& answer, const std::string& value,
+                                 const std::string& token, bool basic, bool chunked = true) {
+    SCOPED_TRACE(answer.substr(0, 2000));
+    EXPECT_EQ(answer.rfind("HTTP/1.", 0), 0u);
+    EXPECT_NE(answer.find(" 200 OK\r\n"), std::string::npos);
+    for (const std::string& form : {value, b64(value), b64("git:" + value)})
+      EXPECT_EQ(answer.find(form), std::string::npos) << "the value came back into the sandbox";
+    std::string body;
+    if (chunked) {
+      bool complete = false;
+      body = dechunk(answer, &complete);
+      EXPECT_TRUE(complete) << "the answer's length is not right: ..."
+                            << answer.substr(answer.size() > 300 ? answer.size() - 300 : 0);
+    } else {
+      body = answer.substr(answer.find("\r\n\r\n") + 4);
+    }
+    // The host got the value (else nothing was reflected) and the sandbox
+    // sees its token there.
+    EXPECT_NE(body.find("== head =="), std::string::npos);
+    EXPECT_NE(body.find("key=" + token), std::string::npos);
+    EXPECT_NE(body.find("x-api-key: " + token), std::string::npos);
+    EXPECT_NE(answer.find("X-Seen-Accept-Encoding: identity\r\n"), std::string::npos)
+        << "a swapped request must ask for an uncompressed answer";
+    if (basic) {
+      EXPECT_NE(answer.find("X-Echo-Authorization: Basic " + b64("git:" + token) + "\r\n"),
+                std::string::npos);
+      EXPECT_NE(body.find("== basic ==\ngit:" + token + "\n"), std::string::npos);
+    } else {
+      EXPECT_NE(answer.find("X-Echo-Authorization: Bearer " + token + "\r\n"), std::string::npos);
+    }
+  }
+  static std::vector<std::string> shapes() {
+    return {"frame=length&piece=64", "frame=chunked&piece=1", "frame=chunked&piece=7",
+            "frame=close&piece=5", "frame=length&piece=4096"};
+  }
+
+  std::shared_ptr<secrets::SecretBroker> broker_;
+  std::string high_value_, high_token_, plain_value_, plain_token_;
+};
+
+TEST_F(BrokerReflection, PlainHttpAnswersGiveTheTokenBack) {
+  const std::uint16_t port = start_proxy(world_->ca_pem_path(), broker_);
+  ASSERT_NE(port, 0);
+  int requests = 0;
+  for (const std::string& shape : shapes()) {
+    for (bool basic : {false, true}) {
+      SCOPED_TRACE(shape + (basic ? " basic" : " bearer"));
+      UniqueFd fd = dial("127.0.0.1", port);
+      ASSERT_TRUE(fd);
+      const std::string req = reflect_request("http://allowed.test/reflect?decode=basic&" + shape,
+                                              "allowed.test", plain_token_, basic);
+      ASSERT_EQ(::send(fd.get(), req.data(), req.size(), MSG_NOSIGNAL),
+                static_cast<ssize_t>(req.size()));
+      expect_reflected_as_token(read_all(fd.get()), plain_value_, plain_token_, basic);
+      ++requests;
+      net::EgressEvent ev = audit_.wait_next();
+      EXPECT_TRUE(ev.allowed) << ev.reason;
+      EXPECT_EQ(ev.end, "closed");
+      EXPECT_EQ(ev.secrets, std::vector<std::string>{"legacy"});
+      EXPECT_EQ(ev.reason.find(plain_value_), std::string::npos);
+    }
+  }
+  // The upstream did get the value each time: the scan is what kept it out.
+  int with_value = 0;
+  for (const auto& head : world_->http_request_heads())
+    with_value += head.find(plain_value_) != std::string::npos ||
+                  head.find(b64("git:" + plain_value_)) != std::string::npos;
+  EXPECT_EQ(with_value, requests);
+
+  // A client that waits for "100 Continue" before its body gets it (the
+  // body goes up before the answer is read), then the scrubbed answer.
+  {
+    UniqueFd fd = dial("127.0.0.1", port);
+    ASSERT_TRUE(fd);
+    std::string req = reflect_request("http://allowed.test/reflect?frame=chunked&piece=9",
+                                      "allowed.test", plain_token_, false);
+    const std::size_t head_end = req.find("\r\n\r\n") + 4;
+    req.insert(head_end - 2, "Expect: 100-continue\r\n");
+    const std::string head = req.substr(0, head_end + 22), body = req.substr(head_end + 22);
+    (void)!::send(fd.get(), head.data(), head.size(), MSG_NOSIGNAL);
+    EXPECT_EQ(read_head(fd.get()), "HTTP/1.1 100 Continue\r\n\r\n");
+    (void)!::send(fd.get(), body.data(), body.size(), MSG_NOSIGNAL);
+    expect_reflected_as_token(read_all(fd.get()), plain_value_, plain_token_, false);
+    EXPECT_TRUE(audit_.wait_next().allowed);
+  }
+
+  // HTTP/1.0 inside a CONNECT tunnel: no chunks; the close ends the body.
+  UniqueFd fd = dial("127.0.0.1", port);
+  ASSERT_TRUE(fd);
+  const std::string connect = "CONNECT allowed.test:80 HTTP/1.1\r\nHost: allowed.test:80\r\n\r\n";
+  (void)!::send(fd.get(), connect.data(), connect.size(), MSG_NOSIGNAL);
+  ASSERT_EQ(read_head(fd.get()).rfind("HTTP/1.1 200", 0), 0u);
+  const std::string req =
+      reflect_request("/reflect?frame=length&piece=3", "allowed.test", plain_token_, false, true);
+  (void)!::send(fd.get(), req.data(), req.size(), MSG_NOSIGNAL);
+  const std::string answer = read_all(fd.get());
+  EXPECT_EQ(answer.find("Transfer-Encoding"), std::string::npos) << answer;
+  expect_reflected_as_token(answer, plain_value_, plain_token_, false, false);
+  EXPECT_TRUE(audit_.wait_next().allowed);
+}
+
+TEST_F(BrokerReflection, InterceptedHttpsAnswersGiveTheTokenBack) {
+  const std::uint16_t port = start_proxy(world_->ca_pem_path(), broker_);
+  ASSERT_NE(port, 0);
+  for (const std::string& shape : shapes()) {
+    for (bool basic : {false, true}) {
+      SCOPED_TRACE(shape + (basic ? " basic" : " bearer"));
+      TlsExchange x = https_via_proxy(
+          port, "allowed.test", ca_->ca_pem(),
+          reflect_request("/reflect?decode=basic&" + shape, "allowed.test", high_token_, basic));
+      ASSERT_TRUE(x.handshake) << x.error;
+      expect_reflected_as_token(x.response, high_value_, high_token_, basic);
+      net::EgressEvent ev = audit_.wait_next();
+      EXPECT_TRUE(ev.allowed) << ev.reason;
+      EXPECT_TRUE(ev.intercepted);
+      EXPECT_EQ(ev.secrets, std::vector<std::string>{"openai"});
+    }
+  }
+  EXPECT_TRUE(any_contains(world_->tls_request_heads(), high_value_));
+}
+
+TEST_F(BrokerReflection, GatewayAnswersGiveTheTokenBack) {
+  auto svc = net::parse_gateway_service_flag("llm=https://allowed.test/api;methods=GET,POST");
+  ASSERT_TRUE(svc) << svc.error().to_string();
+  std::vector<net::GatewayEvent> events;
+  net::GatewayOptions o;
+  o.ca_file = world_->ca_pem_path();
+  o.swapper = broker_;
+  auto gw = net::Gateway::create(
+      {*svc}, std::string(32, 'k'), resolver_,
+      [&](const net::GatewayEvent& e) { events.push_back(e); }, o);
+  ASSERT_TRUE(gw) << gw.error().to_string();
+  const std::string gw_token = (*gw)->token("sb-1", std::time(nullptr) + 60);
+  for (const std::string& shape : shapes()) {
+    for (bool basic : {false, true}) {
+      SCOPED_TRACE(shape + (basic ? " basic" : " bearer"));
+      std::string req = reflect_request("/llm/reflect?decode=basic&" + shape,
+                                        "gateway.corral.internal", high_token_, basic);
+      req.insert(req.find("\r\n") + 2, "X-Corral-Gateway-Token: " + gw_token + "\r\n");
+      GatewayRun run = through_gateway(**gw, events, req);
+      expect_reflected_as_token(run.response, high_value_, high_token_, basic);
+      ASSERT_EQ(run.events.size(), 1u);
+      EXPECT_TRUE(run.events[0].allowed) << run.events[0].reason;
+      EXPECT_EQ(run.events[0].status, 200);
+      EXPECT_EQ(run.events[0].reason.find(high_value_), std::string::npos);
+    }
+  }
+  EXPECT_TRUE(any_contains(world_->tls_request_heads(), high_value_));
+}
+
+// A host that answers compressed although it was asked not to: the proxy
+// and the gateway cannot scan the body, so nothing of it reaches the
+// sandbox (the reflector's "gzip" body is the plain reflection: if it were
+// relayed, the value would be in it).
+TEST_F(BrokerReflection, ACompressedAnswerIsNotRelayed) {
+  const std::uint16_t port = start_proxy(world_->ca_pem_path(), broker_);
+  ASSERT_NE(port, 0);
+  auto refused_502 = [&](const std::string& answer) {
+    EXPECT_EQ(answer.rfind("HTTP/1.1 502 ", 0), 0u) << answer;
+    EXPECT_NE(answer.find("compressed"), std::string::npos) << answer;
+    EXPECT_EQ(answer.find(high_value_), std::string::npos);
+    EXPECT_EQ(answer.find(plain_value_), std::string::npos);
+    EXPECT_EQ(answer.find("== head =="), std::string::npos) << "the body was relayed";
+  };
+  for (const std::string coding : {"gzip", "br"}) {
+    UniqueFd fd = dial("127.0.0.1", port);
+    ASSERT_TRUE(fd);
+    const std::string req =
+        reflect_request("http://allowed.test/reflect?frame=chunked&encoding=" + coding,
+                        "allowed.test", plain_token_, false);
+    (void)!::send(fd.get(), req.data(), req.size(), MSG_NOSIGNAL);
+    refused_502(read_all(fd.get()));
+    net::EgressEvent ev = audit_.wait_next();
+    EXPECT_FALSE(ev.allowed);
+    EXPECT_EQ(ev.refusal, net::EgressRefusal::kSecretRefused);
+    EXPECT_NE(ev.reason.find("compressed"), std::string::npos) << ev.reason;
+
+    TlsExchange x = https_via_proxy(
+        port, "allowed.test", ca_->ca_pem(),
+        reflect_request("/reflect?encoding=" + coding, "allowed.test", high_token_, true));
+    ASSERT_TRUE(x.handshake) << x.error;
+    refused_502(x.response);
+    net::EgressEvent tev = audit_.wait_next();
+    EXPECT_FALSE(tev.allowed);
+    EXPECT_EQ(tev.refusal, net::EgressRefusal::kSecretRefused);
+  }
+  // Without a swap, a compressed answer passes as before.
+  UniqueFd fd = dial("127.0.0.1", port);
+  ASSERT_TRUE(fd);
+  const std::string plain = "GET http://allowed.test/reflect?encoding=gzip HTTP/1.1\r\n"
+                            "Host: allowed.test\r\n\r\n";
+  (void)!::send(fd.get(), plain.data(), plain.size(), MSG_NOSIGNAL);
+  const std::string answer = read_all(fd.get());
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << answer;
+  EXPECT_NE(answer.find("Content-Encoding: gzip\r\n"), std::string::npos) << answer;
+  EXPECT_TRUE(audit_.wait_next().allowed);
+
+  // The gateway: refused too.
+  auto svc = net::parse_gateway_service_flag("llm=https://allowed.test/api;methods=GET,POST");
+  ASSERT_TRUE(svc);
+  std::vector<net::GatewayEvent> events;
+  net::GatewayOptions o;
+  o.ca_file = world_->ca_pem_path();
+  o.swapper = broker_;
+  auto gw = net::Gateway::create(
+      {*svc}, std::string(32, 'k'), resolver_,
+      [&](const net::GatewayEvent& e) { events.push_back(e); }, o);
+  ASSERT_TRUE(gw);
+  std::string req = reflect_request("/llm/reflect?encoding=gzip", "gateway.corral.internal",
+                                    high_token_, false);
+  req.insert(req.find("\r\n") + 2, "X-Corral-Gateway-Token: " +
+                                       (*gw)->token("sb-1", std::time(nullptr) + 60) + "\r\n");
+  GatewayRun run = through_gateway(**gw, events, req);
+  refused_502(run.response);
+  ASSERT_EQ(run.events.size(), 1u);
+  EXPECT_FALSE(run.events[0].allowed);
 }
 
 }  // namespace

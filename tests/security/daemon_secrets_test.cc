@@ -453,5 +453,107 @@ except urllib.error.HTTPError as e:
   }
 }
 
+
+// Issue 12, point 7 "responses": a host that reflects its request (the test
+// upstream's /reflect: tests/support/reflector.h) would give the swapped
+// value back. From inside a real sandbox, over TLS interception, the
+// gateway and plain HTTP, in several framings and split into 1- and 7-byte
+// pieces, with the token as a bearer, in Basic credentials and in the
+// query: the bytes the sandbox received hold the token and never the value
+// (looked for inside the sandbox without ever writing the value there: the
+// test passes it reversed, and the script reverses what it received). A
+// compressed answer is refused. The daemon's output never shows the value.
+TEST(DaemonSecrets, AReflectingHostGivesTheSandboxOnlyItsToken) {
+  if (geteuid() != 0) CORRAL_SKIP_OR_FAIL("network tests run as root");
+  auto world_or = NetWorld::create();
+  ASSERT_TRUE(world_or.has_value()) << world_or.error().message;
+  NetWorld& world = **world_or;
+  SecretFile store({"openai", "legacy"});
+  const std::string config =
+      store.config() + "  network:\n    dns_servers: [\"" + world.dns_endpoint() +
+      "\"]\n    upstream_ca_file: " + world.ca_pem_path() +
+      "\n    gateway:\n      - name: llm\n        url: https://allowed.test/v1\n"
+      "        methods: [GET, POST]\n";
+  TestDaemon d({}, config);
+  ASSERT_TRUE(d.ready()) << d.output();
+  const std::string openai = store.values["openai"], legacy = store.values["legacy"];
+
+  HttpReply reply;
+  std::string id = d.create_sandbox(R"({
+    "network": {"mode": "allowlist", "allow": ["allowed.test:443", "http://allowed.test:80"],
+                "gateway": ["llm"]},
+    "secrets": [
+      {"name": "openai", "tier": "high", "env_var": "OPENAI_API_KEY",
+       "hosts": [{"host": "allowed.test", "intercept": true}]},
+      {"name": "legacy", "tier": "high", "env_var": "LEGACY_KEY",
+       "hosts": [{"host": "allowed.test", "port": 80}]}]})",
+                                    &reply);
+  ASSERT_FALSE(id.empty()) << reply.body;
+
+  const std::string script = R"(
+import base64, os, sys, urllib.request, urllib.error
+tok, legacy_tok = os.environ['OPENAI_API_KEY'], os.environ['LEGACY_KEY']
+needles = [n.encode() for n in sys.argv[1:]]  # each value, reversed
+def call(name, url, token, basic, extra=None):
+    h = {'Authorization': ('Basic ' + base64.b64encode(('git:' + token).encode()).decode())
+                          if basic else 'Bearer ' + token,
+         'X-Api-Key': token, 'Accept-Encoding': 'gzip'}
+    h.update(extra or {})
+    sep = '&' if '?' in url else '?'
+    req = urllib.request.Request(url + sep + 'key=' + token, data=b'{"a": 1}', headers=h)
+    try:
+        r = urllib.request.urlopen(req, timeout=15)
+        status, raw = r.status, bytes(str(r.headers), 'latin-1') + r.read()
+    except urllib.error.HTTPError as e:
+        status, raw = e.code, bytes(str(e.headers), 'latin-1') + e.read()
+    except Exception as e:
+        print(name, 'ERR', type(e).__name__, e); return
+    back = raw[::-1]
+    leaked = any(n in back for n in needles)
+    print(name, status, 'leaked' if leaked else 'clean', 'token' if token.encode() in raw else 'no-token')
+gw = {'X-Corral-Gateway-Token': os.environ['CORRAL_GATEWAY_TOKEN']}
+for shape in ('frame=length&piece=1', 'frame=chunked&piece=7', 'frame=close&piece=64'):
+    for basic in (False, True):
+        tag = shape.split('&')[0] + ('-basic' if basic else '-bearer')
+        call('tls-' + tag, 'https://allowed.test/reflect?decode=basic&' + shape, tok, basic)
+        call('gateway-' + tag, 'http://gateway.corral.internal/llm/reflect?decode=basic&' + shape, tok, basic, gw)
+        call('plain-' + tag, 'http://allowed.test/reflect?decode=basic&' + shape, legacy_tok, basic)
+call('tls-gzip', 'https://allowed.test/reflect?encoding=gzip', tok, False)
+call('plain-gzip', 'http://allowed.test/reflect?encoding=gzip', legacy_tok, False)
+)";
+  const std::string rev_openai(openai.rbegin(), openai.rend());
+  const std::string rev_legacy(legacy.rbegin(), legacy.rend());
+  json body{{"argv", {"/usr/bin/python3", "-c", script, rev_openai, rev_legacy}},
+            {"timeout", 120}};
+  json r = d.request("POST", "/v1/sandboxes/" + id + "/exec", body.dump()).json();
+  const std::string out = r.value("stdout", "") + r.value("stderr", "");
+  for (const std::string way : {"tls", "gateway", "plain"}) {
+    for (const std::string shape : {"frame=length", "frame=chunked", "frame=close"}) {
+      for (const std::string auth : {"-bearer", "-basic"}) {
+        const std::string name = way + "-" + shape + auth;
+        EXPECT_NE(out.find(name + " 200 clean token\n"), std::string::npos) << name << "\n" << out;
+      }
+    }
+  }
+  EXPECT_NE(out.find("tls-gzip 502 clean no-token\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("plain-gzip 502 clean no-token\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("leaked"), std::string::npos) << out;
+
+  // The hosts did get the values: the scan is what kept them out.
+  bool tls_value = false;
+  for (const auto& h : world.tls_request_heads()) tls_value |= h.find(openai) != std::string::npos;
+  EXPECT_TRUE(tls_value);
+  bool plain_value = false;
+  for (const auto& h : world.http_request_heads()) plain_value |= h.find(legacy) != std::string::npos;
+  EXPECT_TRUE(plain_value);
+
+  auto del = d.request("DELETE", "/v1/sandboxes/" + id);
+  EXPECT_EQ(del.json().value("state", ""), "cleaned") << del.body;
+  for (const auto& [key, value] : store.values) {
+    EXPECT_EQ(d.output().find(value), std::string::npos) << key;
+    EXPECT_TRUE(files_containing(d.data_dir(), value).empty()) << key;
+  }
+}
+
 }  // namespace
 }  // namespace corral::testing

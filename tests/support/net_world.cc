@@ -19,6 +19,8 @@
 #include <filesystem>
 #include <future>
 
+#include "support/reflector.h"
+
 namespace corral::testing {
 
 namespace {
@@ -294,6 +296,17 @@ void NetWorld::serve(int listener, int kind) {
         ++http_[host];
         if (!head.empty()) http_heads_.push_back(head);
       }
+      if (wants_reflection(head)) {
+        const std::size_t end = head.find("\r\n\r\n") + 4;
+        std::string body = head.substr(end);
+        head.resize(end);
+        const std::size_t want = std::strtoul(raw_field(head, "content-length").c_str(), nullptr, 10);
+        while (body.size() < want && (n = ::read(c.get(), buf, sizeof buf)) > 0)
+          body.append(buf, static_cast<size_t>(n));
+        for (const std::string& w : reflection_writes(head, body))
+          if (::write(c.get(), w.data(), w.size()) != static_cast<ssize_t>(w.size())) break;
+        continue;
+      }
       std::string r = response(host);
       (void)!::write(c.get(), r.data(), r.size());
       continue;
@@ -316,8 +329,19 @@ void NetWorld::serve(int listener, int kind) {
         std::lock_guard lock(mu_);
         tls_heads_.push_back(head);
       }
-      std::string r = response(name);
-      SSL_write(ssl, r.data(), static_cast<int>(r.size()));
+      if (wants_reflection(head)) {
+        const std::size_t end = head.find("\r\n\r\n") + 4;
+        std::string body = head.substr(end);
+        head.resize(end);
+        const std::size_t want = std::strtoul(raw_field(head, "content-length").c_str(), nullptr, 10);
+        while (body.size() < want && (n = SSL_read(ssl, buf, sizeof buf)) > 0)
+          body.append(buf, static_cast<size_t>(n));
+        for (const std::string& w : reflection_writes(head, body))
+          if (SSL_write(ssl, w.data(), static_cast<int>(w.size())) <= 0) break;
+      } else {
+        std::string r = response(name);
+        SSL_write(ssl, r.data(), static_cast<int>(r.size()));
+      }
       SSL_shutdown(ssl);
     }
     SSL_free(ssl);

@@ -10,6 +10,10 @@
 //                  answers "internal <METHOD> <target> auth=<yes|no>" and
 //                  records every request it saw (internal_requests())
 //
+// The HTTP :80 and TLS :443 servers reflect a request whose target holds
+// "/reflect" (head and body back, in the framing its query asks for:
+// support/reflector.h), as echo services and error pages do.
+//
 // DNS names: allowed.test, www.allowed.test, denied.test -> their address;
 // loopback.test -> 127.0.0.1, private.test -> 10.1.2.3, metadata.test ->
 // 169.254.169.254 (rebinding), txt.test -> a TXT record. The TLS
