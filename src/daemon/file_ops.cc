@@ -24,9 +24,9 @@ tl::expected<ConfinedRoot, api::ApiError> open_sandbox_root(SandboxService& serv
   auto devices = service.secret_devices(sandbox.id);
   if (!devices)
     return tl::unexpected(api::make_api_error(
-        "unavailable", "the secret files of sandbox " + sandbox.id +
-                           " cannot be told apart from its other files: " +
-                           devices.error().message));
+        "unavailable",
+        "the secret files of sandbox " + sandbox.id +
+            " cannot be told apart from its other files: " + devices.error().message));
   for (dev_t dev : *devices) root->seal_device(dev, "secret_file");
   return std::move(*root);
 }

@@ -116,13 +116,13 @@ Result<std::shared_ptr<const AuditRedactor>> AuditRedactor::build(
   }
   std::vector<NamedValue> named;
   named.reserve(forms.size());
-  for (std::size_t k = 0; k < forms.size(); ++k)
-    named.push_back({values[owner[k]].name, forms[k]});
+  for (std::size_t k = 0; k < forms.size(); ++k) named.push_back({values[owner[k]].name, forms[k]});
   RedactorOptions options;
   options.key_formats = false;
   options.encoded_forms = false;
   auto set = RedactionSet::build(std::move(named), options);
-  if (!set) return tl::unexpected(set.error().wrap("building the audit log's letter-case-blind redactor"));
+  if (!set)
+    return tl::unexpected(set.error().wrap("building the audit log's letter-case-blind redactor"));
   r->caseless_ = std::move(*set);
   return std::shared_ptr<const AuditRedactor>(std::move(r));
 }

@@ -335,8 +335,7 @@ for i, v in enumerate(vals):
   for (std::size_t i = 0; i < named.size(); ++i) {
     const auto& [value, name] = named[i];
     const std::string dir = root + "/dir-" + value, sub = dir + "/sub-" + value;
-    for (const auto& p : {dir, sub})
-      EXPECT_EQ(f.list(p).status, 200) << p;
+    for (const auto& p : {dir, sub}) EXPECT_EQ(f.list(p).status, 200) << p;
     for (const auto& p : {dir, sub, sub + "/f-" + value, root + "/pre-" + value + "-post"})
       EXPECT_EQ(f.stat(p).status, 200) << p;
     for (int j = 0; j < 4; ++j) {
@@ -445,8 +444,7 @@ print('done')
   // Each kind of record was written, with the secret replaced.
   const auto redacted = [](const std::vector<json>& records, const char* field) {
     int n = 0;
-    for (const auto& ev : records)
-      n += ev.value(field, "").find("[REDACTED:") != std::string::npos;
+    for (const auto& ev : records) n += ev.value(field, "").find("[REDACTED:") != std::string::npos;
     return n;
   };
   d.wait_audit("network.gateway", 3 * 14);

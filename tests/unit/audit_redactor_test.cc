@@ -63,8 +63,8 @@ std::shared_ptr<const AuditRedactor> make() {
 
 TEST(AuditRedactor, TokensInAnyCaseAndEncodingAreReplaced) {
   const std::string t(kToken);
-  std::vector<std::string> forms = {t, lower(t), upper(t), swapped(t), hex(t, false), hex(t, true),
-                                    swapped(hex(t, false))};
+  std::vector<std::string> forms = {
+      t, lower(t), upper(t), swapped(t), hex(t, false), hex(t, true), swapped(hex(t, false))};
   for (const std::string pad : {"", "x", "xy"}) {
     std::string b = api::base64_encode(pad + t);
     forms.push_back(b);
@@ -89,8 +89,8 @@ TEST(AuditRedactor, TokensInAnyCaseAndEncodingAreReplaced) {
 TEST(AuditRedactor, ValuesInAnyCaseAndEncodingAreReplaced) {
   auto r = make();
   const std::string v(kValue);
-  std::vector<std::string> forms = {v, lower(v), upper(v), swapped(v), hex(v, false),
-                                    hex(v, true), swapped(hex(v, false))};
+  std::vector<std::string> forms = {
+      v, lower(v), upper(v), swapped(v), hex(v, false), hex(v, true), swapped(hex(v, false))};
   for (const std::string pad : {"", "x", "xy"}) {
     std::string b = api::base64_encode(pad + v + "!!");
     forms.push_back(lower(b));
@@ -117,8 +117,7 @@ TEST(AuditRedactor, ValuesInAnyCaseAndEncodingAreReplaced) {
 TEST(AuditRedactor, AnEmptyStoreStillReplacesTokens) {
   auto r = AuditRedactor::build(nullptr, {});
   ASSERT_TRUE(r.has_value());
-  EXPECT_EQ((*r)->redact("x " + lower(std::string(kToken))),
-            "x " + std::string(kTokenPlaceholder));
+  EXPECT_EQ((*r)->redact("x " + lower(std::string(kToken))), "x " + std::string(kTokenPlaceholder));
   EXPECT_EQ((*r)->redact("plain"), "plain");
 }
 

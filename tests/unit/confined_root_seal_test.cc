@@ -36,7 +36,8 @@ struct TempRoot {
 void expect_sealed(const Status& st, const char* what) {
   ASSERT_FALSE(st.has_value()) << what << " was served";
   EXPECT_EQ(st.error().code, ErrorCode::kPermissionDenied) << what;
-  EXPECT_EQ(st.error().message.rfind("sealed_label: ", 0), 0u) << what << ": " << st.error().message;
+  EXPECT_EQ(st.error().message.rfind("sealed_label: ", 0), 0u)
+      << what << ": " << st.error().message;
 }
 
 template <typename T>
