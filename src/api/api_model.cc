@@ -77,6 +77,7 @@ const std::vector<ErrorCodeInfo> kErrorCodes = {
     {"invalid_value", 400},
     {"path_escape", 400},
     {"unauthorized", 401},
+    {"secret_file", 403},
     {"not_found", 404},
     {"method_not_allowed", 405},
     {"request_timeout", 408},

@@ -38,7 +38,8 @@ struct ApiError {
 
 // Stable error codes and their HTTP status, in one table (docs/api.md lists
 // them from here): bad_json 400, unknown_field 400, wrong_type 400,
-// invalid_value 400, path_escape 400, unauthorized 401, not_found 404,
+// invalid_value 400, path_escape 400, unauthorized 401, secret_file 403
+// (the file API does not serve /run/secrets), not_found 404,
 // method_not_allowed 405, conflict 409 (e.g. exec on a sandbox being
 // destroyed), idempotency_mismatch 409, body_too_large 413,
 // unsupported_media_type 415, over_capacity 429, insufficient_storage 507,

@@ -116,11 +116,12 @@ int serve(const ServeFlags& flags) {
   SecretService secrets(config.secrets, config.data_dir, metrics);
   if (auto st = secrets.start(); !st) return fail(st.error().message, st.error().hint);
   // From here on the daemon's own output and every audit record pass the
-  // store's redactor (S3): a value that reaches a message is replaced.
+  // store's redactor (S3): a value that reaches a message is replaced. The
+  // audit log's also finds values in any letter case and every broker token.
   auto log_redactor = LogRedactor::start(secrets.daemon_redaction());
   if (!log_redactor) return fail(log_redactor.error().message);
-  audit->set_string_filter([set = secrets.daemon_redaction()](std::string_view text) {
-    return secrets::redact(*set, text);
+  audit->set_string_filter([redactor = secrets.audit_redactor()](std::string_view text) {
+    return redactor->redact(text);
   });
   if (auto why = secrets.unavailable_reason())
     fprintf(stderr, "corral serve: warning: file-mode secrets are refused: %s\n", why->c_str());

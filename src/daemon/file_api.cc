@@ -2,7 +2,8 @@
 // Every path is resolved inside the sandbox's root by ConfinedRoot
 // (openat2 RESOLVE_IN_ROOT from /proc/<init>/root), bodies are streamed
 // with one bounded buffer, and every operation is audited with its path,
-// byte count and SHA-256.
+// byte count and SHA-256. corral's secret files are never served, and what
+// an answer says about names passes the sandbox's redactor (file_ops.h).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -33,7 +34,7 @@ std::optional<Target> open_target(ApiContext& ctx, ApiRequest& r) {
     send_error(r.out, e.error());
     return std::nullopt;
   }
-  auto root = open_sandbox_root(**e);
+  auto root = open_sandbox_root(ctx.sandboxes, **e);
   if (!root) {
     send_error(r.out, root.error());
     return std::nullopt;
@@ -62,14 +63,21 @@ std::string json_path(const std::string& path) {
 }
 
 // Answers a refused operation, and audits it first: X1 wants every file
-// operation in the log, refused ones (an escape attempt) above all.
+// operation in the log, refused ones (an escape attempt) above all. The
+// answer passes the sandbox's redactor (the audit log has its own).
 void refuse(ApiContext& ctx, ApiRequest& r, const Target& t, std::string_view op,
             const std::string& path, const api::ApiError& e, json extra = json::object()) {
   audit_refused(ctx.sandboxes, t.sandbox->id, op, path, e, std::move(extra));
-  send_error(r.out, e);
+  send_error(r.out, FileRedactor(ctx.sandboxes, t.sandbox->id).error(e));
 }
 
-api::FileEntry entry_of(const FileInfo& f) {
+// A path the client sent, echoed in an answer: redacted like a name.
+std::string echo_path(ApiContext& ctx, const Target& t, const std::string& path) {
+  return json_path(FileRedactor(ctx.sandboxes, t.sandbox->id).text(path));
+}
+
+api::FileEntry entry_of(FileInfo f, FileRedactor& redactor) {
+  redactor.info(f);
   api::FileEntry e;
   e.name = f.name;
   e.type = f.type == FileType::kRegular     ? "file"
@@ -154,7 +162,7 @@ void handle_file_upload(ApiContext& ctx, ApiRequest& r) {
     }
   }
   api::UploadResult result;
-  result.path = *path;
+  result.path = FileRedactor(ctx.sandboxes, t->sandbox->id).text(*path);
   result.bytes = total;
   result.sha256 = Sha256::hex(hash.final());
   audit_file(ctx.sandboxes, t->sandbox->id, "write", *path,
@@ -202,7 +210,7 @@ void handle_file_delete(ApiContext& ctx, ApiRequest& r) {
   if (auto st = t->root->remove(*path, recursive); !st)
     return refuse(ctx, r, *t, "delete", *path, file_error(st.error()), {{"recursive", recursive}});
   audit_file(ctx.sandboxes, t->sandbox->id, "delete", *path, {{"recursive", recursive}});
-  send_json(r.out, 200, "{\"deleted\":" + json_path(*path) + "}");
+  send_json(r.out, 200, "{\"deleted\":" + echo_path(ctx, *t, *path) + "}");
 }
 
 void handle_file_list(ApiContext& ctx, ApiRequest& r) {
@@ -213,7 +221,8 @@ void handle_file_list(ApiContext& ctx, ApiRequest& r) {
   auto listing = t->root->list(*path);
   if (!listing) return refuse(ctx, r, *t, "list", *path, file_error(listing.error()));
   std::vector<api::FileEntry> entries;
-  for (const auto& f : listing->entries) entries.push_back(entry_of(f));
+  FileRedactor redactor(ctx.sandboxes, t->sandbox->id);
+  for (auto& f : listing->entries) entries.push_back(entry_of(std::move(f), redactor));
   audit_file(ctx.sandboxes, t->sandbox->id, "list", *path, {{"entries", entries.size()}});
   send_json(r.out, 200, api::to_json(entries, listing->truncated));
 }
@@ -226,7 +235,8 @@ void handle_file_stat(ApiContext& ctx, ApiRequest& r) {
   auto info = t->root->stat(*path);
   if (!info) return refuse(ctx, r, *t, "stat", *path, file_error(info.error()));
   audit_file(ctx.sandboxes, t->sandbox->id, "stat", *path);
-  send_json(r.out, 200, api::to_json(entry_of(*info)));
+  FileRedactor redactor(ctx.sandboxes, t->sandbox->id);
+  send_json(r.out, 200, api::to_json(entry_of(std::move(*info), redactor)));
 }
 
 void handle_file_mkdir(ApiContext& ctx, ApiRequest& r) {
@@ -243,7 +253,7 @@ void handle_file_mkdir(ApiContext& ctx, ApiRequest& r) {
                   {{"parents", request->parents}});
   audit_file(ctx.sandboxes, t->sandbox->id, "mkdir", request->path,
              {{"parents", request->parents}});
-  send_json(r.out, 201, "{\"path\":" + json_path(request->path) + "}");
+  send_json(r.out, 201, "{\"path\":" + echo_path(ctx, *t, request->path) + "}");
 }
 
 void handle_file_rename(ApiContext& ctx, ApiRequest& r) {
@@ -258,7 +268,8 @@ void handle_file_rename(ApiContext& ctx, ApiRequest& r) {
                   {{"to", request->to}});
   audit_file(ctx.sandboxes, t->sandbox->id, "rename", request->from, {{"to", request->to}});
   send_json(r.out, 200,
-            "{\"from\":" + json_path(request->from) + ",\"to\":" + json_path(request->to) + "}");
+            "{\"from\":" + echo_path(ctx, *t, request->from) +
+                ",\"to\":" + echo_path(ctx, *t, request->to) + "}");
 }
 
 }  // namespace corral::daemon

@@ -9,14 +9,53 @@
 
 namespace corral::daemon {
 
-tl::expected<ConfinedRoot, api::ApiError> open_sandbox_root(const SandboxEntry& sandbox) {
+tl::expected<ConfinedRoot, api::ApiError> open_sandbox_root(SandboxService& service,
+                                                            const SandboxEntry& sandbox) {
   auto root = ConfinedRoot::open(sandbox.live->root_path(), /*cross_mounts=*/true);
-  if (root) return std::move(*root);
-  const bool host = root.error().code == ErrorCode::kUnavailable;
-  return tl::unexpected(api::make_api_error(
-      host ? "unavailable" : "conflict",
-      "the root of sandbox " + sandbox.id + " is not reachable: " + root.error().message, "",
-      root.error().hint));
+  if (!root) {
+    const bool host = root.error().code == ErrorCode::kUnavailable;
+    return tl::unexpected(api::make_api_error(
+        host ? "unavailable" : "conflict",
+        "the root of sandbox " + sandbox.id + " is not reachable: " + root.error().message, "",
+        root.error().hint));
+  }
+  // Sealed by device, not by path: a symlink to /run/secrets, or another
+  // mount of it, reaches the same file system.
+  auto devices = service.secret_devices(sandbox.id);
+  if (!devices)
+    return tl::unexpected(api::make_api_error(
+        "unavailable",
+        "the secret files of sandbox " + sandbox.id +
+            " cannot be told apart from its other files: " + devices.error().message));
+  for (dev_t dev : *devices) root->seal_device(dev, "secret_file");
+  return std::move(*root);
+}
+
+FileRedactor::FileRedactor(std::shared_ptr<const secrets::RedactionSet> set) {
+  if (set) stream_.emplace(std::move(set));
+}
+
+FileRedactor::FileRedactor(SandboxService& service, const std::string& sandbox)
+    : FileRedactor(service.redaction(sandbox)) {}
+
+std::string FileRedactor::text(std::string_view s) {
+  if (!stream_) return std::string(s);
+  std::string out;
+  stream_->feed(s, out);
+  stream_->finish(out);  // and ready for the next string
+  return out;
+}
+
+void FileRedactor::info(FileInfo& f) {
+  f.name = text(f.name);
+  if (!f.link_target.empty()) f.link_target = text(f.link_target);
+}
+
+api::ApiError FileRedactor::error(api::ApiError e) {
+  e.message = text(e.message);
+  e.hint = text(e.hint);
+  e.field = text(e.field);
+  return e;
 }
 
 uid_t file_owner(const SandboxEntry& sandbox) {

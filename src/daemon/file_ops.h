@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 #include "api/api_model.h"
 #include "base/result.h"
 #include "fs/confined_root.h"
+#include "secrets/redactor.h"
 
 namespace corral::daemon {
 
@@ -24,8 +26,27 @@ struct SandboxEntry;
 
 // The sandbox's root, resolved by file descriptor; paths may cross into
 // the sandbox's own mounts (/tmp, volumes) but never reach kernel file
-// systems. A kernel without openat2 is 503, anything else 409.
-tl::expected<ConfinedRoot, api::ApiError> open_sandbox_root(const SandboxEntry& sandbox);
+// systems, nor corral's secret files (/run/secrets: 403 secret_file). A
+// kernel without openat2 is 503, anything else 409.
+tl::expected<ConfinedRoot, api::ApiError> open_sandbox_root(SandboxService& service,
+                                                            const SandboxEntry& sandbox);
+
+// What the file API says about names passes the sandbox's redactor, the
+// one its exec output passes (S3): names and link targets in list and stat
+// answers, paths echoed in answers, error messages. A file the sandbox
+// names after a secret (or links to one) shows "[REDACTED:<name>]".
+class FileRedactor {
+ public:
+  // A null set passes everything through.
+  explicit FileRedactor(std::shared_ptr<const secrets::RedactionSet> set);
+  FileRedactor(SandboxService& service, const std::string& sandbox);
+  std::string text(std::string_view s);
+  void info(FileInfo& f);
+  api::ApiError error(api::ApiError e);
+
+ private:
+  std::optional<secrets::RedactStream> stream_;
+};
 
 // Files and directories the API makes belong to the sandbox's user.
 uid_t file_owner(const SandboxEntry& sandbox);

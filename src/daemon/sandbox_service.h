@@ -124,6 +124,11 @@ class SandboxService {
   std::shared_ptr<const secrets::RedactionSet> redaction(const std::string& id) const {
     return secrets_ != nullptr ? secrets_->redaction(id) : nullptr;
   }
+  // The file systems of sandbox `id`'s secret files, which the file API
+  // never serves (empty without a secret service or file secrets).
+  Result<std::vector<dev_t>> secret_devices(const std::string& id) const {
+    return secrets_ != nullptr ? secrets_->secret_devices(id) : std::vector<dev_t>{};
+  }
 
   // Appends an audit record after everything the journal still holds.
   void audit_now(const nlohmann::json& event);

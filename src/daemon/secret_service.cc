@@ -73,9 +73,12 @@ Status SecretService::start() {
   formats_only_ = std::move(*formats);
   std::vector<sec::NamedValue> every;
   for (const auto& key : store_.keys()) every.push_back({key, store_.find(key)->view()});
-  auto all = sec::RedactionSet::build(std::move(every));
+  auto all = sec::RedactionSet::build(every);
   if (!all) return tl::unexpected(all.error().wrap("building the redactor for the secret store"));
   all_ = std::move(*all);
+  auto audit_redactor = sec::AuditRedactor::build(all_, every);
+  if (!audit_redactor) return tl::unexpected(audit_redactor.error());
+  audit_redactor_ = std::move(*audit_redactor);
   // Captures no `this`: see AuditState.
   broker_ = std::make_shared<sec::SecretBroker>(
       [state = audit_state_, metrics = &metrics_](const sec::BrokerEvent& ev) {
@@ -315,6 +318,16 @@ std::shared_ptr<const sec::RedactionSet> SecretService::redaction(const std::str
   auto it = sandboxes_.find(id);
   if (it == sandboxes_.end() || !it->second.redaction) return formats_only_;
   return it->second.redaction;
+}
+
+Result<std::vector<dev_t>> SecretService::secret_devices(const std::string& id) const {
+  std::lock_guard lock(mu_);
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end() || !it->second.mount) return std::vector<dev_t>{};
+  struct stat st {};
+  if (::stat(it->second.mount->dir().c_str(), &st) != 0)
+    return errno_error("stat(" + it->second.mount->dir() + ")");
+  return std::vector<dev_t>{st.st_dev};
 }
 
 Status SecretService::reattach(const std::string& id, const SandboxSpec& spec) {

@@ -31,6 +31,7 @@
 
 #include "base/result.h"
 #include "daemon/metrics.h"
+#include "secrets/audit_redactor.h"
 #include "secrets/broker.h"
 #include "secrets/redactor.h"
 #include "secrets/secret_mount.h"
@@ -98,9 +99,16 @@ class SecretService {
   // and encoded forms, its tokens, and the known key formats. A sandbox
   // without secrets gets the key formats alone.
   std::shared_ptr<const secrets::RedactionSet> redaction(const std::string& id) const;
+  // The device (st_dev) of the sandbox's secret tmpfs, if it has file
+  // secrets: the file API refuses everything on it. An error when the
+  // mount exists but cannot be looked at (the caller then serves nothing).
+  Result<std::vector<dev_t>> secret_devices(const std::string& id) const;
   // Every value of the store, and the key formats: for the daemon's own
   // output and the audit log.
   std::shared_ptr<const secrets::RedactionSet> daemon_redaction() const { return all_; }
+  // The audit log's: the store's redactor, blind to letter case, and every
+  // broker token by its shape (secrets/audit_redactor.h).
+  std::shared_ptr<const secrets::AuditRedactor> audit_redactor() const { return audit_redactor_; }
 
   // Where the bundle is inside a sandbox; SSL_CERT_FILE, REQUESTS_CA_BUNDLE
   // and NODE_EXTRA_CA_CERTS name it.
@@ -136,6 +144,7 @@ class SecretService {
   std::unique_ptr<secrets::SecretReadWatch> watch_;
   std::shared_ptr<const secrets::RedactionSet> formats_only_;  // no secrets: key formats
   std::shared_ptr<const secrets::RedactionSet> all_;           // the whole store
+  std::shared_ptr<const secrets::AuditRedactor> audit_redactor_;
   std::string watch_error_;
   bool trust_ready_ = false;
 

@@ -328,6 +328,28 @@ Status ConfinedRoot::check_fs(int fd, std::string_view op, std::string_view path
   }
 }
 
+void ConfinedRoot::seal_device(dev_t dev, std::string label) {
+  sealed_.emplace_back(dev, std::move(label));
+}
+
+Status ConfinedRoot::check_sealed(dev_t dev, std::string_view op, std::string_view path) const {
+  for (const auto& [sealed, label] : sealed_) {
+    if (sealed != dev) continue;
+    return make_error(ErrorCode::kPermissionDenied,
+                      label + ": " + std::string(op) + "(" + quote(path) +
+                          "): corral's secret files are not served by the file API",
+                      "the sandbox reads its secrets itself; nothing outside it may");
+  }
+  return ok();
+}
+
+Status ConfinedRoot::check_sealed_fd(int fd, std::string_view op, std::string_view path) const {
+  if (sealed_.empty()) return ok();
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return path_error(op, path, errno, false);
+  return check_sealed(st.st_dev, op, path);
+}
+
 int ConfinedRoot::open_in_root(const std::string& rel, int flags) const {
   for (int i = 0;; ++i) {
     int fd = sys::openat2(root_.get(), rel.c_str(), flags | O_CLOEXEC, 0, in_root_flags());
@@ -349,6 +371,7 @@ Result<ConfinedRoot::Resolved> ConfinedRoot::resolve(std::string_view op,
   r.parent.reset(open_in_root(parent, O_PATH | O_DIRECTORY));
   if (!r.parent) return path_error(op, path, errno, false);
   CORRAL_TRY(check_fs(r.parent.get(), op, path));
+  CORRAL_TRY(check_sealed_fd(r.parent.get(), op, path));
   return r;
 }
 
@@ -363,6 +386,8 @@ Result<FileInfo> ConfinedRoot::stat(std::string_view path) const {
   if (::fstatat(r->parent.get(), r->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     return path_error("stat", path, errno, true);
   }
+  // A sealed file system's own root (its mount point) is refused too.
+  CORRAL_TRY(check_sealed(st.st_dev, "stat", path));
   FileInfo info = info_of(st, r->name);
   fill_link_target(r->parent.get(), r->name.c_str(), info);
   return info;
@@ -384,6 +409,7 @@ Result<Listing> ConfinedRoot::list(std::string_view path, std::size_t max_entrie
     dir.reset(
         open_last(r->parent.get(), r->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, last_flags()));
     if (dir) CORRAL_TRY(check_fs(dir.get(), "list", path));
+    if (dir) CORRAL_TRY(check_sealed_fd(dir.get(), "list", path));
   }
   if (!dir) return path_error("list", path, errno, true);
   DirPtr stream = open_dir_stream(dir.get());
@@ -454,6 +480,7 @@ Status ConfinedRoot::mkdir(std::string_view path, mode_t mode, bool parents, uid
       next.reset(open_in_root(prefix, O_PATH | O_DIRECTORY));
     }
     if (!next) return path_error("mkdir", path, errno, false);
+    CORRAL_TRY(check_sealed_fd(next.get(), "mkdir", path));
     parent = std::move(next);
   }
   return ok();
@@ -520,6 +547,7 @@ Status ConfinedRoot::remove(std::string_view path, bool recursive) const {
   if (::fstatat(r->parent.get(), r->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     return path_error("remove", path, errno, true);
   }
+  CORRAL_TRY(check_sealed(st.st_dev, "remove", path));
   if (!S_ISDIR(st.st_mode)) {
     if (::unlinkat(r->parent.get(), r->name.c_str(), 0) != 0) {
       return path_error("remove", path, errno, true);
@@ -571,6 +599,8 @@ Result<UniqueFd> ConfinedRoot::open_read(std::string_view path) const {
   if (::fstatat(r->parent.get(), r->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     return path_error("open_read", path, errno, true);
   }
+  // Before opening: an open of a secret file is itself audited as a read.
+  CORRAL_TRY(check_sealed(st.st_dev, "open_read", path));
   if (S_ISLNK(st.st_mode)) return path_error("open_read", path, ELOOP, true);
   if (S_ISDIR(st.st_mode)) return path_error("open_read", path, EISDIR, true);
   if (!S_ISREG(st.st_mode)) {
@@ -582,6 +612,7 @@ Result<UniqueFd> ConfinedRoot::open_read(std::string_view path) const {
   if (!fd) return path_error("open_read", path, errno, true);
   // Check what was opened, not what was looked at (it may have been swapped).
   if (::fstat(fd.get(), &st) != 0) return path_error("open_read", path, errno, true);
+  CORRAL_TRY(check_sealed(st.st_dev, "open_read", path));
   if (!S_ISREG(st.st_mode)) {
     return refuse("open_read", path, "not a regular file",
                   "the file API reads and writes regular files only");
@@ -621,6 +652,7 @@ Result<UniqueFd> ConfinedRoot::open_write(std::string_view path,
   UniqueFd fd(open_last(r->parent.get(), r->name, flags, options.mode & 0777, last_flags()));
   if (!fd) return path_error("open_write", path, errno, true);
   if (::fstat(fd.get(), &st) != 0) return path_error("open_write", path, errno, true);
+  CORRAL_TRY(check_sealed(st.st_dev, "open_write", path));
   if (!S_ISREG(st.st_mode)) {
     return refuse("open_write", path, "not a regular file",
                   "the file API reads and writes regular files only");

@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/result.h"
@@ -117,6 +118,14 @@ class ConfinedRoot {
 
   int root_fd() const { return root_.get(); }
 
+  // Seals file system `dev` (st_dev): its root and everything on it are
+  // refused by every operation, however the path reaches it (a symlink in
+  // the middle, another mount of the same file system). The error is
+  // kPermissionDenied, its message starting with `label` and ": " (the
+  // daemon's file API gives its API code there), then the operation and
+  // the path. For corral's own secret files (/run/secrets).
+  void seal_device(dev_t dev, std::string label);
+
  private:
   explicit ConfinedRoot(UniqueFd root, dev_t dev) : root_(std::move(root)), dev_(dev) {}
 
@@ -136,10 +145,14 @@ class ConfinedRoot {
   std::uint64_t in_root_flags() const;
   std::uint64_t last_flags() const;
   Status check_fs(int fd, std::string_view op, std::string_view path) const;
+  // Refuses a sealed device (seal_device).
+  Status check_sealed(dev_t dev, std::string_view op, std::string_view path) const;
+  Status check_sealed_fd(int fd, std::string_view op, std::string_view path) const;
 
   UniqueFd root_;
   dev_t dev_ = 0;  // st_dev of the root
   bool cross_mounts_ = false;
+  std::vector<std::pair<dev_t, std::string>> sealed_;  // device, label
 };
 
 struct CopyStats {

@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/environment.h"
 #include "jail/capabilities.h"
 #include "jail/rootfs_setup.h"
 #include "jail/sandbox_plan.h"
@@ -127,6 +128,10 @@ void run_init(SandboxPlan& plan) {
   // dies with its creator too, by EOF on the control socket: the ends it
   // keeps for the daemon arrive with "go", not before.
   if (!plan.long_lived) prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // Nothing of our creator's environment (the daemon's may hold secrets;
+  // `corral run`'s is the user's shell): init and the zygote need none,
+  // and every workload gets the plan's own.
+  scrub_environment(nullptr, 0);
   // Whoever forked us may ignore SIGCHLD (the daemon's factory lets the
   // kernel reap inits): we and the zygote must see our children's ends.
   signal(SIGCHLD, SIG_DFL);

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "api/api_model.h"
+#include "base/environment.h"
 #include "base/paths.h"
 #include "image/image_store.h"
 #include "jail/cgroup.h"
@@ -321,6 +322,12 @@ void serve_one(int sock, CgroupManager* manager, const std::string& request) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != daemon) _exit(0);
   prctl(PR_SET_NAME, "corral-factory");
+  // The daemon's environment may hold secrets (serve.secrets.env): the
+  // factory keeps only what it reads itself, and each init it clones wipes
+  // the rest (run_init), so no sandbox process carries a copy.
+  static constexpr std::string_view kFactoryEnv[] = {"CORRAL_RUN_DIR", "CORRAL_DATA_DIR", "PATH",
+                                                     "TERM"};
+  scrub_environment(kFactoryEnv, std::size(kFactoryEnv));
   // Inits are our children but the daemon watches them (pidfds): let the
   // kernel reap them.
   signal(SIGCHLD, SIG_IGN);

@@ -344,19 +344,20 @@ struct Target {
 Result<Target> open_target(daemon::SandboxService& service, std::string_view id) {
   auto e = service.live(id);
   if (!e) return api_error(e.error());
-  auto root = daemon::open_sandbox_root(**e);
+  auto root = daemon::open_sandbox_root(service, **e);
   if (!root) return api_error(root.error());
   Target t{*e, std::nullopt};
   t.root.emplace(std::move(*root));
   return t;
 }
 
-// Audits a refused operation, then returns its error.
+// Audits a refused operation, then returns its error (through the
+// sandbox's redactor, as the daemon answers it).
 tl::unexpected<Error> refused(daemon::SandboxService& service, const Target& t, std::string_view op,
                               std::string_view path, const api::ApiError& e,
                               json extra = json::object()) {
   daemon::audit_refused(service, t.sandbox->id, op, path, e, std::move(extra));
-  return api_error(e);
+  return api_error(daemon::FileRedactor(service, t.sandbox->id).error(e));
 }
 
 }  // namespace
@@ -417,7 +418,7 @@ Result<api::UploadResult> LocalProvider::put_file_from(std::string_view id, std:
                    {{"bytes", total}});
   }
   api::UploadResult result;
-  result.path = std::string(path);
+  result.path = daemon::FileRedactor(service, t->sandbox->id).text(path);
   result.bytes = total;
   result.sha256 = Sha256::hex(hash.final());
   daemon::audit_file(service, t->sandbox->id, "write", path,

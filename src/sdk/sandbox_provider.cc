@@ -24,6 +24,7 @@ ErrorCode code_of(std::string_view api_code) {
       {"method_not_allowed", ErrorCode::kInvalidArgument},
       {"unsupported_media_type", ErrorCode::kInvalidArgument},
       {"path_escape", ErrorCode::kPermissionDenied},
+      {"secret_file", ErrorCode::kPermissionDenied},
       {"unauthorized", ErrorCode::kPermissionDenied},
       {"idempotency_mismatch", ErrorCode::kAlreadyExists},
       {"conflict", ErrorCode::kUnavailable},

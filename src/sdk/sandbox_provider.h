@@ -48,7 +48,7 @@ using OutputSink = std::function<void(api::ExecEvent::Kind stream, std::string_v
 // one and the message does not name it, is added to the message), and the
 // code mapped: not_found -> kNotFound; bad_json, unknown_field, wrong_type,
 // invalid_value, method_not_allowed, unsupported_media_type ->
-// kInvalidArgument; path_escape, unauthorized -> kPermissionDenied;
+// kInvalidArgument; path_escape, secret_file, unauthorized -> kPermissionDenied;
 // idempotency_mismatch -> kAlreadyExists; conflict, unavailable ->
 // kUnavailable; over_capacity, insufficient_storage, body_too_large ->
 // kResourceExhausted; request_timeout, sandbox_expired -> kTimeout;

@@ -121,6 +121,7 @@ TEST(ApiErrors, TableHasEveryCodeOnce) {
       {"request_timeout", 408}, {"sandbox_expired", 410},
       {"setup_failed", 500},    {"internal", 500},
       {"unavailable", 503},     {"network_unavailable", 503},
+      {"secret_file", 403},
   };
   EXPECT_EQ(error_codes().size(), std::size(expected));
   std::set<std::string_view> seen;

@@ -14,6 +14,7 @@ from .errors import (
     Conflict,
     ConnectionFailed,
     CorralError,
+    Forbidden,
     InsufficientStorage,
     InternalError,
     NotFound,
@@ -31,7 +32,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_URL", "Client", "Sandbox", "Process",
     "ExecResult", "SandboxInfo", "ProcessInfo", "FileEntry",
-    "CorralError", "BadRequest", "Unauthorized", "NotFound", "RequestTimeout", "Conflict",
+    "CorralError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "RequestTimeout", "Conflict",
     "SandboxExpired", "OverCapacity", "SetupFailed", "InternalError", "Unavailable",
     "InsufficientStorage", "ConnectionFailed",
 ]

@@ -59,6 +59,10 @@ class SetupFailed(CorralError):
     """A sandbox stage failed while creating it (500)."""
 
 
+class Forbidden(CorralError):
+    """The daemon refuses this on purpose (403): e.g. corral's secret files."""
+
+
 class InternalError(CorralError):
     """The daemon failed unexpectedly (500)."""
 
@@ -86,6 +90,7 @@ _BY_CODE = {
     "unsupported_media_type": BadRequest,
     "bad_request_body": BadRequest,
     "unauthorized": Unauthorized,
+    "secret_file": Forbidden,
     "not_found": NotFound,
     "request_timeout": RequestTimeout,
     "conflict": Conflict,
@@ -100,7 +105,7 @@ _BY_CODE = {
 }
 
 _BY_STATUS = {
-    400: BadRequest, 401: Unauthorized, 404: NotFound, 405: BadRequest,
+    400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 405: BadRequest,
     408: RequestTimeout, 409: Conflict, 410: SandboxExpired, 413: BadRequest,
     415: BadRequest, 429: OverCapacity, 500: InternalError, 503: Unavailable,
     507: InsufficientStorage,

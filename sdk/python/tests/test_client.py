@@ -331,3 +331,11 @@ def test_env_configuration(daemon, monkeypatch):
     c = corral.Client()
     assert c.url == daemon.tcp_url
     assert isinstance(c.list(), list)
+
+
+def test_secret_file_code_is_forbidden():
+    # The file API's refusal of corral's own secret files (/run/secrets).
+    e = corral.errors.error_from_body(403, {"code": "secret_file", "message": "m"})
+    assert isinstance(e, corral.Forbidden) and e.code == "secret_file" and e.status == 403
+    assert isinstance(corral.errors.error_from_body(403, {"code": "new_code", "message": "m"}),
+                      corral.Forbidden)
