@@ -15,8 +15,11 @@
 #include <string_view>
 
 #include "jail/seccomp_install.h"
+#include "jail/uid_range.h"
 
 namespace corral {
+
+static_assert(kZygoteId == kUidBlockSize - 1, "the zygote takes the last id of the block");
 
 namespace {
 
