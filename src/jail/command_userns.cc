@@ -15,8 +15,11 @@
 #include <string_view>
 
 #include "jail/seccomp_install.h"
+#include "jail/uid_range.h"
 
 namespace corral {
+
+static_assert(kZygoteId == kUidBlockSize - 1, "the zygote takes the last id of the block");
 
 namespace {
 
@@ -109,8 +112,8 @@ bool filter_lets_children_join_userns(std::span<const sock_filter> program) {
   static std::mutex mu;
   static std::size_t last_hash = 0;
   static bool last_answer = false;
-  const std::size_t hash = std::hash<std::string_view>{}(std::string_view(
-      reinterpret_cast<const char*>(program.data()), program.size_bytes()));
+  const std::size_t hash = std::hash<std::string_view>{}(
+      std::string_view(reinterpret_cast<const char*>(program.data()), program.size_bytes()));
   std::lock_guard<std::mutex> lock(mu);
   if (hash == last_hash && hash != 0) return last_answer;
   // The child makes only raw syscalls: the caller may have threads. Its

@@ -21,6 +21,24 @@ namespace {
 
 using nlohmann::json;
 
+// Runs `script` in sandbox `id`; its `key=value` lines, plus "stdout" and
+// "all" (the whole answer, for messages).
+std::map<std::string, std::string> run_in(TestDaemon& d, const std::string& id,
+                                          const std::string& script) {
+  json r = d.exec(id, script);
+  std::map<std::string, std::string> out;
+  out["stdout"] = r.value("stdout", "");
+  out["all"] = r.dump();
+  std::istringstream in(out["stdout"]);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto eq = line.find('=');
+    if (eq != std::string::npos && eq > 0 && line.find(' ') > eq)
+      out[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return out;
+}
+
 struct Who {
   const char* name;
   const char* spec;
@@ -35,32 +53,22 @@ class DaemonDomainTest : public ::testing::TestWithParam<Who> {
     sandbox_ = d_.create_sandbox(GetParam().spec);
     ASSERT_FALSE(sandbox_.empty()) << d_.output();
     json r = d_.exec(sandbox_, "command -v ps pgrep pkill");
-    if (r.value("exit_code", 1) != 0) CORRAL_SKIP_OR_FAIL("ps, pgrep and pkill (procps) in the base");
+    if (r.value("exit_code", 1) != 0)
+      CORRAL_SKIP_OR_FAIL("ps, pgrep and pkill (procps) in the base");
   }
   void TearDown() override {
     if (!sandbox_.empty()) d_.request("DELETE", "/v1/sandboxes/" + sandbox_);
   }
 
-  // Runs `script` in the sandbox; its `key=value` lines, plus "stdout".
   std::map<std::string, std::string> run(const std::string& script) {
-    json r = d_.exec(sandbox_, script);
-    std::map<std::string, std::string> out;
-    out["stdout"] = r.value("stdout", "");
-    out["all"] = r.dump();
-    std::istringstream in(out["stdout"]);
-    std::string line;
-    while (std::getline(in, line)) {
-      auto eq = line.find('=');
-      if (eq != std::string::npos && eq > 0 && line.find(' ') > eq)
-        out[line.substr(0, eq)] = line.substr(eq + 1);
-    }
-    return out;
+    return run_in(d_, sandbox_, script);
   }
 
   // The process's final state from the daemon (waits up to 30 s).
   json wait_for(const std::string& process_id) {
     return d_
-        .request("POST", "/v1/sandboxes/" + sandbox_ + "/processes/" + process_id + "/wait?timeout=30")
+        .request("POST",
+                 "/v1/sandboxes/" + sandbox_ + "/processes/" + process_id + "/wait?timeout=30")
         .json();
   }
 
@@ -126,10 +134,10 @@ TEST_P(DaemonDomainTest, ChildOfABackgroundProcessIsStoppedByAnExec) {
 
 // Children of one exec see and signal their siblings.
 TEST_P(DaemonDomainTest, ChildrenOfAnExecSeeAndSignalEachOther) {
-  auto out = run(
-      "sleep 3601 & export A=$!; "
-      "sh -c 'ps -o pid= -p $A >/dev/null; echo seen=$?; kill -TERM $A; echo kill=$?'; "
-      "wait $A; echo status=$?");
+  auto out =
+      run("sleep 3601 & export A=$!; "
+          "sh -c 'ps -o pid= -p $A >/dev/null; echo seen=$?; kill -TERM $A; echo kill=$?'; "
+          "wait $A; echo status=$?");
   EXPECT_EQ(out["seen"], "0") << out["all"];
   EXPECT_EQ(out["kill"], "0") << out["all"];
   EXPECT_EQ(out["status"], "143") << out["all"];
@@ -164,7 +172,8 @@ TEST_P(DaemonDomainTest, InitAndZygoteStayHiddenAndUntouchable) {
       "print('vmread.%d=%d' % (p, 0 if r>=0 else ctypes.get_errno()))\n";
   std::string script = "cat > /tmp/probe.py <<'EOF'\n" + py + "EOF\n";
   script += "ps -eo pid=,args=; pgrep corral; echo pgrep=$?\n";
-  script += "for p in " + z + " " + i + "; do\n"
+  script += "for p in " + z + " " + i +
+            "; do\n"
             "  test -e /proc/$p; echo exists.$p=$?\n"
             "  ls /proc | grep -qx $p; echo listed.$p=$?\n"
             "  cat /proc/$p/status >/dev/null 2>&1; echo status.$p=$?\n"
@@ -203,6 +212,54 @@ TEST_P(DaemonDomainTest, InitAndZygoteStayHiddenAndUntouchable) {
   EXPECT_EQ(kill(init, 0), 0);
   json still = d_.exec(sandbox_, "true");
   EXPECT_EQ(still.value("exit_code", 1), 0) << "the sandbox no longer starts processes";
+}
+
+// Root inside holds CAP_SETUID, but the commands' user namespace does not
+// map the zygote's uid: root can become any other id of the block, never
+// that one, and signal 0 still finds the zygote refused from any of them.
+TEST(DaemonDomain, NoIdInsideIsTheZygotes) {
+  if (geteuid() != 0) CORRAL_SKIP_OR_FAIL("security tests run as root");
+  TestDaemon d;
+  ASSERT_TRUE(d.ready()) << d.output();
+  const std::string sandbox = d.create_sandbox(R"({"root": true})");
+  ASSERT_FALSE(sandbox.empty()) << d.output();
+  if (d.exec(sandbox, "command -v python3").value("exit_code", 1) != 0)
+    CORRAL_SKIP_OR_FAIL("python3 in the base");
+  Sleeper s = start_sleeper(d, sandbox);
+  ASSERT_GT(s.pid, 0);
+  const std::string z = inner_pid(parent_of(s.pid));
+  ASSERT_FALSE(z.empty());
+  auto out = run_in(d, sandbox,
+                    "python3 - <<'EOF'\n"
+                    "import os\n"
+                    "def probe(uid):\n"
+                    "    pid = os.fork()\n"
+                    "    if pid == 0:\n"
+                    "        try:\n"
+                    "            os.setresgid(uid, uid, uid); os.setresuid(uid, uid, uid)\n"
+                    "        except OSError as e:\n"
+                    "            print('setuid.%d=%d' % (uid, e.errno), flush=True); os._exit(0)\n"
+                    "        print('setuid.%d=0' % uid, flush=True)\n"
+                    "        try:\n"
+                    "            os.kill(" +
+                        z +
+                        ", 0); print('kill.%d=0' % uid, flush=True)\n"
+                        "        except OSError as e:\n"
+                        "            print('kill.%d=%d' % (uid, e.errno), flush=True)\n"
+                        "        os._exit(0)\n"
+                        "    os.waitpid(pid, 0)\n"
+                        "for uid in (0, 1000, 65534, 65535):\n"
+                        "    probe(uid)\n"
+                        "EOF\n");
+  for (const char* uid : {"0", "1000", "65534"}) {
+    EXPECT_EQ(out[std::string("setuid.") + uid], "0") << "control: " << out["all"];
+    EXPECT_EQ(out[std::string("kill.") + uid], std::to_string(EPERM))
+        << "uid " << uid << " signalled the zygote: " << out["all"];
+  }
+  EXPECT_EQ(out["setuid.65535"], std::to_string(EINVAL))
+      << "root became the zygote's uid: " << out["all"];
+  EXPECT_EQ(out.count("kill.65535"), 0u) << out["all"];
+  d.request("DELETE", "/v1/sandboxes/" + sandbox);
 }
 
 // Processes of another sandbox and of the host: not listed, not in /proc,
@@ -252,20 +309,30 @@ TEST_P(DaemonDomainTest, PeerMemoryIsNeverTracedOrWritten) {
   Sleeper s = start_sleeper(d_, sandbox_);
   ASSERT_GT(s.pid, 0);
   const std::string p = inner_pid(s.pid);
-  auto out = run("( : </proc/" + p + "/environ ) 2>/dev/null; echo environ=$?\n"
-                 "( : <>/proc/" + p + "/mem ) 2>/dev/null; echo memrw=$?\n"
-                 "( : </proc/" + p + "/mem ) 2>/dev/null; echo memro=$?\n"
-                 "command -v python3 >/dev/null && python3 -c '\n"
-                 "import ctypes\n"
-                 "libc=ctypes.CDLL(None,use_errno=True)\n"
-                 "r=libc.ptrace(0x4206," + p + ",0,0)\n"
-                 "print(\"ptrace=%d\" % (0 if r==0 else ctypes.get_errno()))\n"
-                 "b=ctypes.create_string_buffer(8)\n"
-                 "class V(ctypes.Structure): _fields_=[(\"b\",ctypes.c_void_p),(\"n\",ctypes.c_size_t)]\n"
-                 "v=V(ctypes.cast(b,ctypes.c_void_p),8)\n"
-                 "r=libc.process_vm_readv(" + p + ",ctypes.byref(v),1,ctypes.byref(v),1,0)\n"
-                 "print(\"vmread=%d\" % (0 if r>=0 else ctypes.get_errno()))\n"
-                 "'\n");
+  auto out =
+      run("( : </proc/" + p +
+          "/environ ) 2>/dev/null; echo environ=$?\n"
+          "( : <>/proc/" +
+          p +
+          "/mem ) 2>/dev/null; echo memrw=$?\n"
+          "( : </proc/" +
+          p +
+          "/mem ) 2>/dev/null; echo memro=$?\n"
+          "command -v python3 >/dev/null && python3 -c '\n"
+          "import ctypes\n"
+          "libc=ctypes.CDLL(None,use_errno=True)\n"
+          "r=libc.ptrace(0x4206," +
+          p +
+          ",0,0)\n"
+          "print(\"ptrace=%d\" % (0 if r==0 else ctypes.get_errno()))\n"
+          "b=ctypes.create_string_buffer(8)\n"
+          "class V(ctypes.Structure): _fields_=[(\"b\",ctypes.c_void_p),(\"n\",ctypes.c_size_t)]\n"
+          "v=V(ctypes.cast(b,ctypes.c_void_p),8)\n"
+          "r=libc.process_vm_readv(" +
+          p +
+          ",ctypes.byref(v),1,ctypes.byref(v),1,0)\n"
+          "print(\"vmread=%d\" % (0 if r>=0 else ctypes.get_errno()))\n"
+          "'\n");
   EXPECT_EQ(out["environ"], "0") << out["all"];
   EXPECT_NE(out["memrw"], "0") << "a peer's memory opened for writing: " << out["all"];
   const std::string yama = read_text("/proc/sys/kernel/yama/ptrace_scope");

@@ -47,7 +47,8 @@ TEST(DaemonExecPosture, ProcessesAreFilteredAndUnprivilegedTheZygoteHoldsNothing
 
   const std::string st = read_text("/proc/" + std::to_string(s.pid) + "/status");
   EXPECT_EQ(status_field(st, "Seccomp"), "2") << st;
-  // One filter: installed once by the process itself, none stacked.
+  // Exactly one filter: the zygote's, inherited, or (a policy that refuses
+  // setns) its own; never two stacked.
   EXPECT_EQ(status_field(st, "Seccomp_filters"), "1") << st;
   EXPECT_EQ(status_field(st, "NoNewPrivs"), "1") << st;
   EXPECT_EQ(status_field(st, "CapEff"), "0000000000000000") << st;
