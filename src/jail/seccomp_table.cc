@@ -118,6 +118,11 @@ void allowed_calls(Table& t) {
          .action = SeccompAction::kAllow,
          .why = "fork and threads; how glibc starts both once clone3 answers ENOSYS"});
   t.allow({"fork", "vfork"}, "x86-64's older forms of clone", kX86);
+  t.add({.syscall = "setns",
+         .action = SeccompAction::kAllow,
+         .why = "joining a user namespace only (checked below): the zygote's children join the "
+                "sandbox's command namespace after the filter is in place (ADR 0006); joining "
+                "one needs CAP_SYS_ADMIN in it, which no sandbox process ever has"});
   t.allow({"execve", "execveat"}, "runs a program (execveat: fexecve)");
   t.allow({"wait4", "waitid"}, "waits for children");
   t.allow({"kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"},
@@ -257,6 +262,13 @@ void argument_filters(Table& t) {
          .arg_mask = kCloneNewFlags,
          .why = "clone with a CLONE_NEW* flag is unshare by another name; plain fork and "
                 "threads stay allowed"});
+  t.add({.syscall = "setns",
+         .arg_op = Op::kNotInSet,
+         .arg_index = 1,
+         .arg_mask = kLow32,
+         .arg_values = {CLONE_NEWUSER},
+         .why = "joining any other namespace (or any type, 0) through a passed or leaked fd "
+                "steps out of the sandbox's view; only a user namespace may be joined"});
   t.add({.syscall = "personality",
          .arg_op = Op::kNotInSet,
          .arg_index = 0,
@@ -304,9 +316,6 @@ void refused_calls(Table& t) {
          .errno_value = ENOSYS,
          .why = "its flags sit in memory seccomp cannot read, so namespace flags cannot be "
                 "refused; ENOSYS makes libc fall back to clone(2), which is checked"});
-  t.deny("setns",
-         "joining another namespace through a passed or leaked fd steps out of the sandbox's "
-         "view");
   t.deny("mount", "remounting could lift a read-only bind or uncover a masked /proc path");
   t.deny("umount2", "unmounting uncovers what corral's masks and binds hide");
   t.deny("pivot_root",

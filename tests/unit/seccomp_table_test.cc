@@ -168,7 +168,7 @@ TEST(SeccompPolicyTable, EachSyscallHasOneWholeCallRowAndArgumentRowsOnlyUnderAn
 // be allowed, whatever its arguments. A table edit that opens one fails here.
 const std::vector<const char*> kNeverAllowed = {
     // namespaces, mounts, roots
-    "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree",
+    "unshare", "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree",
     "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "sethostname", "setdomainname",
     "clone3",
     // kernel subsystems
@@ -205,7 +205,6 @@ TEST(SeccompPolicyTable, CallsOutsideTheCommonContainerProfileAreNeverAllowed) {
 TEST(SeccompPolicyTable, NamedCallsHaveTheirDocumentedAnswer) {
   // Refused on purpose: EPERM.
   for (const char* name : {"unshare",
-                           "setns",
                            "mount",
                            "umount2",
                            "pivot_root",
@@ -275,7 +274,7 @@ TEST(SeccompPolicyTable, NamedCallsHaveTheirDocumentedAnswer) {
     EXPECT_EQ(rule->errno_value, ENOSYS) << name;
   }
   // Allowed, with argument rows refusing part of the calls.
-  for (const char* name : {"clone", "personality", "ioctl", "socket", "socketpair"}) {
+  for (const char* name : {"clone", "personality", "ioctl", "socket", "socketpair", "setns"}) {
     ASSERT_NE(whole_rule(name), nullptr) << name;
     EXPECT_EQ(whole_rule(name)->action, SeccompAction::kAllow) << name;
     EXPECT_GE(rules_for(name).size(), 2u) << name << " lost its argument rows";
@@ -492,6 +491,21 @@ TEST_P(SeccompProgram, SocketFamiliesOutsideUnixInetInet6AnswerEafnosupport) {
   for (std::uint64_t family : U64s{0x7fffffffULL, 0x80000000ULL, 0xfffffffeULL, 0xffffffffULL,
                                    0x10000ULL | AF_INET, 0x100ULL | AF_UNIX, kMinus1}) {
     EXPECT_EQ(verdict(nr("socket"), {family}), ret_errno(EAFNOSUPPORT)) << std::hex << family;
+  }
+}
+
+// setns joins a user namespace only (the zygote's children join the
+// sandbox's command namespace after the filter is in, ADR 0006); every other
+// type, and 0 (any type), is refused, in whatever high bits it comes.
+TEST_P(SeccompProgram, SetnsJoinsOnlyAUserNamespace) {
+  const int n = nr("setns");
+  for (std::uint64_t high : U64s{std::uint64_t{0}, kHigh, 0xffffffff00000000ULL}) {
+    EXPECT_EQ(verdict(n, {3, CLONE_NEWUSER | high}), kAllow) << std::hex << high;
+    for (std::uint64_t type : U64s{0, CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC,
+                                   CLONE_NEWPID, CLONE_NEWNET, 0x80 /* CLONE_NEWTIME */,
+                                   CLONE_NEWUSER | CLONE_NEWNET, CLONE_NEWUSER | 1, 0xffffffff}) {
+      EXPECT_EQ(verdict(n, {3, type | high}), ret_errno(EPERM)) << std::hex << type;
+    }
   }
 }
 
