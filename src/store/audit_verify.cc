@@ -85,7 +85,8 @@ LineCheck check_line(const std::string& line) {
   if (sha256_hex(audit_canonical(record)) != stored_hash) {
     return fail(AuditProblem::kEdited, "the content does not match its \"hash\"");
   }
-  if (auto t = record.find("type"); t != record.end() && t->is_string()) c.type = t->get<std::string>();
+  if (auto t = record.find("type"); t != record.end() && t->is_string())
+    c.type = t->get<std::string>();
   c.record = std::move(record);
   return c;
 }
@@ -382,7 +383,8 @@ Result<std::vector<AuditFile>> list_audit_files(const std::string& active_path) 
   }
   while (dirent* e = readdir(d)) {
     std::string name = e->d_name;
-    if (!name.starts_with(prefix) || name.size() == prefix.size() || name.size() > prefix.size() + 20)
+    if (!name.starts_with(prefix) || name.size() == prefix.size() ||
+        name.size() > prefix.size() + 20)
       continue;
     std::string digits = name.substr(prefix.size());
     if (digits.find_first_not_of("0123456789") != std::string::npos) continue;
@@ -398,7 +400,8 @@ Result<std::vector<AuditFile>> list_audit_files(const std::string& active_path) 
 
 Result<SetVerifyReport> verify_audit_set(const std::string& active_path) {
   auto files = list_audit_files(active_path);
-  if (!files) return tl::unexpected(std::move(files).error().wrap("verifying audit log set " + active_path));
+  if (!files)
+    return tl::unexpected(std::move(files).error().wrap("verifying audit log set " + active_path));
   if (files->empty()) {
     return make_error(ErrorCode::kNotFound,
                       "verifying audit log set " + active_path + ": no audit log there",

@@ -13,10 +13,10 @@
 
 #include <chrono>
 #include <cstdio>
-#include <thread>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "store/audit_verify.h"
 #include "support/daemon_harness.h"
@@ -37,7 +37,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr double kRate = 5;    // records per second per sandbox
+constexpr double kRate = 5;  // records per second per sandbox
 constexpr int kBurst = 50;
 constexpr int kIntervalS = 2;  // summary interval
 constexpr int kFloodS = 30;
@@ -136,14 +136,13 @@ TEST(AuditFlood, ASandboxFloodingDnsAndConnectionsStaysWithinItsBudget) {
   ASSERT_TRUE(d.ready()) << d.output();
   const std::string log = d.data_dir() + "/audit.log";
   HttpReply created;
-  const std::string id =
-      d.create_sandbox(R"({"network": {"mode": "allowlist", "allow": ["allowed.test"]}})", &created);
+  const std::string id = d.create_sandbox(
+      R"({"network": {"mode": "allowlist", "allow": ["allowed.test"]}})", &created);
   ASSERT_FALSE(id.empty()) << created.body;
 
   // Warm-up: the daemon's steady state (threads, buffers) before measuring.
-  json warm{{"argv", {"/usr/bin/python3", "-c", kFloodPy}},
-            {"env", {{"FLOOD_S", "2"}}},
-            {"timeout", 60}};
+  json warm{
+      {"argv", {"/usr/bin/python3", "-c", kFloodPy}}, {"env", {{"FLOOD_S", "2"}}}, {"timeout", 60}};
   ASSERT_EQ(d.request("POST", "/v1/sandboxes/" + id + "/exec", warm.dump()).status, 200);
   std::this_thread::sleep_for(std::chrono::seconds(kIntervalS + 1));  // its summary is out
   const long rss_before = rss_kib(d.pid());
@@ -182,9 +181,8 @@ TEST(AuditFlood, ASandboxFloodingDnsAndConnectionsStaysWithinItsBudget) {
   std::size_t mine = 0;
   for (const char* type : {"network.dns", "network.connection"})
     for (const json& rec : d.audit_records(type)) mine += rec.value("sandbox", "") == id;
-  const std::size_t flood_records =
-      d.audit_records("network.dns").size() + d.audit_records("network.connection").size() -
-      records_before;
+  const std::size_t flood_records = d.audit_records("network.dns").size() +
+                                    d.audit_records("network.connection").size() - records_before;
   EXPECT_LE(static_cast<double>(flood_records), allowed)
       << "sent " << out << ", written " << flood_records << " in " << elapsed << " s";
   EXPECT_GT(mine, 0u);
@@ -207,8 +205,9 @@ TEST(AuditFlood, ASandboxFloodingDnsAndConnectionsStaysWithinItsBudget) {
   // the kernel drops UDP queries the DNS server has no room for).
   EXPECT_GT(static_cast<double>(suppressed), 5 * allowed) << "sent " << out;
   HttpReply metrics = d.request("GET", "/metrics");
-  EXPECT_NE(metrics.body.find("corral_audit_suppressed_total{kind=\"network.dns\",reason=\"budget\"}"),
-            std::string::npos);
+  EXPECT_NE(
+      metrics.body.find("corral_audit_suppressed_total{kind=\"network.dns\",reason=\"budget\"}"),
+      std::string::npos);
   EXPECT_NE(metrics.body.find(
                 "corral_audit_suppressed_total{kind=\"network.connection\",reason=\"budget\"}"),
             std::string::npos);
@@ -232,11 +231,12 @@ TEST(AuditFlood, ASandboxFloodingDnsAndConnectionsStaysWithinItsBudget) {
   auto v = verify_audit_set(log);
   ASSERT_TRUE(v) << v.error().to_string();
   EXPECT_TRUE(v->ok) << v->bad_file << ":" << v->bad_line << ": " << v->reason;
-  std::printf("[ figures ] flood: %s in %.1f s; %zu records written (bound %.0f), %llu suppressed "
-              "in %zu summaries; audit log +%llu bytes; daemon RSS %ld -> %ld KiB; %zu files\n",
-              out.substr(0, out.find('\n')).c_str(), elapsed, flood_records, allowed,
-              static_cast<unsigned long long>(suppressed), summaries,
-              static_cast<unsigned long long>(grown), rss_before, rss_after, v->files);
+  std::printf(
+      "[ figures ] flood: %s in %.1f s; %zu records written (bound %.0f), %llu suppressed "
+      "in %zu summaries; audit log +%llu bytes; daemon RSS %ld -> %ld KiB; %zu files\n",
+      out.substr(0, out.find('\n')).c_str(), elapsed, flood_records, allowed,
+      static_cast<unsigned long long>(suppressed), summaries,
+      static_cast<unsigned long long>(grown), rss_before, rss_after, v->files);
 }
 
 }  // namespace

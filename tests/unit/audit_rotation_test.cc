@@ -298,8 +298,8 @@ TEST_F(AuditRotationTest, BytesVerifierMatchesTheFileVerifier) {
     EXPECT_EQ(b.last_line_hash, fr->last_line_hash);
   }
   // Never throws, whatever the bytes.
-  for (std::string junk : {std::string("\n\n"), std::string("{\"seq\":1}\n"), std::string("\xff\xfe"),
-                           std::string("[1,2]\n{}")}) {
+  for (std::string junk : {std::string("\n\n"), std::string("{\"seq\":1}\n"),
+                           std::string("\xff\xfe"), std::string("[1,2]\n{}")}) {
     VerifyReport r = verify_audit_bytes(junk);
     EXPECT_FALSE(r.ok);
   }
