@@ -36,6 +36,36 @@ bool is_hex64(const json& v) {
   return true;
 }
 
+// Records are shallow (a spec is a few levels); a line nested deeper is
+// refused before it is parsed and re-serialized, which recurses.
+constexpr int kMaxDepth = 128;
+
+bool nested_too_deep(const std::string& line) {
+  int depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (char ch : line) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (ch == '\\') {
+        escaped = true;
+      } else if (ch == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      if (++depth > kMaxDepth) return true;
+    } else if (ch == ']' || ch == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string missing_hint(int err) {
@@ -53,6 +83,9 @@ LineCheck check_line(const std::string& line) {
     return std::move(c);
   };
   if (line.empty()) return fail(AuditProblem::kBadJson, "empty line");
+  if (nested_too_deep(line))
+    return fail(AuditProblem::kBadRecord,
+                "nested deeper than " + std::to_string(kMaxDepth) + " levels: not a record");
   json record = json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (record.is_discarded()) return fail(AuditProblem::kBadJson, "not valid JSON");
   if (!record.is_object()) return fail(AuditProblem::kBadRecord, "not a JSON object");

@@ -304,6 +304,13 @@ TEST_F(AuditRotationTest, BytesVerifierMatchesTheFileVerifier) {
     EXPECT_FALSE(r.ok);
   }
   EXPECT_TRUE(verify_audit_bytes("").ok);
+  // Deep nesting is refused without recursing through it.
+  std::string deep =
+      "{\"seq\":1,\"x\":" + std::string(200000, '[') + std::string(200000, ']') + "}\n";
+  VerifyReport r = verify_audit_bytes(deep);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.problem, AuditProblem::kBadRecord);
+  EXPECT_NE(r.reason.find("nested deeper"), std::string::npos) << r.reason;
 }
 
 }  // namespace
