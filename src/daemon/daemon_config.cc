@@ -341,8 +341,8 @@ class ServeApplier : private YamlReader {
   Status apply_audit(const YamlEntry& e) {
     DaemonConfig::Audit& a = config_.audit;
     if (e.name == "max_file_size") {
-      CORRAL_TRY(read_into(e, "a size (64Mi) or 0 (never rotate)", parse_size_or_zero,
-                           a.max_file_size));
+      CORRAL_TRY(
+          read_into(e, "a size (64Mi) or 0 (never rotate)", parse_size_or_zero, a.max_file_size));
       if (a.max_file_size != 0 && a.max_file_size < 64 * kKiB)
         return fail(e.value_line, e.path, "must be at least 64Ki (or 0: never rotate)",
                     "a file must hold more than a few records");

@@ -13,8 +13,8 @@
 #include "base/paths.h"
 #include "cli/cli_output.h"
 #include "daemon/api_keys.h"
-#include "daemon/audit_budget.h"
 #include "daemon/api_router.h"
+#include "daemon/audit_budget.h"
 #include "daemon/daemon_config.h"
 #include "daemon/log_redactor.h"
 #include "daemon/metrics.h"
@@ -89,9 +89,9 @@ int serve(const ServeFlags& flags) {
   auto audit = AuditLog::open(config.data_dir + "/audit.log");
   if (!audit) return fail(audit.error().message, audit.error().hint);
   audit->set_sync_each_append(config.power_loss_durable);
-  audit->set_rotation(AuditRotation{
-      config.audit.max_file_size, config.audit.keep_files,
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::milliseconds(config.audit.max_age_ms))});
+  audit->set_rotation(AuditRotation{config.audit.max_file_size, config.audit.keep_files,
+                                    std::chrono::duration_cast<std::chrono::seconds>(
+                                        std::chrono::milliseconds(config.audit.max_age_ms))});
 
   std::string key_note;
   if (config.api_key_sha256.empty() && config.api_key_files.empty()) {

@@ -79,7 +79,7 @@ class Journal {
   };
   void run();
   // Moves held-back writes to the queue: those due by `now`, or all.
-  void promote(Clock::time_point now, bool all);  // with mu_ held
+  void promote(Clock::time_point now, bool all);                      // with mu_ held
   void enqueue(const std::string& key, std::function<void()> write);  // with mu_ held
   const std::size_t capacity_;
   mutable std::mutex mu_;

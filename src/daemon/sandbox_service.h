@@ -51,7 +51,8 @@ struct ServiceLimits {
   std::uint64_t max_disk_bytes = 0;    // sum of their disk limits (RAM-backed layers)
   std::chrono::milliseconds setup_timeout{30000};
   std::vector<std::string> mount_roots;  // host dirs that API mounts may come from
-  std::size_t journal_queue = Journal::kDefaultCapacity;  // serve.audit.queue
+  // The journal's bound (serve.audit.queue; docs/audit.md).
+  std::size_t journal_queue = Journal::kDefaultCapacity;
 };
 
 // A live sandbox as the daemon tracks it.

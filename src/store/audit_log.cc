@@ -23,7 +23,6 @@ namespace {
 
 using nlohmann::json;
 
-
 // A record is one line written with one write(2); anything near this size
 // is a caller's bug (a file's content instead of its digest, say).
 constexpr std::size_t kMaxRecordBytes = 1024 * 1024;
@@ -339,8 +338,8 @@ Status AuditLog::rotate(State& s) {
   const std::string rotated = audit_detail::rotated_name(s.path, s.first_seq);
   if (::access(rotated.c_str(), F_OK) == 0 || ::rename(s.path.c_str(), rotated.c_str()) != 0)
     return ok();  // keep appending to the active file
-  UniqueFd fd(::open(s.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
-                     0600));
+  UniqueFd fd(
+      ::open(s.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd || flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     s.broken = "the new file after a rotation could not be created and locked";
     return tl::unexpected(errno_error("open(" + s.path + ")").value().wrap(ctx));

@@ -36,6 +36,36 @@ bool is_hex64(const json& v) {
   return true;
 }
 
+// Records are shallow (a spec is a few levels); a line nested deeper is
+// refused before it is parsed and re-serialized, which recurses.
+constexpr int kMaxDepth = 128;
+
+bool nested_too_deep(const std::string& line) {
+  int depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (char ch : line) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (ch == '\\') {
+        escaped = true;
+      } else if (ch == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      if (++depth > kMaxDepth) return true;
+    } else if (ch == ']' || ch == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string missing_hint(int err) {
@@ -53,6 +83,9 @@ LineCheck check_line(const std::string& line) {
     return std::move(c);
   };
   if (line.empty()) return fail(AuditProblem::kBadJson, "empty line");
+  if (nested_too_deep(line))
+    return fail(AuditProblem::kBadRecord,
+                "nested deeper than " + std::to_string(kMaxDepth) + " levels: not a record");
   json record = json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (record.is_discarded()) return fail(AuditProblem::kBadJson, "not valid JSON");
   if (!record.is_object()) return fail(AuditProblem::kBadRecord, "not a JSON object");
@@ -85,7 +118,8 @@ LineCheck check_line(const std::string& line) {
   if (sha256_hex(audit_canonical(record)) != stored_hash) {
     return fail(AuditProblem::kEdited, "the content does not match its \"hash\"");
   }
-  if (auto t = record.find("type"); t != record.end() && t->is_string()) c.type = t->get<std::string>();
+  if (auto t = record.find("type"); t != record.end() && t->is_string())
+    c.type = t->get<std::string>();
   c.record = std::move(record);
   return c;
 }
@@ -382,7 +416,8 @@ Result<std::vector<AuditFile>> list_audit_files(const std::string& active_path) 
   }
   while (dirent* e = readdir(d)) {
     std::string name = e->d_name;
-    if (!name.starts_with(prefix) || name.size() == prefix.size() || name.size() > prefix.size() + 20)
+    if (!name.starts_with(prefix) || name.size() == prefix.size() ||
+        name.size() > prefix.size() + 20)
       continue;
     std::string digits = name.substr(prefix.size());
     if (digits.find_first_not_of("0123456789") != std::string::npos) continue;
@@ -398,7 +433,8 @@ Result<std::vector<AuditFile>> list_audit_files(const std::string& active_path) 
 
 Result<SetVerifyReport> verify_audit_set(const std::string& active_path) {
   auto files = list_audit_files(active_path);
-  if (!files) return tl::unexpected(std::move(files).error().wrap("verifying audit log set " + active_path));
+  if (!files)
+    return tl::unexpected(std::move(files).error().wrap("verifying audit log set " + active_path));
   if (files->empty()) {
     return make_error(ErrorCode::kNotFound,
                       "verifying audit log set " + active_path + ": no audit log there",

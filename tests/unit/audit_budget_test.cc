@@ -104,9 +104,9 @@ TEST(AuditBudget, EverySandboxTriggeredKindIsBudgetedAndSummarized) {
     EXPECT_EQ(sums[0]["budget"]["burst"], 10);
     EXPECT_EQ(sums[0].value("period_ms", -1), 10'000 - 0) << "since the first suppression";
     const std::string text = metrics.render();
-    EXPECT_NE(text.find("corral_audit_suppressed_total{kind=\"" + type +
-                        "\",reason=\"budget\"} 1985"),
-              std::string::npos)
+    EXPECT_NE(
+        text.find("corral_audit_suppressed_total{kind=\"" + type + "\",reason=\"budget\"} 1985"),
+        std::string::npos)
         << text;
     // Nothing more suppressed: no summary at the next tick.
     budget.tick(t0 + 20s);
@@ -188,9 +188,10 @@ TEST(AuditBudget, RecordsTheFullJournalDroppedAreInTheSummaryAndCounter) {
   auto sums = sink.summaries();
   ASSERT_EQ(sums.size(), 1u) << "the summary itself is never dropped";
   EXPECT_EQ(sums[0]["queue_full"]["network.connection"], 7) << sums[0].dump();
-  EXPECT_NE(metrics.render().find(
-                "corral_audit_suppressed_total{kind=\"network.connection\",reason=\"queue_full\"} 7"),
-            std::string::npos)
+  EXPECT_NE(
+      metrics.render().find(
+          "corral_audit_suppressed_total{kind=\"network.connection\",reason=\"queue_full\"} 7"),
+      std::string::npos)
       << metrics.render();
 }
 

@@ -298,12 +298,19 @@ TEST_F(AuditRotationTest, BytesVerifierMatchesTheFileVerifier) {
     EXPECT_EQ(b.last_line_hash, fr->last_line_hash);
   }
   // Never throws, whatever the bytes.
-  for (std::string junk : {std::string("\n\n"), std::string("{\"seq\":1}\n"), std::string("\xff\xfe"),
-                           std::string("[1,2]\n{}")}) {
+  for (std::string junk : {std::string("\n\n"), std::string("{\"seq\":1}\n"),
+                           std::string("\xff\xfe"), std::string("[1,2]\n{}")}) {
     VerifyReport r = verify_audit_bytes(junk);
     EXPECT_FALSE(r.ok);
   }
   EXPECT_TRUE(verify_audit_bytes("").ok);
+  // Deep nesting is refused without recursing through it.
+  std::string deep =
+      "{\"seq\":1,\"x\":" + std::string(200000, '[') + std::string(200000, ']') + "}\n";
+  VerifyReport r = verify_audit_bytes(deep);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.problem, AuditProblem::kBadRecord);
+  EXPECT_NE(r.reason.find("nested deeper"), std::string::npos) << r.reason;
 }
 
 }  // namespace

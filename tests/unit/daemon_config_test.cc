@@ -575,8 +575,9 @@ TEST(DaemonConfig, AuditSectionSetsRotationRetentionBudgetAndQueue) {
   EXPECT_EQ(c.audit.queue, 100u);
   EXPECT_EQ(config_ok("serve:\n  audit:\n    max_file_size: 0\n").audit.max_file_size, 0u);
 
-  EXPECT_NE(config_error("serve:\n  audit:\n    sandbox_rate: 0\n").find("serve.audit.sandbox_rate"),
-            std::string::npos);
+  EXPECT_NE(
+      config_error("serve:\n  audit:\n    sandbox_rate: 0\n").find("serve.audit.sandbox_rate"),
+      std::string::npos);
   EXPECT_NE(config_error("serve:\n  audit:\n    sandbox_rate: -3\n").find("sandbox_rate"),
             std::string::npos);
   EXPECT_NE(config_error("serve:\n  audit:\n    max_file_size: 1Ki\n").find("at least 64Ki"),
