@@ -168,9 +168,8 @@ TEST(SeccompPolicyTable, EachSyscallHasOneWholeCallRowAndArgumentRowsOnlyUnderAn
 // be allowed, whatever its arguments. A table edit that opens one fails here.
 const std::vector<const char*> kNeverAllowed = {
     // namespaces, mounts, roots
-    "unshare", "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree",
-    "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "sethostname", "setdomainname",
-    "clone3",
+    "unshare", "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen",
+    "fsconfig", "fsmount", "fspick", "mount_setattr", "sethostname", "setdomainname", "clone3",
     // kernel subsystems
     "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd", "io_uring_setup",
     "io_uring_enter", "io_uring_register", "fanotify_init",
