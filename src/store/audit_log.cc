@@ -62,6 +62,35 @@ std::string rfc3339_now_ms() {
   return buf;
 }
 
+// Deeper than any record corral writes. The serialiser that checks a line's
+// canonical form recurses once per level, so an edited line nested
+// thousands deep would overflow the stack (found by fuzzing the verifier).
+constexpr std::size_t kMaxRecordDepth = 64;
+
+bool nested_deeper_than(std::string_view line, std::size_t limit) {
+  std::size_t depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (char c : line) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return false;
+}
+
 // One line checked on its own: parses, is a record, is canonical, and its
 // hash matches its content.
 struct LineCheck {
@@ -79,6 +108,11 @@ LineCheck check_line(const std::string& line) {
     return c;
   };
   if (line.empty()) return fail(AuditProblem::kBadJson, "empty line");
+  if (nested_deeper_than(line, kMaxRecordDepth)) {
+    return fail(AuditProblem::kBadRecord, "nested deeper than " +
+                                              std::to_string(kMaxRecordDepth) +
+                                              " levels: not a record corral writes");
+  }
   json record = json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (record.is_discarded()) return fail(AuditProblem::kBadJson, "not valid JSON");
   if (!record.is_object()) return fail(AuditProblem::kBadRecord, "not a JSON object");
