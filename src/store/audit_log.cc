@@ -109,8 +109,7 @@ LineCheck check_line(const std::string& line) {
   };
   if (line.empty()) return fail(AuditProblem::kBadJson, "empty line");
   if (nested_deeper_than(line, kMaxRecordDepth)) {
-    return fail(AuditProblem::kBadRecord, "nested deeper than " +
-                                              std::to_string(kMaxRecordDepth) +
+    return fail(AuditProblem::kBadRecord, "nested deeper than " + std::to_string(kMaxRecordDepth) +
                                               " levels: not a record corral writes");
   }
   json record = json::parse(line, nullptr, /*allow_exceptions=*/false);

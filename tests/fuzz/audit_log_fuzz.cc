@@ -78,8 +78,11 @@ std::string build_log(const std::vector<std::string>& details) {
   std::string log;
   std::string prev(corral::kAuditGenesisPrev);
   for (std::size_t i = 0; i < details.size(); ++i) {
-    json record = {{"type", "fuzz"}, {"detail", details[i]}, {"seq", i + 1},
-                   {"time", "2026-12-01T00:00:00.000Z"}, {"prev", prev}};
+    json record = {{"type", "fuzz"},
+                   {"detail", details[i]},
+                   {"seq", i + 1},
+                   {"time", "2026-12-01T00:00:00.000Z"},
+                   {"prev", prev}};
     record["hash"] = corral::sha256_hex(corral::audit_canonical(record));
     std::string line = corral::audit_canonical(record);
     prev = corral::sha256_hex(line);
@@ -126,7 +129,8 @@ std::string edit(std::string log, std::string_view ops) {
         log = join(lines);
         break;
       case 6:  // duplicate a line
-        if (!lines.empty()) lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(lb), lines[la]);
+        if (!lines.empty())
+          lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(lb), lines[la]);
         log = join(lines);
         break;
     }

@@ -47,9 +47,14 @@ struct Dest {
 // alpha: api.example.com:443; beta: *.svc.example:443; gamma: api.example.com:443
 // (of sandbox 2); delta: api.example.com:443, revoked.
 constexpr Dest kDestinations[] = {
-    {"api.example.com", 443}, {"x.svc.example", 443}, {"a.b.svc.example", 443},
-    {"svc.example", 443},     {"api.example.com", 80}, {"evil.example", 443},
-    {"api.example.com.evil.example", 443}, {"xsvc.example", 443},
+    {"api.example.com", 443},
+    {"x.svc.example", 443},
+    {"a.b.svc.example", 443},
+    {"svc.example", 443},
+    {"api.example.com", 80},
+    {"evil.example", 443},
+    {"api.example.com.evil.example", 443},
+    {"xsvc.example", 443},
 };
 
 struct Secret {
@@ -197,7 +202,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   World& w = world();
   const Dest& dest = kDestinations[(data[0] & 0x7f) % std::size(kDestinations)];
   const std::string sandbox = (data[0] & 0x80) ? "sb2" : "sb1";
-  const std::string input = expand(std::string_view(reinterpret_cast<const char*>(data) + 1, size - 1));
+  const std::string input =
+      expand(std::string_view(reinterpret_cast<const char*>(data) + 1, size - 1));
 
   std::string head = input;
   sec::OutboundRequest req{sandbox, dest.host, dest.port, "gateway"};

@@ -11,9 +11,11 @@
 // ("DNS: where we differ from ldns on purpose"), each checked here from the
 // packet's bytes; any other disagreement traps.
 #include <arpa/inet.h>
-// Before ldns: without it, ldns/common.h defines bool, true and false as macros.
-#include <stdbool.h>
-
+// ldns/common.h defines bool, true and false as macros unless this is set
+// (C++ has them; g++'s <stdbool.h> no longer sets it in C++20).
+#ifndef __bool_true_false_are_defined
+#define __bool_true_false_are_defined 1
+#endif
 #include <ldns/ldns.h>
 
 #include <cstddef>
@@ -61,12 +63,12 @@ std::string text_of(const ldns_rdf* name) {
 
 // Facts about one wire name, read without decoding it (ldns parsed it).
 struct NameFacts {
-  std::size_t end = 0;          // where the record continues
-  bool compressed = false;      // holds a pointer
+  std::size_t end = 0;           // where the record continues
+  bool compressed = false;       // holds a pointer
   bool forward_pointer = false;  // a pointer not strictly before its label run
   bool header_pointer = false;   // a pointer into the 12-byte header
-  bool odd_bytes = false;       // a byte other than letters, digits, '-', '_'
-  std::size_t text_size = 0;    // of the first run only (uncompressed names)
+  bool odd_bytes = false;        // a byte other than letters, digits, '-', '_'
+  std::size_t text_size = 0;     // of the first run only (uncompressed names)
 };
 
 NameFacts name_facts(std::span<const std::uint8_t> w, std::size_t p) {
@@ -138,8 +140,7 @@ LPacket ldns_read(std::span<const std::uint8_t> w) {
       rec.start = pos;
       ldns_rr* rr = nullptr;
       std::size_t p = pos;
-      ldns_status st =
-          ldns_wire2rr(&rr, w.data(), w.size(), &p, static_cast<ldns_pkt_section>(s));
+      ldns_status st = ldns_wire2rr(&rr, w.data(), w.size(), &p, static_cast<ldns_pkt_section>(s));
       rec.owner = name_facts(w, pos);
       if (st == LDNS_STATUS_OK) {
         rec.name = text_of(ldns_rr_owner(rr));
@@ -207,22 +208,26 @@ bool any_record(const LPacket& l, bool (*pred)(const LRecord&), int from_section
 const char* stricter_response(const LPacket& l) {
   if (!(l.flags & dns::kFlagQr)) return "D1 QR not set";
   if (l.counts[0] > 1) return "D2 more than one question";
-  if (any_record(l, [](const LRecord& r) {
-        return r.owner.forward_pointer || r.target.forward_pointer;
-      }))
+  if (any_record(
+          l, [](const LRecord& r) { return r.owner.forward_pointer || r.target.forward_pointer; }))
     return "D3 a compression pointer that does not point backward";
-  if (any_record(l, [](const LRecord& r) {
-        return r.owner.header_pointer || r.target.header_pointer;
-      }))
+  if (any_record(
+          l, [](const LRecord& r) { return r.owner.header_pointer || r.target.header_pointer; }))
     return "D6 a compression pointer into the header";
-  if (any_record(l, [](const LRecord& r) {
-        return (r.type == dns::kTypeA && r.rdlength != 4) ||
-               (r.type == dns::kTypeAaaa && r.rdlength != 16);
-      }, 1))
+  if (any_record(
+          l,
+          [](const LRecord& r) {
+            return (r.type == dns::kTypeA && r.rdlength != 4) ||
+                   (r.type == dns::kTypeAaaa && r.rdlength != 16);
+          },
+          1))
     return "D4 A or AAAA data of the wrong size";
-  if (any_record(l, [](const LRecord& r) {
-        return r.type == dns::kTypeCname && r.target.end != r.owner.end + 10 + r.rdlength;
-      }, 1))
+  if (any_record(
+          l,
+          [](const LRecord& r) {
+            return r.type == dns::kTypeCname && r.target.end != r.owner.end + 10 + r.rdlength;
+          },
+          1))
     return "D5 CNAME data longer than its target";
   return nullptr;
 }
@@ -311,7 +316,8 @@ void diff_response(std::span<const std::uint8_t> w) {
                                             &ours->additional};
   for (int s = 1; s < 4; ++s) {
     require(mine[s]->size() == l.sections[s].size());
-    for (std::size_t i = 0; i < l.sections[s].size(); ++i) same_record((*mine[s])[i], l.sections[s][i]);
+    for (std::size_t i = 0; i < l.sections[s].size(); ++i)
+      same_record((*mine[s])[i], l.sections[s][i]);
   }
 }
 

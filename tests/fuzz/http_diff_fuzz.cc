@@ -10,10 +10,10 @@
 // of the intended differences listed in tests/fuzz/README.md ("HTTP: where
 // we differ from Beast on purpose"), each checked here from what the input
 // holds; any other disagreement traps.
+#include <algorithm>
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/parser.hpp>
-#include <algorithm>
 #include <cctype>
 #include <cstddef>
 #include <cstdint>
@@ -191,7 +191,8 @@ const char* lenient_request_or_response(std::string_view head, bool request,
       if (opt.empty() || opt.find_first_of(" \t\"(),/:;<=>?@[\\]{}") != std::string_view::npos)
         return "L2 Connection list Beast finds malformed";
       for (char c : opt) {
-        if (static_cast<unsigned char>(c) >= 0x7f) return "L2 Connection list Beast finds malformed";
+        if (static_cast<unsigned char>(c) >= 0x7f)
+          return "L2 Connection list Beast finds malformed";
       }
       if (comma == std::string_view::npos) break;
       rest = rest.substr(comma + 1);
@@ -217,8 +218,10 @@ void same_fields(const BeastView& b, const http::Headers& ours) {
   std::stable_sort(mine.begin(), mine.end(), by_name);
   std::stable_sort(theirs.begin(), theirs.end(), by_name);
   if (std::getenv("CORRAL_FUZZ_VERBOSE")) {
-    for (const auto& f : theirs) std::fprintf(stderr, "beast [%s] [%s]\n", f.name.c_str(), f.value.c_str());
-    for (const auto& f : mine) std::fprintf(stderr, "ours  [%s] [%s]\n", f.name.c_str(), f.value.c_str());
+    for (const auto& f : theirs)
+      std::fprintf(stderr, "beast [%s] [%s]\n", f.name.c_str(), f.value.c_str());
+    for (const auto& f : mine)
+      std::fprintf(stderr, "ours  [%s] [%s]\n", f.name.c_str(), f.value.c_str());
   }
   require(theirs.size() == mine.size());
   for (std::size_t i = 0; i < mine.size(); ++i) {

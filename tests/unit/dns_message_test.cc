@@ -265,7 +265,8 @@ TEST(DnsMessage, ResponseParserRefusesPointersIntoTheHeader) {
     Bytes owner =
         concat({response_header(1), q, {0xc0, at, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 1, 2, 3, 4}});
     EXPECT_FALSE(parse_response(owner)) << "owner pointer to " << int{at};
-    Bytes target = concat({response_header(1), q, {0xc0, 12, 0, 5, 0, 1, 0, 0, 0, 1, 0, 2, 0xc0, at}});
+    Bytes target =
+        concat({response_header(1), q, {0xc0, 12, 0, 5, 0, 1, 0, 0, 0, 1, 0, 2, 0xc0, at}});
     EXPECT_FALSE(parse_response(target)) << "CNAME target pointer to " << int{at};
   }
 }
