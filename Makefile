@@ -1,10 +1,13 @@
 # corral: see README.md. Every target installs what it needs first.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+# Seconds each libFuzzer target runs in `make fuzz-smoke` (two at a time).
+FUZZ_SECONDS ?= 25
 JOBS       ?= $(shell nproc)
 CTEST_ARGS ?=
 
-.PHONY: all deps build test test-asan asan demo serve bench clean format
+.PHONY: all deps build test test-asan asan fuzz fuzz-smoke demo serve bench clean format
 
 all: build
 
@@ -18,10 +21,11 @@ build: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD) -j $(JOBS)
 
 # Every suite (unit, integration, security, fuzz corpora), then the same
-# suites again under ASan+UBSan with clang.
+# suites again under ASan+UBSan with clang, then every fuzzer for a while.
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j 2 $(CTEST_ARGS)
 	$(MAKE) test-asan
+	$(MAKE) fuzz-smoke
 
 $(ASAN_BUILD)/build.ninja: | deps
 	CC=clang-14 CXX=clang++-14 cmake -S . -B $(ASAN_BUILD) -G Ninja \
@@ -34,6 +38,22 @@ test-asan: asan
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j 2 -L 'unit|integration|security|fuzz' -LE slow $(CTEST_ARGS)
+
+# The libFuzzer binaries (clang, ASan+UBSan), and nothing else of the tree.
+$(FUZZ_BUILD)/build.ninja: | deps
+	CC=clang-14 CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -G Ninja \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCORRAL_FUZZ=ON
+
+fuzz: deps $(FUZZ_BUILD)/build.ninja
+	ninja -C $(FUZZ_BUILD) -j $(JOBS) corral_fuzzers
+
+# Every libFuzzer target for FUZZ_SECONDS from its seed corpus, two at a
+# time; fails on a crash, leak, timeout or broken property
+# (tests/fuzz/README.md). New inputs are not kept unless CORRAL_FUZZ_GROWN
+# names a directory.
+fuzz-smoke: fuzz
+	cd $(FUZZ_BUILD) && CORRAL_FUZZ_SECONDS=$(FUZZ_SECONDS) \
+	  ctest --output-on-failure -j 2 -L fuzz-smoke $(CTEST_ARGS)
 
 # A real sandboxed command, one-shot, without the daemon.
 demo: build
@@ -59,4 +79,4 @@ format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

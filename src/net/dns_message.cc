@@ -113,6 +113,12 @@ bool read_name(Reader& r, NameMode mode, std::string& out, std::string& why) {
         why = "compression pointer does not point backward";
         return false;
       }
+      // The header holds no name: a pointer into it would spell one out of
+      // the id, flags and counts (found by fuzzing against ldns).
+      if (target < kHeaderSize) {
+        why = "compression pointer into the header";
+        return false;
+      }
       if (resume == 0) resume = p + 2;
       p = target;
       run_start = target;

@@ -145,6 +145,42 @@ TEST_F(AuditLogTest, EditBreakingJsonIsBadJson) {
   EXPECT_EQ(r.problem, AuditProblem::kBadJson);
 }
 
+TEST_F(AuditLogTest, DeeplyNestedLineIsABadRecordNotACrash) {
+  // Arrays and objects nested far deeper than the stack allows a recursive
+  // serialiser (the verifier checks canonical form by serialising).
+  const std::string hex(64, '0');
+  const std::string head =
+      R"({"hash":")" + hex + R"(","prev":")" + hex + R"(","seq":2,"time":"t","x":)";
+  for (const auto& [open, close] : {std::pair<std::string, std::string>{"[", "]"},
+                                    std::pair<std::string, std::string>{"{\"a\":", "}"}}) {
+    write_records(3);
+    auto ls = lines();
+    std::string nested;
+    for (int i = 0; i < 200000; ++i) nested += open;
+    nested += "1";
+    for (int i = 0; i < 200000; ++i) nested += close;
+    ls[1] = head + nested + "}";
+    rewrite(ls);
+    VerifyReport r = verify();
+    EXPECT_FALSE(r.ok);
+    EXPECT_EQ(r.bad_line, 2u);
+    EXPECT_EQ(r.problem, AuditProblem::kBadRecord) << r.reason;
+    ASSERT_EQ(::unlink(path_.c_str()), 0);
+  }
+}
+
+TEST_F(AuditLogTest, NestedEventsAndBracketsInStringsStillVerify) {
+  auto log = AuditLog::open(path_);
+  ASSERT_TRUE(log) << log.error().to_string();
+  json nested = "leaf";
+  for (int i = 0; i < 20; ++i) nested = json{{"a", nested}, {"b", json::array({i})}};
+  ASSERT_TRUE(log->append({{"type", "t"}, {"n", nested}}));
+  ASSERT_TRUE(log->append({{"type", "t"}, {"s", std::string(5000, '[') + "\"{"}}));
+  VerifyReport r = verify();
+  EXPECT_TRUE(r.ok) << r.reason;
+  EXPECT_EQ(r.records, 2u);
+}
+
 TEST_F(AuditLogTest, NonCanonicalSpacingIsAnEdit) {
   write_records(3);
   auto ls = lines();

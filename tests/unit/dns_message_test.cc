@@ -257,6 +257,20 @@ TEST(DnsMessage, ResponseParserRefusesPointerLoops) {
   EXPECT_EQ(r->answers[0].data, "1.2.3.4");
 }
 
+TEST(DnsMessage, ResponseParserRefusesPointersIntoTheHeader) {
+  // Question "a" A IN; the answer's owner (or a CNAME's target) points into
+  // the 12-byte header, whose bytes would read as labels.
+  Bytes q = {1, 'a', 0, 0, 1, 0, 1};
+  for (std::uint8_t at = 0; at < kHeaderSize; ++at) {
+    Bytes owner =
+        concat({response_header(1), q, {0xc0, at, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 1, 2, 3, 4}});
+    EXPECT_FALSE(parse_response(owner)) << "owner pointer to " << int{at};
+    Bytes target =
+        concat({response_header(1), q, {0xc0, 12, 0, 5, 0, 1, 0, 0, 0, 1, 0, 2, 0xc0, at}});
+    EXPECT_FALSE(parse_response(target)) << "CNAME target pointer to " << int{at};
+  }
+}
+
 // Two records: a TXT owned by the root whose RDATA holds four runs of one
 // 63-byte label, each run ending in a pointer to the previous run (the
 // first in the root), then an A record owned by a pointer to run `owner`.
