@@ -70,8 +70,9 @@ class TestDaemon {
   // dir, socket and port. Returns false if it does not come back.
   bool kill9();
   bool restart();
-  // SIGTERM and wait.
-  void stop();
+  // SIGTERM and wait. Returns the wait status (-1: it was not running, or
+  // had to be killed after 5 s).
+  int stop();
 
  private:
   bool launch();
