@@ -85,7 +85,9 @@ class TestDaemon {
   std::string output_;
   std::thread drain_;
   std::atomic<bool> drain_stop_{false};
-  pid_t pid_ = -1;
+  // Read by request() on the tests' own threads (why_no_reply) while the test
+  // thread kills or restarts the daemon.
+  std::atomic<pid_t> pid_{-1};
   std::uint16_t port_ = 0;
   int out_fd_ = -1;
 };

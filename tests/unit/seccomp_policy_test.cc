@@ -172,8 +172,9 @@ std::filesystem::path source_dir() {
   if (const char* dir = std::getenv("CORRAL_SOURCE_DIR"); dir != nullptr && dir[0] == '/') {
     return dir;
   }
-  // tests/unit/seccomp_policy_test.cc -> the repository root.
-  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
+  // Compiled in (tests/CMakeLists.txt). Not __FILE__: ccache's base_dir makes
+  // it relative to the build dir, and ctest runs the tests from build/tests.
+  return CORRAL_TEST_SOURCE_DIR;
 }
 
 TEST(SeccompPolicyTable, DocsListEverySyscallOfTheTable) {
