@@ -30,6 +30,7 @@
 
 #include "api/base64.h"
 #include "api/json_string.h"
+#include "base/json_text.h"
 #include "net/network_policy.h"
 #include "spec/mount_arg.h"
 #include "spec/units.h"
@@ -177,7 +178,7 @@ std::string describe(const Json& v) {
     case Json::value_t::number_integer:
     case Json::value_t::number_unsigned:
     case Json::value_t::number_float:
-      return "the number " + v.dump();
+      return "the number " + json_text(v);
     case Json::value_t::string:
       return "the string " + quote_for_message(*v.get_ptr<const Json::string_t*>());
     case Json::value_t::array:
@@ -579,7 +580,7 @@ Result<double> read_cpus(const Json& v, std::string_view path, const Ctx& ctx) {
     cpus = static_cast<double>(*v.get_ptr<const Json::number_unsigned_t*>());
   }
   if (!std::isfinite(cpus) || !(cpus > 0.0) || cpus > kMaxCpus) {
-    return fail("invalid_value", path, std::string(kRange) + ", found " + v.dump());
+    return fail("invalid_value", path, std::string(kRange) + ", found " + json_text(v));
   }
   return cpus;
 }
@@ -916,7 +917,7 @@ Result<double> read_rate_number(const Json& v, std::string_view path) {
   const double d = v.get<double>();
   if (!std::isfinite(d) || d < 0 || d > kMaxNetworkRate)
     return fail("invalid_value", path,
-                "must be between 0 (no limit) and 1000000, found " + v.dump());
+                "must be between 0 (no limit) and 1000000, found " + json_text(v));
   return d;
 }
 
@@ -1190,7 +1191,7 @@ Result<SandboxSpec> read_spec(const Json& v, std::string path, const Ctx& ctx) {
           if (!j.is_number()) return wrong_type(p, "a number", j);
           double d = j.get<double>();
           if (!std::isfinite(d) || !(d > 0.0)) {
-            return fail("invalid_value", p, "must be more than 0, found " + j.dump());
+            return fail("invalid_value", p, "must be more than 0, found " + json_text(j));
           }
           return d;
         }));

@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "api/base64.h"
+#include "base/json_text.h"
 #include "base/unique_fd.h"
 #include "cli/cli_output.h"
 #include "cli/client_flags.h"
@@ -218,10 +220,37 @@ Result<std::unique_ptr<sdk::RemoteProvider>> connect(const Endpoint& ep) {
   return provider;
 }
 
-std::string pretty(std::string_view json_text) {
-  auto j = ojson::parse(json_text, nullptr, false);
-  if (j.is_discarded()) return std::string(json_text);
-  return j.dump(2, ' ', false, ojson::error_handler_t::replace);
+std::string pretty(std::string_view text) {
+  auto j = ojson::parse(text, nullptr, false);
+  if (j.is_discarded()) return std::string(text);
+  return json_text(j, 2);
+}
+
+// The first key or string of `j` that is not UTF-8, named by its place in
+// the request ("env.HOME", "network.allow[1]"); nothing if all are text.
+// The API carries JSON text: such a value would reach the daemon changed
+// (U+FFFD), so the command refuses it by name instead.
+std::optional<std::string> non_utf8_field(const ojson& j, const std::string& at) {
+  if (j.is_string()) {
+    if (!api::is_valid_utf8(j.get_ref<const std::string&>())) return at;
+  } else if (j.is_object()) {
+    for (const auto& [key, value] : j.items()) {
+      const std::string here = (at.empty() ? "" : at + ".") + key;
+      if (!api::is_valid_utf8(key)) return here + " (the name)";
+      if (auto bad = non_utf8_field(value, here)) return bad;
+    }
+  } else if (j.is_array()) {
+    for (std::size_t i = 0; i < j.size(); ++i) {
+      if (auto bad = non_utf8_field(j[i], at + "[" + std::to_string(i) + "]")) return bad;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string not_text_message(std::string_view what) {
+  return std::string(what) +
+         " is not UTF-8 text: the API carries it as JSON text, so corral will not send it "
+         "changed (write the bytes to a file in the sandbox instead)";
 }
 
 // The daemon's answer, indented. Exit status 0, or 1 without an answer.
@@ -386,8 +415,12 @@ int create_command(const std::vector<std::string_view>& args) {
   if (!network.empty()) body["network"] = std::move(network);
   if (!limits.empty()) body["limits"] = std::move(limits);
   if (!env.empty()) body["env"] = std::move(env);
+  if (idempotency_key && !api::is_valid_utf8(*idempotency_key))
+    return flags.usage_error(not_text_message("--idempotency-key"));
   // Only what was given goes out: the daemon's defaults fill in the rest.
-  const std::string text = body.dump();
+  if (auto bad = non_utf8_field(body, ""))
+    return flags.usage_error(not_text_message("the request's " + json_text(ojson(*bad))));
+  const std::string text = json_text(body);
   if (auto parsed = api::parse_create_sandbox(text); !parsed) {
     api::ApiError e = api::to_api_error(parsed.error());
     return flags.usage_error(e.message);
@@ -522,6 +555,20 @@ int exec_command(const std::vector<std::string_view>& args) {
       }
     }
     request.stdin_data = std::move(data);
+  }
+  // Text only, as in create (stdin may be bytes: it travels as stdin_b64).
+  for (std::size_t i = 0; i < request.argv.size(); ++i) {
+    if (!api::is_valid_utf8(request.argv[i]))
+      return flags.usage_error(not_text_message("word " + std::to_string(i + 1) +
+                                                " of the command"));
+  }
+  if (request.cmd && !api::is_valid_utf8(*request.cmd))
+    return flags.usage_error(not_text_message("--sh"));
+  if (request.cwd && !api::is_valid_utf8(*request.cwd))
+    return flags.usage_error(not_text_message("--cwd"));
+  for (const auto& [k, v] : request.env) {
+    if (!api::is_valid_utf8(k) || !api::is_valid_utf8(v))
+      return flags.usage_error(not_text_message("--env " + json_text(ojson(k))));
   }
   // The request as the daemon will read it: refused here with the same words.
   if (auto parsed = api::parse_exec(api::to_json(request)); !parsed)

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "base/json_text.h"
 #include "cli/commands.h"
 #include "jail/host_check.h"
 
@@ -38,7 +39,7 @@ int doctor_command(int argc, char** argv) {
     if (!c.ok) printf("     %-14s fix: %s\n", "", c.hint.c_str());
   }
   if (json) {
-    printf("%s\n", out.dump(2).c_str());
+    printf("%s\n", json_text(out, 2).c_str());
   } else {
     printf("\n%s\n", all_required ? "this host can run corral sandboxes"
                                   : "this host cannot run corral sandboxes: fix the FAIL lines");

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/json_text.h"
 #include "base/result.h"
 #include "cli/cli_output.h"
 #include "cli/commands.h"
@@ -173,7 +174,7 @@ int cmd_ls(const std::vector<std::string>& args) {
                      {"env", i.env},
                      {"workdir", i.workdir}});
     }
-    std::cout << arr.dump(2) << "\n";
+    std::cout << json_text(arr, 2) << "\n";
     return 0;
   }
   size_t w_name = 4, w_size = 4, w_created = 7;

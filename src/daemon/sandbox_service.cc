@@ -16,7 +16,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <system_error>
 
+#include "base/json_text.h"
 #include "base/paths.h"
 #include "base/scope_guard.h"
 #include "daemon/metrics.h"
@@ -203,7 +205,55 @@ void SandboxService::stop() {
   reaper_cv_.notify_all();
   if (monitor_.joinable()) monitor_.join();
   if (reaper_.joinable()) reaper_.join();
+  // The monitor is the only thread that starts teardowns, and it is gone:
+  // the list only shrinks now. A teardown in flight finishes (it waits on
+  // the kernel, bounded) before the store, the network and the rest go.
+  std::vector<TeardownThread> left;
+  {
+    std::lock_guard lock(teardowns_mu_);
+    left.swap(teardowns_);
+  }
+  for (auto& t : left) t.thread.join();
 }
+
+std::size_t SandboxService::teardown_threads() {
+  std::lock_guard lock(teardowns_mu_);
+  return teardowns_.size();
+}
+
+std::size_t SandboxService::idempotency_locks_held() {
+  std::lock_guard lock(mu_);
+  return idem_locks_.size();
+}
+
+// Holds the lock of one idempotency key; the map entry goes with its last
+// user, so that the map holds only keys with a create in progress.
+class SandboxService::IdemGuard {
+ public:
+  IdemGuard(SandboxService& service, const std::string& key) : service_(service) {
+    {
+      std::lock_guard lock(service_.mu_);
+      auto& slot = service_.idem_locks_[key];
+      if (!slot) slot = std::make_unique<IdemLock>();
+      ++slot->users;
+      it_ = service_.idem_locks_.find(key);
+    }
+    // Not under mu_: a create holds this for its whole length.
+    it_->second->mu.lock();
+  }
+  ~IdemGuard() {
+    it_->second->mu.unlock();
+    std::lock_guard lock(service_.mu_);
+    if (--it_->second->users == 0) service_.idem_locks_.erase(it_);
+  }
+  IdemGuard(const IdemGuard&) = delete;
+  IdemGuard& operator=(const IdemGuard&) = delete;
+
+ private:
+  SandboxService& service_;
+  // std::map iterators stay valid while the entry lives (users > 0).
+  std::map<std::string, std::unique_ptr<IdemLock>, std::less<>>::iterator it_;
+};
 
 std::string SandboxService::start() {
   std::string summary = reconcile();
@@ -327,15 +377,8 @@ ApiResult<SandboxService::Created> SandboxService::create(
 
   // One create per idempotency key at a time: a retry racing the original
   // waits for it and then finds its sandbox.
-  std::unique_lock<std::mutex> idem_lock;
-  if (idempotency_key) {
-    std::mutex* m;
-    {
-      std::lock_guard lock(mu_);
-      m = &idem_locks_[*idempotency_key];
-    }
-    idem_lock = std::unique_lock(*m);
-  }
+  std::optional<IdemGuard> idem_lock;
+  if (idempotency_key) idem_lock.emplace(*this, *idempotency_key);
 
   const std::string id = new_sandbox_id();
   const std::string spec_json = api::spec_to_json(spec);
@@ -462,8 +505,12 @@ ApiResult<SandboxService::Created> SandboxService::create(
   if (made->net_slot >= 0) e->net_slot = static_cast<std::uint32_t>(made->net_slot);
   auto live = LiveSandbox::adopt(std::move(*made), cgroups_);
   if (!live) return fail_create("setup_failed", live.error().message, "", "");
-  e->live = std::move(*live);
-  e->env = env;
+  {
+    // Under mu: a GET or list (info_of) may look at the entry meanwhile.
+    std::lock_guard lock(e->mu);
+    e->live = std::move(*live);
+    e->env = env;
+  }
   // Its proxy and DNS listen on the host end before its first process runs.
   if (e->net_slot) {
     if (!policy || network_ == nullptr)
@@ -480,7 +527,7 @@ ApiResult<SandboxService::Created> SandboxService::create(
       return fail_create("setup_failed", "secrets: " + st.error().message, st.error().hint, "");
   }
   const auto& ident = e->live->identity();
-  journal_.post([this, id, ident, rt = runtime_json(ident, env, e->net_slot).dump()] {
+  journal_.post([this, id, ident, rt = json_text(runtime_json(ident, env, e->net_slot))] {
     (void)store_.set_resources(id, ident.host_uid_base, ident.cgroup);
     (void)store_.set_runtime(id, rt);
   });
@@ -521,9 +568,15 @@ ApiResult<api::SandboxInfo> SandboxService::info_of(const SandboxRecord& record,
   info.updated_at_ms = record.updated_at_ms;
   info.expires_at_ms = record.expires_at_ms;
   info.error = record.error;
-  if (e && e->live && takes_work(record.state)) {
+  LiveSandbox* live = nullptr;
+  if (e) {
+    // e->live is set by its create, while this may run on another request.
+    std::lock_guard lock(e->mu);
+    live = e->live.get();
+  }
+  if (live != nullptr && takes_work(record.state)) {
     api::SandboxUsage u;
-    if (auto st = e->live->stats(); st) {
+    if (auto st = live->stats(); st) {
       u.memory_bytes = st->memory_current_bytes;
       u.memory_peak_bytes = st->memory_peak_bytes;
       u.cpu_ms = st->cpu_usage_ns / 1000000;
@@ -531,7 +584,7 @@ ApiResult<api::SandboxInfo> SandboxService::info_of(const SandboxRecord& record,
       u.oom_kills = st->oom_kills;
       u.pids_max_hits = st->pids_max_hits;
     }
-    if (auto du = e->live->disk_usage(); du) {
+    if (auto du = live->disk_usage(); du) {
       u.disk_bytes = du->bytes;
       u.disk_inodes = du->inodes;
     }
@@ -631,7 +684,7 @@ ApiResult<api::SandboxInfo> SandboxService::set_network(std::string_view id,
   }
   // Stored for a re-attaching daemon, and audited, before the answer.
   auto rt = runtime_json(e->live->identity(), e->env, e->net_slot, &network);
-  if (auto st = store_.set_runtime(id, rt.dump()); !st) return api_fail(st.error());
+  if (auto st = store_.set_runtime(id, json_text(rt)); !st) return api_fail(st.error());
   audit_now(json{{"type", "sandbox.network"},
                  {"sandbox", std::string(id)},
                  {"from", json::parse(api::to_json(before))},
@@ -941,7 +994,8 @@ std::shared_ptr<ProcessEntry> SandboxService::find_process(SandboxEntry& sandbox
   return it == sandbox.processes.end() ? nullptr : it->second;
 }
 
-// Called with process.mu held.
+// Called with process.mu held; sandbox.mu is taken under it (the lock order
+// of docs/adr/0007-daemon-threads.md: a process's mu before its sandbox's).
 void SandboxService::finish_process(SandboxEntry& sandbox, ProcessEntry& p) {
   p.ended_at_ms = now_ms();
   const double seconds = std::chrono::duration<double>(Clock::now() - p.started).count();
@@ -1145,8 +1199,30 @@ void SandboxService::on_init_exit(const std::shared_ptr<SandboxEntry>& e) {
     (void)transition(e.get(), e->id, SandboxState::kFailed,
                      "the sandbox's init exited (its zygote died or it was killed)");
   }
-  // Tear down off the monitor thread: it waits on the kernel.
-  std::thread([this, e] { teardown(e, e->id, "init exited", true); }).detach();
+  // Tear down off the monitor thread (it waits on the kernel), on a thread
+  // stop() joins: it uses the store, the network and the journal, which go
+  // after stop() returns.
+  std::unique_lock lock(teardowns_mu_);
+  std::erase_if(teardowns_, [](TeardownThread& t) {
+    if (!t.done->load()) return false;
+    t.thread.join();  // it has returned from teardown(): only its exit is left
+    return true;
+  });
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread thread;
+  try {
+    thread = std::thread([this, e, done] {
+      teardown(e, e->id, "init exited", true);
+      done->store(true);
+    });
+  } catch (const std::system_error&) {
+    // No thread to be had (EAGAIN): tear down here, on the monitor, rather
+    // than let the exception end the daemon.
+    lock.unlock();
+    teardown(e, e->id, "init exited", true);
+    return;
+  }
+  teardowns_.push_back(TeardownThread{std::move(thread), std::move(done)});
 }
 
 // ---- reaper --------------------------------------------------------------------
@@ -1245,7 +1321,7 @@ std::string SandboxService::reconcile() {
           // The policy last set (a live update may have narrowed the create's).
           // One that cannot be read leaves the sandbox without network, never
           // with the create's wider one.
-          if (auto n = api::network_from_json(rt["network"].dump()); n) {
+          if (auto n = api::network_from_json(json_text(rt["network"])); n) {
             e->spec.network = std::move(*n);
           } else {
             e->spec.network = NetworkSpec{};

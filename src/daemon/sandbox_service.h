@@ -55,7 +55,10 @@ struct ServiceLimits {
   std::size_t journal_queue = Journal::kDefaultCapacity;
 };
 
-// A live sandbox as the daemon tracks it.
+// A live sandbox as the daemon tracks it. Lock order (docs/adr/0007-daemon-
+// threads.md): an idempotency key's lock, network_mu, a ProcessEntry's mu,
+// then this mu, then SandboxService::mu_, then the journal, store, audit
+// and metrics locks.
 struct SandboxEntry {
   std::string id;
   SandboxSpec spec;                   // spec.network: guarded by mu (PUT .../network changes it)
@@ -142,6 +145,11 @@ class SandboxService {
   StateStore& store() { return store_; }
   MetricsRegistry& metrics() { return metrics_; }
   std::size_t live_count();
+  // Idempotency keys with a create in progress (their locks are dropped
+  // when the last create using one ends): for tests and a gauge.
+  std::size_t idempotency_locks_held();
+  // Teardowns started on an init's exit that have not been joined yet.
+  std::size_t teardown_threads();
   // The daemon's `sandbox:` configuration: the base of every create.
   const SandboxSpec& defaults() const { return defaults_; }
 
@@ -156,6 +164,13 @@ class SandboxService {
   void transition_later(SandboxEntry* entry, const std::string& id, SandboxState to,
                         std::string reason);
   bool audit_later(nlohmann::json event, bool droppable = false);
+  // One create per idempotency key at a time (the lock is held across the
+  // create); the entry is erased when its last user lets go.
+  struct IdemLock {
+    std::mutex mu;
+    std::size_t users = 0;  // guarded by SandboxService::mu_
+  };
+  class IdemGuard;
   // Destroys a sandbox's host resources and records the outcome.
   api::SandboxInfo teardown(const std::shared_ptr<SandboxEntry>& entry, std::string_view id,
                             std::string_view reason, bool failed);
@@ -165,7 +180,7 @@ class SandboxService {
   void reaper_loop();
   void on_reply(const std::shared_ptr<SandboxEntry>& entry, ReceivedReply reply);
   void on_init_exit(const std::shared_ptr<SandboxEntry>& entry);
-  // Called with process.mu held.
+  // Called with process.mu held; takes sandbox.mu (ADR 0007's order).
   void finish_process(SandboxEntry& sandbox, ProcessEntry& process);
   // A re-attached process whose end was never reported and that could
   // not be found again on the host: recorded as lost.
@@ -186,11 +201,13 @@ class SandboxService {
   NetworkService* network_;
   SecretService* secrets_;
 
-  std::mutex mu_;  // guards entries_, reserved_*
+  // Guards entries_, reserved_*, idem_locks_ (and their users): held
+  // briefly, after any entry's or process's mu (ADR 0007).
+  std::mutex mu_;
   std::map<std::string, std::shared_ptr<SandboxEntry>, std::less<>> entries_;
   std::uint64_t reserved_memory_ = 0;
   std::uint64_t reserved_disk_ = 0;
-  std::map<std::string, std::mutex, std::less<>> idem_locks_;
+  std::map<std::string, std::unique_ptr<IdemLock>, std::less<>> idem_locks_;
 
   UniqueFd epoll_;
   UniqueFd wake_;  // eventfd: stop the threads
@@ -199,6 +216,16 @@ class SandboxService {
   std::thread reaper_;
   std::mutex reaper_mu_;
   std::condition_variable reaper_cv_;
+  // Teardowns of sandboxes whose init exited, off the monitor thread (they
+  // wait on the kernel). Tracked so that stop() joins them before what they
+  // use goes (docs/adr/0007-daemon-threads.md); finished ones are joined
+  // when the next one starts.
+  struct TeardownThread {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::mutex teardowns_mu_;  // guards teardowns_; a leaf lock
+  std::vector<TeardownThread> teardowns_;
   Journal journal_;  // last: drained before the rest goes
 };
 

@@ -28,6 +28,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "base/json_text.h"
 #include "base/paths.h"
 #include "base/scope_guard.h"
 
@@ -674,7 +675,7 @@ class PartialDir {
     json j = {{"name", info.name},       {"source", info.source},
               {"created", info.created}, {"size_bytes", info.size_bytes},
               {"env", info.env},         {"workdir", info.workdir}};
-    std::string text = j.dump(2) + "\n";
+    std::string text = json_text(j, 2) + "\n";
     CORRAL_TRY(write_file("image.json", text, 0644));
     CORRAL_TRY(write_file(".lock", "", 0644));
     if (unlinkat(fd_.get(), kBuildingFile, 0) != 0) {
@@ -1279,7 +1280,7 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
       desc["annotations"] = json::object();
     }
     desc["annotations"][kRefNameAnnotation] = tag;
-    CORRAL_TRY(replace_file(layout_fd->get(), "index.json", index->dump(),
+    CORRAL_TRY(replace_file(layout_fd->get(), "index.json", json_text(*index),
                             partial.path("layout/index.json")));
   } else if (tags.empty()) {
     return make_error(ErrorCode::kInvalidArgument, file + " has no tagged image in index.json",

@@ -17,6 +17,7 @@
 
 #include "api/api_model.h"
 #include "base/environment.h"
+#include "base/json_text.h"
 #include "base/paths.h"
 #include "image/image_store.h"
 #include "jail/cgroup.h"
@@ -176,23 +177,23 @@ json failure_json(Stage stage, const Error& e) {
 void serve_one(int sock, CgroupManager* manager, const std::string& request) {
   json req = json::parse(request, nullptr, false);
   auto spec_or = req.is_object() && req.contains("spec")
-                     ? api::spec_from_json(req["spec"].dump())
+                     ? api::spec_from_json(json_text(req["spec"]))
                      : Result<SandboxSpec>(make_error(ErrorCode::kInternal, "bad factory request"));
   if (!spec_or) {
-    (void)send_frame(sock, failure_json(Stage::kPlan, spec_or.error()).dump(), nullptr, 0);
+    (void)send_frame(sock, json_text(failure_json(Stage::kPlan, spec_or.error())), nullptr, 0);
     return;
   }
   RunOptions options = options_from_json(req.value("options", json::object()));
   Stage failed_stage = Stage::kPlan;
   auto prepared_or = prepare_sandbox(*spec_or, options, failed_stage);
   if (!prepared_or) {
-    (void)send_frame(sock, failure_json(failed_stage, prepared_or.error()).dump(), nullptr, 0);
+    (void)send_frame(sock, json_text(failure_json(failed_stage, prepared_or.error())), nullptr, 0);
     return;
   }
   PreparedSandbox& prepared = **prepared_or;
   SandboxPlan& plan = prepared.plan;
   auto fail = [&](Stage stage, const Error& e) {
-    (void)send_frame(sock, failure_json(stage, e).dump(), nullptr, 0);
+    (void)send_frame(sock, json_text(failure_json(stage, e)), nullptr, 0);
   };
 
   // The lock that marks the sandbox alive: held by init for its whole life
@@ -310,7 +311,7 @@ void serve_one(int sock, CgroupManager* manager, const std::string& request) {
   UniqueFd layer_dup(fcntl(prepared.layer->mount_fd(), F_DUPFD_CLOEXEC, 3));
   const int fds[kReplyFds] = {pidfd.get(), control_daemon.get(), spawn_daemon.get(),
                               layer_dup.get()};
-  if (auto st = send_frame(sock, reply.dump(), fds, kReplyFds); !st) {
+  if (auto st = send_frame(sock, json_text(reply), fds, kReplyFds); !st) {
     // The daemon is gone: nobody owns this sandbox, so it must not live.
     sys::pidfd_send_signal(pidfd.get(), SIGKILL, nullptr, 0);
     (void)cgroup.destroy();
@@ -406,7 +407,7 @@ Result<CreatedSandbox> SandboxFactory::create(const SandboxSpec& spec, const Run
       return make_error(ErrorCode::kUnavailable,
                         "the sandbox factory was stopped after it hung; no sandbox can be created",
                         "restart the daemon (its sandboxes are re-attached)");
-    CORRAL_TRY(send_frame(sock_.get(), request.dump(), nullptr, 0));
+    CORRAL_TRY(send_frame(sock_.get(), json_text(request), nullptr, 0));
     if (timeout.count() > 0) {
       pollfd p{sock_.get(), POLLIN, 0};
       int n;

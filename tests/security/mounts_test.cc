@@ -6,6 +6,11 @@
 // leave a setuid-root file on the host).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include <filesystem>
 
@@ -23,6 +28,7 @@ class MountsTest : public ::testing::Test {
   void TearDown() override {
     std::error_code ec;
     std::filesystem::remove_all(root_, ec);
+    std::filesystem::remove_all(root_ + "-outside", ec);  // HardLinkedFileRefused
   }
   // corral run --mount-root <root_> --mount <src>:/x ... -- probe ls /x
   ProbeRun mount_and_list(const std::string& src, const std::string& suffix = "") {
@@ -33,6 +39,14 @@ class MountsTest : public ::testing::Test {
     run.outcome = run_sandbox(opts, cmd, {}, std::chrono::seconds(60));
     run.lines = parse_lines(run.outcome.out);
     return run;
+  }
+  static void write_host_file(const std::string& path, const std::string& text, mode_t mode) {
+    FILE* f = fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr) << path << ": " << strerror(errno);
+    fputs(text.c_str(), f);
+    fclose(f);
+    ASSERT_EQ(chmod(path.c_str(), mode), 0);
+    ASSERT_EQ(chown(path.c_str(), 0, 0), 0);
   }
   std::string root_;
 };
@@ -62,17 +76,58 @@ TEST_F(MountsTest, SymlinkLeadingOutsideRefused) {
   }
 }
 
-// A hard link has no "outside" to see: corral refuses hard-linked files.
-// The link is made in our own temp dir (same file system as /etc on the
-// usual test hosts) and removed with it.
+// A hard link has no "outside" to see: corral refuses a hard-linked file as
+// a mount source, whatever it links to. The file stands for a host file
+// outside the mount root: root-owned, 0600, made by the test in a sibling
+// of the root (the same file system by construction, so link() always
+// works and the test always runs), and removed with it.
 TEST_F(MountsTest, HardLinkedFileRefused) {
-  std::string hard = root_ + "/pw";
-  if (link("/etc/passwd", hard.c_str()) != 0) {
-    GTEST_SKIP() << "cannot hard-link /etc/passwd into " << root_ << " (other file system)";
-  }
+  const std::string outside = root_ + "-outside";
+  ASSERT_EQ(mkdir(outside.c_str(), 0700), 0) << strerror(errno);
+  const std::string secret = outside + "/secret";
+  write_host_file(secret, "host secret: never mounted\n", 0600);
+  const std::string hard = root_ + "/pw";
+  ASSERT_EQ(link(secret.c_str(), hard.c_str()), 0) << strerror(errno);
   ProbeRun run = mount_and_list(hard);
   EXPECT_EQ(run.outcome.exit_code, 125) << run.describe();
   EXPECT_TRUE(run.lines.empty()) << run.describe();
+  EXPECT_NE(run.outcome.err.find("hard-linked"), std::string::npos) << run.describe();
+}
+
+// The other direction, from inside: a hard link made in a :rw mount to a
+// root-owned file of another mount of the same host file system would give
+// the host a second name for it, in a directory the sandbox writes to. Both
+// mounts come from the test's own dirs; the link must fail and the host
+// file keep its one name.
+TEST_F(MountsTest, HardLinkFromInsideAcrossMountsRefused) {
+  const std::string ro = root_ + "/ro";
+  const std::string rw = root_ + "/rw";
+  ASSERT_EQ(mkdir(ro.c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(rw.c_str(), 0777), 0);
+  ASSERT_EQ(chmod(rw.c_str(), 0777), 0);
+  const std::string secret = ro + "/secret";
+  write_host_file(secret, "root-owned\n", 0644);
+  for (const Identity& id : identities()) {
+    std::vector<std::string> opts = ProbeDir::get().options();
+    opts.insert(opts.end(), {"--mount-root", root_, "--mount", ro + ":/s", "--mount",
+                             rw + ":/m:rw"});
+    opts.insert(opts.end(), id.opts.begin(), id.opts.end());
+    ProbeRun run;
+    run.outcome = run_sandbox(opts, {kProbe, "link", "/s/secret", "/m/secret-link", "+", "link",
+                                     "/etc/hostname", "/m/etc-link"});
+    run.lines = parse_lines(run.outcome.out);
+    ASSERT_EQ(run.outcome.exit_code, 0) << id.name << "\n" << run.describe();
+    std::vector<json> links = run.all("link");
+    ASSERT_EQ(links.size(), 2u) << id.name << "\n" << run.describe();
+    for (const json& l : links) {
+      EXPECT_FALSE(l.value("ok", true)) << id.name << ": " << l.dump();
+    }
+    struct stat st;
+    ASSERT_EQ(stat(secret.c_str(), &st), 0);
+    EXPECT_EQ(st.st_nlink, 1u) << id.name << " gave the host file a second name";
+    EXPECT_NE(access((rw + "/secret-link").c_str(), F_OK), 0) << id.name;
+    EXPECT_NE(access((rw + "/etc-link").c_str(), F_OK), 0) << id.name;
+  }
 }
 
 // F4: a :rw mount is writable, and nothing the sandbox creates there is

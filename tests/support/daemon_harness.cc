@@ -183,20 +183,21 @@ TestDaemon::~TestDaemon() {
   host_sh("rm -rf '" + dir_ + "'");
 }
 
-void TestDaemon::stop() {
-  if (pid_ <= 0) return;
+int TestDaemon::stop() {
+  if (pid_ <= 0) return -1;
   kill(pid_, SIGTERM);
   int status;
   for (int i = 0; i < 100; ++i) {
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      return;
+      return status;
     }
     usleep(50000);
   }
   kill(pid_, SIGKILL);
   waitpid(pid_, &status, 0);
   pid_ = -1;
+  return -1;
 }
 
 bool TestDaemon::kill9() {

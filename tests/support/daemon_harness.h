@@ -70,8 +70,9 @@ class TestDaemon {
   // dir, socket and port. Returns false if it does not come back.
   bool kill9();
   bool restart();
-  // SIGTERM and wait.
-  void stop();
+  // SIGTERM and wait. Returns the wait status (-1: it was not running, or
+  // had to be killed after 5 s).
+  int stop();
 
  private:
   bool launch();
@@ -84,7 +85,9 @@ class TestDaemon {
   std::string output_;
   std::thread drain_;
   std::atomic<bool> drain_stop_{false};
-  pid_t pid_ = -1;
+  // Read by request() on the tests' own threads (why_no_reply) while the test
+  // thread kills or restarts the daemon.
+  std::atomic<pid_t> pid_{-1};
   std::uint16_t port_ = 0;
   int out_fd_ = -1;
 };

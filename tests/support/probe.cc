@@ -17,7 +17,7 @@
 //     kernel" without doing anything either way;
 //   * network traffic goes to loopback, except one non-blocking connect to
 //     a public address that a working sandbox never lets out;
-//   * the commands that write (mkfile, mkinodes, sleep markers) write only
+//   * the commands that write (mkfile, mkinodes, link, sleep markers) write only
 //     where the test tells them to, inside the sandbox's writable layer.
 //
 // Only libc and the Linux headers; no allocation-heavy machinery.
@@ -1344,6 +1344,16 @@ int cmd_fork_bomb(const char* max_s) {
   return 0;
 }
 
+// link FROM TO: a hard link, as an escape attempt (a name inside a :rw
+// mount for a file of another mount). Creates nothing when refused.
+int cmd_link(const char* from, const char* to) {
+  Line line("link");
+  line.str("from", from).str("to", to);
+  const bool ok = link(from, to) == 0;
+  line.boolean("ok", ok).err(ok ? 0 : errno).emit();
+  return 0;
+}
+
 int cmd_mkfile(const char* path, const char* bytes_s) {
   long long want = strtoll(bytes_s, nullptr, 10);
   Line line("mkfile");
@@ -1428,7 +1438,7 @@ const Command kCommands[] = {
     {"ps", 0, 0},         {"kill0", 1, -1},     {"tiocsti", 0, 0},     {"net", 0, 0},
     {"tcp-connect", 2, 2}, {"abstract-connect", 1, 1}, {"x32", 0, 0},  {"proc-exe", 0, 0},
     {"sleep", 1, -1},     {"fork-bomb", 0, 1},  {"mkfile", 2, 2},      {"mkinodes", 2, 2},
-    {"alloc", 1, 1},      {"daemon", 1, 2},
+    {"alloc", 1, 1},      {"daemon", 1, 2},     {"link", 2, 2},
 };
 
 int run_one(const std::vector<const char*>& argv) {
@@ -1470,6 +1480,7 @@ int run_one(const std::vector<const char*>& argv) {
   }
   if (name == "fork-bomb") return cmd_fork_bomb(a1);
   if (name == "mkfile") return cmd_mkfile(a1, a2);
+  if (name == "link") return cmd_link(a1, a2);
   if (name == "mkinodes") return cmd_mkinodes(a1, a2);
   if (name == "alloc") return cmd_alloc(a1);
   if (name == "daemon") return cmd_daemon(a1);  // a2: free-form token, unused

@@ -44,11 +44,6 @@ std::string corral_bin() { return env_or("CORRAL_BIN", CORRAL_TEST_BIN); }
 std::string probe_bin() { return env_or("CORRAL_PROBE", CORRAL_TEST_PROBE); }
 std::string source_dir() { return env_or("CORRAL_SOURCE_DIR", CORRAL_TEST_SOURCE_DIR); }
 
-bool must_work() {
-  const char* v = std::getenv("CORRAL_MUST_WORK");
-  return v != nullptr && std::string_view(v) == "1";
-}
-
 namespace {
 
 // The pid in a temp dir's name ("corral-test-<tag>-p<pid>-XXXXXX"), or 0.

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "support/skip.h"  // CORRAL_SKIP_OR_FAIL, must_work
+
 namespace corral::testing {
 
 struct RunOutcome {
@@ -41,8 +43,6 @@ RunOutcome run_sandbox(std::vector<std::string> opts, std::vector<std::string> c
 
 // Runs a host command (sh -c) and returns its stdout; exit status in *status.
 std::string host_sh(const std::string& script, int* status = nullptr);
-
-bool must_work();
 
 // Makes a fresh temporary directory (removed by the caller or left in /tmp
 // for debugging on failure). 0755, owned by root. Its name carries this
@@ -115,12 +115,3 @@ std::uint64_t free_disk_bytes(const std::string& path);
 void expect_sandbox_cleaned_up(const nlohmann::json& report, std::string_view what);
 
 }  // namespace corral::testing
-
-// Skips with the reason printed, unless CORRAL_MUST_WORK=1 makes it a failure.
-#define CORRAL_SKIP_OR_FAIL(reason)                                            \
-  do {                                                                         \
-    if (::corral::testing::must_work()) {                                      \
-      FAIL() << "required feature missing (CORRAL_MUST_WORK=1): " << (reason); \
-    }                                                                          \
-    GTEST_SKIP() << (reason);                                                  \
-  } while (0)

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/sha256.h"
+#include "support/skip.h"
 
 namespace corral {
 namespace {
@@ -174,7 +175,7 @@ TEST_F(ApiKeysTest, RefusesWhatIsNotARegularFile) {
 }
 
 TEST_F(ApiKeysTest, RefusesKeyFileOfAnotherOwner) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root to chown a file to another uid";
+  if (::geteuid() != 0) CORRAL_SKIP_OR_FAIL("needs root to chown a file to another uid");
   std::string path = write_file("keys", std::string(kKeyA) + "\n", 0600);
   ASSERT_EQ(::chown(path.c_str(), 12345, 12345), 0);
   auto keys = ApiKeys::load({}, {path});

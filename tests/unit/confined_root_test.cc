@@ -26,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/skip.h"
+
 namespace corral {
 namespace {
 
@@ -33,11 +35,6 @@ namespace stdfs = std::filesystem;
 
 constexpr std::string_view kSecret = "host secret: must never be read";
 constexpr std::string_view kInside = "inside the sandbox";
-
-bool must_work() {
-  const char* v = std::getenv("CORRAL_MUST_WORK");
-  return v != nullptr && std::string_view(v) == "1";
-}
 
 void write_host_file(const std::string& path, std::string_view content) {
   FILE* f = std::fopen(path.c_str(), "wb");
@@ -474,12 +471,9 @@ int in_private_mount_ns(Fn fn) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-#define SKIP_UNLESS_NS(rc)                                                  \
-  do {                                                                      \
-    if ((rc) == 77) {                                                       \
-      if (must_work()) FAIL() << "cannot make a private mount namespace";   \
-      GTEST_SKIP() << "cannot make a private mount namespace (needs root)"; \
-    }                                                                       \
+#define SKIP_UNLESS_NS(rc)                                                            \
+  do {                                                                                \
+    if ((rc) == 77) CORRAL_SKIP_OR_FAIL("cannot make a private mount namespace (needs root)"); \
   } while (0)
 
 TEST_F(ConfinedRootTest, NoSpaceIsResourceExhausted) {

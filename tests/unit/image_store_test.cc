@@ -18,6 +18,7 @@
 #include <fstream>
 #include <string>
 #include <vector>
+#include "support/skip.h"
 
 namespace corral {
 namespace {
@@ -281,7 +282,7 @@ TEST_F(ImageStoreTest, RemoveNeverCrossesAMountPoint) {
   std::string mnt = images_ + "/mounted/rootfs/mnt";
   ASSERT_EQ(mkdir(mnt.c_str(), 0755), 0);
   if (mount("corral-test", mnt.c_str(), "tmpfs", 0, "size=1m") != 0) {
-    GTEST_SKIP() << "cannot mount tmpfs here (" << strerror(errno) << "); not root?";
+    CORRAL_SKIP_OR_FAIL("cannot mount tmpfs here (" + std::string(strerror(errno)) + "); not root?");
   }
   write_file(mnt + "/precious", "x");
   ImageStore store(images_);
@@ -387,7 +388,7 @@ TEST_F(ImageStoreTest, ImportRefusesSymlinksInTheLayout) {
 
 TEST_F(ImageStoreTest, ImportsAnUmociMadeLayoutWithItsConfig) {
   if (sh("command -v umoci >/dev/null && command -v skopeo >/dev/null") != 0) {
-    GTEST_SKIP() << "umoci/skopeo missing (apt-get install -y umoci skopeo)";
+    CORRAL_SKIP_OR_FAIL("umoci/skopeo missing (scripts/install-deps installs them)");
   }
   std::string work = root_ + "/work";
   ASSERT_EQ(mkdir(work.c_str(), 0755), 0);

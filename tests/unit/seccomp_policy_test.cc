@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "jail/seccomp_install.h"
+#include "support/skip.h"
 
 namespace corral {
 namespace {
@@ -47,20 +48,6 @@ namespace {
 constexpr std::uint64_t kHigh = 1ULL << 32;  // garbage in the upper half of a register
 constexpr std::uint64_t kMinus1 = ~0ULL;
 constexpr std::uint64_t kX32Bit = 0x40000000;
-
-bool must_work() {
-  const char* v = std::getenv("CORRAL_MUST_WORK");
-  return v != nullptr && std::string_view(v) == "1";
-}
-
-// A skip that CORRAL_MUST_WORK=1 turns into a failure (STYLE.md "Tests").
-#define CORRAL_SKIP_OR_FAIL(reason) \
-  do {                              \
-    if (must_work()) {              \
-      FAIL() << (reason);           \
-    }                               \
-    GTEST_SKIP() << (reason);       \
-  } while (0)
 
 const SeccompRule* find_rule(std::string_view syscall) {
   for (const SeccompRule& rule : seccomp_policy()) {

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <string>
 #include <vector>
+#include "support/skip.h"
 
 namespace corral::secrets {
 namespace {
@@ -127,7 +128,7 @@ TEST(SecretStore, SymlinkFifoDirectoryAndForeignOwnerAreRefused) {
   ASSERT_FALSE(store);
   EXPECT_EQ(store.error().code, ErrorCode::kNotFound);
 
-  if (geteuid() != 0) GTEST_SKIP() << "chown to another uid needs root";
+  if (geteuid() != 0) CORRAL_SKIP_OR_FAIL("chown to another uid needs root");
   ASSERT_EQ(chown(target.c_str(), 65534, 65534), 0);
   config.file = target;
   store = SecretStore::load(config);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../support/client_hello.h"
+#include "support/skip.h"
 
 namespace corral::net {
 namespace {
@@ -78,14 +79,9 @@ std::string capture_openssl_hello(const std::vector<std::string>& args) {
   return bytes;
 }
 
-void skip_or_fail(const char* why) {
-  if (std::getenv("CORRAL_MUST_WORK")) FAIL() << why;
-  GTEST_SKIP() << why;
-}
-
 TEST(TlsClientHello, RealOpensslClientWithSni) {
   std::string hello = capture_openssl_hello({"-servername", "Real.Example.TEST"});
-  if (hello.empty()) return skip_or_fail("openssl s_client could not be run");
+  if (hello.empty()) CORRAL_SKIP_OR_FAIL("openssl s_client could not be run");
   TlsHello h = parse_client_hello(hello);
   ASSERT_EQ(h.status, TlsHelloStatus::kClientHello) << h.describe();
   EXPECT_TRUE(h.has_sni);
@@ -102,7 +98,7 @@ TEST(TlsClientHello, RealOpensslClientWithSni) {
 
 TEST(TlsClientHello, RealOpensslClientWithoutSni) {
   std::string hello = capture_openssl_hello({"-noservername"});
-  if (hello.empty()) return skip_or_fail("openssl s_client could not be run");
+  if (hello.empty()) CORRAL_SKIP_OR_FAIL("openssl s_client could not be run");
   TlsHello h = parse_client_hello(hello);
   ASSERT_EQ(h.status, TlsHelloStatus::kClientHello) << h.describe();
   EXPECT_FALSE(h.has_sni);
