@@ -7,6 +7,10 @@ TSAN_BUILD ?= build-tsan
 FUZZ_SECONDS ?= 25
 JOBS       ?= $(shell nproc)
 CTEST_ARGS ?=
+# ccache (CMakeLists.txt) hits across clones and build dirs: paths are made
+# relative to the checkout, and the build dir is not part of the hash.
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
 
 .PHONY: all deps build test test-asan asan test-tsan tsan fuzz fuzz-smoke demo serve bench clean format
 
