@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -250,6 +251,11 @@ Result<ToolResult> run_tool(const std::vector<std::string>& args, const Progress
     if (dup2(out_w.valid() ? out_w.get() : err_w.get(), 1) < 0) goto fail;
     if (dup2(err_w.get(), 2) < 0) goto fail;
     if (cwd != nullptr && chdir(cwd) != 0) goto fail;
+    // The tool gets 0-2 and inherit_fd, none of the fds corral itself
+    // inherited: mmdebstrap hands apt a pipe by number to `sh -c 'cat >&N'`,
+    // and dash cannot redirect to an fd above 9, so a caller's stray fds
+    // (a shell's, a test runner's) made builds fail with "Bad fd number".
+    if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) goto fail;
     if (inherit_fd >= 0 && fcntl(inherit_fd, F_SETFD, 0) != 0) goto fail;
     execv(exe->c_str(), argv.data());
   fail:

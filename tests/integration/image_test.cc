@@ -190,7 +190,7 @@ Background start_corral(const std::vector<std::string>& args) {
   argv.push_back(nullptr);
   bg.pid = fork();
   if (bg.pid == 0) {
-    int devnull = open("/dev/null", O_RDONLY);
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     dup2(devnull, 0);
     dup2(fds[1], 1);
     dup2(fds[1], 2);
