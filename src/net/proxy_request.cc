@@ -178,7 +178,9 @@ Result<ProxyRequest> parse_proxy_request(std::string_view head) {
   out.reserve(rebuilt.size() + 32);
   out.append(req.method).append(" ").append(origin_target);
   out.append(req.head.version_minor == 0 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n");
+  std::size_t out_fields = 0;
   if (req.form == ProxyRequest::kAbsolute && !req.head.header("host")) {
+    ++out_fields;
     // RFC 9112 3.2.2: the URL's authority is the Host.
     out.append("host: ").append(target.substr(7, target.substr(7).find_first_of("/?")));
     out.append("\r\n");
@@ -188,8 +190,17 @@ Result<ProxyRequest> parse_proxy_request(std::string_view head) {
                                    std::find(listed.begin(), listed.end(), h.name) != listed.end()))
       continue;
     out.append(h.name).append(": ").append(h.value).append("\r\n");
+    ++out_fields;
   }
   out.append("connection: close\r\n\r\n");
+  // The head sent upstream may carry more fields than the one received
+  // (host, connection): it must still be one that corral's own parser, and
+  // so a strict upstream, takes (found by fuzzing: 100 fields in, 101 out).
+  if (out_fields + 1 > limits.max_headers) {
+    return make_error(ErrorCode::kResourceExhausted,
+                      "more than " + std::to_string(limits.max_headers) +
+                          " header fields once the proxy adds host and connection");
+  }
   return req;
 }
 

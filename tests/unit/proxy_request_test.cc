@@ -149,3 +149,30 @@ TEST(ProxyRequest, SmugglingShapesAreRefused) {
 
 }  // namespace
 }  // namespace corral::net
+
+namespace corral::net {
+namespace {
+
+// The head sent upstream adds up to two fields (host, connection: close):
+// a request is taken only when that head is still within the field limit
+// of corral's own parser (found by fuzzing: 100 fields in, 101 out).
+TEST(ProxyRequest, TheUpstreamHeadStaysWithinTheFieldLimit) {
+  for (int fields = 90; fields <= 101; ++fields) {
+    std::string head = "GET http://x.example/ HTTP/1.1\r\nHost: x.example\r\n";
+    for (int i = 1; i < fields; ++i) head += "a" + std::to_string(i) + ": 1\r\n";
+    head += "\r\n";
+    auto r = parse_proxy_request(head);
+    if (!r) {
+      EXPECT_GT(fields, 99) << r.error().message;
+      continue;
+    }
+    auto again = parse_proxy_request(r->upstream_head);
+    EXPECT_TRUE(again.has_value()) << fields << ": " << again.error().message;
+  }
+  std::string at_limit = "GET http://x.example/ HTTP/1.1\r\nHost: x.example\r\n";
+  for (int i = 1; i < 99; ++i) at_limit += "a" + std::to_string(i) + ": 1\r\n";
+  EXPECT_TRUE(parse_proxy_request(at_limit + "\r\n").has_value());
+}
+
+}  // namespace
+}  // namespace corral::net
