@@ -350,8 +350,18 @@ void serve_one(int sock, CgroupManager* manager, const std::string& request) {
 }  // namespace
 
 std::uint64_t process_start_time(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Plain read(2), not an istream: a process that has just exited makes the
+  // read fail with ESRCH, which a filebuf turns into an exception that the
+  // monitor thread does not catch (the daemon aborted). Unknown is 0.
+  UniqueFd fd(open(("/proc/" + std::to_string(pid) + "/stat").c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return 0;
+  char buf[1024];
+  ssize_t n;
+  do {
+    n = ::read(fd.get(), buf, sizeof buf);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return 0;
+  std::string text(buf, static_cast<std::size_t>(n));
   auto close_paren = text.rfind(')');
   if (close_paren == std::string::npos) return 0;
   std::istringstream rest(text.substr(close_paren + 2));
