@@ -57,6 +57,15 @@ struct RedactionSet::BuildLiteral {
   std::uint32_t ref = 0;
 };
 
+// Wipes every literal of a build's pool when the build returns, however it
+// returns: the pool holds secret values in the clear.
+struct RedactionSet::WipeLiterals {
+  std::vector<BuildLiteral>& pool;
+  ~WipeLiterals() {
+    for (auto& l : pool) wipe(l.bytes);
+  }
+};
+
 std::string_view RedactionSet::literal(std::uint32_t index) const {
   const std::string_view all = sorted_.view();
   return all.substr(offsets_[index], offsets_[index + 1] - offsets_[index]);
@@ -118,12 +127,7 @@ Result<std::shared_ptr<const RedactionSet>> RedactionSet::build(std::vector<Name
   // up front (at most 30 forms a value), and sorted through pointers, so
   // that no copy is left behind by a reallocation or a swap.
   std::vector<BuildLiteral> pool;
-  struct WipeLiterals {
-    std::vector<BuildLiteral>& pool;
-    ~WipeLiterals() {
-      for (auto& l : pool) wipe(l.bytes);
-    }
-  } wipe_literals{pool};
+  WipeLiterals wipe_literals{pool};
   std::size_t anchor_count = 0;
   for (const auto& f : formats) anchor_count += f.anchors.size();
   pool.reserve(secrets.size() * 30 + anchor_count);
@@ -172,12 +176,7 @@ Result<std::shared_ptr<const RedactionSet>> RedactionSet::build_replacements(
   std::shared_ptr<RedactionSet> set(new RedactionSet());
   set->secret_count_ = pairs.size();
   std::vector<BuildLiteral> pool;
-  struct WipeLiterals {
-    std::vector<BuildLiteral>& pool;
-    ~WipeLiterals() {
-      for (auto& l : pool) wipe(l.bytes);
-    }
-  } wipe_literals{pool};
+  WipeLiterals wipe_literals{pool};
   pool.reserve(pairs.size());  // never reallocated: a move would leave copies
   set->placeholders_.reserve(pairs.size());
   for (std::size_t i = 0; i < pairs.size(); ++i) {

@@ -118,6 +118,7 @@ class RedactionSet {
   struct Literal;
   struct Prefix;
   struct BuildLiteral;
+  struct WipeLiterals;
   RedactionSet() = default;
   // Sorts, stores and compiles the literals of `pool` into `set`.
   static Result<std::shared_ptr<const RedactionSet>> compile(std::shared_ptr<RedactionSet> set,
