@@ -57,22 +57,5 @@ TEST(Base64, RefusesMalformedText) {
   refused("Zm\xc3\xa9", "is not base64");
 }
 
-TEST(Base64, Utf8Validation) {
-  EXPECT_TRUE(is_valid_utf8(""));
-  EXPECT_TRUE(is_valid_utf8("plain ascii\n"));
-  EXPECT_TRUE(is_valid_utf8(std::string("nul\0inside", 10)));
-  EXPECT_TRUE(is_valid_utf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
-  EXPECT_TRUE(is_valid_utf8("\xf4\x8f\xbf\xbf"));  // U+10FFFF
-  EXPECT_FALSE(is_valid_utf8("\xff"));
-  EXPECT_FALSE(is_valid_utf8("\x80"));              // lone continuation
-  EXPECT_FALSE(is_valid_utf8("\xc3"));              // truncated
-  EXPECT_FALSE(is_valid_utf8("\xc0\xaf"));          // overlong '/'
-  EXPECT_FALSE(is_valid_utf8("\xe0\x80\xaf"));      // overlong
-  EXPECT_FALSE(is_valid_utf8("\xed\xa0\x80"));      // surrogate U+D800
-  EXPECT_FALSE(is_valid_utf8("\xf4\x90\x80\x80"));  // above U+10FFFF
-  EXPECT_FALSE(is_valid_utf8("\xf8\x88\x80\x80\x80"));
-  EXPECT_FALSE(is_valid_utf8("ok\xe2\x82"));  // truncated at the end
-}
-
 }  // namespace
 }  // namespace corral::api
