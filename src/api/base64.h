@@ -2,7 +2,8 @@
 // binary-safe fields: bytes that are not valid UTF-8 travel as "*_b64".
 // Decoding is strict, so that every byte string has exactly one encoding:
 // no whitespace, no missing or extra padding, no non-zero bits in the last
-// character before the padding.
+// character before the padding. libsodium does the coding (constant time);
+// this layer keeps the strict checks and the error messages.
 #pragma once
 
 #include <string>
