@@ -64,8 +64,7 @@ Result<std::string> base64_decode(std::string_view text) {
   const std::size_t pad = n - digits;
   if (pad > 2 || text.substr(digits).find_first_not_of('=') != std::string_view::npos) {
     if (text[digits] == '=') return bad("misplaced '=' padding", digits);
-    return bad("character " + quote_for_message(text.substr(digits, 1)) + " is not base64",
-               digits);
+    return bad("character " + quote_for_message(text.substr(digits, 1)) + " is not base64", digits);
   }
   std::string out(n / 4 * 3, '\0');
   std::size_t length = 0;

@@ -16,8 +16,7 @@ namespace corral::api {
 
 // api_error.cc: {"code", "message", "field", "hint"}.
 json::Json error_body_json(const ApiError& e);
-Result<ApiError> read_error_body(const json::Json& v, std::string_view path,
-                                 const json::Ctx& ctx);
+Result<ApiError> read_error_body(const json::Json& v, std::string_view path, const json::Ctx& ctx);
 
 // network_codec.cc. The API form, which is also the stored form: absent
 // lists are empty, an absent timeout or rate is the daemon's default.

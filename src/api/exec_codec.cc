@@ -6,8 +6,8 @@
 #include "api/api_model.h"
 #include "api/base64.h"
 #include "api/codec_internal.h"
-#include "base/json_string.h"
 #include "api/json_writer.h"
+#include "base/json_string.h"
 #include "base/utf8.h"
 
 namespace corral::api {

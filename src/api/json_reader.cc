@@ -508,9 +508,10 @@ Status check_file_path(const std::string& value, std::string_view path) {
 
 // An env object. With `unset` (a create's env, which goes on top of the
 // daemon's defaults) a null value is allowed too: the name goes to *unset.
-Result<std::vector<std::pair<std::string, std::string>>> read_env(
-    const Json& v, std::string_view path, const Ctx& ctx,
-    std::vector<std::string>* unset) {
+Result<std::vector<std::pair<std::string, std::string>>> read_env(const Json& v,
+                                                                  std::string_view path,
+                                                                  const Ctx& ctx,
+                                                                  std::vector<std::string>* unset) {
   if (!v.is_object()) return wrong_type(path, "an object of \"NAME\": \"value\"", v);
   if (v.size() > kMaxEnv) {
     return fail(

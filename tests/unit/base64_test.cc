@@ -75,8 +75,7 @@ TEST(Base64, RefusalsNameTheFirstBadCharacter) {
   // Whitespace anywhere, including where libsodium could skip it.
   EXPECT_EQ(message("Zm9v Zg="), "invalid base64: character \" \" is not base64 at offset 4");
   EXPECT_EQ(message("Zm9vZg=\n"), "invalid base64: misplaced '=' padding at offset 6");
-  EXPECT_EQ(message("Zm9vZm9\n"),
-            "invalid base64: character \"\\x0a\" is not base64 at offset 7");
+  EXPECT_EQ(message("Zm9vZm9\n"), "invalid base64: character \"\\x0a\" is not base64 at offset 7");
   EXPECT_EQ(message("\tZm9v\r\n\r"),
             "invalid base64: character \"\\x09\" is not base64 at offset 0");
   // Non-canonical trailing bits: one encoding per byte string.

@@ -17,8 +17,9 @@ namespace {
 TEST(HttpJsonError, PrintableAsciiBytesAsBefore) {
   EXPECT_EQ(json_error("overloaded", "too many connections; retry later"),
             R"({"error":{"code":"overloaded","message":"too many connections; retry later"}})");
-  EXPECT_EQ(json_error("bad_request", R"x(bad header name "X\x01" (a "quote" and a \ slash))x"),
-            R"x({"error":{"code":"bad_request","message":"bad header name \"X\\x01\" (a \"quote\" and a \\ slash)"}})x");
+  EXPECT_EQ(
+      json_error("bad_request", R"x(bad header name "X\x01" (a "quote" and a \ slash))x"),
+      R"x({"error":{"code":"bad_request","message":"bad header name \"X\\x01\" (a \"quote\" and a \\ slash)"}})x");
   EXPECT_EQ(json_error("", ""), R"({"error":{"code":"","message":""}})");
 }
 
@@ -33,7 +34,8 @@ TEST(HttpJsonError, AnyBytesGiveValidJson) {
   };
   EXPECT_EQ(json_error("c", "a\nb\t\x01"), R"({"error":{"code":"c","message":"a\nb\t\u0001"}})");
   EXPECT_EQ(message_of(json_error("c", "caf\xc3\xa9")), "caf\xc3\xa9");
-  EXPECT_EQ(json_error("c", "caf\xc3\xa9"), "{\"error\":{\"code\":\"c\",\"message\":\"caf\xc3\xa9\"}}");
+  EXPECT_EQ(json_error("c", "caf\xc3\xa9"),
+            "{\"error\":{\"code\":\"c\",\"message\":\"caf\xc3\xa9\"}}");
   EXPECT_EQ(message_of(json_error("c", "a\xff\"b")), "a\xef\xbf\xbd\"b");
   std::string all;
   for (int c = 0; c < 256; ++c) all.push_back(static_cast<char>(c));
