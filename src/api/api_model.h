@@ -9,7 +9,9 @@
 // be UTF-8 (outputs, stdin, file names and paths) travel as "<name>" when
 // they are valid UTF-8 and as "<name>_b64" (base64) otherwise; parsers
 // accept either, never both. Parsers never throw.
-// nlohmann::json stays inside api_model.cc (a heavy header).
+// nlohmann::json stays inside src/api's .cc files and its internal headers
+// (json_reader.h: a heavy header). The errors are in api_error.h; the
+// codecs are one file per resource (create_codec.cc, exec_codec.cc, ...).
 #pragma once
 
 #include <cstdint>
@@ -19,45 +21,11 @@
 #include <string_view>
 #include <vector>
 
+#include "api/api_error.h"
 #include "base/result.h"
 #include "spec/sandbox_spec.h"
 
 namespace corral::api {
-
-// ---- errors ---------------------------------------------------------------
-
-// Every error response: {"error": {"code": "...", "message": "...",
-// "field": "...", "hint": "..."}} with `code` one of the stable names below.
-struct ApiError {
-  int http_status = 500;
-  std::string code;     // stable, snake_case (see kErrorCodes)
-  std::string message;  // says what is wrong and what to do
-  std::string field;    // JSON path of the offending field, when there is one
-  std::string hint;
-};
-
-// Stable error codes and their HTTP status, in one table (docs/api.md lists
-// them from here): bad_json 400, unknown_field 400, wrong_type 400,
-// invalid_value 400, path_escape 400, unauthorized 401, secret_file 403
-// (the file API does not serve /run/secrets), not_found 404,
-// method_not_allowed 405, conflict 409 (e.g. exec on a sandbox being
-// destroyed), idempotency_mismatch 409, body_too_large 413,
-// unsupported_media_type 415, over_capacity 429, insufficient_storage 507,
-// request_timeout 408 (per-request timeout), command_timeout 504 is NOT an
-// error (a timed-out command is a result), sandbox_expired 410,
-// setup_failed 500 (a sandbox stage failed; message has stage + hint),
-// internal 500, unavailable 503.
-struct ErrorCodeInfo {
-  std::string_view code;
-  int http_status;
-};
-const std::vector<ErrorCodeInfo>& error_codes();
-ApiError make_api_error(std::string_view code, std::string message, std::string field = {},
-                        std::string hint = {});
-std::string to_json(const ApiError& error);
-// Parses an error body; anything unparseable becomes code "internal" with
-// the raw text (bounded) as message.
-ApiError parse_api_error(int http_status, std::string_view body);
 
 // ---- sandboxes ------------------------------------------------------------
 
@@ -280,11 +248,5 @@ struct UploadResult {
 };
 std::string to_json(const UploadResult& result);
 Result<UploadResult> parse_upload_result(std::string_view body);
-
-// Parse errors from the functions above are kInvalidArgument whose message
-// starts with the API error code and a colon ("unknown_field: ...",
-// "wrong_type: ...", "bad_json: ...", "invalid_value: ...") and whose hint
-// is the field path: to_api_error() turns them into an ApiError.
-ApiError to_api_error(const Error& error);
 
 }  // namespace corral::api

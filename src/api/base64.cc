@@ -1,27 +1,18 @@
 #include "api/base64.h"
 
-#include <array>
-#include <cstdint>
-#include <cstring>
+#include <sodium.h>
 
-#include "spec/units.h"
+#include <array>
+#include <string_view>
+
+#include "spec/units.h"  // quote_for_message
 
 namespace corral::api {
 namespace {
 
+constexpr int kVariant = sodium_base64_VARIANT_ORIGINAL;
 constexpr std::string_view kAlphabet =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-// 0..63 for alphabet characters, -1 for anything else.
-constexpr std::array<std::int8_t, 256> make_table() {
-  std::array<std::int8_t, 256> table{};
-  for (auto& v : table) v = -1;
-  for (std::size_t i = 0; i < kAlphabet.size(); ++i) {
-    table[static_cast<unsigned char>(kAlphabet[i])] = static_cast<std::int8_t>(i);
-  }
-  return table;
-}
-constexpr std::array<std::int8_t, 256> kTable = make_table();
 
 tl::unexpected<Error> bad(std::string_view why, std::size_t offset) {
   return make_error(ErrorCode::kInvalidArgument,
@@ -29,35 +20,32 @@ tl::unexpected<Error> bad(std::string_view why, std::size_t offset) {
                     "use standard base64 (A-Z a-z 0-9 + /) with '=' padding, without whitespace");
 }
 
+// The base64 digits. Checked here, not left to libsodium: 1.0.18 reads its
+// input as (signed) char and decodes a byte above 0x7f as a digit ("Zm\xc3\xa9"
+// came back as three bytes), and it stops without an error at anything
+// else once the bits so far need no padding ("AAAA====").
+constexpr std::array<bool, 256> make_digits() {
+  std::array<bool, 256> digits{};
+  for (char c : kAlphabet) digits[static_cast<unsigned char>(c)] = true;
+  return digits;
+}
+constexpr std::array<bool, 256> kDigits = make_digits();
+
+std::size_t first_non_digit(std::string_view text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (!kDigits[static_cast<unsigned char>(text[i])]) return i;
+  }
+  return text.size();
+}
+
 }  // namespace
 
 std::string base64_encode(std::string_view bytes) {
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  auto byte = [&](std::size_t k) {
-    return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[k]));
-  };
-  for (; i + 3 <= bytes.size(); i += 3) {
-    std::uint32_t v = byte(i) << 16 | byte(i + 1) << 8 | byte(i + 2);
-    out.push_back(kAlphabet[v >> 18 & 63]);
-    out.push_back(kAlphabet[v >> 12 & 63]);
-    out.push_back(kAlphabet[v >> 6 & 63]);
-    out.push_back(kAlphabet[v & 63]);
-  }
-  std::size_t rest = bytes.size() - i;
-  if (rest == 1) {
-    std::uint32_t v = byte(i) << 16;
-    out.push_back(kAlphabet[v >> 18 & 63]);
-    out.push_back(kAlphabet[v >> 12 & 63]);
-    out.append("==");
-  } else if (rest == 2) {
-    std::uint32_t v = byte(i) << 16 | byte(i + 1) << 8;
-    out.push_back(kAlphabet[v >> 18 & 63]);
-    out.push_back(kAlphabet[v >> 12 & 63]);
-    out.push_back(kAlphabet[v >> 6 & 63]);
-    out.push_back('=');
-  }
+  // sodium_bin2base64 writes a terminating NUL, counted in ENCODED_LEN.
+  std::string out(sodium_base64_ENCODED_LEN(bytes.size(), kVariant), '\0');
+  sodium_bin2base64(out.data(), out.size(), reinterpret_cast<const unsigned char*>(bytes.data()),
+                    bytes.size(), kVariant);
+  out.pop_back();
   return out;
 }
 
@@ -68,74 +56,31 @@ Result<std::string> base64_decode(std::string_view text) {
         "invalid base64: the length " + std::to_string(text.size()) + " is not a multiple of 4",
         "base64 text comes in groups of 4 characters, padded with '='");
   }
-  std::string out;
-  out.reserve(text.size() / 4 * 3);
-  for (std::size_t i = 0; i < text.size(); i += 4) {
-    const bool last = i + 4 == text.size();
-    std::size_t pad = 0;
-    if (last) {
-      if (text[i + 3] == '=') pad = text[i + 2] == '=' ? 2 : 1;
-    }
-    std::uint32_t v = 0;
-    for (std::size_t k = 0; k < 4; ++k) {
-      char c = text[i + k];
-      if (k >= 4 - pad) {
-        v <<= 6;
-        continue;
-      }
-      std::int8_t d = kTable[static_cast<unsigned char>(c)];
-      if (d < 0) {
-        return bad(c == '=' ? "misplaced '=' padding"
-                            : "character " + quote_for_message(std::string_view(&text[i + k], 1)) +
-                                  " is not base64",
-                   i + k);
-      }
-      v = v << 6 | static_cast<std::uint32_t>(d);
-    }
-    if (pad == 2 && (v & 0xffff) != 0) return bad("non-zero bits before the padding", i + 1);
-    if (pad == 1 && (v & 0xff) != 0) return bad("non-zero bits before the padding", i + 2);
-    out.push_back(static_cast<char>(v >> 16 & 0xff));
-    if (pad < 2) out.push_back(static_cast<char>(v >> 8 & 0xff));
-    if (pad < 1) out.push_back(static_cast<char>(v & 0xff));
+  if (text.empty()) return std::string();
+  // Digits, then at most two '=' at the very end: else name the first
+  // character that is neither.
+  const std::size_t n = text.size();
+  const std::size_t digits = first_non_digit(text);
+  const std::size_t pad = n - digits;
+  if (pad > 2 || text.substr(digits).find_first_not_of('=') != std::string_view::npos) {
+    if (text[digits] == '=') return bad("misplaced '=' padding", digits);
+    return bad("character " + quote_for_message(text.substr(digits, 1)) + " is not base64", digits);
   }
+  std::string out(n / 4 * 3, '\0');
+  std::size_t length = 0;
+  const char* end = nullptr;
+  // libsodium checks the padding's length and refuses non-zero bits in the
+  // last digit before it (one encoding per byte string); `end` must reach
+  // the end of the text.
+  int rc = sodium_base642bin(reinterpret_cast<unsigned char*>(out.data()), out.size(), text.data(),
+                             n, /*ignore=*/nullptr, &length, &end, kVariant);
+  if (rc != 0 || end != text.data() + n) {
+    // What is left to refuse: the bits of "Zh==" or "Zm9=".
+    return bad(pad == 0 ? "refused by the decoder" : "non-zero bits before the padding",
+               pad == 2 ? n - 3 : n - 2);
+  }
+  out.resize(length);
   return out;
-}
-
-bool is_valid_utf8(std::string_view bytes) {
-  std::size_t i = 0;
-  const std::size_t n = bytes.size();
-  auto at = [&](std::size_t k) { return static_cast<unsigned char>(bytes[k]); };
-  auto cont = [&](std::size_t k) { return k < n && (at(k) & 0xc0) == 0x80; };
-  while (i < n) {
-    // Eight ASCII bytes at a time: exec output is mostly ASCII.
-    std::uint64_t v;
-    while (i + 8 <= n &&
-           (std::memcpy(&v, bytes.data() + i, sizeof v), (v & 0x8080808080808080ULL) == 0))
-      i += 8;
-    if (i >= n) break;
-    unsigned char c = at(i);
-    if (c < 0x80) {
-      ++i;
-    } else if (c >= 0xc2 && c <= 0xdf) {
-      if (!cont(i + 1)) return false;
-      i += 2;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      if (!cont(i + 1) || !cont(i + 2)) return false;
-      unsigned char c1 = at(i + 1);
-      if (c == 0xe0 && c1 < 0xa0) return false;   // overlong
-      if (c == 0xed && c1 >= 0xa0) return false;  // surrogates
-      i += 3;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      if (!cont(i + 1) || !cont(i + 2) || !cont(i + 3)) return false;
-      unsigned char c1 = at(i + 1);
-      if (c == 0xf0 && c1 < 0x90) return false;   // overlong
-      if (c == 0xf4 && c1 >= 0x90) return false;  // above U+10FFFF
-      i += 4;
-    } else {
-      return false;  // 0x80..0xc1 (continuation or overlong lead), 0xf5..0xff
-    }
-  }
-  return true;
 }
 
 }  // namespace corral::api

@@ -2,13 +2,15 @@
 // binary-safe fields: bytes that are not valid UTF-8 travel as "*_b64".
 // Decoding is strict, so that every byte string has exactly one encoding:
 // no whitespace, no missing or extra padding, no non-zero bits in the last
-// character before the padding.
+// character before the padding. libsodium does the coding (constant time);
+// this layer keeps the strict checks and the error messages.
 #pragma once
 
 #include <string>
 #include <string_view>
 
 #include "base/result.h"
+#include "base/utf8.h"
 
 namespace corral::api {
 
@@ -16,8 +18,9 @@ std::string base64_encode(std::string_view bytes);
 // kInvalidArgument naming the first bad character and its offset.
 Result<std::string> base64_decode(std::string_view text);
 
-// Well-formed UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing
-// above U+10FFFF. NUL bytes are valid UTF-8.
-bool is_valid_utf8(std::string_view bytes);
+// is_valid_utf8 moved to base/utf8.h; this keeps api::is_valid_utf8 for the
+// CLI's call sites (src/cli is being split on another branch: switch them
+// to corral::is_valid_utf8 after the merge, then drop this line).
+using corral::is_valid_utf8;
 
 }  // namespace corral::api

@@ -6,7 +6,7 @@
 // (tests/unit/json_text_test.cc checks the sources for a strict one).
 // Bytes that are not UTF-8 become U+FFFD; where that would change what a
 // value means (a path, an argv word, an environment value), refuse it with
-// a clear error before it gets here (is_valid_utf8 in api/base64.h).
+// a clear error before it gets here (is_valid_utf8 in base/utf8.h).
 //
 // Templated on the JSON type so that this header needs no nlohmann include
 // (json and ordered_json both work).

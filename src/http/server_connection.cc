@@ -9,6 +9,8 @@
 #include <ctime>
 #include <memory>
 
+#include "base/json_string.h"
+#include "base/utf8.h"
 #include "http/char_class.h"
 #include "http/http_parser.h"
 
@@ -533,28 +535,29 @@ void Connection::linger_close() {
 }  // namespace
 
 std::string json_error(std::string_view code, std::string_view message) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "{\"error\":{\"code\":\"";
+  std::string out = "{\"error\":{\"code\":";
   auto escape = [&](std::string_view s) {
+    if (is_valid_utf8(s)) {
+      append_json_string(out, s);
+      return;
+    }
+    // Messages are ASCII (request bytes are quoted as \xNN). Should one
+    // not be UTF-8, its bytes above 0x7f become U+FFFD, as in every other
+    // JSON text of corral (base/json_text.h), not Latin-1 characters.
+    std::string utf8;
     for (char ch : s) {
-      auto c = static_cast<unsigned char>(ch);
-      if (c == '"' || c == '\\') {
-        out.push_back('\\');
-        out.push_back(ch);
-      } else if (c < 0x20 || c >= 0x7f) {
-        // Messages are ASCII; anything else is escaped rather than trusted
-        // to be valid UTF-8.
-        out.append("\\u00").push_back(kHex[c >> 4]);
-        out.push_back(kHex[c & 0xf]);
+      if (static_cast<unsigned char>(ch) < 0x80) {
+        utf8.push_back(ch);
       } else {
-        out.push_back(ch);
+        utf8.append("\xef\xbf\xbd");
       }
     }
+    append_json_string(out, utf8);
   };
   escape(code);
-  out.append("\",\"message\":\"");
+  out.append(",\"message\":");
   escape(message);
-  out.append("\"}}");
+  out.append("}}");
   return out;
 }
 

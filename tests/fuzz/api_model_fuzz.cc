@@ -1,5 +1,6 @@
-// Fuzz target for the API's JSON codec (src/api/api_model.cc), which reads
-// request bodies straight from the network. Beyond "no crash, no throw",
+// Fuzz target for the API's JSON codec (src/api/: api_model.h, the reader
+// in json_reader.cc, the *_codec.cc files), which reads request bodies
+// straight from the network. Beyond "no crash, no throw",
 // it checks that every refusal is a named API error with a printable
 // message, that what is accepted meets the documented bounds, and that
 // what is accepted encodes to JSON that parses back to the same encoding.

@@ -1,4 +1,4 @@
-#include "api/json_string.h"
+#include "base/json_string.h"
 
 #include <bit>
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <emmintrin.h>
 #endif
 
-namespace corral::api {
+namespace corral {
 namespace {
 
 void append_escape(std::string& out, unsigned char c) {
@@ -87,4 +87,4 @@ void append_json_string(std::string& out, std::string_view utf8) {
   out.push_back('"');
 }
 
-}  // namespace corral::api
+}  // namespace corral
