@@ -3,13 +3,14 @@
 // usage text, and parse() reads the arguments against that table, so the
 // help and the parsing come from one place: parse() also checks that every
 // flag it knows is in the usage text and that every flag a usage line
-// starts with is one it knows (a mismatch is our bug: it aborts, and every
-// verb's tests catch it).
+// starts with is one it knows (a mismatch is our bug: it aborts, so any
+// test that runs the verb catches it).
 //
 // A value is the next argument, whatever it looks like (`--env -x` sets
-// "-x"); an option may also take --name=VALUE or -nVALUE (ValueForm). -h/--help prints the usage
-// text and ends the verb with 0. How a refused command line is reported (and its exit status) is
-// the verb's: its Reporter prints the FlagError.
+// "-x"); an option may also take --name=VALUE or -nVALUE (ValueForm).
+// -h/--help prints the usage text and ends the verb with 0. How a refused
+// command line is reported (and its exit status) is the verb's: its
+// Reporter prints the FlagError.
 #pragma once
 
 #include <functional>
