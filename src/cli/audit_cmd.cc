@@ -42,29 +42,49 @@ int usage_error(std::string_view message) { return cli::usage_error(message, kUs
 
 bool is_help(std::string_view a) { return a == "--help" || a == "-h" || a == "help"; }
 
-// A subcommand's parser with --log PATH / --log=PATH (into `log`); an
-// argument it does not take is "unexpected argument for audit SUB: ARG".
-// (-h and --help never reach it: audit_command answers them first.)
-FlagParser subcommand_parser(const std::string& sub, std::string& log) {
-  FlagParser parser(kUsage, [](const FlagError& e) { return usage_error(e.message); });
-  parser.unknown_message([sub](std::string_view a) {
-    return "unexpected argument for audit " + sub + ": " + std::string(a);
-  });
+int report(const FlagError& e) { return usage_error(e.message); }
+
+// --log PATH / --log=PATH, into `log`.
+void add_log_option(FlagParser& parser, std::string& log) {
   parser.option("--log",
                 [&log](const std::string& v) -> Refusal {
                   log = v;
                   return std::nullopt;
                 },
                 {.missing = "--log needs a path", .attached = ValueForm::Attached::kAfterEquals});
+}
+
+// A subcommand's parser: --log and (added by the caller) its own flags; an
+// argument it does not take is "unexpected argument for audit SUB: ARG".
+// (-h and --help never reach it: audit_command answers them first.)
+FlagParser subcommand_parser(const std::string& sub, std::string& log) {
+  FlagParser parser(kUsage, report);
+  parser.unknown_message([sub](std::string_view a) {
+    return "unexpected argument for audit " + sub + ": " + std::string(a);
+  });
+  add_log_option(parser, log);
   return parser;
 }
 
+// Reads a subcommand's arguments. --log is taken out first, wherever it
+// stands (even between -n and its number), as audit has always read it;
+// then `parser` reads the rest in order.
 std::optional<int> parse_subcommand(FlagParser& parser, const std::vector<std::string>& args,
-                                    const std::string& log) {
-  if (auto status = parser.parse(std::vector<std::string_view>(args.begin(), args.end())))
+                                    std::string& log) {
+  std::vector<std::string_view> rest;
+  FlagParser log_first(kUsage, report);
+  add_log_option(log_first, log);
+  log_first.positional(
+      [&rest](std::string_view a) -> Refusal {
+        rest.push_back(a);
+        return std::nullopt;
+      },
+      /*lone_dash_is_positional=*/true);
+  log_first.others_are_positional();
+  if (auto status = log_first.parse(std::vector<std::string_view>(args.begin(), args.end())))
     return status;
   if (log.empty()) return usage_error("--log needs a non-empty path");
-  return std::nullopt;
+  return parser.parse(rest);
 }
 
 int cmd_verify(const std::vector<std::string>& args, std::string log) {

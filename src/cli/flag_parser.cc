@@ -154,7 +154,7 @@ std::optional<int> FlagParser::parse(const std::vector<std::string_view>& args) 
       continue;
     }
     const bool looks_like_flag = a.starts_with("-") && !(lone_dash_is_positional_ && a == "-");
-    if (positional_ && !looks_like_flag) {
+    if (positional_ && (!looks_like_flag || others_are_positional_)) {
       if (Refusal refusal = positional_(a)) return report_(*refusal);
       continue;
     }

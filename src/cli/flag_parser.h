@@ -89,6 +89,10 @@ class FlagParser {
   void unknown_message(std::function<std::string(std::string_view arg)> message) {
     unknown_message_ = std::move(message);
   }
+  // Every argument that is none of its flags goes to the positional
+  // handler, even one that looks like a flag: a first pass that takes some
+  // flags out of a command line, wherever they stand.
+  void others_are_positional() { others_are_positional_ = true; }
   // "--" ends the flags; what follows is after_double_dash().
   void stop_at_double_dash() { stop_at_double_dash_ = true; }
 
@@ -130,6 +134,7 @@ class FlagParser {
   ArgHandler positional_;
   bool lone_dash_is_positional_ = false;
   std::function<std::string(std::string_view)> unknown_message_;
+  bool others_are_positional_ = false;
   bool stop_at_double_dash_ = false;
   std::optional<std::vector<std::string_view>> after_double_dash_;
 };

@@ -159,6 +159,26 @@ TEST(FlagParser, UnknownMessageAndLoneDashAreTheVerbs) {
   EXPECT_EQ(message, "what is -x?");
 }
 
+TEST(FlagParser, AFirstPassTakesItsFlagsOutWhereverTheyStand) {
+  std::vector<std::string_view> rest;
+  std::string log;
+  FlagParser parser("usage: x [--log PATH] [-n N]\n", [](const FlagError&) { return 2; });
+  parser.option("--log", [&](const std::string& v) -> Refusal {
+    log = v;
+    return std::nullopt;
+  });
+  parser.positional(
+      [&](std::string_view a) -> Refusal {
+        rest.push_back(a);
+        return std::nullopt;
+      },
+      /*lone_dash_is_positional=*/true);
+  parser.others_are_positional();
+  EXPECT_FALSE(parser.parse({"-n", "--log", "/x", "5", "--other", "-"}));
+  EXPECT_EQ(log, "/x");
+  EXPECT_EQ(rest, (std::vector<std::string_view>{"-n", "5", "--other", "-"}));
+}
+
 // The flags of a verb and its usage text cannot drift apart: a flag the
 // usage does not show, or a usage line with a flag the verb does not take,
 // is our bug.
