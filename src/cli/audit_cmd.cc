@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "base/result.h"
 #include "cli/cli_output.h"
 #include "cli/commands.h"
+#include "cli/flag_parser.h"
 #include "store/audit_log.h"
 
 namespace corral::cli {
@@ -40,34 +42,54 @@ int usage_error(std::string_view message) { return cli::usage_error(message, kUs
 
 bool is_help(std::string_view a) { return a == "--help" || a == "-h" || a == "help"; }
 
-// Takes --log PATH / --log=PATH out of args; false on a missing value.
-bool take_log(std::vector<std::string>& args, std::string& log, std::string& error) {
-  std::vector<std::string> rest;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--log") {
-      if (i + 1 >= args.size()) {
-        error = "--log needs a path";
-        return false;
-      }
-      log = args[++i];
-    } else if (args[i].rfind("--log=", 0) == 0) {
-      log = args[i].substr(6);
-    } else {
-      rest.push_back(args[i]);
-    }
-  }
-  if (log.empty()) {
-    error = "--log needs a non-empty path";
-    return false;
-  }
-  args = std::move(rest);
-  return true;
+int report(const FlagError& e) { return usage_error(e.message); }
+
+// --log PATH / --log=PATH, into `log`.
+void add_log_option(FlagParser& parser, std::string& log) {
+  parser.option("--log",
+                [&log](const std::string& v) -> Refusal {
+                  log = v;
+                  return std::nullopt;
+                },
+                {.missing = "--log needs a path", .attached = ValueForm::Attached::kAfterEquals});
 }
 
-int cmd_verify(std::vector<std::string> args, std::string log) {
-  std::string error;
-  if (!take_log(args, log, error)) return usage_error(error);
-  if (!args.empty()) return usage_error("unexpected argument for audit verify: " + args[0]);
+// A subcommand's parser: --log and (added by the caller) its own flags; an
+// argument it does not take is "unexpected argument for audit SUB: ARG".
+// (-h and --help never reach it: audit_command answers them first.)
+FlagParser subcommand_parser(const std::string& sub, std::string& log) {
+  FlagParser parser(kUsage, report);
+  parser.unknown_message([sub](std::string_view a) {
+    return "unexpected argument for audit " + sub + ": " + std::string(a);
+  });
+  add_log_option(parser, log);
+  return parser;
+}
+
+// Reads a subcommand's arguments. --log is taken out first, wherever it
+// stands (even between -n and its number), as audit has always read it;
+// then `parser` reads the rest in order.
+std::optional<int> parse_subcommand(FlagParser& parser, const std::vector<std::string>& args,
+                                    std::string& log) {
+  std::vector<std::string_view> rest;
+  FlagParser log_first(kUsage, report);
+  add_log_option(log_first, log);
+  log_first.positional(
+      [&rest](std::string_view a) -> Refusal {
+        rest.push_back(a);
+        return std::nullopt;
+      },
+      /*lone_dash_is_positional=*/true);
+  log_first.others_are_positional();
+  if (auto status = log_first.parse(std::vector<std::string_view>(args.begin(), args.end())))
+    return status;
+  if (log.empty()) return usage_error("--log needs a non-empty path");
+  return parser.parse(rest);
+}
+
+int cmd_verify(const std::vector<std::string>& args, std::string log) {
+  FlagParser parser = subcommand_parser("verify", log);
+  if (auto status = parse_subcommand(parser, args, log)) return *status;
   auto report = verify_audit_set(log);
   if (!report) return command_failure(report.error());
   const auto plural = [](std::uint64_t n, const char* one, const char* many) {
@@ -92,26 +114,20 @@ int cmd_verify(std::vector<std::string> args, std::string log) {
   return 1;
 }
 
-int cmd_tail(std::vector<std::string> args, std::string log) {
-  std::string error;
-  if (!take_log(args, log, error)) return usage_error(error);
+int cmd_tail(const std::vector<std::string>& args, std::string log) {
   std::size_t n = 10;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string value;
-    if (args[i] == "-n") {
-      if (i + 1 >= args.size()) return usage_error("-n needs a number");
-      value = args[++i];
-    } else if (args[i].rfind("-n", 0) == 0 && args[i].size() > 2) {
-      value = args[i].substr(2);
-    } else {
-      return usage_error("unexpected argument for audit tail: " + args[i]);
-    }
-    if (value.empty() || value.size() > 9 ||
-        value.find_first_not_of("0123456789") != std::string::npos) {
-      return usage_error("-n needs a non-negative number, not \"" + value + "\"");
-    }
-    n = std::stoul(value);
-  }
+  FlagParser parser = subcommand_parser("tail", log);
+  parser.option("-n",
+                [&n](const std::string& value) -> Refusal {
+                  if (value.empty() || value.size() > 9 ||
+                      value.find_first_not_of("0123456789") != std::string::npos) {
+                    return "-n needs a non-negative number, not \"" + value + "\"";
+                  }
+                  n = std::stoul(value);
+                  return std::nullopt;
+                },
+                {.missing = "-n needs a number", .attached = ValueForm::Attached::kGlued});
+  if (auto status = parse_subcommand(parser, args, log)) return *status;
   auto lines = tail_audit_log(log, n);
   if (!lines) return command_failure(lines.error());
   for (const auto& l : *lines) std::cout << l << "\n";
@@ -136,8 +152,8 @@ int audit_command(int argc, char** argv) {
   std::string sub = args[0];
   args.erase(args.begin());
   std::string log = data_dir() + "/audit.log";
-  if (sub == "verify") return cmd_verify(std::move(args), std::move(log));
-  if (sub == "tail") return cmd_tail(std::move(args), std::move(log));
+  if (sub == "verify") return cmd_verify(args, std::move(log));
+  if (sub == "tail") return cmd_tail(args, std::move(log));
   return usage_error("unknown audit subcommand: " + sub);
 }
 

@@ -2,36 +2,43 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string_view>
+#include <vector>
 
 #include "base/json_text.h"
 #include "cli/commands.h"
+#include "cli/flag_parser.h"
 #include "jail/host_check.h"
 
 namespace corral::cli {
 
+namespace {
+
+constexpr const char* kDoctorUsage =
+    "usage: corral doctor [--json]\n\nChecks namespaces, overlayfs, seccomp, Landlock,\n"
+    "cgroups and tools; exits 1 if a required feature is missing.\n";
+
+}  // namespace
+
 int doctor_command(int argc, char** argv) {
   bool json = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    if (a == "--json") {
-      json = true;
-    } else if (a == "-h" || a == "--help") {
-      puts("usage: corral doctor [--json]\n\nChecks namespaces, overlayfs, seccomp, Landlock,\n"
-           "cgroups and tools; exits 1 if a required feature is missing.");
-      return 0;
-    } else {
-      fprintf(stderr, "corral doctor: unknown option \"%s\"\n", argv[i]);
-      return 2;
-    }
-  }
+  FlagParser parser(kDoctorUsage, [](const FlagError& e) {
+    fprintf(stderr, "corral doctor: %s\n", e.message.c_str());
+    return 2;
+  });
+  parser.flag({"--json"}, json);
+  if (auto status = parser.parse(std::vector<std::string_view>(argv + 1, argv + argc)))
+    return *status;
   auto checks = run_host_checks();
   bool all_required = true;
   nlohmann::json out = nlohmann::json::array();
   for (const HostCheck& c : checks) {
     if (!c.ok && c.required) all_required = false;
     if (json) {
-      out.push_back({{"name", c.name}, {"ok", c.ok}, {"required", c.required},
-                     {"detail", c.detail}, {"hint", c.ok ? "" : c.hint}});
+      out.push_back({{"name", c.name},
+                     {"ok", c.ok},
+                     {"required", c.required},
+                     {"detail", c.detail},
+                     {"hint", c.ok ? "" : c.hint}});
       continue;
     }
     const char* status = c.ok ? "ok  " : (c.required ? "FAIL" : "warn");

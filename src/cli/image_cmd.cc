@@ -15,6 +15,7 @@
 #include "base/result.h"
 #include "cli/cli_output.h"
 #include "cli/commands.h"
+#include "cli/flag_parser.h"
 #include "image/image_store.h"
 
 namespace corral::cli {
@@ -89,6 +90,27 @@ int report_done(ImageStore& store, const std::string& name, const char* verb,
 
 bool is_help(std::string_view a) { return a == "--help" || a == "-h" || a == "help"; }
 
+// A subcommand's parser: its usage errors show the whole usage text, and
+// an argument it does not take is refused as `unknown` followed by it.
+// (-h and --help never reach it: image_command answers them first.)
+FlagParser subcommand_parser(std::string unknown) {
+  FlagParser parser(kUsage, [](const FlagError& e) { return usage_error(e.message); });
+  parser.unknown_message([unknown](std::string_view a) { return unknown + std::string(a); });
+  return parser;
+}
+
+std::vector<std::string_view> views(const std::vector<std::string>& args) {
+  return {args.begin(), args.end()};
+}
+
+// Every argument that is not a flag (a lone "-" is not one), in order.
+FlagParser::ArgHandler collect(std::vector<std::string>& into) {
+  return [&into](std::string_view a) -> Refusal {
+    into.emplace_back(a);
+    return std::nullopt;
+  };
+}
+
 int cmd_build(const std::vector<std::string>& args) {
   std::vector<std::string> positional;
   std::vector<std::string> packages;
@@ -104,21 +126,15 @@ int cmd_build(const std::vector<std::string>& args) {
       start = comma + 1;
     }
   };
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--packages" || a == "-p") {
-      if (i + 1 >= args.size()) return usage_error("--packages needs a value");
-      if (!add_packages(args[++i])) return usage_error("empty package name in --packages");
-    } else if (a.rfind("--packages=", 0) == 0) {
-      if (!add_packages(std::string_view(a).substr(11))) {
-        return usage_error("empty package name in --packages");
-      }
-    } else if (a.size() > 1 && a[0] == '-') {
-      return usage_error("unknown option for image build: " + a);
-    } else {
-      positional.push_back(a);
-    }
-  }
+  FlagParser parser = subcommand_parser("unknown option for image build: ");
+  parser.option({"--packages", "-p"},
+                [&](const std::string& list) -> Refusal {
+                  if (!add_packages(list)) return "empty package name in --packages";
+                  return std::nullopt;
+                },
+                {.attached = ValueForm::Attached::kAfterEquals});
+  parser.positional(collect(positional), /*lone_dash_is_positional=*/true);
+  if (auto status = parser.parse(views(args))) return *status;
   if (positional.size() != 1) return usage_error("image build takes exactly one NAME");
   const std::string& name = positional[0];
   if (auto s = ImageStore::validate_name(name); !s) return usage_error(s.error().to_string());
@@ -137,10 +153,9 @@ int cmd_build(const std::vector<std::string>& args) {
 
 int cmd_import(const std::vector<std::string>& args) {
   std::vector<std::string> positional;
-  for (const auto& a : args) {
-    if (a.size() > 1 && a[0] == '-') return usage_error("unknown option for image import: " + a);
-    positional.push_back(a);
-  }
+  FlagParser parser = subcommand_parser("unknown option for image import: ");
+  parser.positional(collect(positional), /*lone_dash_is_positional=*/true);
+  if (auto status = parser.parse(views(args))) return *status;
   if (positional.size() != 2) return usage_error("image import takes NAME and FILE");
   const std::string& name = positional[0];
   if (auto s = ImageStore::validate_name(name); !s) return usage_error(s.error().to_string());
@@ -153,13 +168,9 @@ int cmd_import(const std::vector<std::string>& args) {
 
 int cmd_ls(const std::vector<std::string>& args) {
   bool as_json = false;
-  for (const auto& a : args) {
-    if (a == "--json") {
-      as_json = true;
-    } else {
-      return usage_error("unexpected argument for image ls: " + a);
-    }
-  }
+  FlagParser parser = subcommand_parser("unexpected argument for image ls: ");
+  parser.flag({"--json"}, as_json);
+  if (auto status = parser.parse(views(args))) return *status;
   ImageStore store(ImageStore::default_dir());
   auto images = store.list();
   if (!images) return command_failure(images.error());
@@ -201,10 +212,9 @@ int cmd_ls(const std::vector<std::string>& args) {
 
 int cmd_rm(const std::vector<std::string>& args) {
   std::vector<std::string> positional;
-  for (const auto& a : args) {
-    if (a.size() > 1 && a[0] == '-') return usage_error("unknown option for image rm: " + a);
-    positional.push_back(a);
-  }
+  FlagParser parser = subcommand_parser("unknown option for image rm: ");
+  parser.positional(collect(positional), /*lone_dash_is_positional=*/true);
+  if (auto status = parser.parse(views(args))) return *status;
   if (positional.empty()) return usage_error("image rm takes one or more NAMEs");
   for (const auto& name : positional) {
     if (auto s = ImageStore::validate_name(name); !s) return usage_error(s.error().to_string());

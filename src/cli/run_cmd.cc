@@ -7,13 +7,16 @@
 #include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "base/json_text.h"
 #include "base/paths.h"
 #include "cli/cli_output.h"
 #include "cli/commands.h"
+#include "cli/flag_parser.h"
 #include "image/image_store.h"
 #include "jail/sandbox_planner.h"
 #include "jail/sandbox_runner.h"
@@ -80,6 +83,23 @@ int setup_error(const Error& e) {
   return 125;
 }
 
+// How corral run reports a refused flag: a value its parser refused as
+// "corral run: FLAG: MESSAGE", anything else with a pointer to --help.
+int report_flag_error(const FlagError& e) {
+  switch (e.kind) {
+    case FlagError::Kind::kMissingValue:
+      fprintf(stderr, "corral run: %s: %s\n", e.flag.c_str(), e.message.c_str());
+      return 125;
+    case FlagError::Kind::kBadValue:
+      fprintf(stderr, "corral run: %s\n", e.message.c_str());
+      return 125;
+    case FlagError::Kind::kUnknown:
+    case FlagError::Kind::kMisuse:
+      break;
+  }
+  return usage_error(e.message);
+}
+
 nlohmann::json to_json(const RunResult& r) {
   nlohmann::json j;
   j["sandbox_id"] = r.sandbox_id;
@@ -108,7 +128,8 @@ nlohmann::json to_json(const RunResult& r) {
   return j;
 }
 
-struct Flags {
+// What the flags set besides the spec.
+struct RunFlags {
   std::string config;
   std::string report;
   bool json = false;
@@ -120,14 +141,9 @@ struct Flags {
   bool network_none = false;  // --network none given on the command line
 };
 
-}  // namespace
-
-int run_command(int argc, char** argv) {
-  SandboxSpec spec;
-  Flags flags;
-  std::vector<std::string_view> args(argv + 1, argv + argc);
-
-  // The config file first, so flags override it wherever they appear.
+// The config file first, so flags override it wherever they appear.
+std::optional<int> apply_config_flag(const std::vector<std::string_view>& args, SandboxSpec& spec,
+                                     RunFlags& flags) {
   for (size_t i = 0; i < args.size() && args[i] != "--"; ++i) {
     if (args[i] == "--config") {
       if (i + 1 >= args.size()) return usage_error("--config needs a FILE");
@@ -137,145 +153,86 @@ int run_command(int argc, char** argv) {
   if (!flags.config.empty()) {
     if (auto st = apply_config_file(flags.config, spec); !st) return setup_error(st.error());
   }
+  return std::nullopt;
+}
 
-  size_t i = 0;
-  for (; i < args.size(); ++i) {
-    std::string_view a = args[i];
-    if (a == "--") {
-      ++i;
-      break;
-    }
-    if (a == "-h" || a == "--help") {
-      fputs(kRunUsage, stdout);
-      return 0;
-    }
-    auto value = [&](std::string_view name) -> Result<std::string_view> {
-      if (i + 1 >= args.size())
-        return make_error(ErrorCode::kInvalidArgument, std::string(name) + " needs a value");
-      return args[++i];
-    };
-    auto fail_on = [&](const auto& r, std::string_view flag) -> bool {
-      if (r) return false;
-      fprintf(stderr, "corral run: %.*s: %s\n", static_cast<int>(flag.size()), flag.data(),
-              r.error().message.c_str());
-      return true;
-    };
-#define CORRAL_FLAG_VALUE(name) \
-  auto v = value(name);         \
-  if (fail_on(v, name)) return 125;
-    if (a == "--memory") {
-      CORRAL_FLAG_VALUE("--memory");
-      auto r = parse_size(*v);
-      if (fail_on(r, a)) return 125;
-      spec.limits.memory_bytes = *r;
-    } else if (a == "--cpus") {
-      CORRAL_FLAG_VALUE("--cpus");
-      auto r = parse_cpus(*v);
-      if (fail_on(r, a)) return 125;
-      spec.limits.cpus = *r;
-    } else if (a == "--pids") {
-      CORRAL_FLAG_VALUE("--pids");
-      auto r = parse_count(*v);
-      if (fail_on(r, a)) return 125;
-      spec.limits.pids = *r;
-    } else if (a == "--disk") {
-      CORRAL_FLAG_VALUE("--disk");
-      auto r = parse_size(*v);
-      if (fail_on(r, a)) return 125;
-      spec.limits.disk_bytes = *r;
-    } else if (a == "--inodes") {
-      CORRAL_FLAG_VALUE("--inodes");
-      auto r = parse_count64(*v);
-      if (fail_on(r, a)) return 125;
-      spec.limits.inodes = *r;
-    } else if (a == "--timeout") {
-      CORRAL_FLAG_VALUE("--timeout");
-      auto r = parse_duration(*v);
-      if (fail_on(r, a)) return 125;
-      spec.limits.timeout = *r;
-    } else if (a == "--env") {
-      CORRAL_FLAG_VALUE("--env");
-      auto r = parse_env_arg(*v);
-      if (fail_on(r, a)) return 125;
-      spec.env.push_back(*r);
-    } else if (a == "--workdir") {
-      CORRAL_FLAG_VALUE("--workdir");
-      spec.workdir = std::string(*v);
-      flags.workdir_set = true;
-    } else if (a == "--mount") {
-      CORRAL_FLAG_VALUE("--mount");
-      auto r = parse_mount_arg(*v);
-      if (fail_on(r, a)) return 125;
-      spec.mounts.push_back(*r);
-    } else if (a == "--mount-root") {
-      CORRAL_FLAG_VALUE("--mount-root");
-      flags.mount_roots.emplace_back(*v);
-    } else if (a == "--image") {
-      CORRAL_FLAG_VALUE("--image");
-      spec.image = std::string(*v);
-    } else if (a == "--root") {
-      spec.root = true;
-    } else if (a == "--hostname") {
-      CORRAL_FLAG_VALUE("--hostname");
-      spec.hostname = std::string(*v);
-    } else if (a == "--network") {
-      CORRAL_FLAG_VALUE("--network");
-      spec.network.mode = std::string(*v);
-      flags.network_none = *v == "none";
-    } else if (a == "--network-timeout") {
-      CORRAL_FLAG_VALUE("--network-timeout");
-      auto r = parse_duration(*v);
-      if (fail_on(r, a)) return 125;
-      if (r->count() < 1 || r->count() > 3600 * 1000)
-        return usage_error("--network-timeout " + std::string(*v) +
-                           ": give a duration from 1ms to 1h (10s, 500ms)");
-      spec.network.timeout_ms = r->count();
-    } else if (a == "--network-rate") {
-      CORRAL_FLAG_VALUE("--network-rate");
-      auto r = net::parse_gateway_rate(*v);
-      if (fail_on(r, a)) return 125;
-      spec.network.rate_per_second = r->per_second;
-      spec.network.rate_burst = r->burst;
-    } else if (a == "--allow") {
-      CORRAL_FLAG_VALUE("--allow");
-      spec.network.allow.emplace_back(*v);
-    } else if (a == "--deny") {
-      CORRAL_FLAG_VALUE("--deny");
-      spec.network.deny.emplace_back(*v);
-    } else if (a == "--network-template") {
-      CORRAL_FLAG_VALUE("--network-template");
-      spec.network.template_name = std::string(*v);
-    } else if (a == "--dns") {
-      CORRAL_FLAG_VALUE("--dns");
-      spec.network.dns_servers.emplace_back(*v);
-    } else if (a == "--gateway-service") {
-      CORRAL_FLAG_VALUE("--gateway-service");
-      auto r = net::parse_gateway_service_flag(*v);
-      if (fail_on(r, a)) return 125;
-      flags.gateway_services.push_back(*r);
-    } else if (a == "--gateway") {
-      CORRAL_FLAG_VALUE("--gateway");
-      spec.network.gateway.emplace_back(*v);
-    } else if (a == "--gateway-secret-file") {
-      CORRAL_FLAG_VALUE("--gateway-secret-file");
-      flags.gateway_secret_file = std::string(*v);
-    } else if (a == "--config") {
-      ++i;  // applied above
-    } else if (a == "--json") {
-      flags.json = true;
-    } else if (a == "--report") {
-      CORRAL_FLAG_VALUE("--report");
-      flags.report = std::string(*v);
-    } else if (a == "--tty") {
-      flags.tty = 1;
-    } else if (a == "--no-tty") {
-      flags.tty = 0;
-    } else {
-      return usage_error("unknown option \"" + std::string(a) + "\"");
-    }
-#undef CORRAL_FLAG_VALUE
+// Reads the flags before "--" into `spec` and `flags`, the command after it
+// into spec.argv. The table below and kRunUsage describe the same flags
+// (FlagParser checks it).
+std::optional<int> parse_run_flags(const std::vector<std::string_view>& args, SandboxSpec& spec,
+                                   RunFlags& flags) {
+  FlagParser parser(kRunUsage, report_flag_error);
+  parser.stop_at_double_dash();
+  // A value that `parse` reads into what `apply` stores.
+  auto parsed = [&parser](std::string_view name, auto parse, auto apply) {
+    parser.option(name, [name, parse, apply](const std::string& v) -> Refusal {
+      auto r = parse(v);
+      if (!r) return refused(name, r.error());
+      apply(*r);
+      return std::nullopt;
+    });
+  };
+  // A value stored as given.
+  auto text = [&parser](std::string_view name, auto apply) {
+    parser.option(name, [apply](const std::string& v) -> Refusal {
+      apply(v);
+      return std::nullopt;
+    });
+  };
+  parsed("--memory", parse_size, [&](auto r) { spec.limits.memory_bytes = r; });
+  parsed("--cpus", parse_cpus, [&](auto r) { spec.limits.cpus = r; });
+  parsed("--pids", parse_count, [&](auto r) { spec.limits.pids = r; });
+  parsed("--disk", parse_size, [&](auto r) { spec.limits.disk_bytes = r; });
+  parsed("--inodes", parse_count64, [&](auto r) { spec.limits.inodes = r; });
+  parsed("--timeout", parse_duration, [&](auto r) { spec.limits.timeout = r; });
+  parsed("--env", parse_env_arg, [&](const auto& r) { spec.env.push_back(r); });
+  text("--workdir", [&](const std::string& v) {
+    spec.workdir = v;
+    flags.workdir_set = true;
+  });
+  parsed("--mount", parse_mount_arg, [&](const auto& r) { spec.mounts.push_back(r); });
+  text("--mount-root", [&](const std::string& v) { flags.mount_roots.emplace_back(v); });
+  text("--image", [&](const std::string& v) { spec.image = v; });
+  parser.flag({"--root"}, [&] { spec.root = true; });
+  text("--hostname", [&](const std::string& v) { spec.hostname = v; });
+  text("--network", [&](const std::string& v) {
+    spec.network.mode = v;
+    flags.network_none = v == "none";
+  });
+  parser.option("--network-timeout", [&](const std::string& v) -> Refusal {
+    auto r = parse_duration(v);
+    if (!r) return refused("--network-timeout", r.error());
+    if (r->count() < 1 || r->count() > 3600 * 1000)
+      return "--network-timeout " + v + ": give a duration from 1ms to 1h (10s, 500ms)";
+    spec.network.timeout_ms = r->count();
+    return std::nullopt;
+  });
+  parsed("--network-rate", net::parse_gateway_rate, [&](const auto& r) {
+    spec.network.rate_per_second = r.per_second;
+    spec.network.rate_burst = r.burst;
+  });
+  text("--allow", [&](const std::string& v) { spec.network.allow.emplace_back(v); });
+  text("--deny", [&](const std::string& v) { spec.network.deny.emplace_back(v); });
+  text("--network-template", [&](const std::string& v) { spec.network.template_name = v; });
+  text("--dns", [&](const std::string& v) { spec.network.dns_servers.emplace_back(v); });
+  parsed("--gateway-service", net::parse_gateway_service_flag,
+         [&](const auto& r) { flags.gateway_services.push_back(r); });
+  text("--gateway", [&](const std::string& v) { spec.network.gateway.emplace_back(v); });
+  text("--gateway-secret-file", [&](const std::string& v) { flags.gateway_secret_file = v; });
+  text("--config", [](const std::string&) {});  // applied before the other flags
+  parser.flag({"--json"}, flags.json);
+  text("--report", [&](const std::string& v) { flags.report = v; });
+  parser.flag({"--tty"}, [&] { flags.tty = 1; });
+  parser.flag({"--no-tty"}, [&] { flags.tty = 0; });
+  if (auto status = parser.parse(args)) return status;
+  if (const auto& command = parser.after_double_dash()) {
+    for (std::string_view a : *command) spec.argv.emplace_back(a);
   }
-  for (; i < args.size(); ++i) spec.argv.emplace_back(args[i]);
+  return std::nullopt;
+}
+
+// What the flags say together, checked before anything is set up.
+std::optional<int> check_run_flags(const SandboxSpec& spec, const RunFlags& flags) {
   if (spec.argv.empty()) return usage_error("no command given: put it after --");
   if (!is_valid_hostname(spec.hostname))
     return usage_error("--hostname \"" + spec.hostname +
@@ -292,38 +249,28 @@ int run_command(int argc, char** argv) {
                          ": no such service: declare it with --gateway-service " + g +
                          "=http://host:port/base");
   }
-  if (geteuid() != 0) {
-    fprintf(stderr,
-            "corral: error: corral run must run as root\n"
-            "hint: it creates namespaces owned by the host and per-sandbox uid ranges; run it "
-            "with sudo (the sandboxed command itself never runs as host root)\n");
-    return 125;
-  }
+  return std::nullopt;
+}
 
-  RunOptions options;
-  char cwd[4096];
-  options.cwd = getcwd(cwd, sizeof cwd) != nullptr ? cwd : "/";
-  options.mount_roots =
-      flags.mount_roots.empty() ? std::vector<std::string>{options.cwd} : flags.mount_roots;
-  options.tty =
-      flags.tty == 1 || (flags.tty == -1 && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO));
+// --image: the image's root file system as the base, held with a shared
+// lock (`image_lock`) while the sandbox runs.
+std::optional<int> use_image(SandboxSpec& spec, const RunFlags& flags, ImageStore& images,
+                             RunOptions& options, UniqueFd& image_lock) {
+  auto info = images.get(spec.image);
+  if (!info) return setup_error(info.error());
+  auto lock = images.lock_shared(spec.image);
+  if (!lock) return setup_error(lock.error());
+  image_lock = std::move(*lock);
+  options.base.rootfs = info->rootfs;
+  options.base.env = info->env;
+  options.base.passwd_source = info->rootfs + "/etc";
+  if (!flags.workdir_set && !info->workdir.empty()) spec.workdir = info->workdir;
+  return std::nullopt;
+}
 
-  ImageStore images(data_dir() + "/images");
-  UniqueFd image_lock;
-  if (!spec.image.empty()) {
-    auto info = images.get(spec.image);
-    if (!info) return setup_error(info.error());
-    auto lock = images.lock_shared(spec.image);
-    if (!lock) return setup_error(lock.error());
-    image_lock = std::move(*lock);
-    options.base.rootfs = info->rootfs;
-    options.base.env = info->env;
-    options.base.passwd_source = info->rootfs + "/etc";
-    if (!flags.workdir_set && !info->workdir.empty()) spec.workdir = info->workdir;
-  }
-
-  // A networked sandbox gets its proxy and DNS from this process (ADR 0005).
-  std::unique_ptr<net::NetworkEngine> network;
+// The network mode the rules imply, and the gateway's key and token.
+std::optional<int> prepare_network(SandboxSpec& spec, const RunFlags& flags, RunOptions& options,
+                                   std::string& gateway_secret) {
   const bool grants = !spec.network.allow.empty() || !spec.network.template_name.empty() ||
                       !spec.network.gateway.empty();
   if (flags.network_none && grants)
@@ -334,7 +281,6 @@ int run_command(int argc, char** argv) {
     spec.network.mode = "";  // rules or a template without --network: what they say
   // Gateway (N5): the token names the sandbox, so the id is chosen here;
   // it lives as long as the run may (its timeout, else an hour).
-  std::string gateway_secret;
   if (!flags.gateway_secret_file.empty()) {
     auto secret = net::load_or_create_gateway_secret(flags.gateway_secret_file);
     if (!secret) return setup_error(secret.error());
@@ -356,42 +302,39 @@ int run_command(int argc, char** argv) {
       spec.env.emplace_back("CORRAL_GATEWAY_TOKEN",
                             net::mint_gateway_token(gateway_secret, options.sandbox_id, expires));
   }
-  options.network_ready = [&](const std::string& id, const SandboxNetwork& n) -> Status {
-    net::NetworkEngineConfig config;
-    config.dns_servers = n.policy.dns_servers;
-    config.gateway_services = flags.gateway_services;
-    config.gateway_secret = gateway_secret;
-    net::NetworkAuditSinks sinks;
-    sinks.egress = [](const net::EgressEvent& e) {
-      if (e.allowed) return;
-      fprintf(stderr, "corral: network: refused %s%s%s:%u: %s\n",
-              e.protocol.empty() ? "" : (e.protocol + " to ").c_str(),
-              e.name.empty() ? e.original_address.c_str() : e.name.c_str(),
-              e.name.empty() && e.original_address.empty() ? e.address.c_str() : "",
-              static_cast<unsigned>(e.port), e.reason.c_str());
-    };
-    sinks.dns = [](const net::DnsLogEntry& e) {
-      if (e.outcome != net::DnsOutcome::kDenied && e.outcome != net::DnsOutcome::kRefused &&
-          e.outcome != net::DnsOutcome::kTypeRefused)
-        return;
-      fprintf(stderr, "corral: network: refused DNS %s %s: %s\n",
-              net::dns::type_name(e.qtype).c_str(), e.name.c_str(), e.reason.c_str());
-    };
-    sinks.gateway = [](const net::GatewayEvent& e) {
-      if (e.allowed) return;
-      fprintf(stderr, "corral: network: gateway refused %s %s (%d %s): %s\n", e.method.c_str(),
-              e.path.c_str(), e.status, std::string(net::gateway_refusal_name(e.refusal)).c_str(),
-              e.reason.c_str());
-    };
-    auto engine = net::NetworkEngine::start(std::move(config), std::move(sinks));
-    if (!engine) return tl::unexpected(engine.error());
-    network = std::move(*engine);
-    return network->add_sandbox(id, n.host_address(),
-                                net::IpAddress::v4(n.slot->sandbox_address()).str(), n.policy);
-  };
-  RunResult result = run_sandbox(spec, options);
-  network.reset();
+  return std::nullopt;
+}
 
+// What every refusal of the sandbox's network prints on stderr.
+net::NetworkAuditSinks refusal_printers() {
+  net::NetworkAuditSinks sinks;
+  sinks.egress = [](const net::EgressEvent& e) {
+    if (e.allowed) return;
+    fprintf(stderr, "corral: network: refused %s%s%s:%u: %s\n",
+            e.protocol.empty() ? "" : (e.protocol + " to ").c_str(),
+            e.name.empty() ? e.original_address.c_str() : e.name.c_str(),
+            e.name.empty() && e.original_address.empty() ? e.address.c_str() : "",
+            static_cast<unsigned>(e.port), e.reason.c_str());
+  };
+  sinks.dns = [](const net::DnsLogEntry& e) {
+    if (e.outcome != net::DnsOutcome::kDenied && e.outcome != net::DnsOutcome::kRefused &&
+        e.outcome != net::DnsOutcome::kTypeRefused)
+      return;
+    fprintf(stderr, "corral: network: refused DNS %s %s: %s\n",
+            net::dns::type_name(e.qtype).c_str(), e.name.c_str(), e.reason.c_str());
+  };
+  sinks.gateway = [](const net::GatewayEvent& e) {
+    if (e.allowed) return;
+    fprintf(stderr, "corral: network: gateway refused %s %s (%d %s): %s\n", e.method.c_str(),
+            e.path.c_str(), e.status, std::string(net::gateway_refusal_name(e.refusal)).c_str(),
+            e.reason.c_str());
+  };
+  return sinks;
+}
+
+// The notices, the error and the residue on stderr; the JSON report where
+// --report and --json ask for it. Returns the exit status.
+int report_result(const RunResult& result, const RunFlags& flags) {
   for (const std::string& n : result.notices) fprintf(stderr, "corral: %s\n", n.c_str());
   if (result.failure) print_error(result.failure->message, result.failure->hint);
   for (const std::string& r : result.residue)
@@ -399,13 +342,62 @@ int run_command(int argc, char** argv) {
   nlohmann::json report = to_json(result);
   if (!flags.report.empty()) {
     std::ofstream out(flags.report, std::ios::trunc);
-    out << report.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    out << json_text(report) << "\n";
     if (!out) fprintf(stderr, "corral: warning: could not write %s\n", flags.report.c_str());
   }
-  if (flags.json)
-    fprintf(stderr, "%s\n",
-            report.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  if (flags.json) fprintf(stderr, "%s\n", json_text(report).c_str());
   return result.exit_code;
+}
+
+}  // namespace
+
+int run_command(int argc, char** argv) {
+  SandboxSpec spec;
+  RunFlags flags;
+  std::vector<std::string_view> args(argv + 1, argv + argc);
+  if (auto status = apply_config_flag(args, spec, flags)) return *status;
+  if (auto status = parse_run_flags(args, spec, flags)) return *status;
+  if (auto status = check_run_flags(spec, flags)) return *status;
+  if (geteuid() != 0) {
+    fprintf(stderr,
+            "corral: error: corral run must run as root\n"
+            "hint: it creates namespaces owned by the host and per-sandbox uid ranges; run it "
+            "with sudo (the sandboxed command itself never runs as host root)\n");
+    return 125;
+  }
+
+  RunOptions options;
+  char cwd[4096];
+  options.cwd = getcwd(cwd, sizeof cwd) != nullptr ? cwd : "/";
+  options.mount_roots =
+      flags.mount_roots.empty() ? std::vector<std::string>{options.cwd} : flags.mount_roots;
+  options.tty =
+      flags.tty == 1 || (flags.tty == -1 && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO));
+
+  ImageStore images(data_dir() + "/images");
+  UniqueFd image_lock;
+  if (!spec.image.empty()) {
+    if (auto status = use_image(spec, flags, images, options, image_lock)) return *status;
+  }
+
+  // A networked sandbox gets its proxy and DNS from this process (ADR 0005).
+  std::unique_ptr<net::NetworkEngine> network;
+  std::string gateway_secret;
+  if (auto status = prepare_network(spec, flags, options, gateway_secret)) return *status;
+  options.network_ready = [&](const std::string& id, const SandboxNetwork& n) -> Status {
+    net::NetworkEngineConfig config;
+    config.dns_servers = n.policy.dns_servers;
+    config.gateway_services = flags.gateway_services;
+    config.gateway_secret = gateway_secret;
+    auto engine = net::NetworkEngine::start(std::move(config), refusal_printers());
+    if (!engine) return tl::unexpected(engine.error());
+    network = std::move(*engine);
+    return network->add_sandbox(id, n.host_address(),
+                                net::IpAddress::v4(n.slot->sandbox_address()).str(), n.policy);
+  };
+  RunResult result = run_sandbox(spec, options);
+  network.reset();
+  return report_result(result, flags);
 }
 
 }  // namespace corral::cli

@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <functional>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "base/unique_fd.h"
 #include "cli/cli_output.h"
 #include "cli/commands.h"
+#include "cli/flag_parser.h"
 #include "secrets/secret_store.h"
 #include "secrets/secret_value.h"
 
@@ -40,57 +43,36 @@ constexpr const char* kUsage =
 
 int usage_error(std::string_view message) { return cli::usage_error(message, kUsage); }
 
-// Flags of the form --name VALUE or --name=VALUE; repeated ones accumulate.
-struct Flags {
-  std::vector<std::pair<std::string, std::string>> values;
-  std::string error;
+// A subcommand's flags: each takes a non-empty value, as --name VALUE or
+// --name=VALUE. (-h and --help never reach it: secrets_command answers
+// them first.)
+class SecretsFlags {
+ public:
+  SecretsFlags() : parser_(kUsage, [](const FlagError& e) { return usage_error(e.message); }) {
+    parser_.unknown_message(
+        [](std::string_view a) { return "unexpected argument: " + std::string(a); });
+  }
+  // `store` gets each value (a repeated flag: each in turn).
+  void value(std::string_view name, std::function<void(const std::string&)> store) {
+    parser_.option(name,
+                   [name, store](const std::string& v) -> Refusal {
+                     if (v.empty()) return std::string(name) + " needs a non-empty value";
+                     store(v);
+                     return std::nullopt;
+                   },
+                   {.attached = ValueForm::Attached::kAfterEquals});
+  }
+  // The last value given is kept.
+  void value(std::string_view name, std::string& into) {
+    value(name, [&into](const std::string& v) { into = v; });
+  }
+  std::optional<int> parse(const std::vector<std::string>& args) {
+    return parser_.parse(std::vector<std::string_view>(args.begin(), args.end()));
+  }
 
-  std::vector<std::string> all(std::string_view name) const {
-    std::vector<std::string> out;
-    for (const auto& [k, v] : values) {
-      if (k == name) out.push_back(v);
-    }
-    return out;
-  }
-  std::string one(std::string_view name) const {
-    auto a = all(name);
-    return a.empty() ? std::string() : a.back();
-  }
+ private:
+  FlagParser parser_;
 };
-
-Flags parse_flags(const std::vector<std::string>& args, const std::vector<std::string>& known) {
-  Flags f;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    std::string name = a;
-    std::string value;
-    bool inline_value = false;
-    if (auto eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
-      name = a.substr(0, eq);
-      value = a.substr(eq + 1);
-      inline_value = true;
-    }
-    bool ok = false;
-    for (const auto& k : known) ok = ok || k == name;
-    if (!ok) {
-      f.error = "unexpected argument: " + a;
-      return f;
-    }
-    if (!inline_value) {
-      if (i + 1 >= args.size()) {
-        f.error = name + " needs a value";
-        return f;
-      }
-      value = args[++i];
-    }
-    if (value.empty()) {
-      f.error = name + " needs a non-empty value";
-      return f;
-    }
-    f.values.emplace_back(name.substr(2), value);
-  }
-  return f;
-}
 
 // Writes `bytes` to a new file of mode 0600; refuses an existing path
 // (O_EXCL, no symlink followed). Removes a partly written file.
@@ -122,9 +104,10 @@ Status write_new_private_file(const std::string& path, std::string_view bytes) {
 }
 
 int cmd_keygen(const std::vector<std::string>& args) {
-  Flags f = parse_flags(args, {"--out"});
-  if (!f.error.empty()) return usage_error(f.error);
-  const std::string out = f.one("out");
+  std::string out;
+  SecretsFlags flags;
+  flags.value("--out", out);
+  if (auto status = flags.parse(args)) return *status;
   if (out.empty()) return usage_error("keygen needs --out FILE");
   auto key = secrets::generate_key();
   if (!key) return command_failure(key.error());
@@ -138,11 +121,12 @@ int cmd_keygen(const std::vector<std::string>& args) {
 }
 
 int cmd_encrypt(const std::vector<std::string>& args) {
-  Flags f = parse_flags(args, {"--key", "--in", "--out"});
-  if (!f.error.empty()) return usage_error(f.error);
-  const std::string key_file = f.one("key");
-  const std::string in = f.one("in");
-  const std::string out = f.one("out");
+  std::string key_file, in, out;
+  SecretsFlags flags;
+  flags.value("--key", key_file);
+  flags.value("--in", in);
+  flags.value("--out", out);
+  if (auto status = flags.parse(args)) return *status;
   if (key_file.empty() || in.empty() || out.empty()) {
     return usage_error("encrypt needs --key FILE, --in PLAIN and --out ENC");
   }
@@ -166,14 +150,14 @@ int cmd_encrypt(const std::vector<std::string>& args) {
 }
 
 int cmd_check(const std::vector<std::string>& args) {
-  Flags f = parse_flags(args, {"--file", "--env", "--env-prefix", "--encrypted", "--key"});
-  if (!f.error.empty()) return usage_error(f.error);
   secrets::SecretStoreConfig config;
-  config.file = f.one("file");
-  config.env = f.all("env");
-  config.env_prefix = f.one("env-prefix");
-  config.encrypted_file = f.one("encrypted");
-  config.key_file = f.one("key");
+  SecretsFlags flags;
+  flags.value("--file", config.file);
+  flags.value("--env", [&](const std::string& v) { config.env.push_back(v); });
+  flags.value("--env-prefix", config.env_prefix);
+  flags.value("--encrypted", config.encrypted_file);
+  flags.value("--key", config.key_file);
+  if (auto status = flags.parse(args)) return *status;
   if (config.file.empty() && config.env.empty() && config.env_prefix.empty() &&
       config.encrypted_file.empty() && config.key_file.empty()) {
     return usage_error(

@@ -1,10 +1,13 @@
 // corral serve: the daemon (docs/operations.md, docs/api.md).
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "cli/cli_output.h"
 #include "cli/commands.h"
+#include "cli/flag_parser.h"
 #include "daemon/daemon_main.h"
 
 namespace corral::cli {
@@ -29,35 +32,30 @@ constexpr const char* kServeUsage =
 
 int serve_command(int argc, char** argv) {
   daemon::ServeFlags flags;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    auto value = [&](std::string& out) -> bool {
-      if (i + 1 >= argc) return false;
-      out = argv[++i];
-      return true;
-    };
-    if (a == "--help" || a == "-h") {
-      fputs(kServeUsage, stdout);
-      return 0;
-    }
-    std::string v;
-    if (a == "--config") {
-      if (!value(flags.config_path)) return usage_error("--config needs a file", kServeUsage);
-    } else if (a == "--listen") {
-      if (!value(flags.listen)) return usage_error("--listen needs HOST:PORT", kServeUsage);
-    } else if (a == "--socket") {
-      if (!value(flags.socket_path)) return usage_error("--socket needs a path", kServeUsage);
-    } else if (a == "--data-dir") {
-      if (!value(flags.data_dir)) return usage_error("--data-dir needs a directory", kServeUsage);
-    } else if (a == "--api-key-file") {
-      if (!value(v)) return usage_error("--api-key-file needs a file", kServeUsage);
-      flags.api_key_files.push_back(v);
-    } else if (a == "--no-tcp") {
-      flags.no_tcp = true;
-    } else {
-      return usage_error("unknown option \"" + std::string(a) + "\"", kServeUsage);
-    }
-  }
+  FlagParser parser(kServeUsage,
+                    [](const FlagError& e) { return usage_error(e.message, kServeUsage); });
+  // A value stored in `into`; `missing` says what the flag needs.
+  auto value = [&parser](std::string_view name, std::string& into, const char* missing) {
+    parser.option(name,
+                  [&into](const std::string& v) -> Refusal {
+                    into = v;
+                    return std::nullopt;
+                  },
+                  {.missing = missing});
+  };
+  value("--config", flags.config_path, "--config needs a file");
+  value("--listen", flags.listen, "--listen needs HOST:PORT");
+  value("--socket", flags.socket_path, "--socket needs a path");
+  value("--data-dir", flags.data_dir, "--data-dir needs a directory");
+  parser.option("--api-key-file",
+                [&](const std::string& v) -> Refusal {
+                  flags.api_key_files.push_back(v);
+                  return std::nullopt;
+                },
+                {.missing = "--api-key-file needs a file"});
+  parser.flag({"--no-tcp"}, flags.no_tcp);
+  if (auto status = parser.parse(std::vector<std::string_view>(argv + 1, argv + argc)))
+    return *status;
   return daemon::serve(flags);
 }
 
