@@ -150,7 +150,8 @@ StepStatus link_network(PreparedSandbox& prepared, const LaunchOptions& options,
   UniqueFd netns(open(netns_path.c_str(), O_RDONLY | O_CLOEXEC));
   Status linked = netns ? net::setup_sandbox_link(*prepared.network.slot, netns.get())
                         : errno_error("open(" + netns_path + ")");
-  if (linked && options.network_ready) linked = options.network_ready(prepared.id, prepared.network);
+  if (linked && options.network_ready)
+    linked = options.network_ready(prepared.id, prepared.network);
   if (!linked) return step_failed(LaunchStep::kNetworkLink, Stage::kNetworkLink, linked.error());
   return {};
 }

@@ -65,19 +65,19 @@ struct LaunchOptions {
 // cgroup, lock file); nothing here does that on destruction.
 struct LaunchedInit {
   std::string lock_path;
-  UniqueFd alive;                  // the flock'ed alive-lock (reap_stale_cgroups)
+  UniqueFd alive;  // the flock'ed alive-lock (reap_stale_cgroups)
   std::unique_ptr<Cgroup> cgroup;
   pid_t pid = -1;
   UniqueFd pidfd;
-  UniqueFd control;                // our end of the control channel
-  UniqueFd spawn;                  // long-lived: our end of the spawn channel
+  UniqueFd control;  // our end of the control channel
+  UniqueFd spawn;    // long-lived: our end of the spawn channel
   std::chrono::steady_clock::time_point cloned_at{};
 };
 
 struct LaunchError {
   LaunchStep step = LaunchStep::kAliveLock;
   Stage stage = Stage::kPlan;
-  Error error;                     // sys_errno set where a call failed
+  Error error;                       // sys_errno set where a call failed
   std::vector<std::string> residue;  // what the undo could not remove
 };
 

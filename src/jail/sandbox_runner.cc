@@ -140,7 +140,7 @@ struct SandboxEnd {
   bool init_alive = true;  // false once init was reaped
   bool got_exit = false;   // wait_status holds the command's end (or init's)
   int wait_status = -1;
-  int killed_by_us = 0;    // signal that made us kill the sandbox
+  int killed_by_us = 0;  // signal that made us kill the sandbox
 };
 
 // Watches a started sandbox until its init ends: relays stdio and the pty,
