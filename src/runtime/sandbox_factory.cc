@@ -4,7 +4,6 @@
 #include <malloc.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -18,14 +17,10 @@
 #include "api/api_model.h"
 #include "base/environment.h"
 #include "base/json_text.h"
-#include "base/paths.h"
 #include "image/image_store.h"
 #include "jail/cgroup.h"
-#include "jail/fs_util.h"
 #include "jail/launch.h"
-#include "jail/live_channel.h"
 #include "jail/sandbox_planner.h"
-#include "sys/syscalls.h"
 
 namespace corral {
 
