@@ -1,21 +1,18 @@
-// The host side of `corral run`: plan, create the cgroup, clone the
-// sandbox's init into new namespaces, watch it (timeout, signals, limit
-// events, the pty), then tear everything down and verify that nothing is
-// left (F3). The steps inside the sandbox are in init_process.cc.
+// The host side of `corral run`, in four steps: launch (plan, then the
+// launcher sequence of jail/launch.h), supervise (timeout, signals, limit
+// events, the pty), classify (exit code and notices) and teardown,
+// verified: nothing may be left (F3). The steps inside the sandbox are in
+// init_process.cc.
 #include "jail/sandbox_runner.h"
 
 #include <fcntl.h>
-#include <malloc.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/file.h>
-#include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
-#include <termios.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -24,8 +21,7 @@
 
 #include "base/paths.h"
 #include "jail/cgroup.h"
-#include "jail/fs_util.h"
-#include "jail/init_clone.h"
+#include "jail/launch.h"
 #include "jail/sandbox_planner.h"
 #include "jail/stdio_relay.h"
 #include "jail/tty_relay.h"
@@ -93,6 +89,262 @@ void reap_stale_cgroups(CgroupManager& manager, const std::string& locks_dir) {
   }
 }
 
+// A launch failure, worded as `corral run` has always worded it.
+void set_launch_failure(RunResult& r, LaunchError& e) {
+  const Error& err = e.error;
+  switch (e.step) {
+    case LaunchStep::kAliveLock:
+    case LaunchStep::kCgroupAttach:
+      set_failure(r, e.stage, err.sys_errno, err.message, "");
+      break;
+    case LaunchStep::kChannels:
+      set_failure(r, e.stage, err.sys_errno, err.message + ": " + strerror(err.sys_errno), "");
+      break;
+    case LaunchStep::kClone:
+      set_failure(r, e.stage, err.sys_errno,
+                  describe_failure(e.stage, err.sys_errno, err.message.c_str()), err.hint);
+      break;
+    case LaunchStep::kNetworkLink:
+      set_failure(r, e.stage, err.sys_errno, err.message,
+                  err.hint.empty() ? std::string(stage_hint(e.stage, err.sys_errno)) : err.hint);
+      break;
+    case LaunchStep::kCgroup:
+    case LaunchStep::kGo:
+      set_failure(r, e.stage, err.sys_errno, err.message, err.hint);
+      break;
+  }
+  for (auto& left : e.residue) r.residue.push_back(std::move(left));
+}
+
+// The cgroup manager, with the cgroups of dead launchers reaped, then the
+// launcher sequence. `cgroups` lives as long as the sandbox's cgroup.
+tl::expected<LaunchedInit, LaunchError> launch(const SandboxSpec& spec, PreparedSandbox& prepared,
+                                               const RunOptions& options,
+                                               std::unique_ptr<CgroupManager>& cgroups) {
+  auto manager = CgroupManager::detect();
+  if (!manager) {
+    Error e = std::move(manager.error());
+    e.sys_errno = 0;  // the message says what is missing
+    return tl::unexpected<LaunchError>(LaunchError{LaunchStep::kCgroup, Stage::kCgroup, e, {}});
+  }
+  cgroups = std::move(*manager);
+  reap_stale_cgroups(*cgroups, run_dir() + "/sandboxes");
+  LaunchOptions launch_options;
+  launch_options.cgroups = cgroups.get();
+  launch_options.network_ready = options.network_ready;
+  return launch_init(spec, prepared, launch_options);
+}
+
+// How the sandbox ended, as its supervision saw it.
+struct SandboxEnd {
+  bool init_alive = true;  // false once init was reaped
+  bool got_exit = false;   // wait_status holds the command's end (or init's)
+  int wait_status = -1;
+  int killed_by_us = 0;  // signal that made us kill the sandbox
+};
+
+// Watches a started sandbox until its init ends: relays stdio and the pty,
+// forwards signals, kills the sandbox at the timeout or on SIGINT, SIGTERM
+// and SIGHUP, and reads init's reports (a setup failure, the command's
+// exit, the pty master).
+class Supervisor {
+ public:
+  Supervisor(LaunchedInit& init, StdioRelay& stdio, RunResult& result)
+      : init_(init), stdio_(stdio), result_(result) {}
+
+  SandboxEnd run(const sigset_t& handled, std::chrono::milliseconds timeout) {
+    UniqueFd sigfd(signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
+    UniqueFd timer(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+    {
+      itimerspec its{};
+      auto ms = timeout.count();
+      its.it_value.tv_sec = ms / 1000;
+      its.it_value.tv_nsec = (ms % 1000) * 1000000;
+      timerfd_settime(timer.get(), 0, &its, nullptr);
+    }
+    while (end_.init_alive) {
+      pollfd fds[9] = {{init_.pidfd.get(), POLLIN, 0},
+                       {control_open_ ? init_.control.get() : -1, POLLIN, 0},
+                       {sigfd.get(), POLLIN, 0},
+                       {timer.get(), POLLIN, 0}};
+      int nfds = 4;
+      const int stdio_at = nfds;
+      nfds += stdio_.add_poll_fds(fds + nfds, 3);
+      const int tty_at = nfds;
+      if (relay_) nfds += relay_->add_poll_fds(fds + nfds, 2);
+      if (poll(fds, static_cast<nfds_t>(nfds), -1) < 0 && errno != EINTR) break;
+      if (fds[1].revents != 0) read_control();
+      stdio_.on_poll(fds + stdio_at);
+      if (relay_) relay_->on_poll(fds + tty_at);
+      if (fds[2].revents & POLLIN) read_signals(sigfd.get());
+      if (fds[3].revents & POLLIN) {
+        result_.timed_out = true;
+        kill_sandbox();
+      }
+      if (fds[0].revents & POLLIN) reap_init();
+    }
+    if (relay_) relay_->drain();
+    stdio_.drain();
+    return end_;
+  }
+
+ private:
+  void kill_sandbox() {
+    if (end_.init_alive) sys::pidfd_send_signal(init_.pidfd.get(), SIGKILL, nullptr, 0);
+  }
+
+  void read_control() {
+    for (;;) {
+      ControlMessage msg{};
+      iovec iov{&msg, sizeof msg};
+      alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
+      msghdr mh{};
+      mh.msg_iov = &iov;
+      mh.msg_iovlen = 1;
+      mh.msg_control = cbuf;
+      mh.msg_controllen = sizeof cbuf;
+      ssize_t n = recvmsg(init_.control.get(), &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+      if (n == 0) control_open_ = false;  // init closed its end: stop polling it
+      if (n <= 0) return;
+      if (msg.type == ControlType::kFailure && !result_.failure) {
+        msg.detail[sizeof msg.detail - 1] = '\0';
+        Stage stage = static_cast<Stage>(msg.stage);
+        std::string message =
+            stage == Stage::kExec
+                ? std::string(msg.detail) + ": " +
+                      (msg.err == ENOENT ? "command not found in the sandbox" : strerror(msg.err))
+                : describe_failure(stage, msg.err, msg.detail);
+        set_failure(result_, stage, msg.err, message, std::string(stage_hint(stage, msg.err)));
+      } else if (msg.type == ControlType::kExited) {
+        end_.got_exit = true;
+        end_.wait_status = msg.wait_status;
+      } else if (msg.type == ControlType::kPtyMaster) {
+        cmsghdr* cm = CMSG_FIRSTHDR(&mh);
+        if (cm != nullptr && cm->cmsg_type == SCM_RIGHTS) {
+          int fd;
+          memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+          relay_.emplace(UniqueFd(fd));
+        }
+      }
+    }
+  }
+
+  void read_signals(int sigfd) {
+    signalfd_siginfo si;
+    while (read(sigfd, &si, sizeof si) == sizeof si) {
+      int sig = static_cast<int>(si.ssi_signo);
+      if (sig == SIGCHLD) continue;
+      if (sig == SIGWINCH) {
+        if (relay_) relay_->sync_window_size();
+        continue;
+      }
+      if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+        end_.killed_by_us = sig;
+        kill_sandbox();
+      } else {
+        kill(init_.pid, sig);  // init forwards it to the command
+      }
+    }
+  }
+
+  void reap_init() {
+    int status;
+    waitpid(init_.pid, &status, 0);
+    end_.init_alive = false;
+    read_control();
+    if (!end_.got_exit && WIFSIGNALED(status) && !result_.failure && !result_.timed_out &&
+        end_.killed_by_us == 0) {
+      // init itself died (the OOM killer may pick it): the sandbox ended.
+      end_.wait_status = status;
+      end_.got_exit = true;
+    }
+  }
+
+  LaunchedInit& init_;
+  StdioRelay& stdio_;
+  RunResult& result_;
+  std::optional<TtyRelay> relay_;
+  bool control_open_ = true;
+  SandboxEnd end_;
+};
+
+// What happened, in order of precedence: the exit code, the limit hit and
+// the notices of a sandbox that ran.
+void classify(const SandboxSpec& spec, const SandboxEnd& end, const Cgroup& cgroup,
+              RunResult& result) {
+  if (auto stats = cgroup.stats(); stats) {
+    result.memory_peak_bytes = stats->memory_peak_bytes;
+    result.cpu = std::chrono::milliseconds(stats->cpu_usage_ns / 1000000);
+    result.oom_kills = stats->oom_kills;
+    result.pids_max_hits = stats->pids_max_hits;
+  }
+  result.oom_killed = result.oom_kills > 0;
+  if (!result.failure) {
+    if (result.timed_out) {
+      result.exit_code = 124;
+      result.limit_hit = "timeout";
+      result.notices.push_back("the command timed out after " +
+                               std::to_string(spec.limits.timeout.count()) +
+                               " ms; the whole process tree was killed");
+    } else if (end.killed_by_us != 0) {
+      result.exit_code = 128 + end.killed_by_us;
+      result.signal = end.killed_by_us;
+    } else if (end.got_exit && WIFEXITED(end.wait_status)) {
+      result.exit_code = WEXITSTATUS(end.wait_status);
+    } else if (end.got_exit && WIFSIGNALED(end.wait_status)) {
+      result.signal = WTERMSIG(end.wait_status);
+      result.exit_code = 128 + result.signal;
+    }
+    if (result.oom_killed) {
+      if (result.limit_hit.empty()) result.limit_hit = "memory";
+      if (result.signal == SIGKILL) result.exit_code = 137;
+      result.notices.push_back(
+          "out of memory: the memory limit (" + std::to_string(spec.limits.memory_bytes) +
+          " bytes) was hit; the OOM killer killed " + std::to_string(result.oom_kills) +
+          " process(es); peak usage " + std::to_string(result.memory_peak_bytes) + " bytes");
+    }
+    if (result.pids_max_hits > 0) {
+      if (result.limit_hit.empty()) result.limit_hit = "pids";
+      result.notices.push_back("the process limit (" + std::to_string(spec.limits.pids) +
+                               ") refused " + std::to_string(result.pids_max_hits) + " fork(s)");
+    }
+  }
+  if (result.signal != 0 && result.limit_hit.empty() && end.killed_by_us == 0) {
+    result.notices.push_back("the command was killed by " + signal_name(result.signal));
+  }
+}
+
+// Teardown, verified: processes and cgroup, writable layer, mounts, the
+// veth pair, the lock file. `init` is null when the launch failed (its
+// undo removed what it had made).
+void teardown(PreparedSandbox& prepared, LaunchedInit* init, const SandboxEnd& end,
+              RunResult& result) {
+  if (init != nullptr) {
+    if (end.init_alive) sys::pidfd_send_signal(init->pidfd.get(), SIGKILL, nullptr, 0);
+    if (auto st = init->cgroup->destroy(); !st) result.residue.push_back(st.error().message);
+  }
+  if (auto usage = prepared.layer->usage(); usage) result.disk_used_bytes = usage->bytes;
+  if (auto wiped = prepared.layer->wipe(); wiped) {
+    result.residue_bytes = wiped->bytes;
+    if (wiped->bytes != 0)
+      result.residue.push_back("writable layer still holds " + std::to_string(wiped->bytes) +
+                               " bytes after wipe");
+  } else {
+    result.residue.push_back(wiped.error().message);
+  }
+  for (auto& m : leaked_mounts(prepared.plan.stage_dir)) result.residue.push_back(m);
+  // The veth pair dies with the namespace; delete the host end if the
+  // kernel has not yet, and check.
+  if (prepared.network.slot) {
+    if (auto st = net::teardown_sandbox_link(*prepared.network.slot); !st)
+      result.residue.push_back(st.error().message);
+  }
+  if (init != nullptr) {
+    init->alive.reset();
+    if (unlink(init->lock_path.c_str()) != 0) result.residue.push_back("file " + init->lock_path);
+  }
+}
+
 }  // namespace
 
 RunResult run_sandbox(const SandboxSpec& spec, const RunOptions& options) {
@@ -118,7 +370,6 @@ RunResult run_sandbox(const SandboxSpec& spec, const RunOptions& options) {
     return result;
   }
   PreparedSandbox& prepared = **prepared_or;
-  SandboxPlan& plan = prepared.plan;
   result.sandbox_id = prepared.id;
   if (prepared.network.slot && !options.network_ready) {
     set_failure(result, Stage::kNetworkPolicy, 0,
@@ -134,266 +385,29 @@ RunResult run_sandbox(const SandboxSpec& spec, const RunOptions& options) {
     return result;
   }
   StdioRelay& stdio = *stdio_or;
+  for (int n = 0; n < 3; ++n) prepared.plan.stdio[n] = stdio.child_fd(n);
 
-  // The lock that marks this sandbox as alive (see reap_stale_cgroups).
-  const std::string locks_dir = run_dir() + "/sandboxes";
-  if (auto st = mkdir_p(locks_dir, 0700); !st) {
-    set_failure(result, Stage::kPlan, st.error().sys_errno, st.error().message, "");
-    return result;
+  std::unique_ptr<CgroupManager> cgroups;
+  auto init = launch(spec, prepared, options, cgroups);
+  if (!init) {
+    set_launch_failure(result, init.error());
+    // No lock or no cgroup: nothing of the sandbox was made.
+    const LaunchStep step = init.error().step;
+    if (step == LaunchStep::kAliveLock || step == LaunchStep::kCgroup) return result;
   }
-  const std::string lock_path = locks_dir + "/" + prepared.id + ".lock";
-  UniqueFd alive(open(lock_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!alive || flock(alive.get(), LOCK_EX) != 0) {
-    set_failure(result, Stage::kPlan, errno, "creating " + lock_path + ": " + strerror(errno), "");
-    return result;
-  }
-
-  auto manager = CgroupManager::detect();
-  if (!manager) {
-    unlink(lock_path.c_str());
-    set_failure(result, Stage::kCgroup, 0, manager.error().message, manager.error().hint);
-    return result;
-  }
-  reap_stale_cgroups(**manager, locks_dir);
-  CgroupLimits limits;
-  limits.memory_bytes = spec.limits.memory_bytes;
-  limits.cpus = spec.limits.cpus;
-  limits.pids = spec.limits.pids + 1;  // + our init
-  auto cgroup_or = (*manager)->create(prepared.id, limits);
-  if (!cgroup_or) {
-    unlink(lock_path.c_str());
-    set_failure(result, Stage::kCgroup, cgroup_or.error().sys_errno, cgroup_or.error().message,
-                cgroup_or.error().hint);
-    return result;
-  }
-  Cgroup& cgroup = **cgroup_or;
-
-  int sv[2] = {-1, -1};
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
-    set_failure(result, Stage::kClone, errno, std::string("socketpair: ") + strerror(errno), "");
-  UniqueFd control(sv[0]);
-  plan.control_fd = sv[1];
-  for (int n = 0; n < 3; ++n) plan.stdio[n] = stdio.child_fd(n);
-
-  const bool v2 = cgroup.clone_into_fd() >= 0;
-  int pidfd = -1;
-  const int control_fd = control.get();
-
-  // Give freed planning memory back before init is forked from us: both
-  // processes keep their heap for the sandbox's whole life.
-  malloc_trim(0);
-  const auto start = Clock::now();
-  pid_t child = result.failure ? -1 : clone_sandbox_init(plan, cgroup, &pidfd, &control_fd, 1);
-  if (sv[1] >= 0) close(sv[1]);
   stdio.close_child_ends();
-  UniqueFd child_pidfd(pidfd);
-  if (child < 0 && !result.failure) {
-    set_failure(result, Stage::kClone, errno,
-                describe_failure(Stage::kClone, errno, "clone3(new namespaces)"),
-                std::string(stage_hint(Stage::kClone, errno)));
-  }
 
-  bool child_alive = child > 0;
-  if (child_alive && !v2) {
-    if (auto st = cgroup.add_process(child); !st) {
-      set_failure(result, Stage::kCgroup, st.error().sys_errno, st.error().message, "");
-      sys::pidfd_send_signal(child_pidfd.get(), SIGKILL, nullptr, 0);
-    }
-  }
-  // The veth pair, then the owner's proxy and DNS on its host end, before
-  // init builds the sandbox: the workload never runs with half a network.
-  if (child_alive && !result.failure && prepared.network.slot) {
-    auto netns_path = "/proc/" + std::to_string(child) + "/ns/net";
-    UniqueFd netns(open(netns_path.c_str(), O_RDONLY | O_CLOEXEC));
-    Status linked = netns ? net::setup_sandbox_link(*prepared.network.slot, netns.get())
-                          : errno_error("open(" + netns_path + ")");
-    if (linked && options.network_ready)
-      linked = options.network_ready(prepared.id, prepared.network);
-    if (!linked) {
-      set_failure(result, Stage::kNetworkLink, linked.error().sys_errno, linked.error().message,
-                  linked.error().hint.empty()
-                      ? std::string(stage_hint(Stage::kNetworkLink, linked.error().sys_errno))
-                      : linked.error().hint);
-      sys::pidfd_send_signal(child_pidfd.get(), SIGKILL, nullptr, 0);
-    }
-  }
-  // Everything is in place: let init build the sandbox.
-  prepared.bind_fds.clear();
-  if (child_alive && !result.failure) {
-    ControlMessage go{};
-    go.type = ControlType::kGo;
-    (void)send(control.get(), &go, sizeof go, MSG_NOSIGNAL);
-  }
-
-  UniqueFd sigfd(signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
-  UniqueFd timer(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
-  {
-    itimerspec its{};
-    auto ms = spec.limits.timeout.count();
-    its.it_value.tv_sec = ms / 1000;
-    its.it_value.tv_nsec = (ms % 1000) * 1000000;
-    timerfd_settime(timer.get(), 0, &its, nullptr);
-  }
-  std::optional<TtyRelay> relay;
-  int wait_status = -1;
-  bool got_exit = false;
-  int killed_by_us = 0;  // signal that made us kill the sandbox
-
-  auto kill_sandbox = [&]() {
-    if (child_alive) sys::pidfd_send_signal(child_pidfd.get(), SIGKILL, nullptr, 0);
-  };
-  bool control_open = true;
-  auto handle_control = [&]() {
-    for (;;) {
-      ControlMessage msg{};
-      iovec iov{&msg, sizeof msg};
-      alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
-      msghdr mh{};
-      mh.msg_iov = &iov;
-      mh.msg_iovlen = 1;
-      mh.msg_control = cbuf;
-      mh.msg_controllen = sizeof cbuf;
-      ssize_t n = recvmsg(control.get(), &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-      if (n == 0) control_open = false;  // init closed its end: stop polling it
-      if (n <= 0) return;
-      if (msg.type == ControlType::kFailure && !result.failure) {
-        msg.detail[sizeof msg.detail - 1] = '\0';
-        Stage stage = static_cast<Stage>(msg.stage);
-        std::string message =
-            stage == Stage::kExec
-                ? std::string(msg.detail) + ": " +
-                      (msg.err == ENOENT ? "command not found in the sandbox" : strerror(msg.err))
-                : describe_failure(stage, msg.err, msg.detail);
-        set_failure(result, stage, msg.err, message, std::string(stage_hint(stage, msg.err)));
-      } else if (msg.type == ControlType::kExited) {
-        got_exit = true;
-        wait_status = msg.wait_status;
-      } else if (msg.type == ControlType::kPtyMaster) {
-        cmsghdr* cm = CMSG_FIRSTHDR(&mh);
-        if (cm != nullptr && cm->cmsg_type == SCM_RIGHTS) {
-          int fd;
-          memcpy(&fd, CMSG_DATA(cm), sizeof fd);
-          relay.emplace(UniqueFd(fd));
-        }
-      }
-    }
-  };
-
-  while (child_alive) {
-    pollfd fds[9] = {{child_pidfd.get(), POLLIN, 0},
-                     {control_open ? control.get() : -1, POLLIN, 0},
-                     {sigfd.get(), POLLIN, 0},
-                     {timer.get(), POLLIN, 0}};
-    int nfds = 4;
-    const int stdio_at = nfds;
-    nfds += stdio.add_poll_fds(fds + nfds, 3);
-    const int tty_at = nfds;
-    if (relay) nfds += relay->add_poll_fds(fds + nfds, 2);
-    if (poll(fds, static_cast<nfds_t>(nfds), -1) < 0 && errno != EINTR) break;
-    if (fds[1].revents != 0) handle_control();
-    stdio.on_poll(fds + stdio_at);
-    if (relay) relay->on_poll(fds + tty_at);
-    if (fds[2].revents & POLLIN) {
-      signalfd_siginfo si;
-      while (read(sigfd.get(), &si, sizeof si) == sizeof si) {
-        int sig = static_cast<int>(si.ssi_signo);
-        if (sig == SIGCHLD) continue;
-        if (sig == SIGWINCH) {
-          if (relay) relay->sync_window_size();
-          continue;
-        }
-        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
-          killed_by_us = sig;
-          kill_sandbox();
-        } else {
-          kill(child, sig);  // init forwards it to the command
-        }
-      }
-    }
-    if (fds[3].revents & POLLIN) {
-      result.timed_out = true;
-      kill_sandbox();
-    }
-    if (fds[0].revents & POLLIN) {
-      int status;
-      waitpid(child, &status, 0);
-      child_alive = false;
-      handle_control();
-      if (!got_exit && WIFSIGNALED(status) && !result.failure && !result.timed_out &&
-          killed_by_us == 0) {
-        // init itself died (the OOM killer may pick it): the sandbox ended.
-        wait_status = status;
-        got_exit = true;
-      }
-    }
-  }
-  if (relay) relay->drain();
-  stdio.drain();
-  result.wall = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
-
-  // What happened, in order of precedence.
-  if (auto stats = cgroup.stats(); stats) {
-    result.memory_peak_bytes = stats->memory_peak_bytes;
-    result.cpu = std::chrono::milliseconds(stats->cpu_usage_ns / 1000000);
-    result.oom_kills = stats->oom_kills;
-    result.pids_max_hits = stats->pids_max_hits;
-  }
-  result.oom_killed = result.oom_kills > 0;
-  if (!result.failure) {
-    if (result.timed_out) {
-      result.exit_code = 124;
-      result.limit_hit = "timeout";
-      result.notices.push_back("the command timed out after " +
-                               std::to_string(spec.limits.timeout.count()) +
-                               " ms; the whole process tree was killed");
-    } else if (killed_by_us != 0) {
-      result.exit_code = 128 + killed_by_us;
-      result.signal = killed_by_us;
-    } else if (got_exit && WIFEXITED(wait_status)) {
-      result.exit_code = WEXITSTATUS(wait_status);
-    } else if (got_exit && WIFSIGNALED(wait_status)) {
-      result.signal = WTERMSIG(wait_status);
-      result.exit_code = 128 + result.signal;
-    }
-    if (result.oom_killed) {
-      if (result.limit_hit.empty()) result.limit_hit = "memory";
-      if (result.signal == SIGKILL) result.exit_code = 137;
-      result.notices.push_back(
-          "out of memory: the memory limit (" + std::to_string(spec.limits.memory_bytes) +
-          " bytes) was hit; the OOM killer killed " + std::to_string(result.oom_kills) +
-          " process(es); peak usage " + std::to_string(result.memory_peak_bytes) + " bytes");
-    }
-    if (result.pids_max_hits > 0) {
-      if (result.limit_hit.empty()) result.limit_hit = "pids";
-      result.notices.push_back("the process limit (" + std::to_string(spec.limits.pids) +
-                               ") refused " + std::to_string(result.pids_max_hits) + " fork(s)");
-    }
-  }
-  if (result.signal != 0 && result.limit_hit.empty() && killed_by_us == 0) {
-    result.notices.push_back("the command was killed by " + signal_name(result.signal));
-  }
-
-  // Teardown, verified: processes and cgroup, writable layer, mounts, files.
-  if (child_alive) kill_sandbox();
-  if (auto st = cgroup.destroy(); !st) result.residue.push_back(st.error().message);
-  if (auto usage = prepared.layer->usage(); usage) result.disk_used_bytes = usage->bytes;
-  if (auto wiped = prepared.layer->wipe(); wiped) {
-    result.residue_bytes = wiped->bytes;
-    if (wiped->bytes != 0)
-      result.residue.push_back("writable layer still holds " + std::to_string(wiped->bytes) +
-                               " bytes after wipe");
+  SandboxEnd end;
+  if (init) {
+    end = Supervisor(*init, stdio, result).run(handled, spec.limits.timeout);
+    result.wall =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - init->cloned_at);
+    classify(spec, end, *init->cgroup, result);
   } else {
-    result.residue.push_back(wiped.error().message);
+    end.init_alive = false;
+    stdio.drain();
   }
-  for (auto& m : leaked_mounts(plan.stage_dir)) result.residue.push_back(m);
-  // The veth pair dies with the namespace; delete the host end if the
-  // kernel has not yet, and check.
-  if (prepared.network.slot) {
-    if (auto st = net::teardown_sandbox_link(*prepared.network.slot); !st)
-      result.residue.push_back(st.error().message);
-  }
-  alive.reset();
-  if (unlink(lock_path.c_str()) != 0) result.residue.push_back("file " + lock_path);
+  teardown(prepared, init ? &*init : nullptr, end, result);
   return result;
 }
 

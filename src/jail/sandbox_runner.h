@@ -1,6 +1,7 @@
 // Runs one command in a fresh sandbox and tears it down, verified
-// (`corral run`). The order of every isolation step lives in
-// sandbox_runner.cc (host side) and init_process.cc / workload.cc (inside).
+// (`corral run`). The order of every isolation step lives in launch.cc
+// (host side, shared with the daemon's factory) and init_process.cc /
+// workload.cc (inside).
 #pragma once
 
 #include <chrono>

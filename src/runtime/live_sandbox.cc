@@ -35,6 +35,12 @@ bool readable(int fd) {
 
 }  // namespace
 
+// A sandbox the daemon cannot account for does not run: without its
+// cgroup there are no stats and no verified removal of its processes,
+// without its layer no wipe and no file API. adopt() and attach() fail
+// closed when either cannot be opened: init is killed here (its pidfd is
+// the only handle on it), and the caller's cleanup by id
+// (SandboxService::remove_unadopted) removes what is left.
 Result<std::unique_ptr<LiveSandbox>> LiveSandbox::adopt(CreatedSandbox created,
                                                         CgroupManager& cgroups) {
   std::unique_ptr<LiveSandbox> s(new LiveSandbox());
@@ -44,9 +50,11 @@ Result<std::unique_ptr<LiveSandbox>> LiveSandbox::adopt(CreatedSandbox created,
   s->control_ = std::move(created.control);
   s->spawn_ = std::move(created.spawn);
   auto layer = WritableLayer::adopt(std::move(created.layer));
-  if (layer) s->layer_.emplace(std::move(*layer));
+  if (!layer) return s->give_up("its writable layer", layer.error());
+  s->layer_.emplace(std::move(*layer));
   auto cg = cgroups.open(created.cgroup);
-  if (cg) s->cgroup_ = std::move(*cg);
+  if (!cg) return s->give_up("its cgroup", cg.error());
+  s->cgroup_ = std::move(*cg);
   return s;
 }
 
@@ -54,13 +62,14 @@ Result<std::unique_ptr<LiveSandbox>> LiveSandbox::attach(const LiveSandboxIdenti
                                                          CgroupManager& cgroups) {
   std::unique_ptr<LiveSandbox> s(new LiveSandbox());
   s->identity_ = identity;
-  auto cg = cgroups.open(identity.cgroup);
-  if (cg) s->cgroup_ = std::move(*cg);
   UniqueFd pidfd(identity.init_pid > 0 ? sys::pidfd_open(identity.init_pid, 0) : -1);
   // The pid may have been reused since: the start time tells.
   if (!pidfd || process_start_time(identity.init_pid) != identity.init_start_time)
     return make_error(ErrorCode::kNotFound, "the init of sandbox " + identity.id + " is gone");
   s->pidfd_ = std::move(pidfd);
+  auto cg = cgroups.open(identity.cgroup);
+  if (!cg) return s->give_up("its cgroup", cg.error());
+  s->cgroup_ = std::move(*cg);
   UniqueFd control(sys::pidfd_getfd(s->pidfd_.get(), kInitHeldControlFd, 0));
   UniqueFd spawn(sys::pidfd_getfd(s->pidfd_.get(), kInitHeldSpawnFd, 0));
   UniqueFd layer(sys::pidfd_getfd(s->pidfd_.get(), kInitHeldLayerFd, 0));
@@ -74,6 +83,13 @@ Result<std::unique_ptr<LiveSandbox>> LiveSandbox::attach(const LiveSandboxIdenti
   if (!l) return tl::unexpected(l.error());
   s->layer_.emplace(std::move(*l));
   return s;
+}
+
+tl::unexpected<Error> LiveSandbox::give_up(const char* what, const Error& why) {
+  std::string message = "sandbox " + id() + ": " + what + " cannot be opened (" + why.message +
+                        "); the sandbox is destroyed";
+  for (const std::string& left : destroy().residue) message += "; left: " + left;
+  return tl::unexpected(Error{ErrorCode::kSystem, std::move(message), why.hint, why.sys_errno});
 }
 
 LiveSandbox::~LiveSandbox() = default;

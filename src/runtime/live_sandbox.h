@@ -49,11 +49,14 @@ struct DestroyReport {
 
 class LiveSandbox {
  public:
+  // Takes over a sandbox the factory just made. Its cgroup or layer that
+  // cannot be opened fails the adoption, and init is killed: the daemon
+  // never keeps a sandbox it cannot account for and remove.
   static Result<std::unique_ptr<LiveSandbox>> adopt(CreatedSandbox created,
                                                     CgroupManager& cgroups);
   // After a daemon restart: finds init by pid, checks it is the same
   // process (start time) and takes its channels back. kNotFound when the
-  // sandbox is gone.
+  // sandbox is gone. A cgroup that cannot be opened fails it, as in adopt().
   static Result<std::unique_ptr<LiveSandbox>> attach(const LiveSandboxIdentity& identity,
                                                      CgroupManager& cgroups);
   ~LiveSandbox();
@@ -97,6 +100,8 @@ class LiveSandbox {
 
  private:
   LiveSandbox() = default;
+  // Destroys what adopt() or attach() got so far and returns the error.
+  tl::unexpected<Error> give_up(const char* what, const Error& why);
   LiveSandboxIdentity identity_;
   UniqueFd pidfd_, control_, spawn_;
   std::optional<WritableLayer> layer_;

@@ -4,7 +4,6 @@
 #include <malloc.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -18,15 +17,10 @@
 #include "api/api_model.h"
 #include "base/environment.h"
 #include "base/json_text.h"
-#include "base/paths.h"
 #include "image/image_store.h"
 #include "jail/cgroup.h"
-#include "jail/fs_util.h"
-#include "jail/init_clone.h"
-#include "jail/live_channel.h"
+#include "jail/launch.h"
 #include "jail/sandbox_planner.h"
-#include "net/sandbox_link.h"
-#include "sys/syscalls.h"
 
 namespace corral {
 
@@ -57,27 +51,6 @@ Status read_all(int fd, char* p, size_t n) {
     p += r;
     n -= static_cast<size_t>(r);
   }
-  return ok();
-}
-
-Status send_with_fds(int sock, const void* data, size_t len, const int* fds, int nfds) {
-  iovec iov{const_cast<void*>(data), len};
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(kReplyFds * sizeof(int))] = {};
-  msghdr mh{};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  mh.msg_control = cbuf;
-  mh.msg_controllen = CMSG_SPACE(static_cast<size_t>(nfds) * sizeof(int));
-  cmsghdr* cm = CMSG_FIRSTHDR(&mh);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(static_cast<size_t>(nfds) * sizeof(int));
-  memcpy(CMSG_DATA(cm), fds, static_cast<size_t>(nfds) * sizeof(int));
-  ssize_t w;
-  do {
-    w = sendmsg(sock, &mh, MSG_NOSIGNAL);
-  } while (w < 0 && errno == EINTR);
-  if (w != static_cast<ssize_t>(len)) return errno_error("sending go to init");
   return ok();
 }
 
@@ -195,105 +168,39 @@ void serve_one(int sock, CgroupManager* manager, const std::string& request) {
   auto fail = [&](Stage stage, const Error& e) {
     (void)send_frame(sock, json_text(failure_json(stage, e)), nullptr, 0);
   };
-
-  // The lock that marks the sandbox alive: held by init for its whole life
-  // (`corral run`'s stale-cgroup reaper leaves a locked sandbox alone).
-  const std::string locks_dir = run_dir() + "/sandboxes";
-  if (auto st = mkdir_p(locks_dir, 0700); !st) return fail(Stage::kPlan, st.error());
-  const std::string lock_path = locks_dir + "/" + prepared.id + ".lock";
-  UniqueFd alive(open(lock_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!alive || flock(alive.get(), LOCK_EX) != 0)
-    return fail(Stage::kPlan, Error{ErrorCode::kSystem,
-                                    "creating " + lock_path + ": " + strerror(errno), "", errno});
-
   if (manager == nullptr) {
-    unlink(lock_path.c_str());
     return fail(Stage::kCgroup, Error{ErrorCode::kUnavailable, "no usable cgroup hierarchy",
                                       "run `corral doctor`", 0});
   }
   const SandboxSpec& spec = *spec_or;
-  CgroupLimits limits;
-  limits.memory_bytes = spec.limits.memory_bytes;
-  limits.cpus = spec.limits.cpus;
-  limits.pids = spec.limits.pids + 2;  // + init and the zygote
-  auto cgroup_or = manager->create(prepared.id, limits);
-  if (!cgroup_or) {
-    unlink(lock_path.c_str());
-    return fail(Stage::kCgroup, cgroup_or.error());
-  }
-  Cgroup& cgroup = **cgroup_or;
-  auto undo = [&](Stage stage, const Error& e) {
-    (void)cgroup.destroy();
-    unlink(lock_path.c_str());
-    fail(stage, e);
-  };
-
-  int control[2], spawn[2];
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, control) != 0)
-    return undo(Stage::kClone, Error{ErrorCode::kSystem, "socketpair", "", errno});
-  UniqueFd control_daemon(control[0]), control_init(control[1]);
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, spawn) != 0)
-    return undo(Stage::kClone, Error{ErrorCode::kSystem, "socketpair", "", errno});
-  UniqueFd spawn_daemon(spawn[0]), spawn_zygote(spawn[1]);
+  // The sandbox's stdio: its processes get theirs from the daemon.
   UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
-  if (!devnull) return undo(Stage::kClone, Error{ErrorCode::kSystem, "open /dev/null", "", errno});
-
+  if (!devnull) return fail(Stage::kClone, Error{ErrorCode::kSystem, "open /dev/null", "", errno});
+  for (int& fd : plan.stdio) fd = devnull.get();
   // An image in use cannot be removed (`corral image rm`): init holds its lock.
   UniqueFd image_lock;
   if (!spec.image.empty()) {
     auto lock = ImageStore(ImageStore::default_dir()).lock_shared(spec.image);
-    if (!lock) return undo(Stage::kBaseLayer, lock.error());
+    if (!lock) return fail(Stage::kBaseLayer, lock.error());
     image_lock = std::move(*lock);
   }
-  // The fds init holds for a re-attaching daemon travel with "go", so that
-  // an init whose creator dies before "go" sees EOF and ends.
   plan.deadline_ms = req.value("deadline_ms", std::int64_t{0});
-  plan.control_fd = control_init.get();
-  plan.spawn_fd = spawn_zygote.get();
-  for (int& fd : plan.stdio) fd = devnull.get();
-  const int held[] = {
-      kInitHeldControlFd,         kInitHeldSpawnFd,
-      kInitHeldLayerFd,           prepared.uids->lock_fd(),
-      prepared.base_in_use.get(), alive.get(),
-      image_lock.get(),           prepared.network.slot ? prepared.network.slot->lock_fd() : -1};
-  static_assert(sizeof held == sizeof plan.held_fds);
-  std::copy(std::begin(held), std::end(held), plan.held_fds);
 
-  int pidfd_raw = -1;
-  const int not_for_init[] = {sock, control_daemon.get(), spawn_daemon.get()};
-  pid_t child = clone_sandbox_init(plan, cgroup, &pidfd_raw, not_for_init, 3);
-  const int clone_errno = errno;
-  UniqueFd pidfd(pidfd_raw);
-  if (child < 0) {
-    return undo(Stage::kClone,
-                Error{ErrorCode::kSystem, "clone3(new namespaces)",
-                      std::string(stage_hint(Stage::kClone, clone_errno)), clone_errno});
-  }
-  if (cgroup.clone_into_fd() < 0) {
-    if (auto st = cgroup.add_process(child); !st) {
-      sys::pidfd_send_signal(pidfd.get(), SIGKILL, nullptr, 0);
-      return undo(Stage::kCgroup, st.error());
-    }
-  }
-  // The veth pair, before init's setup starts: the sandbox never runs a
-  // moment with a half-made network.
-  if (prepared.network.slot) {
-    auto netns_path = "/proc/" + std::to_string(child) + "/ns/net";
-    UniqueFd netns(open(netns_path.c_str(), O_RDONLY | O_CLOEXEC));
-    Status linked = netns ? net::setup_sandbox_link(*prepared.network.slot, netns.get())
-                          : errno_error("open(" + netns_path + ")");
-    if (!linked) {
-      sys::pidfd_send_signal(pidfd.get(), SIGKILL, nullptr, 0);
-      return undo(Stage::kNetworkLink, linked.error());
-    }
-  }
-  ControlMessage go{};
-  go.type = ControlType::kGo;
-  const int go_fds[3] = {control_daemon.get(), spawn_daemon.get(), prepared.layer->mount_fd()};
-  if (auto st = send_with_fds(control_daemon.get(), &go, sizeof go, go_fds, 3); !st) {
-    sys::pidfd_send_signal(pidfd.get(), SIGKILL, nullptr, 0);
-    return undo(Stage::kClone, st.error());
-  }
+  // The launcher sequence (jail/launch.h). The alive-lock is held by init
+  // for the sandbox's whole life (`corral run`'s stale-cgroup reaper
+  // leaves a locked sandbox alone). A failure leaves nothing behind; what
+  // its undo could not remove, the daemon's teardown of the failed create
+  // finds again by the sandbox's id (remove_unadopted), so it is not
+  // reported from here.
+  LaunchOptions launch_options;
+  launch_options.cgroups = manager;
+  launch_options.close_in_init = {sock};
+  launch_options.image_lock_fd = image_lock.get();
+  auto launched = launch_init(spec, prepared, launch_options);
+  if (!launched) return fail(launched.error().stage, launched.error().error);
+  LaunchedInit& init = *launched;
+  const pid_t child = init.pid;
+  Cgroup& cgroup = *init.cgroup;
 
   std::vector<std::string> env;
   for (char* const* e = plan.envp.data(); e != nullptr && *e != nullptr; ++e) env.emplace_back(*e);
@@ -309,13 +216,11 @@ void serve_one(int sock, CgroupManager* manager, const std::string& request) {
                                          : std::int64_t{-1}},
       {"notices", prepared.notices}};
   UniqueFd layer_dup(fcntl(prepared.layer->mount_fd(), F_DUPFD_CLOEXEC, 3));
-  const int fds[kReplyFds] = {pidfd.get(), control_daemon.get(), spawn_daemon.get(),
+  const int fds[kReplyFds] = {init.pidfd.get(), init.control.get(), init.spawn.get(),
                               layer_dup.get()};
   if (auto st = send_frame(sock, json_text(reply), fds, kReplyFds); !st) {
     // The daemon is gone: nobody owns this sandbox, so it must not live.
-    sys::pidfd_send_signal(pidfd.get(), SIGKILL, nullptr, 0);
-    (void)cgroup.destroy();
-    unlink(lock_path.c_str());
+    (void)undo_launch(init);
   }
 }
 
