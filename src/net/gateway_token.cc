@@ -1,15 +1,14 @@
 #include "net/gateway_token.h"
 
 #include <fcntl.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <sodium.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <optional>
 
 #include "base/unique_fd.h"
@@ -19,60 +18,50 @@ namespace corral::net {
 namespace {
 
 constexpr std::string_view kPrefix = "cgw1.";
-constexpr std::string_view kAlphabet =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+constexpr int kBase64Url = sodium_base64_VARIANT_URLSAFE_NO_PADDING;
 constexpr std::size_t kMaxTokenBytes = 1024;
 
 // base64url without padding.
 std::string b64url(std::string_view in) {
-  std::string out;
-  std::size_t i = 0;
-  auto byte = [&](std::size_t k) { return static_cast<unsigned char>(in[k]); };
-  for (; i + 3 <= in.size(); i += 3) {
-    std::uint32_t v = (byte(i) << 16) | (byte(i + 1) << 8) | byte(i + 2);
-    for (int s = 18; s >= 0; s -= 6) out += kAlphabet[(v >> s) & 63];
-  }
-  if (in.size() - i == 1) {
-    std::uint32_t v = byte(i) << 16;
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-  } else if (in.size() - i == 2) {
-    std::uint32_t v = (byte(i) << 16) | (byte(i + 1) << 8);
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-  }
+  std::string out(sodium_base64_ENCODED_LEN(in.size(), kBase64Url), '\0');
+  ::sodium_bin2base64(out.data(), out.size(), reinterpret_cast<const unsigned char*>(in.data()),
+                      in.size(), kBase64Url);
+  out.resize(std::strlen(out.c_str()));
   return out;
 }
 
 // Strict: only the alphabet, no padding, no impossible length, and the
 // unused low bits of the last character must be zero (one encoding per
-// value).
+// value). libsodium stops at the first byte outside the alphabet: the end
+// pointer refuses what follows it.
 std::optional<std::string> unb64url(std::string_view in) {
-  if (in.size() % 4 == 1) return std::nullopt;
-  std::string out;
-  std::uint32_t acc = 0;
-  int bits = 0;
-  for (char c : in) {
-    auto p = kAlphabet.find(c);
-    if (p == std::string_view::npos) return std::nullopt;
-    acc = (acc << 6) | static_cast<std::uint32_t>(p);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xff);
-    }
-  }
-  if (bits > 0 && (acc & ((1u << bits) - 1)) != 0) return std::nullopt;
+  std::string out(in.size() / 4 * 3 + 3, '\0');
+  std::size_t len = 0;
+  const char* end = nullptr;
+  if (::sodium_base642bin(reinterpret_cast<unsigned char*>(out.data()), out.size(), in.data(),
+                          in.size(), nullptr, &len, &end, kBase64Url) != 0 ||
+      end != in.data() + in.size())
+    return std::nullopt;
+  out.resize(len);
   return out;
 }
 
+// HMAC-SHA256 with a key of any length (the multi-part API: the one-shot
+// crypto_auth_hmacsha256 takes a 32-byte key only).
 std::string hmac(std::string_view secret, std::string_view data) {
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
-       reinterpret_cast<const unsigned char*>(data.data()), data.size(), mac, &len);
-  return std::string(reinterpret_cast<const char*>(mac), len);
+  // libsodium asks for sodium_init() before any use; it is idempotent and
+  // thread-safe (secret_value.cc calls it too).
+  static const bool sodium_ready = ::sodium_init() >= 0;
+  (void)sodium_ready;
+  crypto_auth_hmacsha256_state state;
+  unsigned char mac[crypto_auth_hmacsha256_BYTES];
+  ::crypto_auth_hmacsha256_init(&state, reinterpret_cast<const unsigned char*>(secret.data()),
+                                secret.size());
+  ::crypto_auth_hmacsha256_update(&state, reinterpret_cast<const unsigned char*>(data.data()),
+                                  data.size());
+  ::crypto_auth_hmacsha256_final(&state, mac);
+  ::sodium_memzero(&state, sizeof state);
+  return std::string(reinterpret_cast<const char*>(mac), sizeof mac);
 }
 
 TokenCheck fail(TokenError e, std::string reason) { return TokenCheck{e, std::move(reason)}; }
@@ -126,7 +115,7 @@ TokenCheck verify_gateway_token(std::string_view secret, std::string_view token,
     return fail(TokenError::kMalformed, form);
   std::string expected = hmac(secret, token.substr(0, kPrefix.size() + dot2));
   if (mac->size() != expected.size() ||
-      CRYPTO_memcmp(mac->data(), expected.data(), expected.size()) != 0)
+      ::sodium_memcmp(mac->data(), expected.data(), expected.size()) != 0)
     return fail(TokenError::kBadSignature,
                 "the gateway token's signature does not match (altered, or minted by another "
                 "owner): use the CORRAL_GATEWAY_TOKEN given to this sandbox");

@@ -1,5 +1,5 @@
 // Fuzz target for the internal-service gateway's checks of what a sandbox
-// sends (src/net/gateway.cc, src/net/gateway_token.cc). The first input byte
+// sends (src/net/gateway_config.cc, src/net/gateway_token.cc). The first input byte
 // picks what is fuzzed (its value modulo 3, so corpus files can start with
 // the digits '0'..'2'):
 //   0 split_gateway_target: the request target

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <ctime>
 #include <thread>
 
@@ -412,6 +413,121 @@ TEST_F(GatewayServe, UnreachableServiceIs502) {
   EXPECT_EQ(s.response.rfind("HTTP/1.1 502 ", 0), 0u) << s.response;
   ASSERT_EQ(s.events.size(), 1u);
   EXPECT_EQ(s.events[0].refusal, GatewayRefusal::kUpstreamFailed);
+}
+
+// Every answer and audit event byte for byte, as the gateway gave them
+// before Gateway::serve was split into steps (issue 13): refusals of each
+// step, a forwarded request and the head the service got.
+std::string printed(std::string text, std::uint16_t port) {
+  for (std::size_t p; (p = text.find(":" + std::to_string(port))) != std::string::npos;)
+    text.replace(p, 1 + std::to_string(port).size(), ":PORT");
+  for (std::size_t p; (p = text.find("\r\n")) != std::string::npos;) text.replace(p, 2, "\\r\\n");
+  return text;
+}
+
+std::string printed(const Served& s, std::uint16_t port) {
+  std::string out;
+  for (const auto& e : s.events)
+    out += "status=" + std::to_string(e.status) + " allowed=" + std::to_string(e.allowed) +
+           " refusal=" + std::string(gateway_refusal_name(e.refusal)) + " service=" + e.service +
+           " method=" + e.method + " path=" + e.path + " upstream=" + e.upstream +
+           " down=" + std::to_string(e.bytes_down) + " up=" + std::to_string(e.bytes_up) +
+           " reason=" + e.reason + "\n";
+  return printed(out + s.response, port) + "\n";
+}
+
+TEST_F(GatewayServe, AnswersAndEventsAreByteForByteAsBefore) {
+  const std::string auth = "X-Corral-Gateway-Token: " + token_ + "\r\n";
+  const std::string requests[] = {
+      // First: the service's listener waits 3 s only, and each refusal lingers.
+      req("POST", "/svc/v1/items?x=1&y=%41",
+          "Authorization: Bearer " + token_ +
+              "\r\nConnection: x-hop\r\nX-Hop: 1\r\nTE: trailers\r\nContent-Length: 4\r\n") +
+          "bodyEXTRA",
+      req("GET", "/svc/v1/x", ""),
+      req("GET", "/svc/v1/x", "Authorization: Bearer nope\r\n"),
+      req("GET", "/svc/v1/x",
+          "X-Corral-Gateway-Token: " + gw_->token("sb-two", std::time(nullptr) + 60) + "\r\n"),
+      req("GET", "/nope/v1/x", auth),
+      req("GET", "/other/v1/x", auth),
+      req("GET", "/limited/x", auth),
+      req("DELETE", "/svc/v1/x", auth),
+      req("GET", "/svc/admin", auth),
+      req("GET", "/svc/v1/%2e%2e/admin", auth),
+      req("POST", "/svc/v1/x", auth + "Transfer-Encoding: chunked\r\n"),
+      "GET /svc/v1/x HTTP/1.1\r\nHost: allowed.test\r\n" + auth + "\r\n",
+      "GET http://gateway.corral.internal:8080/svc/v1/x HTTP/1.1\r\nHost: "
+      "gateway.corral.internal:8080\r\n" +
+          auth + "\r\n",
+      "CONNECT gateway.corral.internal:80 HTTP/1.1\r\nHost: gateway.corral.internal\r\n\r\n",
+      "\x16\x03\x01 not http\r\n\r\n",
+      "GET /svc/v1/x HTTP/1.1\r\nHost: gateway.corral.internal\r\nHost: b\r\n\r\n",
+      req("GET", "/_secret", "Authorization: Bearer corral_tok_x\r\n"),
+      req("GET", "/other/x", auth),
+  };
+  std::string got;
+  for (const auto& r : requests)
+    got += printed(serve_one(*gw_, events_, r, "sb-one", {"svc", "other"}), up_.port);
+  up_.join();
+  got += "seen by the service:\n" + printed(up_.seen, up_.port) + "\n";
+  const std::string expected = R"golden(status=201 allowed=1 refusal=none service=svc method=POST path=/svc/v1/items?x=1&y=%41 upstream=127.0.0.1:PORT down=48 up=133 reason=forwarded to 127.0.0.1:PORT
+HTTP/1.1 201 Created\r\nContent-Length: 5\r\n\r\nhello
+status=401 allowed=0 refusal=no_token service= method=GET path=/svc/v1/x upstream= down=328 up=0 reason=no gateway token in the request
+HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: 150\r\nX-Corral-Refusal: no_token\r\nWWW-Authenticate: Bearer realm="corral-gateway"\r\nConnection: close\r\n\r\n{"error":"no_token","message":"no gateway token in the request","fix":"send Authorization: Bearer $CORRAL_GATEWAY_TOKEN (or X-Corral-Gateway-Token)"}
+
+status=401 allowed=0 refusal=bad_token service= method=GET path=/svc/v1/x upstream= down=350 up=0 reason=the gateway token is malformed (expected cgw1.<sandbox>.<expiry>.<mac>) (malformed)
+HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: 171\r\nX-Corral-Refusal: bad_token\r\nWWW-Authenticate: Bearer realm="corral-gateway"\r\nConnection: close\r\n\r\n{"error":"bad_token","message":"the gateway token is malformed (expected cgw1.<sandbox>.<expiry>.<mac>) (malformed)","fix":"send this sandbox's own CORRAL_GATEWAY_TOKEN"}
+
+status=401 allowed=0 refusal=bad_token service= method=GET path=/svc/v1/x upstream= down=368 up=0 reason=the gateway token belongs to another sandbox: use this sandbox's CORRAL_GATEWAY_TOKEN (other_sandbox)
+HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: 189\r\nX-Corral-Refusal: bad_token\r\nWWW-Authenticate: Bearer realm="corral-gateway"\r\nConnection: close\r\n\r\n{"error":"bad_token","message":"the gateway token belongs to another sandbox: use this sandbox's CORRAL_GATEWAY_TOKEN (other_sandbox)","fix":"send this sandbox's own CORRAL_GATEWAY_TOKEN"}
+
+status=404 allowed=0 refusal=unknown_service service=nope method=GET path=/nope/v1/x upstream= down=290 up=0 reason=no gateway service named "nope"
+HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: 157\r\nX-Corral-Refusal: unknown_service\r\nConnection: close\r\n\r\n{"error":"unknown_service","message":"no gateway service named \"nope\"","fix":"the first path segment names the service; ask the owner which are declared"}
+
+status=502 allowed=0 refusal=upstream_failed service=other method=GET path=/other/v1/x upstream=127.0.0.1:1 down=272 up=0 reason=connect to 127.0.0.1:1: ECONNREFUSED
+HTTP/1.1 502 Bad Gateway\r\nContent-Type: application/json\r\nContent-Length: 137\r\nX-Corral-Refusal: upstream_failed\r\nConnection: close\r\n\r\n{"error":"upstream_failed","message":"connect to 127.0.0.1:1: ECONNREFUSED","fix":"the internal service is unavailable: tell the owner"}
+
+status=403 allowed=0 refusal=not_granted service=limited method=GET path=/limited/x upstream= down=314 up=0 reason=this sandbox's policy does not grant gateway service "limited"
+HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nContent-Length: 185\r\nX-Corral-Refusal: not_granted\r\nConnection: close\r\n\r\n{"error":"not_granted","message":"this sandbox's policy does not grant gateway service \"limited\"","fix":"grant it in the spec (network.gateway) or with corral run --gateway limited"}
+
+status=403 allowed=0 refusal=method service=svc method=DELETE path=/svc/v1/x upstream= down=242 up=0 reason=method DELETE is not allowed for gateway service "svc"
+HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nContent-Length: 118\r\nX-Corral-Refusal: method\r\nConnection: close\r\n\r\n{"error":"method","message":"method DELETE is not allowed for gateway service \"svc\"","fix":"use one of: GET, POST"}
+
+status=403 allowed=0 refusal=path_not_allowed service=svc method=GET path=/svc/admin upstream= down=273 up=0 reason=path /admin is not allowed for gateway service "svc"
+HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nContent-Length: 139\r\nX-Corral-Refusal: path_not_allowed\r\nConnection: close\r\n\r\n{"error":"path_not_allowed","message":"path /admin is not allowed for gateway service \"svc\"","fix":"paths must start with one of: /v1/"}
+
+status=400 allowed=0 refusal=path service= method=GET path=/svc/v1/%2e%2e/admin upstream= down=323 up=0 reason=the path has a '..' segment
+HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: 199\r\nX-Corral-Refusal: path\r\nConnection: close\r\n\r\n{"error":"path","message":"the path has a '..' segment","fix":"send the normalised path: http://gateway.corral.internal/<service>/<path>, without '.' or '..' segments, '//', or encoded '/' or '\\'"}
+
+status=411 allowed=0 refusal=length_required service=svc method=POST path=/svc/v1/x upstream= down=263 up=0 reason=a chunked request body is not forwarded
+HTTP/1.1 411 Length Required\r\nContent-Type: application/json\r\nContent-Length: 124\r\nX-Corral-Refusal: length_required\r\nConnection: close\r\n\r\n{"error":"length_required","message":"a chunked request body is not forwarded","fix":"send the body with a Content-Length"}
+
+status=400 allowed=0 refusal=malformed service= method=GET path=/svc/v1/x upstream= down=291 up=0 reason=the request is for "allowed.test", not gateway.corral.internal:80
+HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: 162\r\nX-Corral-Refusal: malformed\r\nConnection: close\r\n\r\n{"error":"malformed","message":"the request is for \"allowed.test\", not gateway.corral.internal:80","fix":"use http://gateway.corral.internal/<service>/<path>"}
+
+status=400 allowed=0 refusal=malformed service= method=GET path=/svc/v1/x upstream= down=302 up=0 reason=the request is for "gateway.corral.internal", not gateway.corral.internal:80
+HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: 173\r\nX-Corral-Refusal: malformed\r\nConnection: close\r\n\r\n{"error":"malformed","message":"the request is for \"gateway.corral.internal\", not gateway.corral.internal:80","fix":"use http://gateway.corral.internal/<service>/<path>"}
+
+status=400 allowed=0 refusal=malformed service= method=CONNECT path=/ upstream= down=273 up=0 reason=CONNECT is not served by the gateway
+HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: 144\r\nX-Corral-Refusal: malformed\r\nConnection: close\r\n\r\n{"error":"malformed","message":"CONNECT is not served by the gateway","fix":"send plain requests to http://gateway.corral.internal/<service>/"}
+
+status=400 allowed=0 refusal=malformed service= method= path= upstream= down=293 up=0 reason=request target "not" is neither a path, an http:// URL nor (with CONNECT) host:port
+HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: 164\r\nX-Corral-Refusal: malformed\r\nConnection: close\r\n\r\n{"error":"malformed","message":"request target \"not\" is neither a path, an http:// URL nor (with CONNECT) host:port","fix":"send a well-formed HTTP/1.1 request"}
+
+status=400 allowed=0 refusal=malformed service= method= path= upstream= down=233 up=0 reason=more than one Host header
+HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: 104\r\nX-Corral-Refusal: malformed\r\nConnection: close\r\n\r\n{"error":"malformed","message":"more than one Host header","fix":"send a well-formed HTTP/1.1 request"}
+
+status=404 allowed=0 refusal=unknown_service service=_secret method=GET path=/_secret upstream= down=264 up=0 reason=this gateway serves no secrets
+HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: 131\r\nX-Corral-Refusal: unknown_service\r\nConnection: close\r\n\r\n{"error":"unknown_service","message":"this gateway serves no secrets","fix":"ask the owner to run the daemon with a secret store"}
+
+status=502 allowed=0 refusal=upstream_failed service=other method=GET path=/other/x upstream=127.0.0.1:1 down=272 up=0 reason=connect to 127.0.0.1:1: ECONNREFUSED
+HTTP/1.1 502 Bad Gateway\r\nContent-Type: application/json\r\nContent-Length: 137\r\nX-Corral-Refusal: upstream_failed\r\nConnection: close\r\n\r\n{"error":"upstream_failed","message":"connect to 127.0.0.1:1: ECONNREFUSED","fix":"the internal service is unavailable: tell the owner"}
+
+seen by the service:
+POST /base/v1/items?x=1&y=%41 HTTP/1.1\r\nHost: 127.0.0.1:PORT\r\ncontent-length: 4\r\nX-Corral-Sandbox: sb-one\r\nConnection: close\r\n\r\nbody
+)golden";
+  EXPECT_EQ(got, expected);
+  if (got != expected) std::printf("----- got\n%s-----\n", got.c_str());
 }
 
 TEST(GatewayCreate, RefusesDuplicatesAndNoSecret) {

@@ -84,6 +84,55 @@ TEST(GatewayToken, SandboxIdsOfAnyBytesRoundTrip) {
   }
 }
 
+// Known answers, computed before the move to libsodium (the hand-written
+// base64url and OpenSSL HMAC()) and checked against Python's hmac and
+// base64.urlsafe_b64encode: tokens already given out stay valid.
+TEST(GatewayToken, KnownTokensAreMintedByteForByte) {
+  std::string k32;
+  for (int i = 0; i < 32; ++i) k32 += static_cast<char>(i);
+  std::string k100;
+  for (int i = 0; i < 100; ++i) k100 += static_cast<char>(i);  // longer than a SHA-256 block
+  struct Known {
+    std::string secret, sandbox;
+    std::int64_t expiry;
+    std::string token;
+  };
+  const Known known[] = {
+      {k32, "sb-0123456789ab", 1'800'000'060,
+       "cgw1.c2ItMDEyMzQ1Njc4OWFi.1800000060.Fd585Yj31h_cjMtgyvXpZZfk79qZfXursLBtUt1hlG4"},
+      {"k", "a", 1'800'000'001, "cgw1.YQ.1800000001.8Yr_ydNxvcEHdKZpQuYscLAZemBUwp7GG-ptyvILSQI"},
+      {k100, std::string("\xff\x00\x01", 3), 1'800'000'001,
+       "cgw1._wAB.1800000001.-F0wqeNDLv-xouR1W8p1zZ6Sj2O3Ra0tFZdz-JmMaCc"},
+      {k32, "ab", 0, "cgw1.YWI.0.8OPBweXDqZk6S2cDqE1-z5kpnPSEfpUPnBG-IRDz0yo"},
+  };
+  for (const Known& k : known) {
+    EXPECT_EQ(mint_gateway_token(k.secret, k.sandbox, k.expiry), k.token);
+    EXPECT_TRUE(verify_gateway_token(k.secret, k.token, k.sandbox, k.expiry - 1).ok()) << k.token;
+  }
+}
+
+// One encoding per value: base64url without padding, only its alphabet,
+// no impossible length, zero unused bits, nothing after it.
+TEST(GatewayToken, NonCanonicalBase64IsMalformed) {
+  const std::string k32(32, 'k');
+  const std::string t = mint_gateway_token(k32, "a", kNow + 60);  // cgw1.YQ.<expiry>.<mac>
+  const std::string exp_mac = t.substr(t.find('.', 5));
+  const std::string mac = t.substr(t.rfind('.') + 1);
+  const std::string head = t.substr(0, t.rfind('.') + 1);
+  ASSERT_TRUE(verify_gateway_token(k32, t, "a", kNow).ok());
+  for (std::string bad :
+       {"cgw1.YR" + exp_mac, "cgw1.YQ==" + exp_mac, "cgw1.YQ=" + exp_mac, "cgw1.YWJjZ" + exp_mac,
+        "cgw1.YQ " + exp_mac, "cgw1. YQ" + exp_mac, "cgw1.Y+" + exp_mac, "cgw1.Y/" + exp_mac,
+        head + mac + "=", head + mac + " ", head + mac + std::string(1, '\0'),
+        head + "+" + mac.substr(1), head + mac.substr(0, mac.size() - 1) + "B"}) {
+    TokenCheck c = verify_gateway_token(k32, bad, "a", kNow);
+    EXPECT_EQ(c.error, TokenError::kMalformed) << bad;
+  }
+  // Well-formed base64url of the wrong length is a bad signature, as before.
+  EXPECT_EQ(verify_gateway_token(k32, head + mac + "AAAA", "a", kNow).error,
+            TokenError::kBadSignature);
+}
+
 class SecretFile : public ::testing::Test {
  protected:
   void SetUp() override {
