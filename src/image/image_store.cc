@@ -32,6 +32,7 @@
 #include "base/json_text.h"
 #include "base/paths.h"
 #include "base/scope_guard.h"
+#include "base/subprocess.h"
 
 namespace corral {
 
@@ -43,9 +44,6 @@ constexpr std::string_view kPartialPrefix = ".partial-";
 constexpr std::string_view kRemovingPrefix = ".removing-";
 constexpr const char* kSuite = "bookworm";
 constexpr int kMaxDepth = 4096;
-// How long a tool gets to clean up after a forwarded SIGINT/SIGTERM before
-// its process group is killed.
-constexpr auto kSignalGrace = std::chrono::seconds(60);
 
 std::string join_path(std::string_view a, std::string_view b) {
   std::string p(a);
@@ -65,79 +63,28 @@ std::string rfc3339_now() {
   return buf;
 }
 
-std::string describe_wait_status(int status) {
-  if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) {
-    const char* name = sigabbrev_np(WTERMSIG(status));
-    return std::string("killed by SIG") + (name != nullptr ? name : "?");
-  }
-  return "wait status " + std::to_string(status);
-}
-
 // ---------------------------------------------------------------------------
-// Signals: while a build or import runs, SIGINT/SIGTERM/SIGHUP are recorded
-// and forwarded to the tool's process group; the operation then fails and
-// removes its partial tree instead of dying half-way.
+// Running a tool (base/subprocess.h) in its own process group, stdin from
+// /dev/null, output lines streamed to a callback. While a build or import
+// runs, SIGINT/SIGTERM/SIGHUP are forwarded to the tool's process group;
+// the operation then fails and removes its partial tree instead of dying
+// half-way.
 
-volatile sig_atomic_t g_signal = 0;
-volatile sig_atomic_t g_child_pgid = 0;
-
-extern "C" void on_interrupt(int sig) {
-  int saved_errno = errno;
-  g_signal = sig;
-  pid_t pgid = g_child_pgid;
-  if (pgid > 0) kill(-pgid, sig);  // async-signal-safe
-  errno = saved_errno;
+Status check_interrupted(const ForwardedSignals& signals, std::string_view what) {
+  int sig = signals.pending();
+  if (sig == 0) return ok();
+  const char* name = sigabbrev_np(sig);
+  return make_error(ErrorCode::kSystem, std::string(what) + " interrupted by SIG" +
+                                            (name != nullptr ? name : "?") +
+                                            "; the partial image was removed");
 }
-
-constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP};
-
-class SignalScope {
- public:
-  SignalScope() {
-    g_signal = 0;
-    g_child_pgid = 0;
-    struct sigaction sa {};
-    sa.sa_handler = on_interrupt;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0;  // no SA_RESTART: poll() returns EINTR promptly
-    for (size_t i = 0; i < std::size(kForwardedSignals); ++i) {
-      sigaction(kForwardedSignals[i], &sa, &old_[i]);
-    }
-  }
-  ~SignalScope() {
-    for (size_t i = 0; i < std::size(kForwardedSignals); ++i) {
-      sigaction(kForwardedSignals[i], &old_[i], nullptr);
-    }
-    g_child_pgid = 0;
-  }
-  SignalScope(const SignalScope&) = delete;
-  SignalScope& operator=(const SignalScope&) = delete;
-
-  int pending() const { return g_signal; }
-  Status check(std::string_view what) const {
-    int sig = g_signal;
-    if (sig == 0) return ok();
-    const char* name = sigabbrev_np(sig);
-    return make_error(ErrorCode::kSystem, std::string(what) + " interrupted by SIG" +
-                                              (name != nullptr ? name : "?") +
-                                              "; the partial image was removed");
-  }
-
- private:
-  struct sigaction old_[std::size(kForwardedSignals)]{};
-};
-
-// ---------------------------------------------------------------------------
-// Running a tool: fork/exec with an argv array (never a shell), in its own
-// process group, stdin from /dev/null, output lines streamed to a callback.
 
 struct RunOptions {
   std::string cwd;              // empty: inherit
   bool capture_stdout = false;  // else stdout joins the line stream
   std::size_t stdout_limit = 64u << 20;
-  const SignalScope* signals = nullptr;  // forward signals to the tool
-  int inherit_fd = -1;                   // an fd the tool and its descendants keep open
+  const ForwardedSignals* signals = nullptr;  // forward signals to the tool
+  int inherit_fd = -1;                        // an fd the tool and its descendants keep open
 };
 
 struct ToolResult {
@@ -191,172 +138,35 @@ std::string install_hint(const std::string& tool) {
   return "install it: apt-get install -y " + tool;
 }
 
-// Looks `tool` up in PATH in the parent, so that the child only has to
-// call execv (async-signal-safe, unlike execvp).
-Result<std::string> find_tool(const std::string& tool) {
-  if (tool.find('/') != std::string::npos) return tool;
-  const char* env_path = getenv("PATH");
-  std::string path = (env_path != nullptr && *env_path != '\0')
-                         ? env_path
-                         : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-  std::istringstream dirs(path);
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    if (dir.empty() || dir[0] != '/') continue;  // never the current directory
-    std::string candidate = join_path(dir, tool);
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return errno_error("exec " + tool + " (not found in PATH)", ENOENT, install_hint(tool));
-}
-
 Result<ToolResult> run_tool(const std::vector<std::string>& args, const ProgressFn& progress,
                             const RunOptions& opts) {
   if (args.empty()) return make_error(ErrorCode::kInternal, "run_tool: empty argv");
-  auto exe = find_tool(args[0]);
-  if (!exe) return tl::unexpected(exe.error());
-  std::vector<char*> argv;
-  argv.reserve(args.size() + 1);
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  const char* cwd = opts.cwd.empty() ? nullptr : opts.cwd.c_str();
-  const int inherit_fd = opts.inherit_fd;
-
-  int err_pipe[2], out_pipe[2] = {-1, -1}, exec_pipe[2];
-  if (pipe2(err_pipe, O_CLOEXEC) != 0) return errno_error("pipe2");
-  UniqueFd err_r(err_pipe[0]), err_w(err_pipe[1]);
-  if (opts.capture_stdout && pipe2(out_pipe, O_CLOEXEC) != 0) return errno_error("pipe2");
-  UniqueFd out_r(out_pipe[0]), out_w(out_pipe[1]);
-  if (pipe2(exec_pipe, O_CLOEXEC) != 0) return errno_error("pipe2");
-  UniqueFd exec_r(exec_pipe[0]), exec_w(exec_pipe[1]);
-
-  if (opts.signals != nullptr) CORRAL_TRY(opts.signals->check(args[0]));
-
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid < 0) return errno_error("fork");
-  if (pid == 0) {
-    // Child: only async-signal-safe calls until exec.
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(127);
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaction(sig, &dfl, nullptr);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (devnull < 0 || dup2(devnull, 0) < 0) goto fail;
-    if (dup2(out_w.valid() ? out_w.get() : err_w.get(), 1) < 0) goto fail;
-    if (dup2(err_w.get(), 2) < 0) goto fail;
-    if (cwd != nullptr && chdir(cwd) != 0) goto fail;
-    // The tool gets 0-2 and inherit_fd, none of the fds corral itself
-    // inherited: mmdebstrap hands apt a pipe by number to `sh -c 'cat >&N'`,
-    // and dash cannot redirect to an fd above 9, so a caller's stray fds
-    // (a shell's, a test runner's) made builds fail with "Bad fd number".
-    if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) goto fail;
-    if (inherit_fd >= 0 && fcntl(inherit_fd, F_SETFD, 0) != 0) goto fail;
-    execv(exe->c_str(), argv.data());
-  fail:
-    int e = errno;
-    ssize_t ignored = write(exec_w.get(), &e, sizeof e);
-    (void)ignored;
-    _exit(127);
+  // Looked up in PATH here, so that the child only has to call execve.
+  auto exe = find_program(args[0]);
+  if (!exe) {
+    return errno_error("exec " + args[0] + " (not found in PATH)", ENOENT, install_hint(args[0]));
   }
-  setpgid(pid, pid);  // also done by the child; whichever runs first wins
-  if (opts.signals != nullptr) {
-    g_child_pgid = pid;
-    if (g_signal != 0) kill(-pid, g_signal);
-  }
-  ScopeGuard forget_child([] { g_child_pgid = 0; });
-  err_w.reset();
-  out_w.reset();
-  exec_w.reset();
+  if (opts.signals != nullptr) CORRAL_TRY(check_interrupted(*opts.signals, args[0]));
 
-  int exec_errno = 0;
-  for (;;) {
-    ssize_t n = read(exec_r.get(), &exec_errno, sizeof exec_errno);
-    if (n < 0 && errno == EINTR) continue;
-    if (n != static_cast<ssize_t>(sizeof exec_errno)) exec_errno = 0;
-    break;
-  }
-  if (exec_errno != 0) {
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    std::string call = "exec " + args[0];
-    if (cwd != nullptr) call += " (in " + opts.cwd + ")";
-    return errno_error(call, exec_errno, exec_errno == ENOENT ? install_hint(args[0]) : "");
-  }
-
-  for (int fd : {err_r.get(), out_r.get()}) {
-    if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-  }
   ToolResult result;
   LineSplitter lines(progress, result.tail);
-  bool err_open = true, out_open = out_r.valid();
-  bool exited = false, killed = false, overflow = false;
-  std::chrono::steady_clock::time_point signal_seen{};
-  char buf[16384];
-
-  auto drain = [&](int fd, bool is_stdout, bool& open) {
-    for (;;) {
-      ssize_t n = read(fd, buf, sizeof buf);
-      if (n > 0) {
-        if (!is_stdout) {
-          lines.feed(buf, static_cast<size_t>(n));
-        } else if (result.out.size() + static_cast<size_t>(n) <= opts.stdout_limit) {
-          result.out.append(buf, static_cast<size_t>(n));
-        } else if (!overflow) {
-          overflow = true;
-          kill(-pid, SIGKILL);
-        }
-        continue;
-      }
-      if (n == 0) open = false;
-      if (n < 0 && errno == EINTR) continue;
-      return;  // EAGAIN or EOF or error
-    }
-  };
-
-  while (!exited) {
-    pollfd fds[2];
-    nfds_t nfds = 0;
-    if (err_open) fds[nfds++] = {err_r.get(), POLLIN, 0};
-    if (out_open) fds[nfds++] = {out_r.get(), POLLIN, 0};
-    int r = poll(fds, nfds, 200);
-    if (r < 0 && errno != EINTR) return errno_error("poll");
-    if (err_open) drain(err_r.get(), false, err_open);
-    if (out_open) drain(out_r.get(), true, out_open);
-
-    if (opts.signals != nullptr && g_signal != 0) {
-      auto now = std::chrono::steady_clock::now();
-      if (signal_seen == std::chrono::steady_clock::time_point{}) signal_seen = now;
-      if (!killed && now - signal_seen > kSignalGrace) {
-        kill(-pid, SIGKILL);
-        killed = true;
-      }
-    }
-    int st = 0;
-    pid_t w = waitpid(pid, &st, WNOHANG);
-    if (w == pid) {
-      result.wait_status = st;
-      exited = true;
-    } else if (w < 0 && errno != EINTR) {
-      return errno_error("waitpid " + args[0]);
-    }
-  }
-  // The tool is gone; take what its output pipes still hold (without
-  // waiting for a grandchild that may keep them open).
-  if (err_open) drain(err_r.get(), false, err_open);
-  if (out_open) drain(out_r.get(), true, out_open);
+  SubprocessOptions sub;
+  sub.argv = args;
+  sub.program = *exe;
+  sub.cwd = opts.cwd;
+  sub.on_stderr = [&](std::string_view chunk) { lines.feed(chunk.data(), chunk.size()); };
+  sub.merge_stdout = !opts.capture_stdout;
+  sub.output_limit = opts.stdout_limit;
+  sub.death_signal = SIGTERM;  // mmdebstrap cleans up its mounts on SIGTERM
+  sub.new_process_group = true;
+  sub.forward_signals = opts.signals;
+  sub.keep_fd = opts.inherit_fd;
+  sub.exec_hint = [&](int err) { return err == ENOENT ? install_hint(args[0]) : std::string(); };
+  auto run = run_subprocess(sub);
   lines.flush();
-  if (overflow) {
-    return make_error(
-        ErrorCode::kResourceExhausted,
-        args[0] + ": output larger than " + std::to_string(opts.stdout_limit) + " bytes");
-  }
+  if (!run) return tl::unexpected(run.error());
+  result.wait_status = run->wait_status;
+  result.out = std::move(run->out);
   return result;
 }
 
@@ -1098,7 +908,7 @@ Status ImageStore::build(std::string_view name, const std::vector<std::string>& 
   (void)remove_stale();
   CORRAL_TRY(refuse_existing(dfd->get(), n));
 
-  SignalScope signals;
+  ForwardedSignals signals;
   PartialDir partial(dir_, dfd->get(), n);
   CORRAL_TRY_CTX(partial.create(), "building image " + n);
 
@@ -1114,7 +924,7 @@ Status ImageStore::build(std::string_view name, const std::vector<std::string>& 
   opts.signals = &signals;
   opts.inherit_fd = partial.lock_fd();
   auto r = run_tool(argv, progress, opts);
-  CORRAL_TRY(signals.check("build of image " + n));
+  CORRAL_TRY(check_interrupted(signals, "build of image " + n));
   if (!r) return tl::unexpected(r.error().wrap("building image " + n));
   if (!r->ok()) {
     std::string hint =
@@ -1130,7 +940,7 @@ Status ImageStore::build(std::string_view name, const std::vector<std::string>& 
   auto size = tree_size(partial.path("rootfs"));
   if (!size) return tl::unexpected(size.error().wrap("measuring image " + n));
   info.size_bytes = *size;
-  CORRAL_TRY(signals.check("build of image " + n));
+  CORRAL_TRY(check_interrupted(signals, "build of image " + n));
   CORRAL_TRY_CTX(partial.commit(info), "building image " + n);
   return ok();
 }
@@ -1157,7 +967,7 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
   (void)remove_stale();
   CORRAL_TRY(refuse_existing(dfd->get(), n));
 
-  SignalScope signals;
+  ForwardedSignals signals;
   std::string what = "import of image " + n;
   RunOptions opts;
   opts.signals = &signals;
@@ -1171,7 +981,7 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
   };
   say("checking " + file);
   auto listing = run_tool(list_argv, nullptr, list_opts);
-  CORRAL_TRY(signals.check(what));
+  CORRAL_TRY(check_interrupted(signals, what));
   if (!listing) return tl::unexpected(listing.error().wrap("listing " + file));
   if (!listing->ok()) {
     return make_error(ErrorCode::kInvalidArgument,
@@ -1239,7 +1049,7 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
                                      "--no-overwrite-dir"};
   say("extracting the OCI layout");
   auto extracted = run_tool(x_argv, progress, opts);
-  CORRAL_TRY(signals.check(what));
+  CORRAL_TRY(check_interrupted(signals, what));
   if (!extracted) return tl::unexpected(extracted.error().wrap("extracting " + file));
   if (!extracted->ok()) return tool_failed(x_argv, *extracted, convert_hint());
 
@@ -1313,7 +1123,7 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
   std::vector<std::string> u_argv = {"umoci", "unpack", "--image", "layout:" + tag, "bundle"};
   say("unpacking tag " + tag + " with umoci");
   auto unpacked = run_tool(u_argv, progress, umoci_opts);
-  CORRAL_TRY(signals.check(what));
+  CORRAL_TRY(check_interrupted(signals, what));
   if (!unpacked) return tl::unexpected(unpacked.error().wrap("unpacking " + file));
   if (!unpacked->ok()) return tool_failed(u_argv, *unpacked, convert_hint());
 
@@ -1356,7 +1166,7 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
   auto size = tree_size(partial.path("rootfs"));
   if (!size) return tl::unexpected(size.error().wrap("measuring image " + n));
   info.size_bytes = *size;
-  CORRAL_TRY(signals.check(what));
+  CORRAL_TRY(check_interrupted(signals, what));
   CORRAL_TRY_CTX(partial.commit(info), what);
   return ok();
 }
