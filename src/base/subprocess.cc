@@ -22,6 +22,7 @@ extern "C" {
 #include <iterator>
 #include <sstream>
 
+#include "base/fs.h"
 #include "base/scope_guard.h"
 #include "base/unique_fd.h"
 
@@ -210,13 +211,7 @@ Result<SubprocessResult> run_subprocess(const SubprocessOptions& o) {
   if (o.stdin_text) {
     in.reset(memfd_create("stdin", MFD_CLOEXEC));
     if (!in) return errno_error("memfd_create(stdin)");
-    const std::string& text = *o.stdin_text;
-    for (std::size_t done = 0; done < text.size();) {
-      ssize_t n = write(in.get(), text.data() + done, text.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return errno_error("write(memfd stdin)");
-      done += static_cast<std::size_t>(n);
-    }
+    CORRAL_TRY(write_all(in.get(), *o.stdin_text, "memfd stdin"));
     if (lseek(in.get(), 0, SEEK_SET) != 0) return errno_error("lseek(memfd stdin)");
   } else {
     in.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));

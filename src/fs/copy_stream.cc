@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <memory>
 
+#include "base/fs.h"
+
 namespace corral {
 
 namespace {
@@ -58,20 +60,6 @@ ssize_t read_some(int fd, char* buf, std::size_t n) {
     if (errno == EAGAIN && wait_ready(fd, POLLIN)) continue;
     return -1;
   }
-}
-
-bool write_all(int fd, const char* buf, std::size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, buf, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN && wait_ready(fd, POLLOUT)) continue;
-      return false;
-    }
-    buf += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
 }
 
 }  // namespace
@@ -154,7 +142,7 @@ Result<std::uint64_t> copy_stream(int from_fd, int to_fd, std::uint64_t max_byte
         finish();
         return errno_error("copy_stream: read", err);
       }
-      if (n > 0 && !write_all(to_fd, buffer.get(), static_cast<std::size_t>(n))) {
+      if (n > 0 && !write_all(to_fd, std::string_view(buffer.get(), static_cast<std::size_t>(n)))) {
         int err = errno;
         finish();
         return copy_error("copy_stream: write", err);

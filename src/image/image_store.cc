@@ -29,6 +29,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "base/fs.h"
 #include "base/json_text.h"
 #include "base/paths.h"
 #include "base/scope_guard.h"
@@ -182,35 +183,6 @@ Status tool_failed(const std::vector<std::string>& args, const ToolResult& r,
 // File system helpers. Everything below works relative to directory fds,
 // never follows symlinks and never crosses into another mount.
 
-struct Stat {
-  struct statx stx {};
-  bool is_dir() const { return S_ISDIR(stx.stx_mode); }
-  bool is_reg() const { return S_ISREG(stx.stx_mode); }
-  bool mount_root() const {
-    return (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) != 0 &&
-           (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
-  }
-  bool has_mnt_id() const { return (stx.stx_mask & STATX_MNT_ID) != 0; }
-};
-
-constexpr unsigned kStatxMask =
-    STATX_TYPE | STATX_MODE | STATX_INO | STATX_NLINK | STATX_BLOCKS | STATX_MNT_ID;
-
-int stat_at(int dirfd, const char* name, Stat* st) {
-  int flags = AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | (name[0] == '\0' ? AT_EMPTY_PATH : 0);
-  return statx(dirfd, name, flags, kStatxMask, &st->stx);
-}
-
-// A directory on another mount than its parent (a mount point).
-bool crosses_mount(const Stat& parent, const Stat& child) {
-  if (child.mount_root()) return true;
-  if (parent.has_mnt_id() && child.has_mnt_id()) {
-    return parent.stx.stx_mnt_id != child.stx.stx_mnt_id;
-  }
-  return parent.stx.stx_dev_major != child.stx.stx_dev_major ||
-         parent.stx.stx_dev_minor != child.stx.stx_dev_minor;
-}
-
 Result<UniqueFd> open_dir(const std::string& path) {
   int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return errno_error("open(" + path + ")");
@@ -223,123 +195,22 @@ Result<UniqueFd> open_dir_at(int dirfd, const std::string& name, const std::stri
   return UniqueFd(fd);
 }
 
-Result<std::vector<std::string>> read_names(int dirfd, const std::string& shown) {
-  int dup_fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
-  if (dup_fd < 0) return errno_error("dup(" + shown + ")");
-  DIR* d = fdopendir(dup_fd);
-  if (d == nullptr) {
-    int e = errno;
-    close(dup_fd);
-    return errno_error("fdopendir(" + shown + ")", e);
-  }
-  ScopeGuard close_dir([d] { closedir(d); });
-  rewinddir(d);
-  std::vector<std::string> names;
-  for (;;) {
-    errno = 0;
-    dirent* ent = readdir(d);
-    if (ent == nullptr) {
-      if (errno != 0) return errno_error("readdir(" + shown + ")");
-      break;
-    }
-    std::string_view n(ent->d_name);
-    if (n == "." || n == "..") continue;
-    names.emplace_back(n);
-  }
-  return names;
-}
-
-Status mkdir_p(const std::string& path, mode_t mode) {
-  if (path.empty() || path[0] != '/') {
-    return make_error(ErrorCode::kInvalidArgument, "not an absolute path: " + path);
-  }
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = path.find('/', pos + 1);
-    std::string prefix = path.substr(0, pos);
-    if (mkdir(prefix.c_str(), mode) != 0 && errno != EEXIST) {
-      return errno_error("mkdir(" + prefix + ")");
-    }
-  }
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return errno_error("stat(" + path + ")");
-  if (!S_ISDIR(st.st_mode)) {
-    return make_error(ErrorCode::kInvalidArgument, path + " exists and is not a directory");
-  }
-  return ok();
-}
-
-// Removes `name` under `parent_fd` (a file, a symlink or a whole tree).
-// Symlinks are removed, never followed; a mount point inside the tree stops
-// the removal of that branch with an error. ENOENT counts as removed, so two
-// processes cleaning the same stale tree do not fail each other.
-Status remove_tree_at(int parent_fd, const Stat& parent_st, const std::string& name,
-                      const std::string& shown, int depth) {
-  if (depth > kMaxDepth) {
-    return make_error(ErrorCode::kResourceExhausted,
-                      "tree deeper than " + std::to_string(kMaxDepth) + ": " + shown);
-  }
-  int fd = openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return ok();
-    if (errno != ENOTDIR && errno != ELOOP) return errno_error("open(" + shown + ")");
-    if (unlinkat(parent_fd, name.c_str(), 0) != 0 && errno != ENOENT) {
-      return errno_error("unlink(" + shown + ")");
-    }
-    return ok();
-  }
-  UniqueFd dir(fd);
-  Stat st;
-  if (stat_at(dir.get(), "", &st) != 0) return errno_error("statx(" + shown + ")");
-  if (crosses_mount(parent_st, st)) {
-    return make_error(ErrorCode::kSystem,
-                      "refusing to cross the mount point " + shown + " while removing",
-                      "unmount it first: umount " + shown);
-  }
-  auto names = read_names(dir.get(), shown);
-  if (!names) return tl::unexpected(names.error());
-  Status first_error = ok();
-  for (const auto& child : *names) {
-    std::string child_shown = join_path(shown, child);
-    if (unlinkat(dir.get(), child.c_str(), 0) == 0 || errno == ENOENT) continue;
-    if (errno != EISDIR && errno != EPERM) {
-      if (first_error) first_error = errno_error("unlink(" + child_shown + ")");
-      continue;
-    }
-    // A directory (unlink says EISDIR, or EPERM on Linux).
-    Status r = remove_tree_at(dir.get(), st, child, child_shown, depth + 1);
-    if (!r && first_error) first_error = r;
-  }
-  if (!first_error) return first_error;
-  dir.reset();
-  if (unlinkat(parent_fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
-    return errno_error("rmdir(" + shown + ")");
-  }
-  return ok();
-}
-
-Status remove_tree(int parent_fd, const std::string& name, const std::string& shown) {
-  Stat parent_st;
-  if (stat_at(parent_fd, "", &parent_st) != 0) return errno_error("statx(parent of " + shown + ")");
-  return remove_tree_at(parent_fd, parent_st, name, shown, 0);
-}
-
 // Visits every entry under `dirfd` (not the directory itself) without
 // following symlinks or entering other mounts.
-using VisitFn = std::function<Status(const std::string& rel, const Stat& st)>;
+using VisitFn = std::function<Status(const std::string& rel, const FileStat& st)>;
 
-Status walk_at(int dirfd, const Stat& dir_st, const std::string& rel, const std::string& shown,
+Status walk_at(int dirfd, const FileStat& dir_st, const std::string& rel, const std::string& shown,
                const VisitFn& visit, int depth) {
   if (depth > kMaxDepth) {
     return make_error(ErrorCode::kResourceExhausted,
                       "tree deeper than " + std::to_string(kMaxDepth) + ": " + shown);
   }
-  auto names = read_names(dirfd, shown);
+  auto names = read_dir_names(dirfd, shown);
   if (!names) return tl::unexpected(names.error());
   for (const auto& name : *names) {
     std::string child_rel = rel.empty() ? name : rel + "/" + name;
     std::string child_shown = join_path(shown, name);
-    Stat st;
+    FileStat st;
     if (stat_at(dirfd, name.c_str(), &st) != 0) {
       if (errno == ENOENT) continue;
       return errno_error("statx(" + child_shown + ")");
@@ -356,7 +227,7 @@ Status walk_at(int dirfd, const Stat& dir_st, const std::string& rel, const std:
 Status walk(const std::string& path, const VisitFn& visit) {
   auto dir = open_dir(path);
   if (!dir) return tl::unexpected(dir.error());
-  Stat st;
+  FileStat st;
   if (stat_at(dir->get(), "", &st) != 0) return errno_error("statx(" + path + ")");
   return walk_at(dir->get(), st, "", path, visit, 0);
 }
@@ -366,11 +237,11 @@ Result<std::uint64_t> tree_size(const std::string& path) {
   std::uint64_t total = 0;
   auto root = open_dir(path);
   if (!root) return tl::unexpected(root.error());
-  Stat root_st;
+  FileStat root_st;
   if (stat_at(root->get(), "", &root_st) != 0) return errno_error("statx(" + path + ")");
   total += root_st.stx.stx_blocks * 512;
   std::unordered_set<std::uint64_t> seen_inodes;
-  Status r = walk(path, [&](const std::string&, const Stat& st) -> Status {
+  Status r = walk(path, [&](const std::string&, const FileStat& st) -> Status {
     if (!st.is_dir() && st.stx.stx_nlink > 1 && !seen_inodes.insert(st.stx.stx_ino).second) {
       return ok();
     }
@@ -458,7 +329,7 @@ class PartialDir {
 
   Status create() {
     // A leftover of ours (same pid, earlier call in this process) goes first.
-    CORRAL_TRY(remove_tree(images_fd_, entry_, path_));
+    CORRAL_TRY(remove_tree_at(images_fd_, entry_, path_));
     // 0755 so that apt inside mmdebstrap can drop to its _apt user.
     if (mkdirat(images_fd_, entry_.c_str(), 0755) != 0) return errno_error("mkdir(" + path_ + ")");
     created_ = true;
@@ -483,7 +354,7 @@ class PartialDir {
     fd_.reset();
     lock_.reset();
     detach_mounts_under(path_);
-    return remove_tree(images_fd_, entry_, path_);
+    return remove_tree_at(images_fd_, entry_, path_);
   }
 
   // Writes image.json and .lock, then renames the tree to <images>/<name>.
@@ -518,13 +389,7 @@ class PartialDir {
     int fd = openat(fd_.get(), name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     if (fd < 0) return errno_error("create(" + shown + ")");
     UniqueFd f(fd);
-    size_t off = 0;
-    while (off < text.size()) {
-      ssize_t n = write(f.get(), text.data() + off, text.size() - off);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return errno_error("write(" + shown + ")");
-      off += static_cast<size_t>(n);
-    }
+    CORRAL_TRY(write_all(f.get(), text, shown));
     if (fsync(f.get()) != 0) return errno_error("fsync(" + shown + ")");
     return ok();
   }
@@ -605,13 +470,7 @@ Status replace_file(int dirfd, const std::string& name, const std::string& text,
   int fd = openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return errno_error("create(" + shown + ".tmp)");
   UniqueFd f(fd);
-  size_t off = 0;
-  while (off < text.size()) {
-    ssize_t n = write(f.get(), text.data() + off, text.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno_error("write(" + shown + ".tmp)");
-    off += static_cast<size_t>(n);
-  }
+  CORRAL_TRY(write_all(f.get(), text, shown + ".tmp"));
   if (renameat(dirfd, tmp.c_str(), dirfd, name.c_str()) != 0) {
     return errno_error("rename(" + shown + ".tmp)");
   }
@@ -745,7 +604,7 @@ Result<ImageInfo> ImageStore::get(std::string_view name) const {
   info.workdir = string_member(*j, "workdir");
   const json* size = member(*j, "size_bytes");
   if (size != nullptr && size->is_number_unsigned()) info.size_bytes = size->get<std::uint64_t>();
-  Stat st;
+  FileStat st;
   if (stat_at(ifd->get(), "rootfs", &st) != 0 || !st.is_dir()) {
     return make_error(ErrorCode::kNotFound, "image " + n + " has no rootfs directory",
                       "remove it with corral image rm " + n + " and build it again");
@@ -761,7 +620,7 @@ Result<std::vector<ImageInfo>> ImageStore::list() const {
     return tl::unexpected(dfd.error());
   }
   (void)remove_stale();  // best effort: a failure here must not hide the list
-  auto names = read_names(dfd->get(), dir_);
+  auto names = read_dir_names(dfd->get(), dir_);
   if (!names) return tl::unexpected(names.error());
   std::sort(names->begin(), names->end());
   for (const auto& n : *names) {
@@ -789,7 +648,7 @@ Status ImageStore::remove_stale() const {
     if (dfd.error().sys_errno == ENOENT) return ok();
     return tl::unexpected(dfd.error());
   }
-  auto names = read_names(dfd->get(), dir_);
+  auto names = read_dir_names(dfd->get(), dir_);
   if (!names) return tl::unexpected(names.error());
   Status first_error = ok();
   for (const auto& entry : *names) {
@@ -803,7 +662,7 @@ Status ImageStore::remove_stale() const {
       continue;  // a tool of that build is still running
     }
     detach_mounts_under(path);
-    Status r = remove_tree(dfd->get(), entry, path);
+    Status r = remove_tree_at(dfd->get(), entry, path);
     if (!r && first_error) first_error = tl::unexpected(r.error().wrap("removing stale " + path));
   }
   return first_error;
@@ -838,7 +697,7 @@ Result<UniqueFd> ImageStore::lock_shared(std::string_view name) const {
   struct stat held {
   }, now{};
   if (fstat(lock.get(), &held) != 0) return errno_error("fstat(" + shown + ")");
-  Stat image_dir_st;
+  FileStat image_dir_st;
   if (fstatat(dfd->get(), rel.c_str(), &now, AT_SYMLINK_NOFOLLOW) != 0 ||
       held.st_dev != now.st_dev || held.st_ino != now.st_ino ||
       stat_at(dfd->get(), n.c_str(), &image_dir_st) != 0 || !image_dir_st.is_dir()) {
@@ -878,7 +737,7 @@ Status ImageStore::remove(std::string_view name) {
     return errno_error("rename(" + image_dir + " -> " + removing_path + ")");
   }
   ifd->reset();
-  Status r = remove_tree(dfd->get(), removing, removing_path);
+  Status r = remove_tree_at(dfd->get(), removing, removing_path);
   if (!r) return tl::unexpected(r.error().wrap("removing image " + n));
   return ok();
 }
@@ -1056,7 +915,7 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
   // 3. The layout holds only directories and regular files: a symlink or
   // device in it would make umoci read something outside the archive.
   Status shape =
-      walk(partial.path("layout"), [&](const std::string& rel, const Stat& st) -> Status {
+      walk(partial.path("layout"), [&](const std::string& rel, const FileStat& st) -> Status {
         if (st.is_dir() || st.is_reg()) return ok();
         return make_error(ErrorCode::kInvalidArgument,
                           "refusing " + file + ": " + dq(rel) +
@@ -1157,8 +1016,8 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
   }
   bundle_fd->reset();
   layout_fd->reset();
-  CORRAL_TRY(remove_tree(partial.fd(), "bundle", partial.path("bundle")));
-  CORRAL_TRY(remove_tree(partial.fd(), "layout", partial.path("layout")));
+  CORRAL_TRY(remove_tree_at(partial.fd(), "bundle", partial.path("bundle")));
+  CORRAL_TRY(remove_tree_at(partial.fd(), "layout", partial.path("layout")));
 
   info.name = n;
   info.source = "oci:" + file + ":" + tag + (tagged_here ? " (untagged)" : "");
