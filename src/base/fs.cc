@@ -120,6 +120,18 @@ Status mkdir_p(const std::string& path, mode_t mode) {
   return ok();
 }
 
+Result<UniqueFd> open_dir(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return errno_error("open(" + path + ")");
+  return UniqueFd(fd);
+}
+
+Result<UniqueFd> open_dir_at(int dirfd, const std::string& name, const std::string& shown) {
+  int fd = openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return errno_error("open(" + shown + ")");
+  return UniqueFd(fd);
+}
+
 int stat_at(int dirfd, const char* name, FileStat* st) {
   int flags = AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | (name[0] == '\0' ? AT_EMPTY_PATH : 0);
   return statx(dirfd, name, flags, kStatxMask, &st->stx);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "base/unique_fd.h"
 
 namespace corral {
 
@@ -27,6 +28,11 @@ Status write_all(int fd, std::string_view data, const std::string& shown);
 // Creates `path` and its missing parents with `mode` ("mkdir(<prefix>)");
 // an existing directory is fine, anything else there is kInvalidArgument.
 Status mkdir_p(const std::string& path, mode_t mode);
+
+// A directory opened O_RDONLY|O_CLOEXEC ("open(<path>)"); _at: one name
+// under `dirfd`, not a symlink ("open(<shown>)").
+Result<UniqueFd> open_dir(const std::string& path);
+Result<UniqueFd> open_dir_at(int dirfd, const std::string& name, const std::string& shown);
 
 // statx of `name` under `dirfd` ("" for dirfd itself), never following a
 // symlink or triggering an automount.

@@ -1,57 +1,34 @@
 #include "image/image_store.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <linux/close_range.h>
-#include <poll.h>
-#include <signal.h>
 #include <sys/file.h>
-#include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
-#include <chrono>
 #include <climits>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <deque>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <set>
-#include <sstream>
+#include <cstdint>
+#include <functional>
 #include <unordered_set>
 #include <utility>
 
 #include "base/fs.h"
-#include "base/json_text.h"
 #include "base/paths.h"
-#include "base/scope_guard.h"
 #include "base/subprocess.h"
+#include "image/image_tool.h"
+#include "image/oci_layout.h"
+#include "image/staging_dir.h"
 
 namespace corral {
 
+using namespace image_detail;
+
 namespace {
 
-using json = nlohmann::json;
-
-constexpr std::string_view kPartialPrefix = ".partial-";
-constexpr std::string_view kRemovingPrefix = ".removing-";
 constexpr const char* kSuite = "bookworm";
 constexpr int kMaxDepth = 4096;
-
-std::string join_path(std::string_view a, std::string_view b) {
-  std::string p(a);
-  if (p.empty() || p.back() != '/') p.push_back('/');
-  p.append(b);
-  return p;
-}
 
 std::string dq(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
@@ -65,135 +42,8 @@ std::string rfc3339_now() {
 }
 
 // ---------------------------------------------------------------------------
-// Running a tool (base/subprocess.h) in its own process group, stdin from
-// /dev/null, output lines streamed to a callback. While a build or import
-// runs, SIGINT/SIGTERM/SIGHUP are forwarded to the tool's process group;
-// the operation then fails and removes its partial tree instead of dying
-// half-way.
-
-Status check_interrupted(const ForwardedSignals& signals, std::string_view what) {
-  int sig = signals.pending();
-  if (sig == 0) return ok();
-  const char* name = sigabbrev_np(sig);
-  return make_error(ErrorCode::kSystem, std::string(what) + " interrupted by SIG" +
-                                            (name != nullptr ? name : "?") +
-                                            "; the partial image was removed");
-}
-
-struct RunOptions {
-  std::string cwd;              // empty: inherit
-  bool capture_stdout = false;  // else stdout joins the line stream
-  std::size_t stdout_limit = 64u << 20;
-  const ForwardedSignals* signals = nullptr;  // forward signals to the tool
-  int inherit_fd = -1;                        // an fd the tool and its descendants keep open
-};
-
-struct ToolResult {
-  int wait_status = 0;
-  std::string out;               // stdout when captured
-  std::deque<std::string> tail;  // last lines of the stream
-  bool ok() const { return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0; }
-  // The line that says best what went wrong: mmdebstrap's last "E:" line,
-  // else the first line that is not tar's closing "Exiting with failure".
-  std::string error_line() const {
-    for (auto it = tail.rbegin(); it != tail.rend(); ++it) {
-      if (it->rfind("E: ", 0) == 0) return *it;
-    }
-    for (const auto& l : tail) {
-      if (l.find("Exiting with failure status") == std::string::npos) return l;
-    }
-    return tail.empty() ? std::string() : tail.back();
-  }
-};
-
-class LineSplitter {
- public:
-  explicit LineSplitter(const ProgressFn& progress, std::deque<std::string>& tail)
-      : progress_(progress), tail_(tail) {}
-  void feed(const char* data, size_t n) {
-    for (size_t i = 0; i < n; ++i) {
-      char c = data[i];
-      if (c == '\n' || c == '\r') {
-        flush();
-      } else if (partial_.size() < 4096) {
-        partial_.push_back(c);
-      }
-    }
-  }
-  void flush() {
-    if (partial_.empty()) return;
-    if (progress_) progress_(partial_);
-    tail_.push_back(partial_);
-    if (tail_.size() > 20) tail_.pop_front();
-    partial_.clear();
-  }
-
- private:
-  const ProgressFn& progress_;
-  std::deque<std::string>& tail_;
-  std::string partial_;
-};
-
-std::string install_hint(const std::string& tool) {
-  if (tool == "tar") return "install GNU tar: apt-get install -y tar";
-  return "install it: apt-get install -y " + tool;
-}
-
-Result<ToolResult> run_tool(const std::vector<std::string>& args, const ProgressFn& progress,
-                            const RunOptions& opts) {
-  if (args.empty()) return make_error(ErrorCode::kInternal, "run_tool: empty argv");
-  // Looked up in PATH here, so that the child only has to call execve.
-  auto exe = find_program(args[0]);
-  if (!exe) {
-    return errno_error("exec " + args[0] + " (not found in PATH)", ENOENT, install_hint(args[0]));
-  }
-  if (opts.signals != nullptr) CORRAL_TRY(check_interrupted(*opts.signals, args[0]));
-
-  ToolResult result;
-  LineSplitter lines(progress, result.tail);
-  SubprocessOptions sub;
-  sub.argv = args;
-  sub.program = *exe;
-  sub.cwd = opts.cwd;
-  sub.on_stderr = [&](std::string_view chunk) { lines.feed(chunk.data(), chunk.size()); };
-  sub.merge_stdout = !opts.capture_stdout;
-  sub.output_limit = opts.stdout_limit;
-  sub.death_signal = SIGTERM;  // mmdebstrap cleans up its mounts on SIGTERM
-  sub.new_process_group = true;
-  sub.forward_signals = opts.signals;
-  sub.keep_fd = opts.inherit_fd;
-  sub.exec_hint = [&](int err) { return err == ENOENT ? install_hint(args[0]) : std::string(); };
-  auto run = run_subprocess(sub);
-  lines.flush();
-  if (!run) return tl::unexpected(run.error());
-  result.wait_status = run->wait_status;
-  result.out = std::move(run->out);
-  return result;
-}
-
-Status tool_failed(const std::vector<std::string>& args, const ToolResult& r,
-                   std::string hint = {}) {
-  std::string msg = args[0] + " failed (" + describe_wait_status(r.wait_status) + ")";
-  std::string detail = r.error_line();
-  if (!detail.empty()) msg += ": " + detail;
-  return make_error(ErrorCode::kSystem, std::move(msg), std::move(hint));
-}
-
-// ---------------------------------------------------------------------------
-// File system helpers. Everything below works relative to directory fds,
-// never follows symlinks and never crosses into another mount.
-
-Result<UniqueFd> open_dir(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return errno_error("open(" + path + ")");
-  return UniqueFd(fd);
-}
-
-Result<UniqueFd> open_dir_at(int dirfd, const std::string& name, const std::string& shown) {
-  int fd = openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return errno_error("open(" + shown + ")");
-  return UniqueFd(fd);
-}
+// Walking a tree relative to directory fds, never following symlinks and
+// never crossing into another mount.
 
 // Visits every entry under `dirfd` (not the directory itself) without
 // following symlinks or entering other mounts.
@@ -250,281 +100,6 @@ Result<std::uint64_t> tree_size(const std::string& path) {
   });
   if (!r) return tl::unexpected(r.error());
   return total;
-}
-
-// Mount points at or below `path` according to /proc/self/mountinfo,
-// deepest first. Fields are octal-escaped (\040 for a space).
-std::vector<std::string> mounts_under(const std::string& path) {
-  std::vector<std::string> found;
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string id, parent, devno, root, mount_point;
-    if (!(fields >> id >> parent >> devno >> root >> mount_point)) continue;
-    std::string mp;
-    for (size_t i = 0; i < mount_point.size(); ++i) {
-      if (mount_point[i] == '\\' && i + 3 < mount_point.size() &&
-          std::isdigit(static_cast<unsigned char>(mount_point[i + 1]))) {
-        mp.push_back(
-            static_cast<char>(std::strtol(mount_point.substr(i + 1, 3).c_str(), nullptr, 8)));
-        i += 3;
-      } else {
-        mp.push_back(mount_point[i]);
-      }
-    }
-    if (mp == path || mp.rfind(path + "/", 0) == 0) found.push_back(mp);
-  }
-  std::sort(found.begin(), found.end(),
-            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
-  return found;
-}
-
-// A tool killed half-way (mmdebstrap mounts /proc, /sys and /dev in its
-// target) can leave mounts inside a partial tree: detach them before the
-// tree is deleted. Only ever called on corral's own partial trees.
-void detach_mounts_under(const std::string& path) {
-  char real[PATH_MAX];
-  if (realpath(path.c_str(), real) == nullptr) return;
-  for (const auto& mp : mounts_under(real)) {
-    umount2(mp.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
-  }
-}
-
-// ".partial-<name>-<pid>" / ".removing-<name>-<pid>" -> pid, or 0.
-pid_t owner_pid(std::string_view entry) {
-  if (entry.rfind(kPartialPrefix, 0) != 0 && entry.rfind(kRemovingPrefix, 0) != 0) return 0;
-  size_t dash = entry.rfind('-');
-  if (dash == std::string_view::npos || dash + 1 >= entry.size()) return 0;
-  long pid = 0;
-  for (char c : entry.substr(dash + 1)) {
-    if (c < '0' || c > '9') return 0;
-    pid = pid * 10 + (c - '0');
-    if (pid > INT_MAX) return 0;
-  }
-  return static_cast<pid_t>(pid);
-}
-
-bool process_alive(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
-
-// A build or import in progress: <images>/.partial-<name>-<pid>. Removed
-// on destruction unless committed. Its .building file is flock()ed by us and
-// inherited by the tools we run, so a partial tree counts as stale only when
-// its owner is gone *and* no tool it started is still writing into it (a
-// SIGKILLed corral can leave mmdebstrap running for a while).
-constexpr const char* kBuildingFile = ".building";
-
-class PartialDir {
- public:
-  PartialDir(const std::string& images_dir, int images_fd, std::string_view name)
-      : images_dir_(images_dir), images_fd_(images_fd), name_(name) {
-    entry_ = std::string(kPartialPrefix) + std::string(name) + "-" + std::to_string(getpid());
-    path_ = join_path(images_dir_, entry_);
-  }
-  ~PartialDir() {
-    if (created_ && !done_) (void)discard();
-  }
-  PartialDir(const PartialDir&) = delete;
-  PartialDir& operator=(const PartialDir&) = delete;
-
-  Status create() {
-    // A leftover of ours (same pid, earlier call in this process) goes first.
-    CORRAL_TRY(remove_tree_at(images_fd_, entry_, path_));
-    // 0755 so that apt inside mmdebstrap can drop to its _apt user.
-    if (mkdirat(images_fd_, entry_.c_str(), 0755) != 0) return errno_error("mkdir(" + path_ + ")");
-    created_ = true;
-    auto fd = open_dir_at(images_fd_, entry_, path_);
-    if (!fd) return tl::unexpected(fd.error());
-    fd_ = std::move(*fd);
-    int lock = openat(fd_.get(), kBuildingFile,
-                      O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (lock < 0) return errno_error("create(" + path(kBuildingFile) + ")");
-    lock_.reset(lock);
-    if (flock(lock_.get(), LOCK_EX) != 0) return errno_error("flock(" + path(kBuildingFile) + ")");
-    return ok();
-  }
-  // Passed to the tools as RunOptions::inherit_fd.
-  int lock_fd() const { return lock_.get(); }
-  const std::string& path() const { return path_; }
-  std::string path(std::string_view sub) const { return join_path(path_, sub); }
-  int fd() const { return fd_.get(); }
-
-  Status discard() {
-    done_ = true;
-    fd_.reset();
-    lock_.reset();
-    detach_mounts_under(path_);
-    return remove_tree_at(images_fd_, entry_, path_);
-  }
-
-  // Writes image.json and .lock, then renames the tree to <images>/<name>.
-  Status commit(const ImageInfo& info) {
-    json j = {{"name", info.name},       {"source", info.source},
-              {"created", info.created}, {"size_bytes", info.size_bytes},
-              {"env", info.env},         {"workdir", info.workdir}};
-    std::string text = json_text(j, 2) + "\n";
-    CORRAL_TRY(write_file("image.json", text, 0644));
-    CORRAL_TRY(write_file(".lock", "", 0644));
-    if (unlinkat(fd_.get(), kBuildingFile, 0) != 0) {
-      return errno_error("unlink(" + path(kBuildingFile) + ")");
-    }
-    if (fchmod(fd_.get(), 0755) != 0) return errno_error("chmod(" + path_ + ")");
-    if (fsync(fd_.get()) != 0) return errno_error("fsync(" + path_ + ")");
-    if (renameat2(images_fd_, entry_.c_str(), images_fd_, name_.c_str(), RENAME_NOREPLACE) != 0) {
-      if (errno == EEXIST || errno == ENOTEMPTY) {
-        return make_error(ErrorCode::kAlreadyExists,
-                          "image " + name_ + " was created by another process meanwhile",
-                          "corral image rm " + name_ + " first");
-      }
-      return errno_error("rename(" + path_ + " -> " + join_path(images_dir_, name_) + ")");
-    }
-    done_ = true;
-    fsync(images_fd_);
-    return ok();
-  }
-
- private:
-  Status write_file(const char* name, const std::string& text, mode_t mode) {
-    std::string shown = path(name);
-    int fd = openat(fd_.get(), name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-    if (fd < 0) return errno_error("create(" + shown + ")");
-    UniqueFd f(fd);
-    CORRAL_TRY(write_all(f.get(), text, shown));
-    if (fsync(f.get()) != 0) return errno_error("fsync(" + shown + ")");
-    return ok();
-  }
-
-  std::string images_dir_;
-  int images_fd_;
-  std::string name_;
-  std::string entry_;
-  std::string path_;
-  UniqueFd fd_;
-  UniqueFd lock_;
-  bool created_ = false;
-  bool done_ = false;
-};
-
-Result<json> read_json_file(int dirfd, const std::string& name, const std::string& shown,
-                            size_t limit = 16u << 20) {
-  int fd = openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return errno_error("open(" + shown + ")");
-  UniqueFd f(fd);
-  std::string text;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = read(f.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno_error("read(" + shown + ")");
-    if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
-    if (text.size() > limit) {
-      return make_error(ErrorCode::kInvalidArgument,
-                        shown + " is larger than " + std::to_string(limit) + " bytes");
-    }
-  }
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    return make_error(ErrorCode::kInvalidArgument, shown + " is not valid JSON");
-  }
-  return j;
-}
-
-const json* member(const json& j, const char* key) {
-  if (!j.is_object()) return nullptr;
-  auto it = j.find(key);
-  return it == j.end() ? nullptr : &*it;
-}
-
-std::string string_member(const json& j, const char* key) {
-  const json* v = member(j, key);
-  return (v != nullptr && v->is_string()) ? v->get<std::string>() : std::string();
-}
-
-std::vector<std::string> string_list_member(const json& j, const char* key) {
-  std::vector<std::string> out;
-  const json* v = member(j, key);
-  if (v == nullptr || !v->is_array()) return out;
-  for (const auto& e : *v) {
-    if (e.is_string()) out.push_back(e.get<std::string>());
-  }
-  return out;
-}
-
-// OCI tags as umoci accepts them in --image LAYOUT:TAG.
-bool valid_tag(std::string_view tag) {
-  if (tag.empty() || tag.size() > 128) return false;
-  for (size_t i = 0; i < tag.size(); ++i) {
-    char c = tag[i];
-    bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-    if (alnum || c == '_') continue;
-    if (i > 0 && (c == '.' || c == '-')) continue;
-    return false;
-  }
-  return true;
-}
-
-Status replace_file(int dirfd, const std::string& name, const std::string& text,
-                    const std::string& shown) {
-  std::string tmp = name + ".tmp";
-  int fd = openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) return errno_error("create(" + shown + ".tmp)");
-  UniqueFd f(fd);
-  CORRAL_TRY(write_all(f.get(), text, shown + ".tmp"));
-  if (renameat(dirfd, tmp.c_str(), dirfd, name.c_str()) != 0) {
-    return errno_error("rename(" + shown + ".tmp)");
-  }
-  return ok();
-}
-
-constexpr const char* kRefNameAnnotation = "org.opencontainers.image.ref.name";
-
-// "sha256:<hex>" -> "blobs/sha256/<hex>", or "" if it is not that shape.
-std::string blob_path(const std::string& digest) {
-  size_t colon = digest.find(':');
-  if (colon == std::string::npos || colon == 0 || digest.size() - colon - 1 < 32 ||
-      digest.size() - colon - 1 > 128) {
-    return "";
-  }
-  for (size_t i = 0; i < digest.size(); ++i) {
-    char c = digest[i];
-    bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-    if (i != colon && !ok) return "";
-  }
-  return "blobs/" + digest.substr(0, colon) + "/" + digest.substr(colon + 1);
-}
-
-// The "config" object (Env, WorkingDir, ...) of the image `tag` names in
-// the extracted layout.
-Result<json> oci_image_config(int layout_fd, const json& index, const std::string& tag) {
-  const json* manifests = member(index, "manifests");
-  if (manifests == nullptr || !manifests->is_array()) {
-    return make_error(ErrorCode::kInvalidArgument, "index.json has no manifests");
-  }
-  std::string manifest_digest;
-  for (const auto& desc : *manifests) {
-    const json* ann = member(desc, "annotations");
-    if (ann != nullptr && string_member(*ann, kRefNameAnnotation) == tag) {
-      manifest_digest = string_member(desc, "digest");
-    }
-  }
-  std::string path = blob_path(manifest_digest);
-  if (path.empty()) return make_error(ErrorCode::kInvalidArgument, "no manifest for " + tag);
-  auto manifest = read_json_file(layout_fd, path, path);
-  if (!manifest) return manifest;
-  const json* config_desc = member(*manifest, "config");
-  path = config_desc != nullptr ? blob_path(string_member(*config_desc, "digest")) : "";
-  if (path.empty()) return make_error(ErrorCode::kInvalidArgument, "manifest has no config");
-  auto config = read_json_file(layout_fd, path, path);
-  if (!config) return config;
-  const json* inner = member(*config, "config");
-  if (inner == nullptr || !inner->is_object()) return json::object();
-  return *inner;
-}
-
-std::string convert_hint() {
-  return "an OCI image tarball is made with `skopeo copy SOURCE oci-archive:IMAGE.tar:latest` "
-         "or, from an OCI layout directory, `tar -C LAYOUT -cf IMAGE.tar .` (docs/images.md)";
 }
 
 }  // namespace
@@ -847,47 +422,7 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
                       file + " is not a readable tar archive (" + listing->error_line() + ")",
                       convert_hint());
   }
-  bool has_layout = false, has_index = false, has_manifest = false;
-  std::istringstream members(listing->out);
-  std::string m;
-  while (std::getline(members, m)) {
-    if (m.empty()) continue;
-    if (m[0] == '/') {
-      return make_error(ErrorCode::kInvalidArgument,
-                        "refusing " + file + ": member " + dq(m) + " is an absolute path",
-                        "an OCI image tarball holds only relative paths; " + convert_hint());
-    }
-    std::string rel = m;
-    std::istringstream parts(m);
-    std::string part;
-    while (std::getline(parts, part, '/')) {
-      if (part == "..") {
-        return make_error(
-            ErrorCode::kInvalidArgument,
-            "refusing " + file + ": member " + dq(m) + " leads outside the archive with '..'",
-            "an OCI image tarball never needs '..'; " + convert_hint());
-      }
-    }
-    while (rel.rfind("./", 0) == 0) rel.erase(0, 2);
-    if (rel == "oci-layout") has_layout = true;
-    if (rel == "index.json") has_index = true;
-    if (rel == "manifest.json") has_manifest = true;
-  }
-  if (!has_layout && has_manifest) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      file +
-                          " is a docker-archive (manifest.json without oci-layout), not an "
-                          "OCI image layout",
-                      "convert it: skopeo copy docker-archive:" + file +
-                          " oci-archive:IMAGE.tar:latest, then corral image import " + n +
-                          " IMAGE.tar");
-  }
-  if (!has_layout || !has_index) {
-    return make_error(
-        ErrorCode::kInvalidArgument,
-        file + " is not an OCI image layout (no oci-layout and index.json at its top)",
-        convert_hint());
-  }
+  CORRAL_TRY(check_layout_listing(listing->out, file, n));
 
   PartialDir partial(dir_, dfd->get(), n);
   CORRAL_TRY_CTX(partial.create(), what);
@@ -929,50 +464,11 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
   if (!layout_fd) return tl::unexpected(layout_fd.error());
   auto index = read_json_file(layout_fd->get(), "index.json", "index.json in " + file);
   if (!index) return tl::unexpected(index.error());
-  std::set<std::string> tags;
-  const json* manifests = member(*index, "manifests");
-  if (manifests != nullptr && manifests->is_array()) {
-    for (const auto& desc : *manifests) {
-      const json* ann = member(desc, "annotations");
-      std::string ref = ann != nullptr ? string_member(*ann, kRefNameAnnotation) : "";
-      if (!ref.empty()) tags.insert(ref);
-    }
-  }
-  std::string tag;
   bool tagged_here = false;
-  if (tags.count("latest") != 0) {
-    tag = "latest";
-  } else if (tags.size() == 1) {
-    tag = *tags.begin();
-  } else if (tags.empty() && manifests != nullptr && manifests->is_array() &&
-             manifests->size() == 1 && (*manifests)[0].is_object()) {
-    // `skopeo copy X oci-archive:FILE` without a tag leaves the only
-    // manifest unnamed; umoci needs a name, so give it one in our copy.
-    tag = "latest";
-    tagged_here = true;
-    json& desc = (*index)["manifests"][0];
-    if (!desc.contains("annotations") || !desc["annotations"].is_object()) {
-      desc["annotations"] = json::object();
-    }
-    desc["annotations"][kRefNameAnnotation] = tag;
-    CORRAL_TRY(replace_file(layout_fd->get(), "index.json", json_text(*index),
-                            partial.path("layout/index.json")));
-  } else if (tags.empty()) {
-    return make_error(ErrorCode::kInvalidArgument, file + " has no tagged image in index.json",
-                      "tag it while converting: skopeo copy oci-archive:" + file +
-                          " oci-archive:IMAGE.tar:latest");
-  } else {
-    std::string all;
-    for (const auto& t : tags) all += (all.empty() ? "" : ", ") + t;
-    return make_error(
-        ErrorCode::kInvalidArgument,
-        file + " holds several tags (" + all + ") and none is \"latest\"",
-        "keep one: skopeo copy oci-archive:" + file + ":TAG oci-archive:IMAGE.tar:latest");
-  }
-  if (!valid_tag(tag)) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      file + ": tag " + dq(tag) + " is not a valid OCI tag");
-  }
+  auto chosen = choose_tag(*index, layout_fd->get(), partial.path("layout/index.json"), file,
+                           &tagged_here);
+  if (!chosen) return tl::unexpected(chosen.error());
+  const std::string tag = *chosen;
 
   // 5. Unpack (umoci checks every blob's digest). Relative paths, run from
   // inside the partial tree, so that no ':' in the store path can confuse
