@@ -116,38 +116,39 @@ ImageStore::ImageStore(std::string images_dir) : dir_(std::move(images_dir)) {
 
 std::string ImageStore::default_dir() { return join_path(data_dir(), "images"); }
 
-Status ImageStore::validate_name(std::string_view name) {
+namespace {
+
+// A word that starts with a-z or 0-9, continues with those or one of
+// `extra`, and has at most `max_size` characters; `what` and `hint` make
+// the message ("invalid image name \"X\": empty").
+Status validate_word(std::string_view what, std::string_view word, std::size_t max_size,
+                     std::string_view extra, const char* hint) {
   auto bad = [&](std::string why) {
-    return make_error(ErrorCode::kInvalidArgument, "invalid image name " + dq(name) + ": " + why,
-                      "use 1-63 characters from a-z 0-9 . _ - starting with a letter or digit");
+    return make_error(ErrorCode::kInvalidArgument,
+                      "invalid " + std::string(what) + " " + dq(word) + ": " + why, hint);
   };
-  if (name.empty()) return bad("empty");
-  if (name.size() > 63) return bad("longer than 63 characters");
+  if (word.empty()) return bad("empty");
+  if (word.size() > max_size) return bad("longer than " + std::to_string(max_size) + " characters");
   auto lower_alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (!lower_alnum(name[0])) return bad("must start with a-z or 0-9");
-  for (char c : name) {
-    if (!lower_alnum(c) && c != '.' && c != '_' && c != '-') {
+  if (!lower_alnum(word[0])) return bad("must start with a-z or 0-9");
+  for (char c : word) {
+    if (!lower_alnum(c) && extra.find(c) == std::string_view::npos) {
       return bad("character " + dq(std::string(1, c)) + " is not allowed");
     }
   }
   return ok();
 }
 
+}  // namespace
+
+Status ImageStore::validate_name(std::string_view name) {
+  return validate_word("image name", name, 63, "._-",
+                       "use 1-63 characters from a-z 0-9 . _ - starting with a letter or digit");
+}
+
 Status ImageStore::validate_package(std::string_view pkg) {
-  auto bad = [&](std::string why) {
-    return make_error(ErrorCode::kInvalidArgument, "invalid package name " + dq(pkg) + ": " + why,
-                      "Debian package names use a-z 0-9 + . - and start with a letter or digit");
-  };
-  if (pkg.empty()) return bad("empty");
-  if (pkg.size() > 100) return bad("longer than 100 characters");
-  auto lower_alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (!lower_alnum(pkg[0])) return bad("must start with a-z or 0-9");
-  for (char c : pkg) {
-    if (!lower_alnum(c) && c != '+' && c != '.' && c != '-') {
-      return bad("character " + dq(std::string(1, c)) + " is not allowed");
-    }
-  }
-  return ok();
+  return validate_word("package name", pkg, 100, "+.-",
+                       "Debian package names use a-z 0-9 + . - and start with a letter or digit");
 }
 
 Result<ImageInfo> ImageStore::get(std::string_view name) const {
