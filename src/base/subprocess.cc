@@ -115,8 +115,9 @@ fail:
   _exit(127);
 }
 
-// Reads what `fd` holds now (non-blocking) into `sink` or `text`; false once
-// it reached end of file.
+// The read end of the child's stdout or stderr. drain() reads what it holds
+// now (non-blocking) into `sink` if set, else into `text` up to the bound;
+// `open` turns false at end of file.
 struct OutputPipe {
   UniqueFd fd;
   bool open = false;
