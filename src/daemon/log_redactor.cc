@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "base/fs.h"
 #include "base/unique_fd.h"
 
 namespace corral::daemon {
@@ -21,19 +22,6 @@ struct LogRedactor::Impl {
 
   void run();
 };
-
-namespace {
-
-void write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // the terminal is gone: nothing to do about it
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
-}
-
-}  // namespace
 
 LogRedactor::LogRedactor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -95,7 +83,7 @@ void LogRedactor::Impl::run() {
       } else {
         streams[i].feed(std::string_view(buf.data(), static_cast<std::size_t>(n)), clean);
       }
-      write_all(original[i].get(), clean);
+      (void)write_all(original[i].get(), clean);  // the terminal gone: nothing to do about it
     }
   }
 }

@@ -49,8 +49,6 @@ inline constexpr std::size_t kDefaultListLimit = 10000;
 // Depth below which remove(recursive) refuses to descend: each level holds
 // one open directory, so the fds and memory of a removal stay bounded.
 inline constexpr int kMaxRemoveDepth = 256;
-// The only userspace buffer copy_stream() ever allocates.
-inline constexpr std::size_t kCopyBufferBytes = std::size_t{1} << 20;
 
 enum class FileType { kRegular, kDirectory, kSymlink, kOther };
 std::string_view file_type_name(FileType type);
@@ -154,20 +152,5 @@ class ConfinedRoot {
   bool cross_mounts_ = false;
   std::vector<std::pair<dev_t, std::string>> sealed_;  // device, label
 };
-
-struct CopyStats {
-  std::uint64_t bytes = 0;
-  std::size_t buffer_bytes = 0;  // userspace buffer allocated (0 or kCopyBufferBytes)
-  std::string_view method;       // "copy_file_range", "splice" or "read/write"
-};
-
-// Copies from_fd to to_fd until end of input, with bounded memory (one
-// kCopyBufferBytes buffer at most; copy_file_range or splice when the fds
-// allow it, which use none). More than max_bytes of input stops the copy
-// with kResourceExhausted (at most max_bytes are written); ENOSPC/EDQUOT
-// while writing is kResourceExhausted "the sandbox's disk limit is full".
-// Returns the number of bytes copied.
-Result<std::uint64_t> copy_stream(int from_fd, int to_fd, std::uint64_t max_bytes,
-                                  CopyStats* stats = nullptr);
 
 }  // namespace corral

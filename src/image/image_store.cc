@@ -1,58 +1,34 @@
 #include "image/image_store.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <linux/close_range.h>
-#include <poll.h>
-#include <signal.h>
 #include <sys/file.h>
-#include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
-#include <chrono>
 #include <climits>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <deque>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <set>
-#include <sstream>
+#include <cstdint>
+#include <functional>
 #include <unordered_set>
 #include <utility>
 
-#include "base/json_text.h"
+#include "base/fs.h"
 #include "base/paths.h"
-#include "base/scope_guard.h"
+#include "base/subprocess.h"
+#include "image/image_tool.h"
+#include "image/oci_layout.h"
+#include "image/staging_dir.h"
 
 namespace corral {
 
+using namespace image_detail;
+
 namespace {
 
-using json = nlohmann::json;
-
-constexpr std::string_view kPartialPrefix = ".partial-";
-constexpr std::string_view kRemovingPrefix = ".removing-";
 constexpr const char* kSuite = "bookworm";
 constexpr int kMaxDepth = 4096;
-// How long a tool gets to clean up after a forwarded SIGINT/SIGTERM before
-// its process group is killed.
-constexpr auto kSignalGrace = std::chrono::seconds(60);
-
-std::string join_path(std::string_view a, std::string_view b) {
-  std::string p(a);
-  if (p.empty() || p.back() != '/') p.push_back('/');
-  p.append(b);
-  return p;
-}
 
 std::string dq(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
@@ -65,471 +41,26 @@ std::string rfc3339_now() {
   return buf;
 }
 
-std::string describe_wait_status(int status) {
-  if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) {
-    const char* name = sigabbrev_np(WTERMSIG(status));
-    return std::string("killed by SIG") + (name != nullptr ? name : "?");
-  }
-  return "wait status " + std::to_string(status);
-}
-
 // ---------------------------------------------------------------------------
-// Signals: while a build or import runs, SIGINT/SIGTERM/SIGHUP are recorded
-// and forwarded to the tool's process group; the operation then fails and
-// removes its partial tree instead of dying half-way.
-
-volatile sig_atomic_t g_signal = 0;
-volatile sig_atomic_t g_child_pgid = 0;
-
-extern "C" void on_interrupt(int sig) {
-  int saved_errno = errno;
-  g_signal = sig;
-  pid_t pgid = g_child_pgid;
-  if (pgid > 0) kill(-pgid, sig);  // async-signal-safe
-  errno = saved_errno;
-}
-
-constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP};
-
-class SignalScope {
- public:
-  SignalScope() {
-    g_signal = 0;
-    g_child_pgid = 0;
-    struct sigaction sa {};
-    sa.sa_handler = on_interrupt;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0;  // no SA_RESTART: poll() returns EINTR promptly
-    for (size_t i = 0; i < std::size(kForwardedSignals); ++i) {
-      sigaction(kForwardedSignals[i], &sa, &old_[i]);
-    }
-  }
-  ~SignalScope() {
-    for (size_t i = 0; i < std::size(kForwardedSignals); ++i) {
-      sigaction(kForwardedSignals[i], &old_[i], nullptr);
-    }
-    g_child_pgid = 0;
-  }
-  SignalScope(const SignalScope&) = delete;
-  SignalScope& operator=(const SignalScope&) = delete;
-
-  int pending() const { return g_signal; }
-  Status check(std::string_view what) const {
-    int sig = g_signal;
-    if (sig == 0) return ok();
-    const char* name = sigabbrev_np(sig);
-    return make_error(ErrorCode::kSystem, std::string(what) + " interrupted by SIG" +
-                                              (name != nullptr ? name : "?") +
-                                              "; the partial image was removed");
-  }
-
- private:
-  struct sigaction old_[std::size(kForwardedSignals)]{};
-};
-
-// ---------------------------------------------------------------------------
-// Running a tool: fork/exec with an argv array (never a shell), in its own
-// process group, stdin from /dev/null, output lines streamed to a callback.
-
-struct RunOptions {
-  std::string cwd;              // empty: inherit
-  bool capture_stdout = false;  // else stdout joins the line stream
-  std::size_t stdout_limit = 64u << 20;
-  const SignalScope* signals = nullptr;  // forward signals to the tool
-  int inherit_fd = -1;                   // an fd the tool and its descendants keep open
-};
-
-struct ToolResult {
-  int wait_status = 0;
-  std::string out;               // stdout when captured
-  std::deque<std::string> tail;  // last lines of the stream
-  bool ok() const { return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0; }
-  // The line that says best what went wrong: mmdebstrap's last "E:" line,
-  // else the first line that is not tar's closing "Exiting with failure".
-  std::string error_line() const {
-    for (auto it = tail.rbegin(); it != tail.rend(); ++it) {
-      if (it->rfind("E: ", 0) == 0) return *it;
-    }
-    for (const auto& l : tail) {
-      if (l.find("Exiting with failure status") == std::string::npos) return l;
-    }
-    return tail.empty() ? std::string() : tail.back();
-  }
-};
-
-class LineSplitter {
- public:
-  explicit LineSplitter(const ProgressFn& progress, std::deque<std::string>& tail)
-      : progress_(progress), tail_(tail) {}
-  void feed(const char* data, size_t n) {
-    for (size_t i = 0; i < n; ++i) {
-      char c = data[i];
-      if (c == '\n' || c == '\r') {
-        flush();
-      } else if (partial_.size() < 4096) {
-        partial_.push_back(c);
-      }
-    }
-  }
-  void flush() {
-    if (partial_.empty()) return;
-    if (progress_) progress_(partial_);
-    tail_.push_back(partial_);
-    if (tail_.size() > 20) tail_.pop_front();
-    partial_.clear();
-  }
-
- private:
-  const ProgressFn& progress_;
-  std::deque<std::string>& tail_;
-  std::string partial_;
-};
-
-std::string install_hint(const std::string& tool) {
-  if (tool == "tar") return "install GNU tar: apt-get install -y tar";
-  return "install it: apt-get install -y " + tool;
-}
-
-// Looks `tool` up in PATH in the parent, so that the child only has to
-// call execv (async-signal-safe, unlike execvp).
-Result<std::string> find_tool(const std::string& tool) {
-  if (tool.find('/') != std::string::npos) return tool;
-  const char* env_path = getenv("PATH");
-  std::string path = (env_path != nullptr && *env_path != '\0')
-                         ? env_path
-                         : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-  std::istringstream dirs(path);
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    if (dir.empty() || dir[0] != '/') continue;  // never the current directory
-    std::string candidate = join_path(dir, tool);
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return errno_error("exec " + tool + " (not found in PATH)", ENOENT, install_hint(tool));
-}
-
-Result<ToolResult> run_tool(const std::vector<std::string>& args, const ProgressFn& progress,
-                            const RunOptions& opts) {
-  if (args.empty()) return make_error(ErrorCode::kInternal, "run_tool: empty argv");
-  auto exe = find_tool(args[0]);
-  if (!exe) return tl::unexpected(exe.error());
-  std::vector<char*> argv;
-  argv.reserve(args.size() + 1);
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  const char* cwd = opts.cwd.empty() ? nullptr : opts.cwd.c_str();
-  const int inherit_fd = opts.inherit_fd;
-
-  int err_pipe[2], out_pipe[2] = {-1, -1}, exec_pipe[2];
-  if (pipe2(err_pipe, O_CLOEXEC) != 0) return errno_error("pipe2");
-  UniqueFd err_r(err_pipe[0]), err_w(err_pipe[1]);
-  if (opts.capture_stdout && pipe2(out_pipe, O_CLOEXEC) != 0) return errno_error("pipe2");
-  UniqueFd out_r(out_pipe[0]), out_w(out_pipe[1]);
-  if (pipe2(exec_pipe, O_CLOEXEC) != 0) return errno_error("pipe2");
-  UniqueFd exec_r(exec_pipe[0]), exec_w(exec_pipe[1]);
-
-  if (opts.signals != nullptr) CORRAL_TRY(opts.signals->check(args[0]));
-
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid < 0) return errno_error("fork");
-  if (pid == 0) {
-    // Child: only async-signal-safe calls until exec.
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(127);
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaction(sig, &dfl, nullptr);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (devnull < 0 || dup2(devnull, 0) < 0) goto fail;
-    if (dup2(out_w.valid() ? out_w.get() : err_w.get(), 1) < 0) goto fail;
-    if (dup2(err_w.get(), 2) < 0) goto fail;
-    if (cwd != nullptr && chdir(cwd) != 0) goto fail;
-    // The tool gets 0-2 and inherit_fd, none of the fds corral itself
-    // inherited: mmdebstrap hands apt a pipe by number to `sh -c 'cat >&N'`,
-    // and dash cannot redirect to an fd above 9, so a caller's stray fds
-    // (a shell's, a test runner's) made builds fail with "Bad fd number".
-    if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) goto fail;
-    if (inherit_fd >= 0 && fcntl(inherit_fd, F_SETFD, 0) != 0) goto fail;
-    execv(exe->c_str(), argv.data());
-  fail:
-    int e = errno;
-    ssize_t ignored = write(exec_w.get(), &e, sizeof e);
-    (void)ignored;
-    _exit(127);
-  }
-  setpgid(pid, pid);  // also done by the child; whichever runs first wins
-  if (opts.signals != nullptr) {
-    g_child_pgid = pid;
-    if (g_signal != 0) kill(-pid, g_signal);
-  }
-  ScopeGuard forget_child([] { g_child_pgid = 0; });
-  err_w.reset();
-  out_w.reset();
-  exec_w.reset();
-
-  int exec_errno = 0;
-  for (;;) {
-    ssize_t n = read(exec_r.get(), &exec_errno, sizeof exec_errno);
-    if (n < 0 && errno == EINTR) continue;
-    if (n != static_cast<ssize_t>(sizeof exec_errno)) exec_errno = 0;
-    break;
-  }
-  if (exec_errno != 0) {
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    std::string call = "exec " + args[0];
-    if (cwd != nullptr) call += " (in " + opts.cwd + ")";
-    return errno_error(call, exec_errno, exec_errno == ENOENT ? install_hint(args[0]) : "");
-  }
-
-  for (int fd : {err_r.get(), out_r.get()}) {
-    if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-  }
-  ToolResult result;
-  LineSplitter lines(progress, result.tail);
-  bool err_open = true, out_open = out_r.valid();
-  bool exited = false, killed = false, overflow = false;
-  std::chrono::steady_clock::time_point signal_seen{};
-  char buf[16384];
-
-  auto drain = [&](int fd, bool is_stdout, bool& open) {
-    for (;;) {
-      ssize_t n = read(fd, buf, sizeof buf);
-      if (n > 0) {
-        if (!is_stdout) {
-          lines.feed(buf, static_cast<size_t>(n));
-        } else if (result.out.size() + static_cast<size_t>(n) <= opts.stdout_limit) {
-          result.out.append(buf, static_cast<size_t>(n));
-        } else if (!overflow) {
-          overflow = true;
-          kill(-pid, SIGKILL);
-        }
-        continue;
-      }
-      if (n == 0) open = false;
-      if (n < 0 && errno == EINTR) continue;
-      return;  // EAGAIN or EOF or error
-    }
-  };
-
-  while (!exited) {
-    pollfd fds[2];
-    nfds_t nfds = 0;
-    if (err_open) fds[nfds++] = {err_r.get(), POLLIN, 0};
-    if (out_open) fds[nfds++] = {out_r.get(), POLLIN, 0};
-    int r = poll(fds, nfds, 200);
-    if (r < 0 && errno != EINTR) return errno_error("poll");
-    if (err_open) drain(err_r.get(), false, err_open);
-    if (out_open) drain(out_r.get(), true, out_open);
-
-    if (opts.signals != nullptr && g_signal != 0) {
-      auto now = std::chrono::steady_clock::now();
-      if (signal_seen == std::chrono::steady_clock::time_point{}) signal_seen = now;
-      if (!killed && now - signal_seen > kSignalGrace) {
-        kill(-pid, SIGKILL);
-        killed = true;
-      }
-    }
-    int st = 0;
-    pid_t w = waitpid(pid, &st, WNOHANG);
-    if (w == pid) {
-      result.wait_status = st;
-      exited = true;
-    } else if (w < 0 && errno != EINTR) {
-      return errno_error("waitpid " + args[0]);
-    }
-  }
-  // The tool is gone; take what its output pipes still hold (without
-  // waiting for a grandchild that may keep them open).
-  if (err_open) drain(err_r.get(), false, err_open);
-  if (out_open) drain(out_r.get(), true, out_open);
-  lines.flush();
-  if (overflow) {
-    return make_error(
-        ErrorCode::kResourceExhausted,
-        args[0] + ": output larger than " + std::to_string(opts.stdout_limit) + " bytes");
-  }
-  return result;
-}
-
-Status tool_failed(const std::vector<std::string>& args, const ToolResult& r,
-                   std::string hint = {}) {
-  std::string msg = args[0] + " failed (" + describe_wait_status(r.wait_status) + ")";
-  std::string detail = r.error_line();
-  if (!detail.empty()) msg += ": " + detail;
-  return make_error(ErrorCode::kSystem, std::move(msg), std::move(hint));
-}
-
-// ---------------------------------------------------------------------------
-// File system helpers. Everything below works relative to directory fds,
-// never follows symlinks and never crosses into another mount.
-
-struct Stat {
-  struct statx stx {};
-  bool is_dir() const { return S_ISDIR(stx.stx_mode); }
-  bool is_reg() const { return S_ISREG(stx.stx_mode); }
-  bool mount_root() const {
-    return (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) != 0 &&
-           (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
-  }
-  bool has_mnt_id() const { return (stx.stx_mask & STATX_MNT_ID) != 0; }
-};
-
-constexpr unsigned kStatxMask =
-    STATX_TYPE | STATX_MODE | STATX_INO | STATX_NLINK | STATX_BLOCKS | STATX_MNT_ID;
-
-int stat_at(int dirfd, const char* name, Stat* st) {
-  int flags = AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | (name[0] == '\0' ? AT_EMPTY_PATH : 0);
-  return statx(dirfd, name, flags, kStatxMask, &st->stx);
-}
-
-// A directory on another mount than its parent (a mount point).
-bool crosses_mount(const Stat& parent, const Stat& child) {
-  if (child.mount_root()) return true;
-  if (parent.has_mnt_id() && child.has_mnt_id()) {
-    return parent.stx.stx_mnt_id != child.stx.stx_mnt_id;
-  }
-  return parent.stx.stx_dev_major != child.stx.stx_dev_major ||
-         parent.stx.stx_dev_minor != child.stx.stx_dev_minor;
-}
-
-Result<UniqueFd> open_dir(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return errno_error("open(" + path + ")");
-  return UniqueFd(fd);
-}
-
-Result<UniqueFd> open_dir_at(int dirfd, const std::string& name, const std::string& shown) {
-  int fd = openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return errno_error("open(" + shown + ")");
-  return UniqueFd(fd);
-}
-
-Result<std::vector<std::string>> read_names(int dirfd, const std::string& shown) {
-  int dup_fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
-  if (dup_fd < 0) return errno_error("dup(" + shown + ")");
-  DIR* d = fdopendir(dup_fd);
-  if (d == nullptr) {
-    int e = errno;
-    close(dup_fd);
-    return errno_error("fdopendir(" + shown + ")", e);
-  }
-  ScopeGuard close_dir([d] { closedir(d); });
-  rewinddir(d);
-  std::vector<std::string> names;
-  for (;;) {
-    errno = 0;
-    dirent* ent = readdir(d);
-    if (ent == nullptr) {
-      if (errno != 0) return errno_error("readdir(" + shown + ")");
-      break;
-    }
-    std::string_view n(ent->d_name);
-    if (n == "." || n == "..") continue;
-    names.emplace_back(n);
-  }
-  return names;
-}
-
-Status mkdir_p(const std::string& path, mode_t mode) {
-  if (path.empty() || path[0] != '/') {
-    return make_error(ErrorCode::kInvalidArgument, "not an absolute path: " + path);
-  }
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = path.find('/', pos + 1);
-    std::string prefix = path.substr(0, pos);
-    if (mkdir(prefix.c_str(), mode) != 0 && errno != EEXIST) {
-      return errno_error("mkdir(" + prefix + ")");
-    }
-  }
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return errno_error("stat(" + path + ")");
-  if (!S_ISDIR(st.st_mode)) {
-    return make_error(ErrorCode::kInvalidArgument, path + " exists and is not a directory");
-  }
-  return ok();
-}
-
-// Removes `name` under `parent_fd` (a file, a symlink or a whole tree).
-// Symlinks are removed, never followed; a mount point inside the tree stops
-// the removal of that branch with an error. ENOENT counts as removed, so two
-// processes cleaning the same stale tree do not fail each other.
-Status remove_tree_at(int parent_fd, const Stat& parent_st, const std::string& name,
-                      const std::string& shown, int depth) {
-  if (depth > kMaxDepth) {
-    return make_error(ErrorCode::kResourceExhausted,
-                      "tree deeper than " + std::to_string(kMaxDepth) + ": " + shown);
-  }
-  int fd = openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return ok();
-    if (errno != ENOTDIR && errno != ELOOP) return errno_error("open(" + shown + ")");
-    if (unlinkat(parent_fd, name.c_str(), 0) != 0 && errno != ENOENT) {
-      return errno_error("unlink(" + shown + ")");
-    }
-    return ok();
-  }
-  UniqueFd dir(fd);
-  Stat st;
-  if (stat_at(dir.get(), "", &st) != 0) return errno_error("statx(" + shown + ")");
-  if (crosses_mount(parent_st, st)) {
-    return make_error(ErrorCode::kSystem,
-                      "refusing to cross the mount point " + shown + " while removing",
-                      "unmount it first: umount " + shown);
-  }
-  auto names = read_names(dir.get(), shown);
-  if (!names) return tl::unexpected(names.error());
-  Status first_error = ok();
-  for (const auto& child : *names) {
-    std::string child_shown = join_path(shown, child);
-    if (unlinkat(dir.get(), child.c_str(), 0) == 0 || errno == ENOENT) continue;
-    if (errno != EISDIR && errno != EPERM) {
-      if (first_error) first_error = errno_error("unlink(" + child_shown + ")");
-      continue;
-    }
-    // A directory (unlink says EISDIR, or EPERM on Linux).
-    Status r = remove_tree_at(dir.get(), st, child, child_shown, depth + 1);
-    if (!r && first_error) first_error = r;
-  }
-  if (!first_error) return first_error;
-  dir.reset();
-  if (unlinkat(parent_fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
-    return errno_error("rmdir(" + shown + ")");
-  }
-  return ok();
-}
-
-Status remove_tree(int parent_fd, const std::string& name, const std::string& shown) {
-  Stat parent_st;
-  if (stat_at(parent_fd, "", &parent_st) != 0) return errno_error("statx(parent of " + shown + ")");
-  return remove_tree_at(parent_fd, parent_st, name, shown, 0);
-}
+// Walking a tree relative to directory fds, never following symlinks and
+// never crossing into another mount.
 
 // Visits every entry under `dirfd` (not the directory itself) without
 // following symlinks or entering other mounts.
-using VisitFn = std::function<Status(const std::string& rel, const Stat& st)>;
+using VisitFn = std::function<Status(const std::string& rel, const FileStat& st)>;
 
-Status walk_at(int dirfd, const Stat& dir_st, const std::string& rel, const std::string& shown,
+Status walk_at(int dirfd, const FileStat& dir_st, const std::string& rel, const std::string& shown,
                const VisitFn& visit, int depth) {
   if (depth > kMaxDepth) {
     return make_error(ErrorCode::kResourceExhausted,
                       "tree deeper than " + std::to_string(kMaxDepth) + ": " + shown);
   }
-  auto names = read_names(dirfd, shown);
+  auto names = read_dir_names(dirfd, shown);
   if (!names) return tl::unexpected(names.error());
   for (const auto& name : *names) {
     std::string child_rel = rel.empty() ? name : rel + "/" + name;
     std::string child_shown = join_path(shown, name);
-    Stat st;
+    FileStat st;
     if (stat_at(dirfd, name.c_str(), &st) != 0) {
       if (errno == ENOENT) continue;
       return errno_error("statx(" + child_shown + ")");
@@ -546,7 +77,7 @@ Status walk_at(int dirfd, const Stat& dir_st, const std::string& rel, const std:
 Status walk(const std::string& path, const VisitFn& visit) {
   auto dir = open_dir(path);
   if (!dir) return tl::unexpected(dir.error());
-  Stat st;
+  FileStat st;
   if (stat_at(dir->get(), "", &st) != 0) return errno_error("statx(" + path + ")");
   return walk_at(dir->get(), st, "", path, visit, 0);
 }
@@ -556,11 +87,11 @@ Result<std::uint64_t> tree_size(const std::string& path) {
   std::uint64_t total = 0;
   auto root = open_dir(path);
   if (!root) return tl::unexpected(root.error());
-  Stat root_st;
+  FileStat root_st;
   if (stat_at(root->get(), "", &root_st) != 0) return errno_error("statx(" + path + ")");
   total += root_st.stx.stx_blocks * 512;
   std::unordered_set<std::uint64_t> seen_inodes;
-  Status r = walk(path, [&](const std::string&, const Stat& st) -> Status {
+  Status r = walk(path, [&](const std::string&, const FileStat& st) -> Status {
     if (!st.is_dir() && st.stx.stx_nlink > 1 && !seen_inodes.insert(st.stx.stx_ino).second) {
       return ok();
     }
@@ -569,293 +100,6 @@ Result<std::uint64_t> tree_size(const std::string& path) {
   });
   if (!r) return tl::unexpected(r.error());
   return total;
-}
-
-// Mount points at or below `path` according to /proc/self/mountinfo,
-// deepest first. Fields are octal-escaped (\040 for a space).
-std::vector<std::string> mounts_under(const std::string& path) {
-  std::vector<std::string> found;
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string id, parent, devno, root, mount_point;
-    if (!(fields >> id >> parent >> devno >> root >> mount_point)) continue;
-    std::string mp;
-    for (size_t i = 0; i < mount_point.size(); ++i) {
-      if (mount_point[i] == '\\' && i + 3 < mount_point.size() &&
-          std::isdigit(static_cast<unsigned char>(mount_point[i + 1]))) {
-        mp.push_back(
-            static_cast<char>(std::strtol(mount_point.substr(i + 1, 3).c_str(), nullptr, 8)));
-        i += 3;
-      } else {
-        mp.push_back(mount_point[i]);
-      }
-    }
-    if (mp == path || mp.rfind(path + "/", 0) == 0) found.push_back(mp);
-  }
-  std::sort(found.begin(), found.end(),
-            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
-  return found;
-}
-
-// A tool killed half-way (mmdebstrap mounts /proc, /sys and /dev in its
-// target) can leave mounts inside a partial tree: detach them before the
-// tree is deleted. Only ever called on corral's own partial trees.
-void detach_mounts_under(const std::string& path) {
-  char real[PATH_MAX];
-  if (realpath(path.c_str(), real) == nullptr) return;
-  for (const auto& mp : mounts_under(real)) {
-    umount2(mp.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
-  }
-}
-
-// ".partial-<name>-<pid>" / ".removing-<name>-<pid>" -> pid, or 0.
-pid_t owner_pid(std::string_view entry) {
-  if (entry.rfind(kPartialPrefix, 0) != 0 && entry.rfind(kRemovingPrefix, 0) != 0) return 0;
-  size_t dash = entry.rfind('-');
-  if (dash == std::string_view::npos || dash + 1 >= entry.size()) return 0;
-  long pid = 0;
-  for (char c : entry.substr(dash + 1)) {
-    if (c < '0' || c > '9') return 0;
-    pid = pid * 10 + (c - '0');
-    if (pid > INT_MAX) return 0;
-  }
-  return static_cast<pid_t>(pid);
-}
-
-bool process_alive(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
-
-// A build or import in progress: <images>/.partial-<name>-<pid>. Removed
-// on destruction unless committed. Its .building file is flock()ed by us and
-// inherited by the tools we run, so a partial tree counts as stale only when
-// its owner is gone *and* no tool it started is still writing into it (a
-// SIGKILLed corral can leave mmdebstrap running for a while).
-constexpr const char* kBuildingFile = ".building";
-
-class PartialDir {
- public:
-  PartialDir(const std::string& images_dir, int images_fd, std::string_view name)
-      : images_dir_(images_dir), images_fd_(images_fd), name_(name) {
-    entry_ = std::string(kPartialPrefix) + std::string(name) + "-" + std::to_string(getpid());
-    path_ = join_path(images_dir_, entry_);
-  }
-  ~PartialDir() {
-    if (created_ && !done_) (void)discard();
-  }
-  PartialDir(const PartialDir&) = delete;
-  PartialDir& operator=(const PartialDir&) = delete;
-
-  Status create() {
-    // A leftover of ours (same pid, earlier call in this process) goes first.
-    CORRAL_TRY(remove_tree(images_fd_, entry_, path_));
-    // 0755 so that apt inside mmdebstrap can drop to its _apt user.
-    if (mkdirat(images_fd_, entry_.c_str(), 0755) != 0) return errno_error("mkdir(" + path_ + ")");
-    created_ = true;
-    auto fd = open_dir_at(images_fd_, entry_, path_);
-    if (!fd) return tl::unexpected(fd.error());
-    fd_ = std::move(*fd);
-    int lock = openat(fd_.get(), kBuildingFile,
-                      O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (lock < 0) return errno_error("create(" + path(kBuildingFile) + ")");
-    lock_.reset(lock);
-    if (flock(lock_.get(), LOCK_EX) != 0) return errno_error("flock(" + path(kBuildingFile) + ")");
-    return ok();
-  }
-  // Passed to the tools as RunOptions::inherit_fd.
-  int lock_fd() const { return lock_.get(); }
-  const std::string& path() const { return path_; }
-  std::string path(std::string_view sub) const { return join_path(path_, sub); }
-  int fd() const { return fd_.get(); }
-
-  Status discard() {
-    done_ = true;
-    fd_.reset();
-    lock_.reset();
-    detach_mounts_under(path_);
-    return remove_tree(images_fd_, entry_, path_);
-  }
-
-  // Writes image.json and .lock, then renames the tree to <images>/<name>.
-  Status commit(const ImageInfo& info) {
-    json j = {{"name", info.name},       {"source", info.source},
-              {"created", info.created}, {"size_bytes", info.size_bytes},
-              {"env", info.env},         {"workdir", info.workdir}};
-    std::string text = json_text(j, 2) + "\n";
-    CORRAL_TRY(write_file("image.json", text, 0644));
-    CORRAL_TRY(write_file(".lock", "", 0644));
-    if (unlinkat(fd_.get(), kBuildingFile, 0) != 0) {
-      return errno_error("unlink(" + path(kBuildingFile) + ")");
-    }
-    if (fchmod(fd_.get(), 0755) != 0) return errno_error("chmod(" + path_ + ")");
-    if (fsync(fd_.get()) != 0) return errno_error("fsync(" + path_ + ")");
-    if (renameat2(images_fd_, entry_.c_str(), images_fd_, name_.c_str(), RENAME_NOREPLACE) != 0) {
-      if (errno == EEXIST || errno == ENOTEMPTY) {
-        return make_error(ErrorCode::kAlreadyExists,
-                          "image " + name_ + " was created by another process meanwhile",
-                          "corral image rm " + name_ + " first");
-      }
-      return errno_error("rename(" + path_ + " -> " + join_path(images_dir_, name_) + ")");
-    }
-    done_ = true;
-    fsync(images_fd_);
-    return ok();
-  }
-
- private:
-  Status write_file(const char* name, const std::string& text, mode_t mode) {
-    std::string shown = path(name);
-    int fd = openat(fd_.get(), name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-    if (fd < 0) return errno_error("create(" + shown + ")");
-    UniqueFd f(fd);
-    size_t off = 0;
-    while (off < text.size()) {
-      ssize_t n = write(f.get(), text.data() + off, text.size() - off);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return errno_error("write(" + shown + ")");
-      off += static_cast<size_t>(n);
-    }
-    if (fsync(f.get()) != 0) return errno_error("fsync(" + shown + ")");
-    return ok();
-  }
-
-  std::string images_dir_;
-  int images_fd_;
-  std::string name_;
-  std::string entry_;
-  std::string path_;
-  UniqueFd fd_;
-  UniqueFd lock_;
-  bool created_ = false;
-  bool done_ = false;
-};
-
-Result<json> read_json_file(int dirfd, const std::string& name, const std::string& shown,
-                            size_t limit = 16u << 20) {
-  int fd = openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return errno_error("open(" + shown + ")");
-  UniqueFd f(fd);
-  std::string text;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = read(f.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno_error("read(" + shown + ")");
-    if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
-    if (text.size() > limit) {
-      return make_error(ErrorCode::kInvalidArgument,
-                        shown + " is larger than " + std::to_string(limit) + " bytes");
-    }
-  }
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    return make_error(ErrorCode::kInvalidArgument, shown + " is not valid JSON");
-  }
-  return j;
-}
-
-const json* member(const json& j, const char* key) {
-  if (!j.is_object()) return nullptr;
-  auto it = j.find(key);
-  return it == j.end() ? nullptr : &*it;
-}
-
-std::string string_member(const json& j, const char* key) {
-  const json* v = member(j, key);
-  return (v != nullptr && v->is_string()) ? v->get<std::string>() : std::string();
-}
-
-std::vector<std::string> string_list_member(const json& j, const char* key) {
-  std::vector<std::string> out;
-  const json* v = member(j, key);
-  if (v == nullptr || !v->is_array()) return out;
-  for (const auto& e : *v) {
-    if (e.is_string()) out.push_back(e.get<std::string>());
-  }
-  return out;
-}
-
-// OCI tags as umoci accepts them in --image LAYOUT:TAG.
-bool valid_tag(std::string_view tag) {
-  if (tag.empty() || tag.size() > 128) return false;
-  for (size_t i = 0; i < tag.size(); ++i) {
-    char c = tag[i];
-    bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-    if (alnum || c == '_') continue;
-    if (i > 0 && (c == '.' || c == '-')) continue;
-    return false;
-  }
-  return true;
-}
-
-Status replace_file(int dirfd, const std::string& name, const std::string& text,
-                    const std::string& shown) {
-  std::string tmp = name + ".tmp";
-  int fd = openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) return errno_error("create(" + shown + ".tmp)");
-  UniqueFd f(fd);
-  size_t off = 0;
-  while (off < text.size()) {
-    ssize_t n = write(f.get(), text.data() + off, text.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno_error("write(" + shown + ".tmp)");
-    off += static_cast<size_t>(n);
-  }
-  if (renameat(dirfd, tmp.c_str(), dirfd, name.c_str()) != 0) {
-    return errno_error("rename(" + shown + ".tmp)");
-  }
-  return ok();
-}
-
-constexpr const char* kRefNameAnnotation = "org.opencontainers.image.ref.name";
-
-// "sha256:<hex>" -> "blobs/sha256/<hex>", or "" if it is not that shape.
-std::string blob_path(const std::string& digest) {
-  size_t colon = digest.find(':');
-  if (colon == std::string::npos || colon == 0 || digest.size() - colon - 1 < 32 ||
-      digest.size() - colon - 1 > 128) {
-    return "";
-  }
-  for (size_t i = 0; i < digest.size(); ++i) {
-    char c = digest[i];
-    bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-    if (i != colon && !ok) return "";
-  }
-  return "blobs/" + digest.substr(0, colon) + "/" + digest.substr(colon + 1);
-}
-
-// The "config" object (Env, WorkingDir, ...) of the image `tag` names in
-// the extracted layout.
-Result<json> oci_image_config(int layout_fd, const json& index, const std::string& tag) {
-  const json* manifests = member(index, "manifests");
-  if (manifests == nullptr || !manifests->is_array()) {
-    return make_error(ErrorCode::kInvalidArgument, "index.json has no manifests");
-  }
-  std::string manifest_digest;
-  for (const auto& desc : *manifests) {
-    const json* ann = member(desc, "annotations");
-    if (ann != nullptr && string_member(*ann, kRefNameAnnotation) == tag) {
-      manifest_digest = string_member(desc, "digest");
-    }
-  }
-  std::string path = blob_path(manifest_digest);
-  if (path.empty()) return make_error(ErrorCode::kInvalidArgument, "no manifest for " + tag);
-  auto manifest = read_json_file(layout_fd, path, path);
-  if (!manifest) return manifest;
-  const json* config_desc = member(*manifest, "config");
-  path = config_desc != nullptr ? blob_path(string_member(*config_desc, "digest")) : "";
-  if (path.empty()) return make_error(ErrorCode::kInvalidArgument, "manifest has no config");
-  auto config = read_json_file(layout_fd, path, path);
-  if (!config) return config;
-  const json* inner = member(*config, "config");
-  if (inner == nullptr || !inner->is_object()) return json::object();
-  return *inner;
-}
-
-std::string convert_hint() {
-  return "an OCI image tarball is made with `skopeo copy SOURCE oci-archive:IMAGE.tar:latest` "
-         "or, from an OCI layout directory, `tar -C LAYOUT -cf IMAGE.tar .` (docs/images.md)";
 }
 
 }  // namespace
@@ -872,38 +116,39 @@ ImageStore::ImageStore(std::string images_dir) : dir_(std::move(images_dir)) {
 
 std::string ImageStore::default_dir() { return join_path(data_dir(), "images"); }
 
-Status ImageStore::validate_name(std::string_view name) {
+namespace {
+
+// A word that starts with a-z or 0-9, continues with those or one of
+// `extra`, and has at most `max_size` characters; `what` and `hint` make
+// the message ("invalid image name \"X\": empty").
+Status validate_word(std::string_view what, std::string_view word, std::size_t max_size,
+                     std::string_view extra, const char* hint) {
   auto bad = [&](std::string why) {
-    return make_error(ErrorCode::kInvalidArgument, "invalid image name " + dq(name) + ": " + why,
-                      "use 1-63 characters from a-z 0-9 . _ - starting with a letter or digit");
+    return make_error(ErrorCode::kInvalidArgument,
+                      "invalid " + std::string(what) + " " + dq(word) + ": " + why, hint);
   };
-  if (name.empty()) return bad("empty");
-  if (name.size() > 63) return bad("longer than 63 characters");
+  if (word.empty()) return bad("empty");
+  if (word.size() > max_size) return bad("longer than " + std::to_string(max_size) + " characters");
   auto lower_alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (!lower_alnum(name[0])) return bad("must start with a-z or 0-9");
-  for (char c : name) {
-    if (!lower_alnum(c) && c != '.' && c != '_' && c != '-') {
+  if (!lower_alnum(word[0])) return bad("must start with a-z or 0-9");
+  for (char c : word) {
+    if (!lower_alnum(c) && extra.find(c) == std::string_view::npos) {
       return bad("character " + dq(std::string(1, c)) + " is not allowed");
     }
   }
   return ok();
 }
 
+}  // namespace
+
+Status ImageStore::validate_name(std::string_view name) {
+  return validate_word("image name", name, 63, "._-",
+                       "use 1-63 characters from a-z 0-9 . _ - starting with a letter or digit");
+}
+
 Status ImageStore::validate_package(std::string_view pkg) {
-  auto bad = [&](std::string why) {
-    return make_error(ErrorCode::kInvalidArgument, "invalid package name " + dq(pkg) + ": " + why,
-                      "Debian package names use a-z 0-9 + . - and start with a letter or digit");
-  };
-  if (pkg.empty()) return bad("empty");
-  if (pkg.size() > 100) return bad("longer than 100 characters");
-  auto lower_alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (!lower_alnum(pkg[0])) return bad("must start with a-z or 0-9");
-  for (char c : pkg) {
-    if (!lower_alnum(c) && c != '+' && c != '.' && c != '-') {
-      return bad("character " + dq(std::string(1, c)) + " is not allowed");
-    }
-  }
-  return ok();
+  return validate_word("package name", pkg, 100, "+.-",
+                       "Debian package names use a-z 0-9 + . - and start with a letter or digit");
 }
 
 Result<ImageInfo> ImageStore::get(std::string_view name) const {
@@ -935,7 +180,7 @@ Result<ImageInfo> ImageStore::get(std::string_view name) const {
   info.workdir = string_member(*j, "workdir");
   const json* size = member(*j, "size_bytes");
   if (size != nullptr && size->is_number_unsigned()) info.size_bytes = size->get<std::uint64_t>();
-  Stat st;
+  FileStat st;
   if (stat_at(ifd->get(), "rootfs", &st) != 0 || !st.is_dir()) {
     return make_error(ErrorCode::kNotFound, "image " + n + " has no rootfs directory",
                       "remove it with corral image rm " + n + " and build it again");
@@ -951,7 +196,7 @@ Result<std::vector<ImageInfo>> ImageStore::list() const {
     return tl::unexpected(dfd.error());
   }
   (void)remove_stale();  // best effort: a failure here must not hide the list
-  auto names = read_names(dfd->get(), dir_);
+  auto names = read_dir_names(dfd->get(), dir_);
   if (!names) return tl::unexpected(names.error());
   std::sort(names->begin(), names->end());
   for (const auto& n : *names) {
@@ -979,7 +224,7 @@ Status ImageStore::remove_stale() const {
     if (dfd.error().sys_errno == ENOENT) return ok();
     return tl::unexpected(dfd.error());
   }
-  auto names = read_names(dfd->get(), dir_);
+  auto names = read_dir_names(dfd->get(), dir_);
   if (!names) return tl::unexpected(names.error());
   Status first_error = ok();
   for (const auto& entry : *names) {
@@ -993,7 +238,7 @@ Status ImageStore::remove_stale() const {
       continue;  // a tool of that build is still running
     }
     detach_mounts_under(path);
-    Status r = remove_tree(dfd->get(), entry, path);
+    Status r = remove_tree_at(dfd->get(), entry, path);
     if (!r && first_error) first_error = tl::unexpected(r.error().wrap("removing stale " + path));
   }
   return first_error;
@@ -1028,7 +273,7 @@ Result<UniqueFd> ImageStore::lock_shared(std::string_view name) const {
   struct stat held {
   }, now{};
   if (fstat(lock.get(), &held) != 0) return errno_error("fstat(" + shown + ")");
-  Stat image_dir_st;
+  FileStat image_dir_st;
   if (fstatat(dfd->get(), rel.c_str(), &now, AT_SYMLINK_NOFOLLOW) != 0 ||
       held.st_dev != now.st_dev || held.st_ino != now.st_ino ||
       stat_at(dfd->get(), n.c_str(), &image_dir_st) != 0 || !image_dir_st.is_dir()) {
@@ -1068,7 +313,7 @@ Status ImageStore::remove(std::string_view name) {
     return errno_error("rename(" + image_dir + " -> " + removing_path + ")");
   }
   ifd->reset();
-  Status r = remove_tree(dfd->get(), removing, removing_path);
+  Status r = remove_tree_at(dfd->get(), removing, removing_path);
   if (!r) return tl::unexpected(r.error().wrap("removing image " + n));
   return ok();
 }
@@ -1098,7 +343,7 @@ Status ImageStore::build(std::string_view name, const std::vector<std::string>& 
   (void)remove_stale();
   CORRAL_TRY(refuse_existing(dfd->get(), n));
 
-  SignalScope signals;
+  ForwardedSignals signals;
   PartialDir partial(dir_, dfd->get(), n);
   CORRAL_TRY_CTX(partial.create(), "building image " + n);
 
@@ -1114,7 +359,7 @@ Status ImageStore::build(std::string_view name, const std::vector<std::string>& 
   opts.signals = &signals;
   opts.inherit_fd = partial.lock_fd();
   auto r = run_tool(argv, progress, opts);
-  CORRAL_TRY(signals.check("build of image " + n));
+  CORRAL_TRY(check_interrupted(signals, "build of image " + n));
   if (!r) return tl::unexpected(r.error().wrap("building image " + n));
   if (!r->ok()) {
     std::string hint =
@@ -1130,7 +375,7 @@ Status ImageStore::build(std::string_view name, const std::vector<std::string>& 
   auto size = tree_size(partial.path("rootfs"));
   if (!size) return tl::unexpected(size.error().wrap("measuring image " + n));
   info.size_bytes = *size;
-  CORRAL_TRY(signals.check("build of image " + n));
+  CORRAL_TRY(check_interrupted(signals, "build of image " + n));
   CORRAL_TRY_CTX(partial.commit(info), "building image " + n);
   return ok();
 }
@@ -1157,7 +402,7 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
   (void)remove_stale();
   CORRAL_TRY(refuse_existing(dfd->get(), n));
 
-  SignalScope signals;
+  ForwardedSignals signals;
   std::string what = "import of image " + n;
   RunOptions opts;
   opts.signals = &signals;
@@ -1171,54 +416,14 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
   };
   say("checking " + file);
   auto listing = run_tool(list_argv, nullptr, list_opts);
-  CORRAL_TRY(signals.check(what));
+  CORRAL_TRY(check_interrupted(signals, what));
   if (!listing) return tl::unexpected(listing.error().wrap("listing " + file));
   if (!listing->ok()) {
     return make_error(ErrorCode::kInvalidArgument,
                       file + " is not a readable tar archive (" + listing->error_line() + ")",
                       convert_hint());
   }
-  bool has_layout = false, has_index = false, has_manifest = false;
-  std::istringstream members(listing->out);
-  std::string m;
-  while (std::getline(members, m)) {
-    if (m.empty()) continue;
-    if (m[0] == '/') {
-      return make_error(ErrorCode::kInvalidArgument,
-                        "refusing " + file + ": member " + dq(m) + " is an absolute path",
-                        "an OCI image tarball holds only relative paths; " + convert_hint());
-    }
-    std::string rel = m;
-    std::istringstream parts(m);
-    std::string part;
-    while (std::getline(parts, part, '/')) {
-      if (part == "..") {
-        return make_error(
-            ErrorCode::kInvalidArgument,
-            "refusing " + file + ": member " + dq(m) + " leads outside the archive with '..'",
-            "an OCI image tarball never needs '..'; " + convert_hint());
-      }
-    }
-    while (rel.rfind("./", 0) == 0) rel.erase(0, 2);
-    if (rel == "oci-layout") has_layout = true;
-    if (rel == "index.json") has_index = true;
-    if (rel == "manifest.json") has_manifest = true;
-  }
-  if (!has_layout && has_manifest) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      file +
-                          " is a docker-archive (manifest.json without oci-layout), not an "
-                          "OCI image layout",
-                      "convert it: skopeo copy docker-archive:" + file +
-                          " oci-archive:IMAGE.tar:latest, then corral image import " + n +
-                          " IMAGE.tar");
-  }
-  if (!has_layout || !has_index) {
-    return make_error(
-        ErrorCode::kInvalidArgument,
-        file + " is not an OCI image layout (no oci-layout and index.json at its top)",
-        convert_hint());
-  }
+  CORRAL_TRY(check_layout_listing(listing->out, file, n));
 
   PartialDir partial(dir_, dfd->get(), n);
   CORRAL_TRY_CTX(partial.create(), what);
@@ -1239,14 +444,14 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
                                      "--no-overwrite-dir"};
   say("extracting the OCI layout");
   auto extracted = run_tool(x_argv, progress, opts);
-  CORRAL_TRY(signals.check(what));
+  CORRAL_TRY(check_interrupted(signals, what));
   if (!extracted) return tl::unexpected(extracted.error().wrap("extracting " + file));
   if (!extracted->ok()) return tool_failed(x_argv, *extracted, convert_hint());
 
   // 3. The layout holds only directories and regular files: a symlink or
   // device in it would make umoci read something outside the archive.
   Status shape =
-      walk(partial.path("layout"), [&](const std::string& rel, const Stat& st) -> Status {
+      walk(partial.path("layout"), [&](const std::string& rel, const FileStat& st) -> Status {
         if (st.is_dir() || st.is_reg()) return ok();
         return make_error(ErrorCode::kInvalidArgument,
                           "refusing " + file + ": " + dq(rel) +
@@ -1260,50 +465,11 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
   if (!layout_fd) return tl::unexpected(layout_fd.error());
   auto index = read_json_file(layout_fd->get(), "index.json", "index.json in " + file);
   if (!index) return tl::unexpected(index.error());
-  std::set<std::string> tags;
-  const json* manifests = member(*index, "manifests");
-  if (manifests != nullptr && manifests->is_array()) {
-    for (const auto& desc : *manifests) {
-      const json* ann = member(desc, "annotations");
-      std::string ref = ann != nullptr ? string_member(*ann, kRefNameAnnotation) : "";
-      if (!ref.empty()) tags.insert(ref);
-    }
-  }
-  std::string tag;
   bool tagged_here = false;
-  if (tags.count("latest") != 0) {
-    tag = "latest";
-  } else if (tags.size() == 1) {
-    tag = *tags.begin();
-  } else if (tags.empty() && manifests != nullptr && manifests->is_array() &&
-             manifests->size() == 1 && (*manifests)[0].is_object()) {
-    // `skopeo copy X oci-archive:FILE` without a tag leaves the only
-    // manifest unnamed; umoci needs a name, so give it one in our copy.
-    tag = "latest";
-    tagged_here = true;
-    json& desc = (*index)["manifests"][0];
-    if (!desc.contains("annotations") || !desc["annotations"].is_object()) {
-      desc["annotations"] = json::object();
-    }
-    desc["annotations"][kRefNameAnnotation] = tag;
-    CORRAL_TRY(replace_file(layout_fd->get(), "index.json", json_text(*index),
-                            partial.path("layout/index.json")));
-  } else if (tags.empty()) {
-    return make_error(ErrorCode::kInvalidArgument, file + " has no tagged image in index.json",
-                      "tag it while converting: skopeo copy oci-archive:" + file +
-                          " oci-archive:IMAGE.tar:latest");
-  } else {
-    std::string all;
-    for (const auto& t : tags) all += (all.empty() ? "" : ", ") + t;
-    return make_error(
-        ErrorCode::kInvalidArgument,
-        file + " holds several tags (" + all + ") and none is \"latest\"",
-        "keep one: skopeo copy oci-archive:" + file + ":TAG oci-archive:IMAGE.tar:latest");
-  }
-  if (!valid_tag(tag)) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      file + ": tag " + dq(tag) + " is not a valid OCI tag");
-  }
+  auto chosen = choose_tag(*index, layout_fd->get(), partial.path("layout/index.json"), file,
+                           &tagged_here);
+  if (!chosen) return tl::unexpected(chosen.error());
+  const std::string tag = *chosen;
 
   // 5. Unpack (umoci checks every blob's digest). Relative paths, run from
   // inside the partial tree, so that no ':' in the store path can confuse
@@ -1313,7 +479,7 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
   std::vector<std::string> u_argv = {"umoci", "unpack", "--image", "layout:" + tag, "bundle"};
   say("unpacking tag " + tag + " with umoci");
   auto unpacked = run_tool(u_argv, progress, umoci_opts);
-  CORRAL_TRY(signals.check(what));
+  CORRAL_TRY(check_interrupted(signals, what));
   if (!unpacked) return tl::unexpected(unpacked.error().wrap("unpacking " + file));
   if (!unpacked->ok()) return tool_failed(u_argv, *unpacked, convert_hint());
 
@@ -1347,8 +513,8 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
   }
   bundle_fd->reset();
   layout_fd->reset();
-  CORRAL_TRY(remove_tree(partial.fd(), "bundle", partial.path("bundle")));
-  CORRAL_TRY(remove_tree(partial.fd(), "layout", partial.path("layout")));
+  CORRAL_TRY(remove_tree_at(partial.fd(), "bundle", partial.path("bundle")));
+  CORRAL_TRY(remove_tree_at(partial.fd(), "layout", partial.path("layout")));
 
   info.name = n;
   info.source = "oci:" + file + ":" + tag + (tagged_here ? " (untagged)" : "");
@@ -1356,7 +522,7 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
   auto size = tree_size(partial.path("rootfs"));
   if (!size) return tl::unexpected(size.error().wrap("measuring image " + n));
   info.size_bytes = *size;
-  CORRAL_TRY(signals.check(what));
+  CORRAL_TRY(check_interrupted(signals, what));
   CORRAL_TRY_CTX(partial.commit(info), what);
   return ok();
 }

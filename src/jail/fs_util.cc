@@ -9,34 +9,6 @@
 
 namespace corral {
 
-Status mkdir_p(const std::string& path, mode_t mode) {
-  if (path.empty()) return make_error(ErrorCode::kInvalidArgument, "mkdir_p: empty path");
-  for (size_t pos = 1; pos <= path.size(); ++pos) {
-    if (pos != path.size() && path[pos] != '/') continue;
-    std::string prefix = path.substr(0, pos);
-    if (mkdir(prefix.c_str(), mode) != 0 && errno != EEXIST)
-      return errno_error("mkdir(" + prefix + ")");
-  }
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) return errno_error("stat(" + path + ")");
-  if (!S_ISDIR(st.st_mode))
-    return make_error(ErrorCode::kInvalidArgument, path + " exists and is not a directory");
-  return ok();
-}
-
-static Status write_all(int fd, std::string_view content, const std::string& what) {
-  size_t off = 0;
-  while (off < content.size()) {
-    ssize_t n = write(fd, content.data() + off, content.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno_error("write(" + what + ")");
-    }
-    off += static_cast<size_t>(n);
-  }
-  return ok();
-}
-
 Status write_file(const std::string& path, std::string_view content, mode_t mode) {
   UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
   if (!fd) return errno_error("open(" + path + ")");
@@ -116,23 +88,6 @@ Status clear_dir_at(int dirfd) {
   }
   closedir(dir);
   return result;
-}
-
-Status remove_tree(const std::string& path) {
-  struct stat st;
-  if (lstat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return ok();
-    return errno_error("lstat(" + path + ")");
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    if (unlink(path.c_str()) != 0 && errno != ENOENT) return errno_error("unlink(" + path + ")");
-    return ok();
-  }
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd) return errno_error("open(" + path + ")");
-  CORRAL_TRY_CTX(clear_dir_at(fd.get()), "removing " + path);
-  if (rmdir(path.c_str()) != 0 && errno != ENOENT) return errno_error("rmdir(" + path + ")");
-  return ok();
 }
 
 static std::uint64_t usage_at(int dirfd, dev_t dev) {

@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fs.h"
+
 namespace corral {
 
 namespace {
@@ -12,17 +14,6 @@ bool needs_relay(int fd) {
   struct stat st;
   if (fstat(fd, &st) != 0) return false;  // closed: the sandbox gets it closed too
   return !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
-}
-
-bool write_all(int fd, const char* buf, ssize_t n) {
-  ssize_t off = 0;
-  while (off < n) {
-    ssize_t w = write(fd, buf + off, static_cast<size_t>(n - off));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    off += w;
-  }
-  return true;
 }
 
 }  // namespace
@@ -81,7 +72,8 @@ bool StdioRelay::pump_out(int n) {
   ssize_t r = read(ours_[n].get(), buf, sizeof buf);
   if (r < 0 && (errno == EINTR || errno == EAGAIN)) return true;
   if (r <= 0) return false;
-  (void)write_all(n, buf, r);  // our own stdout gone: keep draining the sandbox
+  // Our own stdout gone: keep draining the sandbox.
+  (void)write_all(n, std::string_view(buf, static_cast<size_t>(r)));
   return true;
 }
 
@@ -102,7 +94,9 @@ void StdioRelay::drain() {
     fcntl(ours_[n].get(), F_SETFL, O_NONBLOCK);
     char buf[65536];
     ssize_t r;
-    while ((r = read(ours_[n].get(), buf, sizeof buf)) > 0) (void)write_all(n, buf, r);
+    while ((r = read(ours_[n].get(), buf, sizeof buf)) > 0) {
+      (void)write_all(n, std::string_view(buf, static_cast<size_t>(r)));
+    }
     ours_[n].reset();
   }
 }

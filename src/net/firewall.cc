@@ -20,6 +20,7 @@
 
 #include "base/scope_guard.h"
 #include "base/sha256.h"
+#include "base/subprocess.h"
 #include "base/unique_fd.h"
 #include "sys/syscalls.h"
 
@@ -243,151 +244,29 @@ std::string trimmed(std::string s) {
   return s;
 }
 
-Result<UniqueFd> make_memfd(const char* name) {
-  UniqueFd fd(memfd_create(name, MFD_CLOEXEC));
-  if (!fd) return errno_error(std::string("memfd_create(") + name + ")");
-  return fd;
-}
-
-Result<std::string> read_memfd(int fd) {
-  struct stat st {};
-  if (fstat(fd, &st) != 0) return errno_error("fstat(memfd)");
-  std::size_t size = std::min<std::size_t>(static_cast<std::size_t>(st.st_size), kMaxOutput);
-  std::string data(size, '\0');
-  std::size_t done = 0;
-  while (done < size) {
-    ssize_t n = pread(fd, data.data() + done, size - done, static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno_error("pread(memfd)");
-    if (n == 0) break;
-    done += static_cast<std::size_t>(n);
-  }
-  data.resize(done);
-  return data;
-}
-
-// Runs `<nft> args...` with `input` on stdin, stdout and stderr captured
-// (memfds, so no pipe can fill up), in the C locale, with a timeout. An
-// error only if nft could not be run or did not finish; its exit status is
-// the caller's to judge.
+// Runs `<nft> args...` with `input` on stdin, stdout and stderr captured,
+// in the C locale, with a timeout (base/subprocess.h). An error only if nft
+// could not be run or did not finish; its exit status is the caller's to
+// judge.
 Result<NftRun> run_nft(const FirewallConfig& c, const std::vector<std::string>& args,
                        std::string_view input) {
-  std::string call = c.nft;
-  for (const auto& a : args) call += " " + a;
-
-  auto in = make_memfd("nft-stdin");
-  if (!in) return tl::unexpected(in.error());
-  auto out = make_memfd("nft-stdout");
-  if (!out) return tl::unexpected(out.error());
-  auto err = make_memfd("nft-stderr");
-  if (!err) return tl::unexpected(err.error());
-  for (std::size_t done = 0; done < input.size();) {
-    ssize_t n = write(in->get(), input.data() + done, input.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno_error("write(memfd nft-stdin)");
-    done += static_cast<std::size_t>(n);
-  }
-  if (lseek(in->get(), 0, SEEK_SET) != 0) return errno_error("lseek(memfd nft-stdin)");
-  int exec_pipe[2];
-  if (pipe2(exec_pipe, O_CLOEXEC) != 0) return errno_error("pipe2");
-  UniqueFd exec_r(exec_pipe[0]), exec_w(exec_pipe[1]);
-
-  // Everything the child needs is built before fork: after it, in a process
-  // that may have threads, only async-signal-safe calls.
-  std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(c.nft.c_str()));
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  char env_path[] = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
-  char env_locale[] = "LC_ALL=C";
-  char* envp[] = {env_path, env_locale, nullptr};
-  const int in_fd = in->get(), out_fd = out->get(), err_fd = err->get();
-  const int exec_fd = exec_w.get();
-  const pid_t parent = getpid();
-
-  pid_t pid = fork();
-  if (pid < 0) return errno_error("fork (to run " + call + ")");
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD}) sigaction(sig, &dfl, nullptr);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    // dup2 clears O_CLOEXEC on the copies; every other fd closes at exec.
-    if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) goto fail;
-    sys::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-    execve(argv[0], argv.data(), envp);
-  fail:
-    int e = errno;
-    ssize_t ignored = write(exec_fd, &e, sizeof e);
-    (void)ignored;
-    _exit(127);
-  }
-  exec_w.reset();
-  UniqueFd pidfd(sys::pidfd_open(pid, 0));
-  bool reaped = false;
-  int status = 0;
-  int wait_errno = 0;
-  auto reap = [&] {
-    while (!reaped) {
-      if (waitpid(pid, &status, 0) == pid) {
-        reaped = true;
-      } else if (errno != EINTR) {
-        wait_errno = errno;
-        reaped = true;
-      }
-    }
+  SubprocessOptions sub;
+  sub.argv.push_back(c.nft);
+  sub.argv.insert(sub.argv.end(), args.begin(), args.end());
+  sub.env = std::vector<std::string>{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"};
+  sub.stdin_text = std::string(input);
+  sub.output_limit = kMaxOutput;
+  sub.timeout = std::chrono::milliseconds(kNftTimeoutMs);
+  sub.death_signal = SIGKILL;
+  sub.exec_hint = [](int err) {
+    return err == ENOENT || err == EACCES ? std::string(kInstallHint) : std::string();
   };
-  ScopeGuard reap_on_return([&] {
-    if (!reaped) {
-      kill(pid, SIGKILL);
-      reap();
-    }
-  });
-
-  int exec_errno = 0;
-  for (;;) {
-    ssize_t n = read(exec_r.get(), &exec_errno, sizeof exec_errno);
-    if (n < 0 && errno == EINTR) continue;
-    if (n != static_cast<ssize_t>(sizeof exec_errno)) exec_errno = 0;
-    break;
-  }
-  if (exec_errno != 0) {
-    reap();
-    return errno_error("exec " + c.nft, exec_errno,
-                       exec_errno == ENOENT || exec_errno == EACCES ? kInstallHint : "");
-  }
-  if (pidfd) {
-    pollfd p{pidfd.get(), POLLIN, 0};
-    int n;
-    do {
-      n = poll(&p, 1, kNftTimeoutMs);
-    } while (n < 0 && errno == EINTR);
-    if (n == 0) {
-      return make_error(
-          ErrorCode::kTimeout,
-          call + ": no answer after " + std::to_string(kNftTimeoutMs / 1000) + " s (killed)");
-    }
-  }
-  reap();
-  if (wait_errno != 0) {
-    // ECHILD: someone else reaped it (SIGCHLD ignored, or a waitpid(-1)
-    // loop); its exit status is unknown, so it did not succeed.
-    return errno_error("waitpid(" + call + ")", wait_errno,
-                       "the caller must not ignore SIGCHLD or reap children it did not start");
-  }
+  auto done = run_subprocess(sub);
+  if (!done) return tl::unexpected(done.error());
   NftRun run;
-  run.status = status;
-  auto o = read_memfd(out_fd);
-  if (!o) return tl::unexpected(o.error());
-  auto e = read_memfd(err_fd);
-  if (!e) return tl::unexpected(e.error());
-  run.out = std::move(*o);
-  run.err = trimmed(std::move(*e));
+  run.status = done->wait_status;
+  run.out = std::move(done->out);
+  run.err = trimmed(std::move(done->err));
   return run;
 }
 

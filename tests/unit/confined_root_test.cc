@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "fs/copy_stream.h"
 #include "support/skip.h"
 
 namespace corral {
