@@ -10,8 +10,8 @@
 #include <cstring>
 #include <thread>
 
+#include "base/error_output.h"
 #include "base/paths.h"
-#include "cli/cli_output.h"
 #include "daemon/api_keys.h"
 #include "daemon/api_router.h"
 #include "daemon/audit_budget.h"
@@ -32,7 +32,7 @@ namespace corral::daemon {
 namespace {
 
 int fail(const std::string& message, const std::string& hint = {}) {
-  cli::print_error(message, hint);
+  print_error(message, hint);
   return 1;
 }
 
