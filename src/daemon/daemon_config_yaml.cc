@@ -1,4 +1,7 @@
-// The daemon's YAML file. Reading the text and its one document, walking
+// The daemon's YAML file: the schema walk of `serve:` (ServeApplier) and
+// parse_daemon_config. Capacity resolution is host_capacity.cc's, the
+// default file's text default_daemon_config_yaml.cc's, and describe and
+// parse_listen daemon_config.cc's. Reading the text and its one document, walking
 // maps and wording the messages are spec/yaml_reader's, as for the sandbox
 // config; yaml_reader also catches what yaml-cpp throws. The walk over the
 // `serve:` map only follows keys it knows and refuses the first value of a
@@ -7,23 +10,16 @@
 // The `sandbox:` map goes to apply_config_yaml unchanged: the text is
 // handed over with every byte outside that map blanked (newlines kept), so
 // its errors carry the right line numbers.
-#include "daemon/daemon_config.h"
-
-#include <arpa/inet.h>
-#include <fcntl.h>
 #include <sys/un.h>
-#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <charconv>
-#include <cstdio>
 #include <functional>
 #include <optional>
 
-#include "base/unique_fd.h"
+#include "daemon/daemon_config.h"
 #include "net/firewall.h"
 #include "net/net_slot.h"
 #include "net/upstream_resolver.h"
@@ -69,32 +65,6 @@ constexpr std::array<std::string_view, 3> kCapacityKeys = {"max_sandboxes", "mem
 template <std::size_t N>
 bool contains(const std::array<std::string_view, N>& keys, std::string_view key) {
   return std::find(keys.begin(), keys.end(), key) != keys.end();
-}
-
-// For a log line: the exact form when it is short ("8Gi", "512Mi"), else
-// two decimals of the largest binary unit ("17.66Gi" for 18513069Ki).
-std::string readable_size(std::uint64_t bytes) {
-  std::string exact = format_size(bytes);
-  if (bytes < kMiB || exact.ends_with("Mi") || exact.ends_with("Gi") || exact.ends_with("Ti")) {
-    return exact;
-  }
-  constexpr std::array<std::pair<std::uint64_t, std::string_view>, 3> kUnits = {
-      {{kKiB * kGiB, "Ti"}, {kGiB, "Gi"}, {kMiB, "Mi"}}};
-  for (const auto& [unit, suffix] : kUnits) {
-    if (bytes >= unit) {
-      char buf[48];
-      std::snprintf(buf, sizeof buf, "%.2f%.*s",
-                    static_cast<double>(bytes) / static_cast<double>(unit),
-                    static_cast<int>(suffix.size()), suffix.data());
-      return buf;
-    }
-  }
-  return exact;
-}
-
-std::string format_ms(std::int64_t ms) {
-  if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
-  return std::to_string(ms) + "ms";
 }
 
 bool is_absolute_path(std::string_view p) {
@@ -740,66 +710,7 @@ std::string sandbox_text(const std::string& text, const YAML::Node& root,
   return std::string(out.c_str(), out.size());
 }
 
-constexpr std::string_view kDefaultYaml =
-    R"(# corral serve --config FILE (docs/config.md, "Daemon configuration").
-# Every key is optional; these are the defaults.
-serve:
-  listen: "127.0.0.1:7070"      # HTTP API; "[::1]:7070" for IPv6, ":7070" = 127.0.0.1
-  # socket: /run/corral/corral.sock   (default: $CORRAL_RUN_DIR/corral.sock)
-  # data_dir: /var/lib/corral         (default: $CORRAL_DATA_DIR)
-  api_keys:
-    sha256: []                  # hex SHA-256 digests of accepted keys
-    files: []                   # files with one key per line (chmod 600)
-  capacity:
-    max_sandboxes: 256
-    memory: auto                # 75% of MemTotal
-    disk: auto                  # 50% of MemTotal (writable layers are tmpfs, in RAM)
-  request_timeout: 30s
-  setup_timeout: 30s            # each stage of a create (the factory, then init + zygote)
-  max_exec_output: 64Mi
-  max_upload: auto              # the sandbox's disk limit
-  mount_roots: []               # host dirs API mounts may come from (none: no mounts)
-  durability: process           # or power-loss: fsync before every acknowledgment
-  audit:                        # the audit log (docs/audit.md)
-    max_file_size: 64Mi         # rotate past this; 0: never
-    keep_files: 16              # rotated files kept; 0: all
-    # max_age: 2160h            rotated files older than this are deleted too
-    sandbox_rate: 20            # KiB of records per second a sandbox's own actions may add
-    sandbox_burst: 200          # ... and KiB at once after a quiet while
-    summary_interval: 10s       # one audit.suppressed record per sandbox per interval
-    queue: 8192                 # journal writes waiting at most
-  network:                      # the network engine (docs/network.md)
-    subnet: 10.211.0.0/16       # one /30 per networked sandbox
-    interface_prefix: crl       # host ends of the veth pairs: crl<slot>
-    firewall_table: corral      # nftables table inet corral
-    proxy_port: 15001           # on each sandbox's host end
-    dns_port: 15053
-    dns_servers: []             # upstream DNS; none: the host's /etc/resolv.conf
-    templates: []               # extra rule sets (the shipped code-exec, data-query, scraping stay)
-    gateway: []                 # internal services: {name, url, methods, paths, rate}
-    # upstream_ca_file: /etc/corral/upstream-ca.pem   extra CAs for intercepted and https upstreams
-  secrets:                      # where sandbox secrets come from (docs/secrets.md)
-    # file: /etc/corral/secrets          KEY=value lines, mode 0600
-    env: []                     # names of the daemon's own environment variables
-    # env_prefix: CORRAL_SECRET_         every variable with this prefix (key: the rest, lower case)
-    # encrypted_file: /etc/corral/secrets.enc   from corral secrets encrypt
-    # key_file: /etc/corral/secrets.key         from corral secrets keygen
-sandbox:                        # defaults of every sandbox, as for corral run --config
-  cpu_limit: "2"
-  memory_limit: "2Gi"
-  disk_limit: "2Gi"
-  pids_limit: 256
-  timeout: 300
-  max_lifetime: 600
-  network:
-    default: deny
-)";
-
 }  // namespace
-
-DaemonConfig default_daemon_config() { return DaemonConfig{}; }
-
-std::string_view default_daemon_config_yaml() { return kDefaultYaml; }
 
 Result<DaemonConfig> parse_daemon_config(std::string_view yaml_text, std::string_view source_name) {
   DaemonConfig config = default_daemon_config();
@@ -824,181 +735,6 @@ Result<DaemonConfig> load_daemon_config(const std::string& path) {
                                "a daemon config holds a few settings; check the path");
   if (!text) return tl::unexpected<Error>(text.error());
   return parse_daemon_config(*text, path);
-}
-
-Result<std::uint64_t> parse_meminfo_total(std::string_view meminfo) {
-  std::size_t pos = 0;
-  while (pos < meminfo.size()) {
-    std::size_t nl = meminfo.find('\n', pos);
-    std::string_view line =
-        meminfo.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
-    pos = nl == std::string_view::npos ? meminfo.size() : nl + 1;
-    if (!line.starts_with("MemTotal:")) continue;
-    line.remove_prefix(9);
-    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
-    std::uint64_t kib = 0;
-    auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), kib);
-    std::string_view unit(end, static_cast<std::size_t>(line.data() + line.size() - end));
-    while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
-    if (ec != std::errc() || unit != "kB" || kib == 0 || kib > UINT64_MAX / 1024) break;
-    return kib * 1024;
-  }
-  return make_error(ErrorCode::kUnavailable, "/proc/meminfo has no usable MemTotal line",
-                    "set serve.capacity.memory and serve.capacity.disk in the config");
-}
-
-Status resolve_capacity(DaemonConfig& config) {
-  if (config.max_memory_bytes != 0 && config.max_disk_bytes != 0) {
-    return resolve_capacity(config, 0);
-  }
-  UniqueFd fd(::open("/proc/meminfo", O_RDONLY | O_CLOEXEC));
-  if (!fd) {
-    return tl::unexpected<Error>(
-        errno_error("open(/proc/meminfo)", errno,
-                    "set serve.capacity.memory and serve.capacity.disk in the config")
-            .value()
-            .wrap("computing the daemon's capacity"));
-  }
-  std::string text;
-  char buf[4096];
-  while (text.size() < 64 * kKiB) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      return tl::unexpected<Error>(
-          errno_error("read(/proc/meminfo)").value().wrap("computing the daemon's capacity"));
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<std::size_t>(n));
-  }
-  auto total = parse_meminfo_total(text);
-  if (!total) {
-    return tl::unexpected<Error>(std::move(total.error()).wrap("computing the daemon's capacity"));
-  }
-  return resolve_capacity(config, *total);
-}
-
-Status resolve_capacity(DaemonConfig& config, std::uint64_t mem_total_bytes) {
-  if ((config.max_memory_bytes == 0 || config.max_disk_bytes == 0) && mem_total_bytes == 0) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      "computing the daemon's capacity: the host's memory size is unknown");
-  }
-  if (config.max_memory_bytes == 0) {
-    config.max_memory_bytes = mem_total_bytes / 4 * 3 + mem_total_bytes % 4 * 3 / 4;
-  }
-  if (config.max_disk_bytes == 0) config.max_disk_bytes = mem_total_bytes / 2;
-
-  // One sandbox made from the defaults alone must fit, or every create that
-  // does not lower the limits would be refused.
-  const Limits& limits = config.default_spec.limits;
-  if (limits.memory_bytes > config.max_memory_bytes) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      "the default sandbox's memory_limit (" + format_size(limits.memory_bytes) +
-                          ") is more than the daemon's memory capacity (" +
-                          format_size(config.max_memory_bytes) + ")",
-                      "lower sandbox.memory_limit, or raise serve.capacity.memory");
-  }
-  if (limits.disk_bytes > config.max_disk_bytes) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      "the default sandbox's disk_limit (" + format_size(limits.disk_bytes) +
-                          ") is more than the daemon's disk capacity (" +
-                          format_size(config.max_disk_bytes) + ")",
-                      "lower sandbox.disk_limit, or raise serve.capacity.disk (writable layers "
-                      "are tmpfs: their bytes are in RAM)");
-  }
-  return ok();
-}
-
-Result<std::pair<std::string, std::uint16_t>> parse_listen(std::string_view text) {
-  const std::string quoted = quote_for_message(text);
-  auto bad = [&](std::string_view why, std::string hint = {}) {
-    if (hint.empty()) hint = "for example \"127.0.0.1:7070\", \"[::1]:7070\" or \":7070\"";
-    return make_error(ErrorCode::kInvalidArgument,
-                      "invalid listen address " + quoted + ": " + std::string(why),
-                      std::move(hint));
-  };
-  std::string host;
-  std::string_view port_text;
-  if (text.starts_with("[")) {
-    std::size_t close = text.find(']');
-    if (close == std::string_view::npos) return bad("no ']' after the IPv6 address");
-    host = std::string(text.substr(1, close - 1));
-    std::string_view rest = text.substr(close + 1);
-    if (!rest.starts_with(":")) return bad("expected :PORT after ']'");
-    port_text = rest.substr(1);
-    in6_addr addr{};
-    if (inet_pton(AF_INET6, host.c_str(), &addr) != 1) {
-      return bad("the part in brackets is not an IPv6 address");
-    }
-  } else {
-    std::size_t colon = text.rfind(':');
-    if (colon == std::string_view::npos) return bad("expected HOST:PORT");
-    host = std::string(text.substr(0, colon));
-    port_text = text.substr(colon + 1);
-    if (host.find(':') != std::string::npos) {
-      return bad("an IPv6 address needs brackets", "for example \"[::1]:7070\"");
-    }
-    if (host.empty()) host = "127.0.0.1";
-    in_addr addr{};
-    if (inet_pton(AF_INET, host.c_str(), &addr) != 1) {
-      return bad("the host is not an IP address",
-                 "give an address, not a name: 127.0.0.1 (this host only), 0.0.0.0 (every "
-                 "interface) or [::1]");
-    }
-  }
-  std::uint32_t port = 0;
-  bool digits =
-      !port_text.empty() && port_text.size() <= 5 &&
-      std::all_of(port_text.begin(), port_text.end(), [](char c) { return c >= '0' && c <= '9'; });
-  if (digits) {
-    std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  }
-  if (!digits || port > 65535) return bad("the port is not a number from 0 to 65535");
-  return std::pair<std::string, std::uint16_t>(std::move(host), static_cast<std::uint16_t>(port));
-}
-
-std::string describe(const DaemonConfig& c) {
-  auto size_or = [](std::uint64_t bytes, std::string_view zero) {
-    return bytes == 0 ? std::string(zero) : readable_size(bytes);
-  };
-  const bool v6 = c.listen_host.find(':') != std::string::npos;
-  std::string out = "listen ";
-  out.append(v6 ? "[" + c.listen_host + "]" : c.listen_host)
-      .append(":")
-      .append(std::to_string(c.listen_port));
-  out.append(", socket ").append(c.socket_path);
-  out.append(", data_dir ").append(c.data_dir);
-  out.append(", api keys: ");
-  if (c.api_key_sha256.empty() && c.api_key_files.empty()) out.append("none");
-  if (!c.api_key_sha256.empty()) {
-    out.append(std::to_string(c.api_key_sha256.size()))
-        .append(c.api_key_sha256.size() == 1 ? " digest" : " digests");
-  }
-  for (std::size_t i = 0; i < c.api_key_files.size(); ++i) {
-    if (i > 0 || !c.api_key_sha256.empty()) out.append(" + ");
-    out.append("file ").append(c.api_key_files[i]);
-  }
-  out.append("; capacity: ")
-      .append(std::to_string(c.max_sandboxes))
-      .append(" sandboxes, memory ")
-      .append(size_or(c.max_memory_bytes, "auto (75% of RAM)"))
-      .append(", disk ")
-      .append(size_or(c.max_disk_bytes, "auto (50% of RAM)"));
-  out.append("; request timeout ").append(format_ms(c.request_timeout_ms));
-  out.append(", exec output ").append(readable_size(c.max_exec_output_bytes));
-  out.append(", upload ").append(size_or(c.max_upload_bytes, "up to the sandbox's disk limit"));
-  const SandboxSpec& s = c.default_spec;
-  char cpus[32];
-  std::snprintf(cpus, sizeof cpus, "%g", s.limits.cpus);
-  out.append("; default sandbox: cpus ").append(cpus);
-  out.append(", memory ").append(readable_size(s.limits.memory_bytes));
-  out.append(", disk ").append(readable_size(s.limits.disk_bytes));
-  out.append(", pids ").append(std::to_string(s.limits.pids));
-  out.append(", timeout ").append(format_ms(s.limits.timeout.count()));
-  out.append(", lifetime ").append(format_ms(c.default_max_lifetime_ms));
-  out.append(", network ").append(s.network.mode);
-  out.append(", image ").append(s.image.empty() ? "host base" : s.image);
-  return out;
 }
 
 }  // namespace corral
