@@ -1,9 +1,11 @@
 // The daemon's YAML file: the schema walk of `serve:` (ServeApplier) and
 // parse_daemon_config. Capacity resolution is host_capacity.cc's, the
 // default file's text default_daemon_config_yaml.cc's, and describe and
-// parse_listen daemon_config.cc's. Reading the text and its one document, walking
-// maps and wording the messages are spec/yaml_reader's, as for the sandbox
-// config; yaml_reader also catches what yaml-cpp throws. The walk over the
+// parse_listen daemon_config.cc's.
+//
+// Reading the text and its one document, walking maps and wording the
+// messages are spec/yaml_reader's, as for the sandbox config; yaml_reader
+// also catches what yaml-cpp throws. The walk over the
 // `serve:` map only follows keys it knows and refuses the first value of a
 // wrong type, so an alias-heavy file costs no more than its size.
 //

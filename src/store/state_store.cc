@@ -503,7 +503,8 @@ Result<std::vector<SandboxRecord>> StateStore::list(std::span<const SandboxState
   std::lock_guard lock(db_->mu);
   auto st = Stmt::prepare(db_->handle, sql, &db_->cache);
   if (!st) return tl::unexpected<Error>(std::move(st).error());
-  for (std::size_t i = 0; i < states.size(); ++i) st->bind(static_cast<int>(i + 1), sandbox_state_name(states[i]));
+  for (std::size_t i = 0; i < states.size(); ++i)
+    st->bind(static_cast<int>(i + 1), sandbox_state_name(states[i]));
   return read_sandboxes(*st, "listing sandboxes");
 }
 
