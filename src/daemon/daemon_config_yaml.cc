@@ -9,9 +9,8 @@
 // `serve:` map only follows keys it knows and refuses the first value of a
 // wrong type, so an alias-heavy file costs no more than its size.
 //
-// The `sandbox:` map goes to apply_config_yaml unchanged: the text is
-// handed over with every byte outside that map blanked (newlines kept), so
-// its errors carry the right line numbers.
+// The `sandbox:` entry goes to spec/config_file's apply_config_entry as the
+// parsed nodes: they keep their marks, so its errors carry the file's lines.
 #include <sys/un.h>
 #include <yaml-cpp/yaml.h>
 
@@ -127,22 +126,6 @@ Result<std::string> parse_data_dir(std::string_view text) {
   return std::string(text);
 }
 
-// The text with every byte outside [begin, end) turned into a space
-// (newlines kept, so lines do not move). For a flow-style root map
-// ("{serve: ..., sandbox: ...}") its '{' at `open_brace` is kept and a '}'
-// put at `end`.
-std::string blank_outside(const std::string& text, std::size_t begin, std::size_t end,
-                          std::optional<std::size_t> open_brace) {
-  std::string out = text;
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    if (i >= begin && i < end) continue;
-    if (open_brace && i == *open_brace) continue;
-    if (out[i] != '\n' && out[i] != '\r') out[i] = ' ';
-  }
-  if (open_brace && end < out.size()) out[end] = '}';
-  return out;
-}
-
 // Walks the top level and the `serve:` map of one parsed document. Every
 // method may throw yaml-cpp exceptions; read_yaml_document catches them.
 class ServeApplier : private YamlReader {
@@ -150,8 +133,8 @@ class ServeApplier : private YamlReader {
   ServeApplier(std::string_view source, DaemonConfig& config)
       : YamlReader(source), config_(config) {}
 
-  // Applies serve: and finds sandbox: (its key and value, left for
-  // apply_config_yaml).
+  // Applies serve: and finds sandbox: (its entry, left for
+  // apply_config_entry).
   Status apply_root(const YAML::Node& root) {
     if (root.IsNull()) return ok();
     if (!root.IsMap()) {
@@ -159,15 +142,13 @@ class ServeApplier : private YamlReader {
                   "expected a map with serve: and sandbox:, found " + describe_node(root));
     }
     return for_each_entry(root, "", [&](const YamlEntry& e) -> Status {
-      key_positions_.push_back(static_cast<std::size_t>(e.key.Mark().pos));
       if (e.name == "serve") {
         if (e.value.IsNull()) return ok();
         CORRAL_TRY(expect_map(e, "a map of daemon settings"));
         return for_each_entry(e.value, e.path, [&](const YamlEntry& s) { return apply_serve(s); });
       }
       if (e.name == "sandbox") {
-        sandbox_value_ = e.value;
-        sandbox_index_ = key_positions_.size() - 1;
+        sandbox_ = e;
         return ok();
       }
       if (contains(kSandboxSettingKeys, e.name)) {
@@ -182,15 +163,8 @@ class ServeApplier : private YamlReader {
     });
   }
 
-  bool has_sandbox() const { return static_cast<bool>(sandbox_index_); }
-  const YAML::Node& sandbox_value() const { return sandbox_value_; }
-  // Byte range of the sandbox: entry in the text: from its key to the next
-  // top-level key (or the end).
-  std::size_t sandbox_begin() const { return key_positions_[*sandbox_index_]; }
-  std::optional<std::size_t> sandbox_end() const {
-    if (*sandbox_index_ + 1 < key_positions_.size()) return key_positions_[*sandbox_index_ + 1];
-    return std::nullopt;
-  }
+  // The sandbox: entry, if the file has one.
+  const std::optional<YamlEntry>& sandbox() const { return sandbox_; }
 
  private:
   Result<std::vector<std::string>> list(const YamlEntry& e, std::string_view item_expected,
@@ -677,50 +651,18 @@ class ServeApplier : private YamlReader {
   }
 
   DaemonConfig& config_;
-  std::vector<std::size_t> key_positions_;  // top-level keys, in order
-  std::optional<std::size_t> sandbox_index_;
-  YAML::Node sandbox_value_;
+  std::optional<YamlEntry> sandbox_;  // its nodes keep their marks (lines)
 };
-
-// The text apply_config_yaml reads for the sandbox: map: the original with
-// everything else blanked, when that still parses to exactly that map (an
-// alias to an anchor outside it does not); else the map re-emitted, with
-// lines that no longer match the file.
-std::string sandbox_text(const std::string& text, const YAML::Node& root,
-                         const ServeApplier& applier) {
-  const std::size_t begin = applier.sandbox_begin();
-  const std::size_t end = applier.sandbox_end().value_or(text.size());
-  std::optional<std::size_t> brace;
-  if (root.Style() == YAML::EmitterStyle::Flow) {
-    std::size_t from = static_cast<std::size_t>(std::max(0, root.Mark().pos));
-    std::size_t pos = text.find('{', from);
-    if (pos != std::string::npos && pos < begin) brace = pos;
-  }
-  bool usable = root.Style() != YAML::EmitterStyle::Flow || brace.has_value();
-  if (usable) {
-    std::string blanked = blank_outside(text, begin, end, brace);
-    try {
-      const YAML::Node check = YAML::Load(blanked);
-      if (check.IsMap() && check.size() == 1 && check["sandbox"]) return blanked;
-    } catch (...) {
-      // fall through to the re-emitted form
-    }
-  }
-  YAML::Emitter out;
-  out << YAML::BeginMap << YAML::Key << "sandbox" << YAML::Value << applier.sandbox_value()
-      << YAML::EndMap;
-  return std::string(out.c_str(), out.size());
-}
 
 }  // namespace
 
 Result<DaemonConfig> parse_daemon_config(std::string_view yaml_text, std::string_view source_name) {
   DaemonConfig config = default_daemon_config();
   ServeApplier applier(source_name, config);
-  auto apply = [&](const YAML::Node& root, const std::string& text) -> Status {
+  auto apply = [&](const YAML::Node& root, const std::string&) -> Status {
     CORRAL_TRY(applier.apply_root(root));
-    if (!applier.has_sandbox()) return ok();
-    return apply_config_yaml(sandbox_text(text, root, applier), source_name, config.default_spec);
+    if (!applier.sandbox()) return ok();
+    return apply_config_entry(*applier.sandbox(), source_name, config.default_spec);
   };
   // `listen: [::1]:7070` unquoted is a YAML list followed by junk.
   auto syntax_hint = [](std::string_view line) -> std::string {
