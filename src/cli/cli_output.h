@@ -4,12 +4,13 @@
 
 #include <string_view>
 
+#include "base/error_output.h"
 #include "base/result.h"
 
 namespace corral::cli {
 
-void print_error(std::string_view message, std::string_view hint);
-inline void print_error(const Error& e) { print_error(e.message, e.hint); }
+// The printer lives in base (the daemon's `serve` uses it too).
+using corral::print_error;
 
 // A verb's usage mistake: the message, then the verb's usage text. Exit 2.
 int usage_error(std::string_view message, std::string_view usage);

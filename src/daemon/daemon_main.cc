@@ -10,8 +10,8 @@
 #include <cstring>
 #include <thread>
 
+#include "base/error_output.h"
 #include "base/paths.h"
-#include "cli/cli_output.h"
 #include "daemon/api_keys.h"
 #include "daemon/api_router.h"
 #include "daemon/audit_budget.h"
@@ -32,8 +32,57 @@ namespace corral::daemon {
 namespace {
 
 int fail(const std::string& message, const std::string& hint = {}) {
-  cli::print_error(message, hint);
+  print_error(message, hint);
   return 1;
+}
+
+// The config file (or the defaults), the flags on top, and the capacity
+// resolved against the host.
+Result<DaemonConfig> effective_config(const ServeFlags& flags) {
+  auto config_or = flags.config_path.empty() ? Result<DaemonConfig>(default_daemon_config())
+                                             : load_daemon_config(flags.config_path);
+  if (!config_or) return tl::unexpected(config_or.error());
+  DaemonConfig config = std::move(*config_or);
+  if (!flags.listen.empty()) {
+    auto hp = parse_listen(flags.listen);
+    if (!hp) return tl::unexpected(hp.error());
+    config.listen_host = hp->first;
+    config.listen_port = hp->second;
+  }
+  if (!flags.socket_path.empty()) config.socket_path = flags.socket_path;
+  if (!flags.data_dir.empty()) config.data_dir = flags.data_dir;
+  for (const auto& f : flags.api_key_files) config.api_key_files.push_back(f);
+  if (auto st = resolve_capacity(config); !st) return tl::unexpected(st.error());
+  return config;
+}
+
+// With no key configured, the daemon's own key file (made on the first
+// start) is the one accepted; returns what the start-up line says of it.
+Result<std::string> default_api_key(DaemonConfig& config) {
+  std::string key_note;
+  if (config.api_key_sha256.empty() && config.api_key_files.empty()) {
+    const std::string key_file = config.data_dir + "/api-key";
+    if (access(key_file.c_str(), F_OK) != 0) {
+      auto key = ApiKeys::generate_into(key_file);
+      if (!key) return tl::unexpected(key.error());
+      key_note = "; new API key in " + key_file;
+    } else {
+      key_note = "; API key in " + key_file;
+    }
+    config.api_key_files.push_back(key_file);
+  }
+  return key_note;
+}
+
+ServiceLimits service_limits(const DaemonConfig& config) {
+  ServiceLimits limits;
+  limits.max_sandboxes = config.max_sandboxes;
+  limits.max_memory_bytes = config.max_memory_bytes;
+  limits.max_disk_bytes = config.max_disk_bytes;
+  limits.mount_roots = config.mount_roots;
+  limits.setup_timeout = std::chrono::milliseconds(config.setup_timeout_ms);
+  limits.journal_queue = config.audit.queue;
+  return limits;
 }
 
 }  // namespace
@@ -42,20 +91,9 @@ int serve(const ServeFlags& flags) {
   if (geteuid() != 0)
     return fail("corral serve must run as root", "it creates namespaces, cgroups and mounts");
 
-  auto config_or = flags.config_path.empty() ? Result<DaemonConfig>(default_daemon_config())
-                                             : load_daemon_config(flags.config_path);
+  auto config_or = effective_config(flags);
   if (!config_or) return fail(config_or.error().message, config_or.error().hint);
   DaemonConfig config = std::move(*config_or);
-  if (!flags.listen.empty()) {
-    auto hp = parse_listen(flags.listen);
-    if (!hp) return fail(hp.error().message, hp.error().hint);
-    config.listen_host = hp->first;
-    config.listen_port = hp->second;
-  }
-  if (!flags.socket_path.empty()) config.socket_path = flags.socket_path;
-  if (!flags.data_dir.empty()) config.data_dir = flags.data_dir;
-  for (const auto& f : flags.api_key_files) config.api_key_files.push_back(f);
-  if (auto st = resolve_capacity(config); !st) return fail(st.error().message, st.error().hint);
 
   // Everything below reads data_dir() (images, host base): one source of truth.
   setenv("CORRAL_DATA_DIR", config.data_dir.c_str(), 1);
@@ -93,18 +131,8 @@ int serve(const ServeFlags& flags) {
                                     std::chrono::duration_cast<std::chrono::seconds>(
                                         std::chrono::milliseconds(config.audit.max_age_ms))});
 
-  std::string key_note;
-  if (config.api_key_sha256.empty() && config.api_key_files.empty()) {
-    const std::string key_file = config.data_dir + "/api-key";
-    if (access(key_file.c_str(), F_OK) != 0) {
-      auto key = ApiKeys::generate_into(key_file);
-      if (!key) return fail(key.error().message, key.error().hint);
-      key_note = "; new API key in " + key_file;
-    } else {
-      key_note = "; API key in " + key_file;
-    }
-    config.api_key_files.push_back(key_file);
-  }
+  auto key_note = default_api_key(config);
+  if (!key_note) return fail(key_note.error().message, key_note.error().hint);
   auto keys = ApiKeys::load(config.api_key_sha256, config.api_key_files);
   if (!keys) return fail(keys.error().message, keys.error().hint);
 
@@ -142,15 +170,8 @@ int serve(const ServeFlags& flags) {
   network.start();
   if (auto why = network.unavailable())
     fprintf(stderr, "corral serve: warning: no network for sandboxes: %s\n", why->c_str());
-  ServiceLimits limits;
-  limits.max_sandboxes = config.max_sandboxes;
-  limits.max_memory_bytes = config.max_memory_bytes;
-  limits.max_disk_bytes = config.max_disk_bytes;
-  limits.mount_roots = config.mount_roots;
-  limits.setup_timeout = std::chrono::milliseconds(config.setup_timeout_ms);
-  limits.journal_queue = config.audit.queue;
-  SandboxService service(limits, config.default_spec, *store, *audit, **factory, **cgroups, metrics,
-                         &network, &secrets);
+  SandboxService service(service_limits(config), config.default_spec, *store, *audit, **factory,
+                         **cgroups, metrics, &network, &secrets);
   // What sandboxes make the host write passes their budget (docs/audit.md).
   AuditBudget budget(
       AuditBudgetConfig{config.audit.sandbox_rate, config.audit.sandbox_burst,
@@ -191,7 +212,7 @@ int serve(const ServeFlags& flags) {
     sigwait(&stop_signals, &sig);
     server.stop();
   });
-  printf("corral serve: listening on %s%s; data in %s (%s)\n", where.c_str(), key_note.c_str(),
+  printf("corral serve: listening on %s%s; data in %s (%s)\n", where.c_str(), key_note->c_str(),
          config.data_dir.c_str(), reconciled.c_str());
   fflush(stdout);
   server.run();

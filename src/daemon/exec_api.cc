@@ -123,19 +123,245 @@ std::string sse(const std::string& json_line) { return "data: " + json_line + "\
 
 // ---- exec -------------------------------------------------------------------------
 
-void handle_exec(ApiContext& ctx, ApiRequest& r) {
+namespace {
+
+// The exec's request, with its output bound to the daemon's limit; or
+// answered with the error.
+std::optional<api::ExecRequest> read_exec_request(ApiContext& ctx, ApiRequest& r) {
   auto body = read_json_body(r, ctx.limits.max_exec_body);
-  if (!body) return send_error(r.out, body.error());
+  if (!body) {
+    send_error(r.out, body.error());
+    return std::nullopt;
+  }
   auto request = api::parse_exec(*body);
-  if (!request) return send_error(r.out, api::to_api_error(request.error()));
+  if (!request) {
+    send_error(r.out, api::to_api_error(request.error()));
+    return std::nullopt;
+  }
   if (request->max_output_bytes > ctx.limits.max_exec_output)
     request->max_output_bytes = ctx.limits.max_exec_output;
-  std::string mode = request->stream;
+  return std::move(*request);
+}
+
+// "ndjson", "sse", or "" (one JSON answer at the end): the request's
+// `stream`, else what the client accepts.
+std::string stream_mode(const api::ExecRequest& request, const ApiRequest& r) {
+  std::string mode = request.stream;
   if (mode.empty()) {
     auto accept = r.head.header("accept").value_or("");
     if (accept.find("application/x-ndjson") != std::string_view::npos) mode = "ndjson";
     if (accept.find("text/event-stream") != std::string_view::npos) mode = "sse";
   }
+  return mode;
+}
+
+// One exec after its spawn: its output read as it comes, redacted, kept
+// (or streamed), its stdin written, until it ends and its pipes close;
+// then the answer. It lives only as long as its request.
+class ExecRun {
+ public:
+  ExecRun(ApiContext& ctx, ApiRequest& r, const api::ExecRequest& request, std::string mode,
+          ProcessEntry& p, UniqueFd out, UniqueFd err, UniqueFd stdin_w,
+          std::shared_ptr<const secrets::RedactionSet> redaction)
+      : ctx_(ctx),
+        r_(r),
+        request_(request),
+        mode_(std::move(mode)),
+        streaming_(!mode_.empty()),
+        p_(p),
+        out_(std::move(out)),
+        err_(std::move(err)),
+        stdin_w_(std::move(stdin_w)) {
+    result_.process_id = p.id;
+    // Every byte of output passes the sandbox's redactor (S3) before it is
+    // kept or sent: one stream per output, so a secret split across reads,
+    // or written half now and half later, is still found.
+    if (redaction) {
+      redact_out_.emplace(redaction);
+      redact_err_.emplace(redaction);
+    }
+  }
+
+  void run() {
+    set_nonblocking(out_.get());
+    set_nonblocking(err_.get());
+    if (stdin_w_) set_nonblocking(stdin_w_.get());
+    if (streaming_) {
+      http::Headers h = {
+          {"content-type", mode_ == "sse" ? "text/event-stream" : "application/x-ndjson"},
+          {"cache-control", "no-store"}};
+      (void)r_.out.start(200, h, std::nullopt);
+    }
+    pump();
+    wait_for_exit();
+    if (client_gone_) return;
+    flush_redactors();
+    answer();
+  }
+
+ private:
+  void emit_raw(api::ExecEvent::Kind kind, std::string_view data) {
+    if (data.empty()) return;
+    if (!streaming_) {
+      std::string& dst =
+          kind == api::ExecEvent::kStdout ? result_.stdout_data : result_.stderr_data;
+      bool& cut =
+          kind == api::ExecEvent::kStdout ? result_.stdout_truncated : result_.stderr_truncated;
+      std::size_t room =
+          request_.max_output_bytes > dst.size() ? request_.max_output_bytes - dst.size() : 0;
+      if (data.size() > room) {
+        cut = true;
+        room = utf8_cut(data, room);
+      }
+      dst.append(data.substr(0, std::min(room, data.size())));
+      return;
+    }
+    std::string line = api::exec_output_json(kind, data);
+    if (mode_ == "sse") {
+      line = sse(line);
+    } else {
+      line += '\n';
+    }
+    if (!r_.out.write(line)) client_gone_ = true;
+  }
+
+  void emit(api::ExecEvent::Kind kind, std::string_view data) {
+    auto& stream = kind == api::ExecEvent::kStdout ? redact_out_ : redact_err_;
+    if (!stream) return emit_raw(kind, data);
+    clean_.clear();
+    stream->feed(data, clean_);
+    emit_raw(kind, clean_);
+  }
+
+  // End of output: what the redactors still hold (a prefix that turned out
+  // not to be a secret, or a redacted tail).
+  void flush_redactors() {
+    for (auto kind : {api::ExecEvent::kStdout, api::ExecEvent::kStderr}) {
+      auto& stream = kind == api::ExecEvent::kStdout ? redact_out_ : redact_err_;
+      if (!stream) continue;
+      clean_.clear();
+      stream->finish(clean_);
+      emit_raw(kind, clean_);
+    }
+  }
+
+  // Until the process has ended and its pipes are closed (or drained for a
+  // moment), or the client is gone (then the process is killed).
+  void pump() {
+    for (;;) {
+      bool finished;
+      {
+        std::lock_guard lock(p_.mu);
+        finished = p_.finished();
+      }
+      if (finished && !out_open_ && !err_open_) break;
+      if (finished && !drain_until_) drain_until_ = Clock::now() + std::chrono::milliseconds(200);
+      // A finished command's pipes may stay open in a detached grandchild:
+      // give them a moment, then stop listening.
+      if (drain_until_ && Clock::now() >= *drain_until_) break;
+      pollfd fds[5] = {{out_open_ ? out_.get() : -1, POLLIN, 0},
+                       {err_open_ ? err_.get() : -1, POLLIN, 0},
+                       {p_.event.get(), POLLIN, 0},
+                       {r_.out.fd(), POLLRDHUP, 0},
+                       {stdin_w_ ? stdin_w_.get() : -1, POLLOUT, 0}};
+      int timeout = drain_until_ ? 20 : 1000;
+      if (poll(fds, 5, timeout) < 0 && errno != EINTR) break;
+      if (fds[2].revents & POLLIN) {
+        std::uint64_t v;
+        (void)!read(p_.event.get(), &v, sizeof v);
+      }
+      for (int i = 0; i < 2; ++i) {
+        if (fds[i].revents & (POLLIN | POLLHUP)) read_output(i);
+      }
+      if (stdin_w_ && (fds[4].revents & (POLLOUT | POLLERR | POLLHUP))) write_stdin();
+      if ((fds[3].revents & (POLLRDHUP | POLLHUP | POLLERR)) || client_gone_) {
+        // The client went away: an exec lives only as long as its request.
+        client_gone_ = true;
+        ctx_.sandboxes.kill_process(p_, SIGKILL);
+        break;
+      }
+    }
+  }
+
+  // Output `i` (0 stdout, 1 stderr) is readable: read what is there.
+  void read_output(int i) {
+    int fd = i == 0 ? out_.get() : err_.get();
+    for (;;) {
+      ssize_t n = read(fd, buf_.get(), kChunk);
+      if (n > 0) {
+        emit(i == 0 ? api::ExecEvent::kStdout : api::ExecEvent::kStderr,
+             std::string_view(buf_.get(), static_cast<size_t>(n)));
+        if (static_cast<size_t>(n) < kChunk) break;
+        if (!grown_[i]) {
+          grown_[i] = true;  // it filled the default pipe: a chatty one
+          grow_pipe(fd);
+        }
+        continue;
+      }
+      if (n == 0) (i == 0 ? out_open_ : err_open_) = false;
+      break;
+    }
+  }
+
+  void write_stdin() {
+    ssize_t n = write(stdin_w_.get(), request_.stdin_data.data() + stdin_off_,
+                      request_.stdin_data.size() - stdin_off_);
+    if (n > 0) stdin_off_ += static_cast<size_t>(n);
+    if (n < 0 && errno != EAGAIN) stdin_w_.reset();
+    if (stdin_off_ >= request_.stdin_data.size()) stdin_w_.reset();
+  }
+
+  // Wait for the exit report (the kill above, or the end of the command).
+  void wait_for_exit() {
+    std::unique_lock lock(p_.mu);
+    p_.cv.wait_for(lock, std::chrono::seconds(10), [&] { return p_.finished(); });
+    result_.exit_code = p_.exit_code;
+    result_.signal = p_.signal;
+    result_.timed_out = p_.timed_out;
+    if (p_.phase == ProcessEntry::Phase::kFailed && !p_.failure.empty())
+      result_.stderr_data += "corral: " + p_.failure + "\n";
+    result_.duration_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - p_.started).count();
+  }
+
+  void answer() {
+    if (streaming_) {
+      api::ExecEvent ev;
+      ev.kind = api::ExecEvent::kExit;
+      ev.result = result_;
+      if (p_.phase == ProcessEntry::Phase::kFailed && !p_.failure.empty())
+        emit_raw(api::ExecEvent::kStderr, "corral: " + p_.failure + "\n");
+      std::string line = api::to_json(ev);
+      (void)r_.out.write(mode_ == "sse" ? "event: exit\n" + sse(line) : line + "\n");
+      (void)r_.out.finish();
+      return;
+    }
+    send_json(r_.out, 200, api::to_json(result_));
+  }
+
+  ApiContext& ctx_;
+  ApiRequest& r_;
+  const api::ExecRequest& request_;
+  const std::string mode_;
+  const bool streaming_;
+  ProcessEntry& p_;
+  UniqueFd out_, err_, stdin_w_;  // the daemon's ends of the pipes
+  api::ExecResult result_;
+  std::size_t stdin_off_ = 0;
+  bool out_open_ = true, err_open_ = true, client_gone_ = false;
+  std::optional<Clock::time_point> drain_until_;
+  bool grown_[2] = {false, false};
+  std::unique_ptr<char[]> buf_{new char[kChunk]};  // not zeroed: read() fills it
+  std::optional<secrets::RedactStream> redact_out_, redact_err_;
+  std::string clean_;
+};
+
+}  // namespace
+
+void handle_exec(ApiContext& ctx, ApiRequest& r) {
+  auto request = read_exec_request(ctx, r);
+  if (!request) return;
+  std::string mode = stream_mode(*request, r);
   auto sandbox = live_or_fail(ctx, r);
   if (!sandbox) return;
 
@@ -150,160 +376,9 @@ void handle_exec(ApiContext& ctx, ApiRequest& r) {
   if (request->stdin_data.empty()) stdin_w.reset();  // EOF at once
   auto proc = ctx.sandboxes.spawn(*sandbox, *request, false, stdio);
   if (!proc) return send_error(r.out, proc.error());
-  ProcessEntry& p = **proc;
-
-  set_nonblocking(out->read.get());
-  set_nonblocking(err->read.get());
-  if (stdin_w) set_nonblocking(stdin_w.get());
-
-  const bool streaming = !mode.empty();
-  if (streaming) {
-    http::Headers h = {
-        {"content-type", mode == "sse" ? "text/event-stream" : "application/x-ndjson"},
-        {"cache-control", "no-store"}};
-    (void)r.out.start(200, h, std::nullopt);
-  }
-  api::ExecResult result;
-  result.process_id = p.id;
-  std::size_t stdin_off = 0;
-  bool out_open = true, err_open = true, client_gone = false;
-  std::optional<Clock::time_point> drain_until;
-  bool grown[2] = {false, false};
-  std::unique_ptr<char[]> buf(new char[kChunk]);  // not zeroed: read() fills it
-
-  // Every byte of output passes the sandbox's redactor (S3) before it is
-  // kept or sent: one stream per output, so a secret split across reads,
-  // or written half now and half later, is still found.
-  auto redaction = ctx.sandboxes.redaction((*sandbox)->id);
-  std::optional<secrets::RedactStream> redact_out, redact_err;
-  if (redaction) {
-    redact_out.emplace(redaction);
-    redact_err.emplace(redaction);
-  }
-  std::string clean;
-  auto emit_raw = [&](api::ExecEvent::Kind kind, std::string_view data) {
-    if (data.empty()) return;
-    if (!streaming) {
-      std::string& dst = kind == api::ExecEvent::kStdout ? result.stdout_data : result.stderr_data;
-      bool& cut =
-          kind == api::ExecEvent::kStdout ? result.stdout_truncated : result.stderr_truncated;
-      std::size_t room =
-          request->max_output_bytes > dst.size() ? request->max_output_bytes - dst.size() : 0;
-      if (data.size() > room) {
-        cut = true;
-        room = utf8_cut(data, room);
-      }
-      dst.append(data.substr(0, std::min(room, data.size())));
-      return;
-    }
-    std::string line = api::exec_output_json(kind, data);
-    if (mode == "sse") {
-      line = sse(line);
-    } else {
-      line += '\n';
-    }
-    if (!r.out.write(line)) client_gone = true;
-  };
-  auto emit = [&](api::ExecEvent::Kind kind, std::string_view data) {
-    auto& stream = kind == api::ExecEvent::kStdout ? redact_out : redact_err;
-    if (!stream) return emit_raw(kind, data);
-    clean.clear();
-    stream->feed(data, clean);
-    emit_raw(kind, clean);
-  };
-  // End of output: what the redactors still hold (a prefix that turned out
-  // not to be a secret, or a redacted tail).
-  auto flush_redactors = [&] {
-    for (auto kind : {api::ExecEvent::kStdout, api::ExecEvent::kStderr}) {
-      auto& stream = kind == api::ExecEvent::kStdout ? redact_out : redact_err;
-      if (!stream) continue;
-      clean.clear();
-      stream->finish(clean);
-      emit_raw(kind, clean);
-    }
-  };
-
-  for (;;) {
-    bool finished;
-    {
-      std::lock_guard lock(p.mu);
-      finished = p.finished();
-    }
-    if (finished && !out_open && !err_open) break;
-    if (finished && !drain_until) drain_until = Clock::now() + std::chrono::milliseconds(200);
-    // A finished command's pipes may stay open in a detached grandchild:
-    // give them a moment, then stop listening.
-    if (drain_until && Clock::now() >= *drain_until) break;
-    pollfd fds[5] = {{out_open ? out->read.get() : -1, POLLIN, 0},
-                     {err_open ? err->read.get() : -1, POLLIN, 0},
-                     {p.event.get(), POLLIN, 0},
-                     {r.out.fd(), POLLRDHUP, 0},
-                     {stdin_w ? stdin_w.get() : -1, POLLOUT, 0}};
-    int timeout = drain_until ? 20 : 1000;
-    if (poll(fds, 5, timeout) < 0 && errno != EINTR) break;
-    if (fds[2].revents & POLLIN) {
-      std::uint64_t v;
-      (void)!read(p.event.get(), &v, sizeof v);
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (!(fds[i].revents & (POLLIN | POLLHUP))) continue;
-      int fd = i == 0 ? out->read.get() : err->read.get();
-      for (;;) {
-        ssize_t n = read(fd, buf.get(), kChunk);
-        if (n > 0) {
-          emit(i == 0 ? api::ExecEvent::kStdout : api::ExecEvent::kStderr,
-               std::string_view(buf.get(), static_cast<size_t>(n)));
-          if (static_cast<size_t>(n) < kChunk) break;
-          if (!grown[i]) {
-            grown[i] = true;  // it filled the default pipe: a chatty one
-            grow_pipe(fd);
-          }
-          continue;
-        }
-        if (n == 0) (i == 0 ? out_open : err_open) = false;
-        break;
-      }
-    }
-    if (stdin_w && (fds[4].revents & (POLLOUT | POLLERR | POLLHUP))) {
-      ssize_t n = write(stdin_w.get(), request->stdin_data.data() + stdin_off,
-                        request->stdin_data.size() - stdin_off);
-      if (n > 0) stdin_off += static_cast<size_t>(n);
-      if (n < 0 && errno != EAGAIN) stdin_w.reset();
-      if (stdin_off >= request->stdin_data.size()) stdin_w.reset();
-    }
-    if ((fds[3].revents & (POLLRDHUP | POLLHUP | POLLERR)) || client_gone) {
-      // The client went away: an exec lives only as long as its request.
-      client_gone = true;
-      ctx.sandboxes.kill_process(p, SIGKILL);
-      break;
-    }
-  }
-  // Wait for the exit report (the kill above, or the end of the command).
-  {
-    std::unique_lock lock(p.mu);
-    p.cv.wait_for(lock, std::chrono::seconds(10), [&] { return p.finished(); });
-    result.exit_code = p.exit_code;
-    result.signal = p.signal;
-    result.timed_out = p.timed_out;
-    if (p.phase == ProcessEntry::Phase::kFailed && !p.failure.empty())
-      result.stderr_data += "corral: " + p.failure + "\n";
-    result.duration_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - p.started).count();
-  }
-  if (client_gone) return;
-  flush_redactors();
-  if (streaming) {
-    api::ExecEvent ev;
-    ev.kind = api::ExecEvent::kExit;
-    ev.result = result;
-    if (p.phase == ProcessEntry::Phase::kFailed && !p.failure.empty())
-      emit_raw(api::ExecEvent::kStderr, "corral: " + p.failure + "\n");
-    std::string line = api::to_json(ev);
-    (void)r.out.write(mode == "sse" ? "event: exit\n" + sse(line) : line + "\n");
-    (void)r.out.finish();
-    return;
-  }
-  send_json(r.out, 200, api::to_json(result));
+  ExecRun(ctx, r, *request, std::move(mode), **proc, std::move(out->read), std::move(err->read),
+          std::move(stdin_w), ctx.sandboxes.redaction((*sandbox)->id))
+      .run();
 }
 
 // ---- background processes ---------------------------------------------------------

@@ -10,7 +10,7 @@
 // has passed, unless it is cancelled first. The daemon holds back a
 // sandbox's `running -> ready` for a moment after its last process ended,
 // so that a sandbox running one command after another is not stored as
-// ready and running again for every command (sandbox_service.cc).
+// ready and running again for every command (sandbox_processes.cc).
 //
 // The queue is bounded (serve.audit.queue, docs/audit.md). Writes a
 // sandbox can trigger on its own (try_post) are dropped and counted once

@@ -6,6 +6,18 @@
 // reaper that ends expired sandboxes and timed-out processes, and the
 // reconcile step that re-attaches to (or destroys) what a previous daemon
 // left running.
+//
+// One class, one file per concern:
+//   sandbox_service.cc    threads' start and stop, transitions, reads,
+//                         live network update, lifetime extension
+//   sandbox_create.cc     create, step by step (SandboxService::Creation)
+//   sandbox_teardown.cc   destroy and teardown
+//   sandbox_processes.cc  the process registry of each sandbox and spawn
+//   sandbox_monitor.cc    the monitor thread (zygote replies, init exits)
+//   sandbox_reaper.cc     the reaper thread (expiry, process timeouts)
+//   sandbox_reconcile.cc  reconcile after a restart (SandboxService::Reconciler)
+// The live entries, the capacity they hold and the idempotency keys' locks
+// are a SandboxRegistry (sandbox_registry.h).
 #pragma once
 
 #include <atomic>
@@ -29,6 +41,8 @@
 #include "daemon/metrics.h"
 #include "daemon/network_service.h"
 #include "daemon/process_entry.h"
+#include "daemon/sandbox_entry.h"
+#include "daemon/sandbox_registry.h"
 #include "daemon/secret_service.h"
 #include "jail/cgroup.h"
 #include "runtime/live_sandbox.h"
@@ -53,30 +67,6 @@ struct ServiceLimits {
   std::vector<std::string> mount_roots;  // host dirs that API mounts may come from
   // The journal's bound (serve.audit.queue; docs/audit.md).
   std::size_t journal_queue = Journal::kDefaultCapacity;
-};
-
-// A live sandbox as the daemon tracks it. Lock order (docs/adr/0007-daemon-
-// threads.md): an idempotency key's lock, network_mu, a ProcessEntry's mu,
-// then this mu, then SandboxService::mu_, then the journal, store, audit
-// and metrics locks.
-struct SandboxEntry {
-  std::string id;
-  SandboxSpec spec;                   // spec.network: guarded by mu (PUT .../network changes it)
-  std::unique_ptr<LiveSandbox> live;  // set once init is running
-  std::vector<std::string> env;       // base environment of its processes
-  std::optional<std::uint32_t> net_slot;  // its veth pair's slot, if it has network
-  // One network update at a time: the engine, the spec and the store then
-  // change in the same order (held across the store write, not only mu).
-  std::mutex network_mu;
-
-  std::mutex mu;  // guards what follows
-  SandboxState state = SandboxState::kCreating;
-  std::int64_t expires_at_ms = 0;
-  std::map<std::uint64_t, std::shared_ptr<ProcessEntry>> processes;  // by request id
-  std::uint64_t running = 0;                                         // processes not yet finished
-  bool tearing_down = false;  // one teardown per sandbox; later destroys wait
-  bool torn = false;
-  std::condition_variable_any torn_down;
 };
 
 class SandboxService {
@@ -164,13 +154,10 @@ class SandboxService {
   void transition_later(SandboxEntry* entry, const std::string& id, SandboxState to,
                         std::string reason);
   bool audit_later(nlohmann::json event, bool droppable = false);
-  // One create per idempotency key at a time (the lock is held across the
-  // create); the entry is erased when its last user lets go.
-  struct IdemLock {
-    std::mutex mu;
-    std::size_t users = 0;  // guarded by SandboxService::mu_
-  };
-  class IdemGuard;
+  // The steps of create() (sandbox_create.cc) and of reconcile()
+  // (sandbox_reconcile.cc), each with the state its steps share.
+  class Creation;
+  class Reconciler;
   // Destroys a sandbox's host resources and records the outcome.
   api::SandboxInfo teardown(const std::shared_ptr<SandboxEntry>& entry, std::string_view id,
                             std::string_view reason, bool failed);
@@ -201,13 +188,10 @@ class SandboxService {
   NetworkService* network_;
   SecretService* secrets_;
 
-  // Guards entries_, reserved_*, idem_locks_ (and their users): held
-  // briefly, after any entry's or process's mu (ADR 0007).
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<SandboxEntry>, std::less<>> entries_;
-  std::uint64_t reserved_memory_ = 0;
-  std::uint64_t reserved_disk_ = 0;
-  std::map<std::string, std::unique_ptr<IdemLock>, std::less<>> idem_locks_;
+  // The live entries, their capacity reservations and the idempotency
+  // keys' locks; its mutex is taken after any entry's or process's mu
+  // (ADR 0007).
+  SandboxRegistry registry_;
 
   UniqueFd epoll_;
   UniqueFd wake_;  // eventfd: stop the threads

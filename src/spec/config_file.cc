@@ -163,11 +163,7 @@ class Applier : private YamlReader {
     if (!wrapped) return apply_settings(root, "");
 
     return for_each_entry(root, "", [&](const YamlEntry& e) -> Status {
-      if (e.name == kWrapperKey) {
-        if (e.value.IsNull()) return ok();  // every setting commented out
-        CORRAL_TRY(expect_map(e, "a map of settings"));
-        return apply_settings(e.value, kWrapperKey);
-      }
+      if (e.name == kWrapperKey) return apply_wrapper(e);
       if (std::find(kSandboxSettingKeys.begin(), kSandboxSettingKeys.end(), e.name) !=
           kSandboxSettingKeys.end()) {
         return fail(e.line, e.path,
@@ -181,6 +177,13 @@ class Applier : private YamlReader {
       return unknown_key(e.line, e.path, e.name, candidates,
                          std::array<std::string_view, 1>{kWrapperKey});
     });
+  }
+
+  // The `sandbox:` entry: a map of settings.
+  Status apply_wrapper(const YamlEntry& e) {
+    if (e.value.IsNull()) return ok();  // every setting commented out
+    CORRAL_TRY(expect_map(e, "a map of settings"));
+    return apply_settings(e.value, kWrapperKey);
   }
 
  private:
@@ -427,6 +430,15 @@ Status apply_config_yaml(std::string_view yaml_text, std::string_view source_nam
   CORRAL_TRY(read_yaml_document(
       yaml_text, source_name,
       [&](const YAML::Node& root, const std::string&) { return applier.apply_root(root); }));
+  spec = std::move(next);
+  return ok();
+}
+
+Status apply_config_entry(const YamlEntry& sandbox, std::string_view source_name,
+                          SandboxSpec& spec) {
+  SandboxSpec next = spec;
+  Applier applier(source_name, next);
+  CORRAL_TRY(applier.apply_wrapper(sandbox));
   spec = std::move(next);
   return ok();
 }

@@ -15,6 +15,8 @@
 
 namespace corral {
 
+struct YamlEntry;
+
 // The settings of a sandbox (the top level, or the `sandbox:` map), in the
 // order the reference (docs/config.md) lists them.
 inline constexpr std::array<std::string_view, 14> kSandboxSettingKeys = {
@@ -26,6 +28,12 @@ inline constexpr std::array<std::string_view, 14> kSandboxSettingKeys = {
 // keep their value). `source_name` is used in messages (file name).
 Status apply_config_yaml(std::string_view yaml_text, std::string_view source_name,
                          SandboxSpec& spec);
+// Applies the `sandbox:` entry of a larger document that is already parsed
+// (the daemon's config, daemon/daemon_config_yaml.cc). Its nodes keep their
+// marks, so messages carry the lines of that document. Call it only from
+// inside read_yaml_document's `apply` (yaml-cpp may throw).
+Status apply_config_entry(const YamlEntry& sandbox, std::string_view source_name,
+                          SandboxSpec& spec);
 // Reads `path` (refusing files over 1 MiB) and applies it.
 Status apply_config_file(const std::string& path, SandboxSpec& spec);
 

@@ -1,4 +1,4 @@
-// The YAML reading that spec/config_file.cc and daemon/daemon_config.cc
+// The YAML reading that spec/config_file.cc and daemon/daemon_config_yaml.cc
 // share. Every call into yaml-cpp is made from inside read_yaml_document's
 // try block (YamlReader's methods run from its `apply`).
 #include "spec/yaml_reader.h"

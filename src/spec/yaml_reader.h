@@ -1,5 +1,5 @@
 // What corral's YAML config readers share: the sandbox config
-// (spec/config_file.cc) and the daemon's (daemon/daemon_config.cc).
+// (spec/config_file.cc) and the daemon's (daemon/daemon_config_yaml.cc).
 //
 // - read_config_text: the file, refused when it is not a regular file or
 //   larger than 1 MiB.

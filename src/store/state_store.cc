@@ -1,7 +1,6 @@
 #include "store/state_store.h"
 
 #include <fcntl.h>
-#include <sqlite3.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,16 +8,22 @@
 #include <cstdlib>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <unordered_map>
 #include <utility>
+
+#include "store/sqlite.h"
 
 namespace corral {
 
 namespace {
 
 using Json = nlohmann::json;
-
-constexpr int kBusyTimeoutMs = 5000;
+using sqlite::exec_sql;
+using sqlite::fail;
+using sqlite::kBusyTimeoutMs;
+using sqlite::pragma_text;
+using sqlite::Stmt;
+using sqlite::StmtCache;
+using sqlite::Txn;
 constexpr std::size_t kMaxIdBytes = 128;
 constexpr std::size_t kMaxKeyBytes = 256;
 
@@ -84,231 +89,6 @@ static_assert(std::size(kMigrations) == StateStore::kSchemaVersion,
 constexpr const char* kSandboxColumns =
     "id, state, spec_json, idempotency_key, host_uid_base, cgroup, created_at, updated_at, "
     "expires_at, error, runtime_json";
-
-// An sqlite3 failure as an Error: what we were doing, SQLite's message, and
-// a hint for the causes an operator can fix.
-Error sqlite_error(sqlite3* db, std::string_view what, int rc) {
-  Error e;
-  e.message = std::string(what) + ": " + (db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc)) +
-              " (sqlite code " + std::to_string(rc) + ")";
-  e.sys_errno = db != nullptr ? sqlite3_system_errno(db) : 0;
-  switch (rc & 0xff) {
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-      e.code = ErrorCode::kUnavailable;
-      e.hint = "another process holds the state database's write lock for longer than " +
-               std::to_string(kBusyTimeoutMs) + " ms: is a second corral daemon using it?";
-      break;
-    case SQLITE_FULL:
-      e.code = ErrorCode::kResourceExhausted;
-      e.hint = "the file system of the state database is full: free space there";
-      break;
-    case SQLITE_READONLY:
-    case SQLITE_PERM:
-    case SQLITE_AUTH:
-      e.code = ErrorCode::kPermissionDenied;
-      e.hint =
-          "the state database (and its -wal/-shm files and directory) must be writable by "
-          "the daemon";
-      break;
-    case SQLITE_CANTOPEN:
-      e.code = ErrorCode::kSystem;
-      e.hint = "check that the directory of the state database exists and is writable";
-      break;
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-      e.code = ErrorCode::kUnavailable;
-      e.hint =
-          "the file is not a corral state database or is damaged: move it aside (keep it for "
-          "diagnosis) and restart";
-      break;
-    case SQLITE_CONSTRAINT:
-      e.code = ErrorCode::kInvalidArgument;
-      break;
-    case SQLITE_IOERR:
-      e.code = ErrorCode::kSystem;
-      e.hint = "the disk of the state database reported an I/O error";
-      break;
-    default:
-      e.code = ErrorCode::kInternal;
-      break;
-  }
-  return e;
-}
-
-tl::unexpected<Error> fail(sqlite3* db, std::string_view what, int rc) {
-  return tl::unexpected<Error>(sqlite_error(db, what, rc));
-}
-
-// The prepared statements of one connection, kept for reuse: parsing the
-// SQL costs more than running these small statements, and the exec path
-// writes a few rows per command. Used under the connection's mutex.
-class StmtCache {
- public:
-  StmtCache() = default;
-  StmtCache(const StmtCache&) = delete;
-  StmtCache& operator=(const StmtCache&) = delete;
-  ~StmtCache() { clear(); }
-  void clear() {
-    for (auto& [sql, entry] : entries_) sqlite3_finalize(entry.stmt);
-    entries_.clear();
-  }
-  struct Entry {
-    sqlite3_stmt* stmt = nullptr;
-    bool in_use = false;
-  };
-  Entry& entry(std::string_view sql) { return entries_[std::string(sql)]; }
-
- private:
-  std::unordered_map<std::string, Entry> entries_;
-};
-
-// A prepared statement, finalized on scope exit, or reset and handed back
-// to its cache.
-class Stmt {
- public:
-  Stmt() = default;
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-  Stmt(Stmt&& o) noexcept
-      : db_(o.db_), s_(std::exchange(o.s_, nullptr)), cached_(std::exchange(o.cached_, nullptr)) {}
-  ~Stmt() {
-    if (cached_ != nullptr) {
-      sqlite3_reset(s_);
-      sqlite3_clear_bindings(s_);
-      cached_->in_use = false;
-    } else {
-      sqlite3_finalize(s_);
-    }
-  }
-
-  static Result<Stmt> prepare(sqlite3* db, std::string_view sql, StmtCache* cache = nullptr) {
-    Stmt st;
-    st.db_ = db;
-    StmtCache::Entry* entry = cache != nullptr ? &cache->entry(sql) : nullptr;
-    // A statement already in use (a nested query of the same text) gets a
-    // one-off copy.
-    if (entry != nullptr && !entry->in_use) {
-      if (entry->stmt == nullptr) {
-        int rc = sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()),
-                                    SQLITE_PREPARE_PERSISTENT, &entry->stmt, nullptr);
-        if (rc != SQLITE_OK) return fail(db, "preparing `" + std::string(sql) + "`", rc);
-      }
-      entry->in_use = true;
-      st.s_ = entry->stmt;
-      st.cached_ = entry;
-      return st;
-    }
-    int rc = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &st.s_, nullptr);
-    if (rc != SQLITE_OK) return fail(db, "preparing `" + std::string(sql) + "`", rc);
-    return st;
-  }
-
-  Stmt& bind(int i, std::string_view v) {
-    sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  Stmt& bind(int i, std::int64_t v) {
-    sqlite3_bind_int64(s_, i, v);
-    return *this;
-  }
-  Stmt& bind(int i, std::nullopt_t) {
-    sqlite3_bind_null(s_, i);
-    return *this;
-  }
-  template <typename T>
-  Stmt& bind(int i, const std::optional<T>& v) {
-    if (v) return bind(i, *v);
-    return bind(i, std::nullopt);
-  }
-  Stmt& bind(int i, SandboxState s) { return bind(i, sandbox_state_name(s)); }
-  Stmt& bind(int i, ProcessState s) { return bind(i, process_state_name(s)); }
-
-  // true: a row is available; false: done.
-  Result<bool> step(std::string_view what) {
-    int rc = sqlite3_step(s_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    // The extended code tells a foreign key from a unique violation.
-    return fail(db_, what, sqlite3_extended_errcode(db_));
-  }
-  Status run(std::string_view what) {
-    auto r = step(what);
-    if (!r) return tl::unexpected<Error>(std::move(r).error());
-    return ok();
-  }
-
-  bool is_null(int c) const { return sqlite3_column_type(s_, c) == SQLITE_NULL; }
-  std::string text(int c) const {
-    const unsigned char* p = sqlite3_column_text(s_, c);
-    int n = sqlite3_column_bytes(s_, c);
-    return p != nullptr ? std::string(reinterpret_cast<const char*>(p), static_cast<std::size_t>(n))
-                        : std::string();
-  }
-  std::int64_t int64(int c) const { return sqlite3_column_int64(s_, c); }
-  std::optional<std::string> opt_text(int c) const {
-    if (is_null(c)) return std::nullopt;
-    return text(c);
-  }
-  std::optional<std::int64_t> opt_int64(int c) const {
-    if (is_null(c)) return std::nullopt;
-    return int64(c);
-  }
-
- private:
-  sqlite3* db_ = nullptr;
-  sqlite3_stmt* s_ = nullptr;
-  StmtCache::Entry* cached_ = nullptr;
-};
-
-// BEGIN IMMEDIATE ... COMMIT; rolled back on scope exit unless committed.
-// IMMEDIATE takes the write lock first, so a read-check-write sequence
-// cannot interleave with another writer (another process on the file).
-class Txn {
- public:
-  explicit Txn(sqlite3* db) : db_(db) {}
-  Txn(const Txn&) = delete;
-  Txn& operator=(const Txn&) = delete;
-  ~Txn() {
-    if (open_ && sqlite3_get_autocommit(db_) == 0) {
-      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    }
-  }
-  Status begin() {
-    int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
-    if (rc != SQLITE_OK) return fail(db_, "BEGIN IMMEDIATE", rc);
-    open_ = true;
-    return ok();
-  }
-  // Returns once the commit is durable (synchronous=FULL).
-  Status commit() {
-    int rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
-    if (rc != SQLITE_OK) return fail(db_, "COMMIT", rc);
-    open_ = false;
-    return ok();
-  }
-
- private:
-  sqlite3* db_;
-  bool open_ = false;
-};
-
-Status exec_sql(sqlite3* db, const char* sql, std::string_view what) {
-  char* msg = nullptr;
-  int rc = sqlite3_exec(db, sql, nullptr, nullptr, &msg);
-  sqlite3_free(msg);
-  if (rc != SQLITE_OK) return fail(db, what, rc);
-  return ok();
-}
-
-Result<std::string> pragma_text(sqlite3* db, std::string_view sql) {
-  auto st = Stmt::prepare(db, sql);
-  if (!st) return tl::unexpected<Error>(std::move(st).error());
-  auto row = st->step(sql);
-  if (!row) return tl::unexpected<Error>(std::move(row).error());
-  if (!*row) return std::string();
-  return st->text(0);
-}
 
 Result<std::string> canonical_json(std::string_view text) {
   Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
@@ -545,7 +325,7 @@ Result<CreateResult> StateStore::create_sandbox(std::string_view id, std::string
                     &db_->cache);
   if (!ins) return tl::unexpected<Error>(std::move(ins).error().wrap(what));
   ins->bind(1, id)
-      .bind(2, SandboxState::kCreating)
+      .bind(2, sandbox_state_name(SandboxState::kCreating))
       .bind(3, *spec)
       .bind(5, now)
       .bind(6, expires_at_ms);
@@ -567,7 +347,7 @@ Result<CreateResult> StateStore::create_sandbox(std::string_view id, std::string
                           "VALUES (?1, NULL, ?2, ?3, 'created')",
                           &db_->cache);
   if (!tr) return tl::unexpected<Error>(std::move(tr).error().wrap(what));
-  tr->bind(1, id).bind(2, SandboxState::kCreating).bind(3, now);
+  tr->bind(1, id).bind(2, sandbox_state_name(SandboxState::kCreating)).bind(3, now);
   CORRAL_TRY_CTX(tr->run("INSERT INTO transitions"), what);
   CORRAL_TRY_CTX(txn.commit(), what);
 
@@ -615,7 +395,7 @@ Result<TransitionRecord> StateStore::transition(std::string_view id, SandboxStat
                            "error = CASE WHEN ?2 = 'failed' THEN ?4 ELSE error END WHERE id = ?1",
                            &db_->cache);
   if (!upd) return tl::unexpected<Error>(std::move(upd).error().wrap(what));
-  upd->bind(1, id).bind(2, to).bind(3, now).bind(4, reason);
+  upd->bind(1, id).bind(2, sandbox_state_name(to)).bind(3, now).bind(4, reason);
   CORRAL_TRY_CTX(upd->run("UPDATE sandboxes"), what);
 
   auto ins = Stmt::prepare(h,
@@ -623,7 +403,11 @@ Result<TransitionRecord> StateStore::transition(std::string_view id, SandboxStat
                            "VALUES (?1, ?2, ?3, ?4, ?5)",
                            &db_->cache);
   if (!ins) return tl::unexpected<Error>(std::move(ins).error().wrap(what));
-  ins->bind(1, id).bind(2, *from).bind(3, to).bind(4, now).bind(5, reason);
+  ins->bind(1, id)
+      .bind(2, sandbox_state_name(*from))
+      .bind(3, sandbox_state_name(to))
+      .bind(4, now)
+      .bind(5, reason);
   CORRAL_TRY_CTX(ins->run("INSERT INTO transitions"), what);
   std::int64_t tid = sqlite3_last_insert_rowid(h);
   CORRAL_TRY_CTX(txn.commit(), what);
@@ -719,7 +503,8 @@ Result<std::vector<SandboxRecord>> StateStore::list(std::span<const SandboxState
   std::lock_guard lock(db_->mu);
   auto st = Stmt::prepare(db_->handle, sql, &db_->cache);
   if (!st) return tl::unexpected<Error>(std::move(st).error());
-  for (std::size_t i = 0; i < states.size(); ++i) st->bind(static_cast<int>(i + 1), states[i]);
+  for (std::size_t i = 0; i < states.size(); ++i)
+    st->bind(static_cast<int>(i + 1), sandbox_state_name(states[i]));
   return read_sandboxes(*st, "listing sandboxes");
 }
 
@@ -790,7 +575,7 @@ Status StateStore::add_process(const ProcessRecord& p) {
                            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                            &db_->cache);
   if (!ins) return tl::unexpected<Error>(std::move(ins).error().wrap(what));
-  ins->bind(1, p.id).bind(2, p.sandbox_id).bind(3, argv_json).bind(4, p.state);
+  ins->bind(1, p.id).bind(2, p.sandbox_id).bind(3, argv_json).bind(4, process_state_name(p.state));
   ins->bind(5, p.exit_code ? std::optional<std::int64_t>(*p.exit_code) : std::nullopt);
   ins->bind(6, p.signal ? std::optional<std::int64_t>(*p.signal) : std::nullopt);
   ins->bind(7, p.started_at_ms != 0 ? p.started_at_ms : now_ms()).bind(8, p.ended_at_ms);
@@ -842,7 +627,7 @@ Status StateStore::update_process(std::string_view id, ProcessState state,
                            "ended_at = CASE WHEN ?5 THEN ?6 ELSE ended_at END WHERE id = ?1",
                            &db_->cache);
   if (!upd) return tl::unexpected<Error>(std::move(upd).error().wrap(what));
-  upd->bind(1, id).bind(2, state);
+  upd->bind(1, id).bind(2, process_state_name(state));
   upd->bind(3, exit_code ? std::optional<std::int64_t>(*exit_code) : std::nullopt);
   upd->bind(4, signal ? std::optional<std::int64_t>(*signal) : std::nullopt);
   upd->bind(5, std::int64_t{ends ? 1 : 0}).bind(6, now_ms());

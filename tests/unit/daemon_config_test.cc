@@ -154,8 +154,8 @@ TEST(DaemonConfig, SourceSandboxExampleIsTheDefaultSpec) {
 }
 
 TEST(DaemonConfig, SandboxErrorsKeepTheirLines) {
-  // The sandbox: map goes to apply_config_yaml with the rest blanked, so its
-  // messages point at the file's own lines.
+  // The sandbox: entry goes to apply_config_entry as parsed nodes, which
+  // keep their marks, so its messages point at the file's own lines.
   expect_prefix(config_error("serve:\n  listen: \":7070\"\n\nsandbox:\n  memory_limit: 2GG\n"),
                 "serve.yaml:5: sandbox.memory_limit: invalid size \"");
   EXPECT_EQ(config_error("# c\nsandbox:\n  memroy_limit: 2Gi\nserve:\n  listen: \":7070\"\n"),
@@ -182,11 +182,14 @@ TEST(DaemonConfig, FlowStyleRoot) {
 }
 
 TEST(DaemonConfig, AnchorsAcrossSections) {
-  // An alias in sandbox: to an anchor under serve: (the blanked text would
-  // lose the anchor; the map is re-emitted instead).
+  // An alias in sandbox: to an anchor under serve:.
   DaemonConfig c = config_ok("serve:\n  request_timeout: &t 45s\nsandbox:\n  timeout: *t\n");
   EXPECT_EQ(c.request_timeout_ms, 45'000);
   EXPECT_EQ(c.default_spec.limits.timeout, milliseconds(45'000));
+  // An error next to such an alias names the file's own line too.
+  expect_prefix(config_error("serve:\n  request_timeout: &t 45s\nsandbox:\n  timeout: *t\n"
+                             "  memory_limit: 2GG\n"),
+                "serve.yaml:5: sandbox.memory_limit: invalid size \"");
 }
 
 TEST(DaemonConfig, UnknownKeysNameKeyAndLine) {

@@ -1,0 +1,67 @@
+// The default daemon config as a commented YAML file: it loads to
+// default_daemon_config() (tests/unit/daemon_config_test.cc checks that).
+#include "daemon/daemon_config.h"
+
+namespace corral {
+namespace {
+
+constexpr std::string_view kDefaultYaml =
+    R"(# corral serve --config FILE (docs/config.md, "Daemon configuration").
+# Every key is optional; these are the defaults.
+serve:
+  listen: "127.0.0.1:7070"      # HTTP API; "[::1]:7070" for IPv6, ":7070" = 127.0.0.1
+  # socket: /run/corral/corral.sock   (default: $CORRAL_RUN_DIR/corral.sock)
+  # data_dir: /var/lib/corral         (default: $CORRAL_DATA_DIR)
+  api_keys:
+    sha256: []                  # hex SHA-256 digests of accepted keys
+    files: []                   # files with one key per line (chmod 600)
+  capacity:
+    max_sandboxes: 256
+    memory: auto                # 75% of MemTotal
+    disk: auto                  # 50% of MemTotal (writable layers are tmpfs, in RAM)
+  request_timeout: 30s
+  setup_timeout: 30s            # each stage of a create (the factory, then init + zygote)
+  max_exec_output: 64Mi
+  max_upload: auto              # the sandbox's disk limit
+  mount_roots: []               # host dirs API mounts may come from (none: no mounts)
+  durability: process           # or power-loss: fsync before every acknowledgment
+  audit:                        # the audit log (docs/audit.md)
+    max_file_size: 64Mi         # rotate past this; 0: never
+    keep_files: 16              # rotated files kept; 0: all
+    # max_age: 2160h            rotated files older than this are deleted too
+    sandbox_rate: 20            # KiB of records per second a sandbox's own actions may add
+    sandbox_burst: 200          # ... and KiB at once after a quiet while
+    summary_interval: 10s       # one audit.suppressed record per sandbox per interval
+    queue: 8192                 # journal writes waiting at most
+  network:                      # the network engine (docs/network.md)
+    subnet: 10.211.0.0/16       # one /30 per networked sandbox
+    interface_prefix: crl       # host ends of the veth pairs: crl<slot>
+    firewall_table: corral      # nftables table inet corral
+    proxy_port: 15001           # on each sandbox's host end
+    dns_port: 15053
+    dns_servers: []             # upstream DNS; none: the host's /etc/resolv.conf
+    templates: []               # extra rule sets (the shipped code-exec, data-query, scraping stay)
+    gateway: []                 # internal services: {name, url, methods, paths, rate}
+    # upstream_ca_file: /etc/corral/upstream-ca.pem   extra CAs for intercepted and https upstreams
+  secrets:                      # where sandbox secrets come from (docs/secrets.md)
+    # file: /etc/corral/secrets          KEY=value lines, mode 0600
+    env: []                     # names of the daemon's own environment variables
+    # env_prefix: CORRAL_SECRET_         every variable with this prefix (key: the rest, lower case)
+    # encrypted_file: /etc/corral/secrets.enc   from corral secrets encrypt
+    # key_file: /etc/corral/secrets.key         from corral secrets keygen
+sandbox:                        # defaults of every sandbox, as for corral run --config
+  cpu_limit: "2"
+  memory_limit: "2Gi"
+  disk_limit: "2Gi"
+  pids_limit: 256
+  timeout: 300
+  max_lifetime: 600
+  network:
+    default: deny
+)";
+
+}  // namespace
+
+std::string_view default_daemon_config_yaml() { return kDefaultYaml; }
+
+}  // namespace corral

@@ -1,0 +1,322 @@
+// POST /v1/sandboxes: a create, in the order that keeps it cheap to refuse.
+// What the request alone decides (mounts, network policy, secrets, image)
+// is checked before anything is reserved; then, under the idempotency
+// key's lock, a retry is answered, capacity counted, the store row written
+// and the entry registered; then the sandbox is built (factory, network,
+// secrets) and waited for. A failure after the row exists is stored,
+// audited and torn down (Creation::fail).
+#include <nlohmann/json.hpp>
+
+#include "base/json_text.h"
+#include "daemon/sandbox_service.h"
+#include "daemon/sandbox_service_internal.h"
+#include "image/image_store.h"
+#include "jail/sandbox_planner.h"
+#include "jail/stage.h"
+
+namespace corral::daemon {
+
+using namespace service_internal;
+using nlohmann::json;
+
+// One create: the request's state, shared by its steps.
+class SandboxService::Creation {
+ public:
+  Creation(SandboxService& service, const api::CreateSandboxRequest& request,
+           std::optional<std::string> idempotency_key)
+      : s_(service),
+        spec_(request.spec),
+        key_(std::move(idempotency_key)),
+        options_(long_lived_options(service.limits_)) {}
+
+  ApiResult<Created> run();
+
+ private:
+  // Before anything is reserved: the request's own mistakes.
+  ApiResult<void> check_mounts();
+  ApiResult<void> resolve_network();
+  ApiResult<void> resolve_secrets();
+  ApiResult<void> resolve_image();
+  // Under the idempotency key's lock.
+  ApiResult<std::optional<Created>> answer_retry();
+  ApiResult<std::optional<Created>> write_record();
+  void register_entry();
+  // After the entry is registered: a failure from here on is the sandbox's.
+  ApiResult<Created> build();
+  ApiResult<Created> fail(std::string code, std::string message, std::string hint,
+                          std::string field);
+  ApiResult<Created> created();
+  static RunOptions long_lived_options(const ServiceLimits& limits) {
+    RunOptions options;
+    options.long_lived = true;
+    options.cwd = std::string("/");  // not `= "/"`: g++ 12 warns falsely (-Wrestrict) on it here
+    options.mount_roots = limits.mount_roots;
+    return options;
+  }
+
+  SandboxService& s_;
+  const Clock::time_point t0_ = Clock::now();
+  SandboxSpec spec_;
+  const std::optional<std::string> key_;
+  std::optional<net::NetworkPolicy> policy_;
+  std::shared_ptr<secrets::ResolvedSecrets> resolved_secrets_;
+  RunOptions options_;
+  std::string id_;
+  std::string spec_json_;
+  std::int64_t expires_ = 0;
+  std::shared_ptr<SandboxEntry> e_;
+};
+
+ApiResult<SandboxService::Created> SandboxService::create(
+    const api::CreateSandboxRequest& request, std::optional<std::string> idempotency_key) {
+  return Creation(*this, request, std::move(idempotency_key)).run();
+}
+
+ApiResult<SandboxService::Created> SandboxService::Creation::run() {
+  spec_.argv.clear();
+  if (auto st = check_mounts(); !st) return tl::unexpected(st.error());
+  if (auto st = resolve_network(); !st) return tl::unexpected(st.error());
+  if (auto st = resolve_secrets(); !st) return tl::unexpected(st.error());
+  if (auto st = resolve_image(); !st) return tl::unexpected(st.error());
+
+  // One create per idempotency key at a time: a retry racing the original
+  // waits for it and then finds its sandbox.
+  std::optional<SandboxRegistry::KeyLock> idem_lock;
+  if (key_) idem_lock.emplace(s_.registry_, *key_);
+
+  id_ = new_sandbox_id();
+  spec_json_ = api::spec_to_json(spec_);
+  // A retry is answered before capacity is counted: it asks for nothing new.
+  auto earlier = answer_retry();
+  if (!earlier) return tl::unexpected(earlier.error());
+  if (*earlier) return std::move(**earlier);
+  // Capacity (C2): refuse now rather than accept and kill later.
+  if (auto fits = s_.registry_.check_capacity(spec_.limits); !fits)
+    return tl::unexpected(fits.error());
+  auto existing = write_record();
+  if (!existing) return tl::unexpected(existing.error());
+  if (*existing) return std::move(**existing);
+  register_entry();
+  return build();
+}
+
+ApiResult<void> SandboxService::Creation::check_mounts() {
+  if (!spec_.mounts.empty() && s_.limits_.mount_roots.empty())
+    return api_fail("invalid_value",
+                    "this daemon allows no host mounts (serve.mount_roots is empty)", "mounts",
+                    "list the host directories sandboxes may mount under serve.mount_roots");
+  for (const auto& m : spec_.mounts) {
+    if (m.source.empty() || m.source[0] != '/')
+      return api_fail("invalid_value",
+                      "mount source \"" + m.source + "\" must be an absolute host path", "mounts");
+  }
+  return {};
+}
+
+// The network policy, also before anything is reserved: a wrong rule or
+// template is the request's fault, an engine that is not running the
+// daemon's.
+ApiResult<void> SandboxService::Creation::resolve_network() {
+  if (s_.network_ != nullptr) {
+    auto p = s_.network_->resolve(spec_.network);
+    if (!p) return api_fail("invalid_value", p.error().message, "network", p.error().hint);
+    if (p->has_network()) {
+      if (auto why = s_.network_->unavailable())
+        return api_fail("network_unavailable",
+                        "this daemon cannot give sandboxes a network: " + *why, "network",
+                        "see the daemon's start-up log; `corral doctor` checks nftables");
+      policy_ = std::move(*p);
+    }
+  } else if (spec_.network.mode != "none") {
+    return api_fail("network_unavailable", "this daemon serves sandboxes without network only",
+                    "network", "create it with network mode \"none\"");
+  }
+  return {};
+}
+
+// The secrets, checked against the store: a missing key or a broken rule
+// is the request's fault (issue 5; never a value in the message).
+ApiResult<void> SandboxService::Creation::resolve_secrets() {
+  if (spec_.secrets.empty()) return {};
+  if (s_.secrets_ == nullptr)
+    return api_fail("invalid_value", "this daemon serves no secrets", "secrets",
+                    "create it without secrets");
+  auto r = s_.secrets_->prepare(spec_);
+  if (!r && r.error().code == ErrorCode::kUnavailable)
+    return api_fail("unavailable", r.error().message, "secrets", r.error().hint);
+  if (!r) return api_fail("invalid_value", r.error().message, "secrets", r.error().hint);
+  resolved_secrets_ = std::move(*r);
+  return {};
+}
+
+// The image, before anything is reserved.
+ApiResult<void> SandboxService::Creation::resolve_image() {
+  if (spec_.image.empty()) return {};
+  ImageStore images(ImageStore::default_dir());
+  auto info = images.get(spec_.image);
+  if (!info) return api_fail("invalid_value", info.error().message, "image", info.error().hint);
+  options_.base.rootfs = info->rootfs;
+  options_.base.env = info->env;
+  options_.base.passwd_source = info->rootfs + "/etc";
+  if (!info->workdir.empty() && spec_.workdir == SandboxSpec{}.workdir)
+    spec_.workdir = info->workdir;
+  return {};
+}
+
+// The earlier create with the same idempotency key, if there is one.
+ApiResult<std::optional<SandboxService::Created>> SandboxService::Creation::answer_retry() {
+  if (!key_) return std::nullopt;
+  auto earlier = s_.store_.find_by_idempotency_key(*key_);
+  if (!earlier) return api_fail(earlier.error());
+  if (!*earlier) return std::nullopt;
+  if (json::parse((*earlier)->spec_json, nullptr, false) != json::parse(spec_json_, nullptr, false))
+    return api_fail("idempotency_mismatch",
+                    "Idempotency-Key \"" + *key_ + "\" was used before with a different request",
+                    "", "use a new key for a different sandbox");
+  auto info = s_.info_of(**earlier, s_.entry((*earlier)->id));
+  if (!info) return tl::unexpected(info.error());
+  return Created{*info, false};
+}
+
+// The store row (state creating); an existing row named by the key (a
+// create of another daemon process on the same file) answers instead.
+ApiResult<std::optional<SandboxService::Created>> SandboxService::Creation::write_record() {
+  expires_ = now_ms() + spec_.limits.max_lifetime.count();
+  auto created = s_.store_.create_sandbox(id_, spec_json_, key_, expires_);
+  if (!created) {
+    if (created.error().code == ErrorCode::kAlreadyExists)
+      return api_fail("idempotency_mismatch",
+                      "Idempotency-Key \"" + *key_ + "\" was used before with a different request",
+                      "", "use a new key for a different sandbox");
+    return api_fail(created.error());
+  }
+  if (created->created) return std::nullopt;
+  auto existing = s_.store_.get(created->sandbox.id);
+  if (!existing) return api_fail(existing.error());
+  auto info = s_.info_of(*existing, s_.entry(existing->id));
+  if (!info) return tl::unexpected(info.error());
+  return Created{*info, false};
+}
+
+void SandboxService::Creation::register_entry() {
+  e_ = std::make_shared<SandboxEntry>();
+  e_->id = id_;
+  e_->spec = spec_;
+  e_->expires_at_ms = expires_;
+  s_.registry_.add(e_);
+  // Bookkeeping that can trail the work goes through the journal; the
+  // journal is flushed before the create is acknowledged.
+  s_.audit_later(json{{"type", "sandbox.create"},
+                      {"sandbox", id_},
+                      {"spec", json::parse(spec_json_)},
+                      {"idempotency_key", key_ ? json(*key_) : json()}});
+  s_.metrics_.counter("corral_sandbox_creations_total", "Sandbox create requests accepted").inc();
+}
+
+// The sandbox's failure: stored and audited, torn down, answered.
+ApiResult<SandboxService::Created> SandboxService::Creation::fail(std::string code,
+                                                                  std::string message,
+                                                                  std::string hint,
+                                                                  std::string field) {
+  {
+    std::lock_guard lock(e_->mu);
+    (void)s_.transition(e_.get(), id_, SandboxState::kFailed, message);
+  }
+  s_.teardown(e_, id_, "setup failed", true);
+  s_.metrics_.counter("corral_sandbox_create_failures_total", "Sandbox creates that failed").inc();
+  return api_fail(code, message, field, hint);
+}
+
+// The factory makes it; its network, secrets and runtime record follow,
+// before its first process can run; then init and the zygote are waited for.
+ApiResult<SandboxService::Created> SandboxService::Creation::build() {
+  {
+    std::lock_guard lock(e_->mu);
+    s_.transition_later(e_.get(), id_, SandboxState::kInitializing, "id, cgroup and layer next");
+  }
+  options_.sandbox_id = id_;
+  // File-mode secrets: the sandbox's own tmpfs, bound at /run/secrets by
+  // init like any mount (the stored spec does not list it).
+  SandboxSpec factory_spec = spec_;
+  if (resolved_secrets_) {
+    auto m = s_.secrets_->mounts(id_, *resolved_secrets_);
+    if (!m) return fail("setup_failed", "secrets: " + m.error().message, m.error().hint, "");
+    for (auto& mount : *m) factory_spec.mounts.push_back(std::move(mount));
+    options_.mount_roots.push_back(s_.secrets_->mounts_root());
+    options_.mount_roots.push_back(s_.secrets_->trust_root());
+  }
+  SetupFailure failure;
+  auto made =
+      s_.factory_.create(factory_spec, options_, expires_, &failure, s_.limits_.setup_timeout);
+  if (!made && made.error().code == ErrorCode::kUnavailable)
+    return fail("unavailable", made.error().message, made.error().hint, "");
+  if (!made && made.error().code == ErrorCode::kTimeout)  // the factory stage's timeout
+    return fail("setup_failed", made.error().message, made.error().hint, "");
+  if (!made) {
+    bool user_error = failure.stage == Stage::kPlan || failure.stage == Stage::kMountSources ||
+                      failure.stage == Stage::kBaseLayer;
+    return fail(user_error ? "invalid_value" : "setup_failed",
+                made.error().message.empty() ? failure.message : made.error().message,
+                made.error().hint, "");
+  }
+  const std::vector<std::string> env = made->env;
+  if (made->net_slot >= 0) e_->net_slot = static_cast<std::uint32_t>(made->net_slot);
+  auto live = LiveSandbox::adopt(std::move(*made), s_.cgroups_);
+  if (!live) return fail("setup_failed", live.error().message, "", "");
+  {
+    // Under mu: a GET or list (info_of) may look at the entry meanwhile.
+    std::lock_guard lock(e_->mu);
+    e_->live = std::move(*live);
+    e_->env = env;
+  }
+  // Its proxy and DNS listen on the host end before its first process runs.
+  if (e_->net_slot) {
+    if (!policy_ || s_.network_ == nullptr)
+      return fail("setup_failed", "the sandbox got a network it did not ask for", "", "");
+    if (auto st = s_.network_->attach(id_, *e_->net_slot, *policy_); !st)
+      return fail("setup_failed", "network: " + st.error().message, st.error().hint, "");
+  } else if (policy_) {
+    return fail("setup_failed", "the sandbox got no network slot", "", "");
+  }
+  // Files written for its user, reads watched, tokens issued: before its
+  // first process can run.
+  if (resolved_secrets_) {
+    if (auto st = s_.secrets_->inject(id_, resolved_secrets_); !st)
+      return fail("setup_failed", "secrets: " + st.error().message, st.error().hint, "");
+  }
+  const auto& ident = e_->live->identity();
+  s_.journal_.post([&store = s_.store_, id = id_, ident,
+                    rt = json_text(runtime_json(ident, env, e_->net_slot))] {
+    (void)store.set_resources(id, ident.host_uid_base, ident.cgroup);
+    (void)store.set_runtime(id, rt);
+  });
+
+  SetupFailure ready_failure;
+  if (auto st = e_->live->wait_ready(s_.limits_.setup_timeout, &ready_failure); !st) {
+    std::string msg = ready_failure.message.empty() ? st.error().message : ready_failure.message;
+    return fail("setup_failed", msg, ready_failure.hint, "");
+  }
+  {
+    std::lock_guard lock(e_->mu);
+    s_.transition_later(e_.get(), id_, SandboxState::kReady, "PID 1 and zygote up");
+  }
+  return created();
+}
+
+// Acknowledged: everything about it is written first.
+ApiResult<SandboxService::Created> SandboxService::Creation::created() {
+  s_.journal_.flush();
+  s_.watch(e_);
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0_).count();
+  s_.metrics_
+      .histogram("corral_sandbox_create_seconds", "Time to create a sandbox",
+                 {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})
+      .observe(seconds);
+  auto record = s_.store_.get(id_);
+  if (!record) return api_fail(record.error());
+  auto info = s_.info_of(*record, e_);
+  if (!info) return tl::unexpected(info.error());
+  return Created{*info, true};
+}
+
+}  // namespace corral::daemon

@@ -1,0 +1,46 @@
+// SandboxEntry: one live sandbox as the daemon tracks it, shared by the
+// request threads, the monitor, the reaper and teardowns (SandboxService,
+// SandboxRegistry).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/process_entry.h"
+#include "runtime/live_sandbox.h"
+#include "spec/sandbox_spec.h"
+#include "store/sandbox_state.h"
+
+namespace corral::daemon {
+
+// A live sandbox as the daemon tracks it. Lock order (docs/adr/0007-daemon-
+// threads.md): an idempotency key's lock, network_mu, a ProcessEntry's mu,
+// then this mu, then SandboxRegistry::mu_, then the journal, store, audit
+// and metrics locks.
+struct SandboxEntry {
+  std::string id;
+  SandboxSpec spec;                   // spec.network: guarded by mu (PUT .../network changes it)
+  std::unique_ptr<LiveSandbox> live;  // set once init is running
+  std::vector<std::string> env;       // base environment of its processes
+  std::optional<std::uint32_t> net_slot;  // its veth pair's slot, if it has network
+  // One network update at a time: the engine, the spec and the store then
+  // change in the same order (held across the store write, not only mu).
+  std::mutex network_mu;
+
+  std::mutex mu;  // guards what follows
+  SandboxState state = SandboxState::kCreating;
+  std::int64_t expires_at_ms = 0;
+  std::map<std::uint64_t, std::shared_ptr<ProcessEntry>> processes;  // by request id
+  std::uint64_t running = 0;                                         // processes not yet finished
+  bool tearing_down = false;  // one teardown per sandbox; later destroys wait
+  bool torn = false;
+  std::condition_variable_any torn_down;
+};
+
+}  // namespace corral::daemon
