@@ -31,7 +31,7 @@
 #include "api/base64.h"
 #include "api/json_string.h"
 #include "base/json_text.h"
-#include "net/network_policy.h"
+#include "netns/network_policy.h"
 #include "spec/mount_arg.h"
 #include "spec/units.h"
 

@@ -25,7 +25,7 @@
 #include "jail/init_clone.h"
 #include "jail/live_channel.h"
 #include "jail/sandbox_planner.h"
-#include "net/sandbox_link.h"
+#include "netns/sandbox_link.h"
 #include "sys/syscalls.h"
 
 namespace corral {
