@@ -11,7 +11,6 @@
 #include <atomic>
 #include <charconv>
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <span>
 #include <thread>
@@ -19,7 +18,9 @@
 #include <utility>
 
 #include "base/unique_fd.h"
+#include "egress/dns_cache.h"
 #include "egress/dns_message.h"
+#include "egress/dns_records.h"
 
 namespace corral::net {
 
@@ -96,26 +97,6 @@ Result<SockAddr> parse_upstream(const std::string& spec) {
   return *addr;
 }
 
-// One text form per address, so that "::ffff:1.2.3.4" and "1.2.3.4", or
-// "2001:DB8::1" and "2001:db8::1", are the same key. Empty if not an address.
-std::string canonical_address(std::string_view text) {
-  std::string s(text);
-  char out[INET6_ADDRSTRLEN];
-  in_addr v4{};
-  if (::inet_pton(AF_INET, s.c_str(), &v4) == 1) {
-    return ::inet_ntop(AF_INET, &v4, out, sizeof out);
-  }
-  in6_addr v6{};
-  if (::inet_pton(AF_INET6, s.c_str(), &v6) == 1) {
-    if (IN6_IS_ADDR_V4MAPPED(&v6)) {
-      std::memcpy(&v4, &v6.s6_addr[12], 4);
-      return ::inet_ntop(AF_INET, &v4, out, sizeof out);
-    }
-    return ::inet_ntop(AF_INET6, &v6, out, sizeof out);
-  }
-  return {};
-}
-
 std::string address_of(const SockAddr& a) {
   char out[INET6_ADDRSTRLEN] = "";
   if (a.family() == AF_INET) {
@@ -126,13 +107,6 @@ std::string address_of(const SockAddr& a) {
                 sizeof out);
   }
   return canonical_address(out);
-}
-
-std::string canonical_name(std::string_view name) {
-  std::string s(name);
-  if (s.size() > 1 && s.back() == '.') s.pop_back();
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
 }
 
 std::chrono::microseconds since(Clock::time_point t0) {
@@ -181,24 +155,14 @@ std::string_view dns_outcome_name(DnsOutcome outcome) {
 }
 
 struct DnsServer::Impl {
-  struct CacheEntry {
-    dns::Rcode rcode = dns::Rcode::kNoError;
-    std::vector<dns::Record> records;  // TTLs as received
-    int upstream_rcode = 0;
-    Clock::time_point stored;
-    std::uint32_t ttl = 0;
-  };
-
   struct Sandbox {
     std::string id;
     std::uint64_t key = 0;
     UniqueFd fd;
     std::shared_ptr<const DnsPolicy> policy;
     std::string client;  // canonical; empty: any source
-    // name -> address -> expiry, and the reverse.
-    std::unordered_map<std::string, std::map<std::string, Clock::time_point>> by_name;
-    std::unordered_map<std::string, std::map<std::string, Clock::time_point>> by_address;
-    std::unordered_map<std::string, CacheEntry> cache;  // "type/name"
+    DnsRecords records;  // what it was answered, for the proxy
+    DnsCache cache;
     std::size_t pending = 0;
     std::shared_ptr<const std::vector<SockAddr>> upstreams;  // null: the server's
   };
@@ -243,110 +207,6 @@ struct DnsServer::Impl {
   Sandbox* find(std::uint64_t key) {
     auto it = by_key.find(key);
     return it == by_key.end() ? nullptr : it->second;
-  }
-
-  // ---- remembered answers (mu held) ----
-
-  void prune_records(Sandbox& sb, Clock::time_point now) {
-    for (auto it = sb.by_name.begin(); it != sb.by_name.end();) {
-      auto& addrs = it->second;
-      for (auto a = addrs.begin(); a != addrs.end();) {
-        if (a->second <= now) {
-          auto r = sb.by_address.find(a->first);
-          if (r != sb.by_address.end()) {
-            r->second.erase(it->first);
-            if (r->second.empty()) sb.by_address.erase(r);
-          }
-          a = addrs.erase(a);
-        } else {
-          ++a;
-        }
-      }
-      it = addrs.empty() ? sb.by_name.erase(it) : std::next(it);
-    }
-  }
-
-  void forget_name(Sandbox& sb, const std::string& name) {
-    auto it = sb.by_name.find(name);
-    if (it == sb.by_name.end()) return;
-    for (const auto& [addr, expiry] : it->second) {
-      auto r = sb.by_address.find(addr);
-      if (r == sb.by_address.end()) continue;
-      r->second.erase(name);
-      if (r->second.empty()) sb.by_address.erase(r);
-    }
-    sb.by_name.erase(it);
-  }
-
-  void remember(Sandbox& sb, const std::string& name, const std::vector<std::string>& addresses,
-                std::uint32_t ttl) {
-    if (addresses.empty() || config.max_recorded_names == 0) return;
-    auto now = Clock::now();
-    auto life = std::clamp<std::chrono::seconds>(std::chrono::seconds(ttl), config.record_min_ttl,
-                                                 config.record_max_ttl);
-    auto expiry = now + life;
-    if (!sb.by_name.contains(name) && sb.by_name.size() >= config.max_recorded_names) {
-      prune_records(sb, now);
-      while (!sb.by_name.empty() && sb.by_name.size() >= config.max_recorded_names) {
-        // Evict the name that expires first.
-        auto victim = sb.by_name.begin();
-        auto latest = [](const auto& m) {
-          Clock::time_point t{};
-          for (const auto& [a, e] : m) t = std::max(t, e);
-          return t;
-        };
-        auto victim_t = latest(victim->second);
-        for (auto it = sb.by_name.begin(); it != sb.by_name.end(); ++it) {
-          auto t = latest(it->second);
-          if (t < victim_t) victim = it, victim_t = t;
-        }
-        forget_name(sb, std::string(victim->first));
-      }
-    }
-    for (const auto& a : addresses) {
-      std::string addr = canonical_address(a);
-      if (addr.empty()) continue;
-      auto& e1 = sb.by_name[name][addr];
-      e1 = std::max(e1, expiry);
-      auto& e2 = sb.by_address[addr][name];
-      e2 = std::max(e2, expiry);
-    }
-  }
-
-  // ---- cache (mu held) ----
-
-  static std::string cache_key(const dns::Question& q) {
-    return std::to_string(q.qtype) + "/" + q.name;
-  }
-
-  void cache_put(Sandbox& sb, const dns::Question& q, CacheEntry entry) {
-    if (config.cache_entries == 0 || entry.ttl == 0) return;
-    auto key = cache_key(q);
-    if (!sb.cache.contains(key) && sb.cache.size() >= config.cache_entries) {
-      auto now = Clock::now();
-      std::erase_if(sb.cache, [&](const auto& kv) {
-        return now - kv.second.stored >= std::chrono::seconds(kv.second.ttl);
-      });
-      if (sb.cache.size() >= config.cache_entries) sb.cache.erase(sb.cache.begin());
-    }
-    sb.cache[key] = std::move(entry);
-  }
-
-  // The cached answer with its TTLs aged, or nothing.
-  std::optional<CacheEntry> cache_get(Sandbox& sb, const dns::Question& q) {
-    if (config.cache_entries == 0) return std::nullopt;
-    auto it = sb.cache.find(cache_key(q));
-    if (it == sb.cache.end()) return std::nullopt;
-    auto age = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - it->second.stored);
-    if (age >= std::chrono::seconds(it->second.ttl)) {
-      sb.cache.erase(it);
-      return std::nullopt;
-    }
-    CacheEntry e = it->second;
-    auto aged = static_cast<std::uint32_t>(age.count());
-    for (auto& r : e.records) r.ttl = r.ttl > aged ? r.ttl - aged : 0;
-    e.ttl -= aged;
-    return e;
   }
 
   // ---- replies ----
@@ -485,7 +345,7 @@ struct DnsServer::Impl {
       Sandbox* sb = find(key);
       if (sb == nullptr) return;  // removed meanwhile: nobody to answer
       servers = servers_of(*sb);
-      if (auto hit = cache_get(*sb, q.question)) {
+      if (auto hit = sb->cache.get(q.question)) {
         cache_hits.fetch_add(1);
         entry.cached = true;
         entry.upstream_rcode = hit->upstream_rcode;
@@ -496,7 +356,7 @@ struct DnsServer::Impl {
           for (const auto& r : hit->records) {
             if (r.type == q.question.qtype) entry.addresses.push_back(r.data);
           }
-          remember(*sb, q.question.name, entry.addresses, hit->ttl);
+          sb->records.remember(q.question.name, entry.addresses, hit->ttl);
         } else {
           entry.outcome = DnsOutcome::kServFail;
           entry.upstream_error = bytes.error().message;
@@ -546,7 +406,7 @@ struct DnsServer::Impl {
     {
       std::lock_guard lock(mu);
       if (Sandbox* sb = find(key)) {
-        remember(*sb, q.question.name, entry.addresses, config.fixed_answer_ttl);
+        sb->records.remember(q.question.name, entry.addresses, config.fixed_answer_ttl);
         if (bytes) send_locked(*sb, client, *bytes);
       }
     }
@@ -675,7 +535,7 @@ struct DnsServer::Impl {
     entry.reason = p->reason;
     entry.upstream_rcode = p->upstream_rcode;
 
-    CacheEntry cached;
+    DnsCache::Entry cached;
     cached.stored = Clock::now();
     cached.upstream_rcode = p->upstream_rcode;
     dns::AddressAnswer chain;
@@ -713,8 +573,8 @@ struct DnsServer::Impl {
       if (Sandbox* sb = find(p->key)) {
         if (sb->pending > 0) --sb->pending;
         if (bytes) {
-          remember(*sb, q.question.name, chain.addresses, chain.min_ttl);
-          cache_put(*sb, q.question, std::move(cached));
+          sb->records.remember(q.question.name, chain.addresses, chain.min_ttl);
+          sb->cache.put(q.question, std::move(cached));
           send_locked(*sb, p->client, *bytes);
         } else if (auto fail = dns::build_response(q, dns::Rcode::kServFail, {})) {
           send_locked(*sb, p->client, *fail);
@@ -859,6 +719,10 @@ Result<std::uint16_t> DnsServer::add_sandbox(const std::string& sandbox_id,
   sb->key = impl_->next_key++;
   sb->policy = std::make_shared<const DnsPolicy>(std::move(policy));
   sb->client = std::move(client);
+  sb->records = DnsRecords(DnsRecordLimits{impl_->config.record_min_ttl,
+                                           impl_->config.record_max_ttl,
+                                           impl_->config.max_recorded_names});
+  sb->cache = DnsCache(impl_->config.cache_entries);
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = kTagSandbox | sb->key;
@@ -915,33 +779,17 @@ Status DnsServer::set_policy(const std::string& sandbox_id, DnsPolicy policy) {
 
 bool DnsServer::answered(const std::string& sandbox_id, std::string_view name,
                          std::string_view address) const {
-  std::string addr = canonical_address(address);
-  if (addr.empty()) return false;
-  std::string n = canonical_name(name);
   std::lock_guard lock(impl_->mu);
   auto sb = impl_->by_id.find(sandbox_id);
-  if (sb == impl_->by_id.end()) return false;
-  auto it = sb->second->by_name.find(n);
-  if (it == sb->second->by_name.end()) return false;
-  auto a = it->second.find(addr);
-  return a != it->second.end() && a->second > Clock::now();
+  return sb != impl_->by_id.end() && sb->second->records.answered(name, address);
 }
 
 std::vector<std::string> DnsServer::names_for(const std::string& sandbox_id,
                                               std::string_view address) const {
-  std::vector<std::string> out;
-  std::string addr = canonical_address(address);
-  if (addr.empty()) return out;
   std::lock_guard lock(impl_->mu);
   auto sb = impl_->by_id.find(sandbox_id);
-  if (sb == impl_->by_id.end()) return out;
-  auto it = sb->second->by_address.find(addr);
-  if (it == sb->second->by_address.end()) return out;
-  auto now = Clock::now();
-  for (const auto& [name, expiry] : it->second) {
-    if (expiry > now) out.push_back(name);
-  }
-  return out;  // std::map: already sorted
+  if (sb == impl_->by_id.end()) return {};
+  return sb->second->records.names_for(address);
 }
 
 DnsMetrics DnsServer::metrics() const {
