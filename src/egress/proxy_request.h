@@ -55,7 +55,7 @@ struct ProxyRequest {
   // hop-by-hop fields dropped (Connection and what it lists, Keep-Alive,
   // Proxy-Connection, Proxy-Authorization, TE, Upgrade) and
   // "Connection: close" added: one request per upstream connection, so
-  // that every request's Host is checked (see egress_proxy.cc).
+  // that every request's Host is checked (see egress_session.cc).
   std::string upstream_head;
 };
 

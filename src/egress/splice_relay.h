@@ -15,7 +15,7 @@
 // opens its pipe and splices from then on (see splice_relay.cc).
 // A plain HTTP request (framing kLength or kChunked) is forwarded up to the
 // end of its body and no further: a second request on the connection never
-// reaches the upstream chosen for the first (see egress_proxy.cc).
+// reaches the upstream chosen for the first (see egress_session.cc).
 #pragma once
 
 #include <chrono>
