@@ -1,8 +1,8 @@
 // The state the egress proxy's threads share (egress_proxy.cc: the
 // listeners and workers; egress_session.cc: one connection each): the
 // registry of sandboxes with their policy and rate bucket, the admitted
-// connections, the counters. Everything in it is guarded by Impl::mu.
-// Internal to src/egress.
+// connections, the counters (all guarded by Impl::mu), and what is fixed
+// at start (options, resolver, TLS context). Internal to src/egress.
 #pragma once
 
 #include <openssl/types.h>
