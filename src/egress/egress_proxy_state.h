@@ -86,7 +86,7 @@ struct Conn {
   bool cut_done = false;
 };
 
-void cut_conn(Conn& c, EgressRefusal why, std::string reason) {
+inline void cut_conn(Conn& c, EgressRefusal why, std::string reason) {
   if (c.cut_done) return;
   c.cut_done = true;
   c.cut = why;
