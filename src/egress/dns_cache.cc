@@ -6,9 +6,7 @@ namespace corral::net {
 
 namespace {
 
-std::string cache_key(const dns::Question& q) {
-  return std::to_string(q.qtype) + "/" + q.name;
-}
+std::string cache_key(const dns::Question& q) { return std::to_string(q.qtype) + "/" + q.name; }
 
 }  // namespace
 

@@ -73,8 +73,8 @@ void DnsRecords::remember(const std::string& name, const std::vector<std::string
                           std::uint32_t ttl) {
   if (addresses.empty() || limits_.max_names == 0) return;
   auto now = Clock::now();
-  auto life = std::clamp<std::chrono::seconds>(std::chrono::seconds(ttl), limits_.min_ttl,
-                                               limits_.max_ttl);
+  auto life =
+      std::clamp<std::chrono::seconds>(std::chrono::seconds(ttl), limits_.min_ttl, limits_.max_ttl);
   auto expiry = now + life;
   if (!by_name_.contains(name) && by_name_.size() >= limits_.max_names) {
     prune(now);

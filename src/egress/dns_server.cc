@@ -719,9 +719,9 @@ Result<std::uint16_t> DnsServer::add_sandbox(const std::string& sandbox_id,
   sb->key = impl_->next_key++;
   sb->policy = std::make_shared<const DnsPolicy>(std::move(policy));
   sb->client = std::move(client);
-  sb->records = DnsRecords(DnsRecordLimits{impl_->config.record_min_ttl,
-                                           impl_->config.record_max_ttl,
-                                           impl_->config.max_recorded_names});
+  sb->records =
+      DnsRecords(DnsRecordLimits{impl_->config.record_min_ttl, impl_->config.record_max_ttl,
+                                 impl_->config.max_recorded_names});
   sb->cache = DnsCache(impl_->config.cache_entries);
   epoll_event ev{};
   ev.events = EPOLLIN;

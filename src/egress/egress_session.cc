@@ -609,8 +609,7 @@ bool Session::relay_tunnel(const ProxyRequest& req,
   bool secret_head = false;
   if (start.first == First::kHttp) {
     http_answer_pending_ = true;  // the client waits for an answer inside the tunnel
-    if (!swap_plain(host, req.target_port, start.head, secret_head, start.inner_head))
-      return false;
+    if (!swap_plain(host, req.target_port, start.head, secret_head, start.inner_head)) return false;
     http_answer_pending_ = false;
   }
   relay(std::move(start.head), std::move(start.body), start.framing, start.length, secret_head);

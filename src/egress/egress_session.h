@@ -124,8 +124,8 @@ class Session {
   // Gives a plain HTTP head to the swapper (via "http"). False: refused,
   // answered 403 and recorded. `secret_head` says whether values went in;
   // then the answer will be scrubbed (reflection_, scrub_).
-  bool swap_plain(const std::string& host, std::uint16_t port, std::string& head,
-                  bool& secret_head, const http::RequestHead& request);
+  bool swap_plain(const std::string& host, std::uint16_t port, std::string& head, bool& secret_head,
+                  const http::RequestHead& request);
   // The data phase of a request that carried a secret (swapped_relay.h).
   void relay_swapped_request(std::string head, std::string body, RequestFraming framing,
                              std::uint64_t length);

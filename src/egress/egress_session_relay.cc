@@ -2,7 +2,6 @@
 // broker tokens in plain HTTP heads and the interception of TLS to broker
 // hosts (tls_intercept.h, swapped_relay.h).
 #include "egress/egress_session.h"
-
 #include "egress/socket_wait.h"
 #include "egress/swapped_relay.h"
 #include "egress/tls_intercept.h"
@@ -114,8 +113,8 @@ bool Session::swap_plain(const std::string& host, std::uint16_t port, std::strin
     }
     reflection_ = std::move(*set);
     scrub_ = {request.method == "HEAD", request.version_minor >= 1};
-    expect_continue_ = request.expect_continue &&
-                       (request.chunked || request.content_length.value_or(0) > 0);
+    expect_continue_ =
+        request.expect_continue && (request.chunked || request.content_length.value_or(0) > 0);
     if (reflection_) secrets::ask_identity_encoding(head);
   }
   return true;
