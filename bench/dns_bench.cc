@@ -1,4 +1,4 @@
-// DNS answer latency of corral's filtering resolver (src/net/dns_server.h),
+// DNS answer latency of corral's filtering resolver (src/egress/dns_server.h),
 // against a local test upstream (tests/support/test_dns_server.h) on
 // loopback, in one process. Variants, --queries sequential queries each
 // (one client socket, a new random id per query):
@@ -8,7 +8,7 @@
 //   cached     client -> resolver, answer from the sandbox's cache
 //   denied     client -> resolver, NXDOMAIN by policy (never upstream)
 //   px-miss    the egress proxy's own resolution of a name it has not seen
-//              (src/net/upstream_resolver.h: A and AAAA, a new name each)
+//              (src/egress/upstream_resolver.h: A and AAAA, a new name each)
 //   px-repeat  the proxy's resolution of the same name again (kept for its
 //              TTL); what a sandbox's second connection to a host pays
 // Prints p50/p95/p99 in microseconds and the added median against direct;
@@ -29,9 +29,9 @@
 #include <vector>
 
 #include "base/unique_fd.h"
-#include "net/dns_message.h"
-#include "net/dns_server.h"
-#include "net/upstream_resolver.h"
+#include "egress/dns_message.h"
+#include "egress/dns_server.h"
+#include "egress/upstream_resolver.h"
 #include "support/test_dns_server.h"
 
 using Clock = std::chrono::steady_clock;

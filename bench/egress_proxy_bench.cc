@@ -1,4 +1,4 @@
-// The cost of the egress proxy (src/net/egress_proxy.h) against direct
+// The cost of the egress proxy (src/egress/egress_proxy.h) against direct
 // connections to the same upstream, in one process and one run (issue 4's
 // targets: >= 80% of direct throughput for a 1 GiB transfer, <= 100 us
 // added median latency per small request). Two worlds, each with its own
@@ -68,11 +68,11 @@
 #include <vector>
 
 #include "base/unique_fd.h"
-#include "net/egress_proxy.h"
-#include "net/net_slot.h"
-#include "net/netlink.h"
-#include "net/network_policy.h"
-#include "net/sandbox_link.h"
+#include "egress/egress_proxy.h"
+#include "netns/net_slot.h"
+#include "netns/netlink.h"
+#include "netns/network_policy.h"
+#include "netns/sandbox_link.h"
 
 using Clock = std::chrono::steady_clock;
 using corral::UniqueFd;

@@ -43,8 +43,8 @@
 #include <string>
 #include <vector>
 
-#include "net/net_slot.h"
-#include "net/sandbox_link.h"
+#include "netns/net_slot.h"
+#include "netns/sandbox_link.h"
 
 extern char** environ;
 

@@ -7,7 +7,7 @@
 #include "api/codec_internal.h"
 #include "api/json_writer.h"
 #include "base/json_text.h"
-#include "net/network_policy.h"
+#include "netns/network_policy.h"
 
 namespace corral::api {
 

@@ -26,8 +26,8 @@
 
 #include "base/paths.h"
 #include "base/result.h"
-#include "net/gateway.h"
-#include "net/network_policy.h"
+#include "egress/gateway.h"
+#include "netns/network_policy.h"
 #include "secrets/secret_store.h"
 #include "spec/sandbox_spec.h"
 

@@ -21,9 +21,9 @@
 #include <optional>
 
 #include "daemon/daemon_config.h"
-#include "net/firewall.h"
-#include "net/net_slot.h"
-#include "net/upstream_resolver.h"
+#include "egress/firewall.h"
+#include "netns/net_slot.h"
+#include "egress/upstream_resolver.h"
 #include "spec/config_file.h"
 #include "spec/units.h"
 #include "spec/yaml_reader.h"

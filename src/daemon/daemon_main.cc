@@ -22,7 +22,7 @@
 #include "daemon/secret_service.h"
 #include "http/http_server.h"
 #include "jail/fs_util.h"
-#include "net/cert_authority.h"
+#include "egress/cert_authority.h"
 #include "runtime/sandbox_factory.h"
 #include "store/audit_log.h"
 #include "store/state_store.h"

@@ -2,11 +2,11 @@
 
 #include <chrono>
 
-#include "net/dns_message.h"
-#include "net/gateway_token.h"
-#include "net/ip_address.h"
-#include "net/net_slot.h"
-#include "net/sandbox_link.h"
+#include "egress/dns_message.h"
+#include "egress/gateway_token.h"
+#include "netns/ip_address.h"
+#include "netns/net_slot.h"
+#include "netns/sandbox_link.h"
 
 namespace corral::daemon {
 

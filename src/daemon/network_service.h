@@ -27,8 +27,8 @@
 #include "daemon/daemon_config.h"
 #include "daemon/metrics.h"
 #include "jail/sandbox_network.h"
-#include "net/cert_authority.h"
-#include "net/network_engine.h"
+#include "egress/cert_authority.h"
+#include "egress/network_engine.h"
 #include "secrets/token_swapper.h"
 #include "spec/sandbox_spec.h"
 

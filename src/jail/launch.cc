@@ -18,7 +18,7 @@
 #include "jail/fs_util.h"
 #include "jail/init_clone.h"
 #include "jail/live_channel.h"
-#include "net/sandbox_link.h"
+#include "netns/sandbox_link.h"
 #include "sys/syscalls.h"
 
 namespace corral {

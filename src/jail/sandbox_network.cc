@@ -1,7 +1,7 @@
 #include "jail/sandbox_network.h"
 
 #include "jail/stage.h"
-#include "net/ip_address.h"
+#include "netns/ip_address.h"
 
 namespace corral {
 

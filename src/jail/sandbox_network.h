@@ -14,8 +14,8 @@
 
 #include "base/result.h"
 #include "jail/stage.h"
-#include "net/net_slot.h"
-#include "net/network_policy.h"
+#include "netns/net_slot.h"
+#include "netns/network_policy.h"
 #include "spec/sandbox_spec.h"
 
 namespace corral {

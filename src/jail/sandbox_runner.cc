@@ -25,7 +25,7 @@
 #include "jail/sandbox_planner.h"
 #include "jail/stdio_relay.h"
 #include "jail/tty_relay.h"
-#include "net/sandbox_link.h"
+#include "netns/sandbox_link.h"
 #include "sys/syscalls.h"
 
 namespace corral {

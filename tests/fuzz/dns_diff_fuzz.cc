@@ -1,4 +1,4 @@
-// Differential fuzz target: our DNS codec (src/net/dns_message.cc) against
+// Differential fuzz target: our DNS codec (src/egress/dns_message.cc) against
 // ldns (a test-only dependency). The first input byte picks the direction
 // (its value modulo 2: '0' a query from a sandbox, parse_query; '1' an
 // upstream response, parse_response); the rest is the packet.
@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "fuzz_checks.h"
-#include "net/dns_message.h"
+#include "egress/dns_message.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Fuzz target for the DNS codec (src/net/dns_message.h): the bytes a
+// Fuzz target for the DNS codec (src/egress/dns_message.h): the bytes a
 // sandbox sends to corral's resolver, and the bytes an upstream server
 // sends back. The first input byte picks what is fuzzed (its value modulo 2):
 //   0 parse_query (+ build_error_reply, build_response, and re-parsing)
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "fuzz_checks.h"
-#include "net/dns_message.h"
+#include "egress/dns_message.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // Fuzz target for the internal-service gateway's checks of what a sandbox
-// sends (src/net/gateway_config.cc, src/net/gateway_token.cc). The first input byte
+// sends (src/egress/gateway_config.cc, src/egress/gateway_token.cc). The first input byte
 // picks what is fuzzed (its value modulo 3, so corpus files can start with
 // the digits '0'..'2'):
 //   0 split_gateway_target: the request target
@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "fuzz_checks.h"
-#include "net/gateway.h"
-#include "net/gateway_token.h"
+#include "egress/gateway.h"
+#include "egress/gateway_token.h"
 
 namespace {
 

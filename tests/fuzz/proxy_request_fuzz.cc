@@ -10,8 +10,8 @@
 #include <string_view>
 
 #include "fuzz_checks.h"
-#include "net/host_name.h"
-#include "net/proxy_request.h"
+#include "netns/host_name.h"
+#include "egress/proxy_request.h"
 
 namespace {
 

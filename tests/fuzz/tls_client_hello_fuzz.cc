@@ -10,8 +10,8 @@
 #include <string_view>
 
 #include "fuzz_checks.h"
-#include "net/host_name.h"
-#include "net/tls_client_hello.h"
+#include "netns/host_name.h"
+#include "egress/tls_client_hello.h"
 
 namespace {
 

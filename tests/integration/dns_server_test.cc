@@ -1,8 +1,8 @@
-// The filtering resolver (src/net/dns_server.h) against a local test
+// The filtering resolver (src/egress/dns_server.h) against a local test
 // upstream (tests/support/test_dns_server.h), all on 127.0.0.0/8: the
 // resolver listens on 127.0.0.2 for sandbox "a" and 127.0.0.3 for "b",
 // the upstream on 127.0.0.1. No namespaces, no root needed.
-#include "net/dns_server.h"
+#include "egress/dns_server.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "base/unique_fd.h"
-#include "net/dns_message.h"
+#include "egress/dns_message.h"
 #include "support/test_dns_server.h"
 
 namespace corral::net {

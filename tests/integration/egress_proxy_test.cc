@@ -1,4 +1,4 @@
-// The egress proxy (src/net/egress_proxy.h) against real sockets. Every
+// The egress proxy (src/egress/egress_proxy.h) against real sockets. Every
 // upstream is a small server of this file on a loopback address
 // (127.0.0.x), names are resolved by a fake Resolver, and the policies name
 // 127.0.0.0/8 by address for every port and protocol (kLoopbackNamed),
@@ -10,7 +10,7 @@
 // one test builds a namespace, a veth pair and a throwaway nftables table
 // (corral_ptest_<pid>, interfaces cpt<pid>h/p, subnet 10.215.0.0/30) with
 // `ip` and `nft`, and removes them all at the end, even on failure.
-#include "net/egress_proxy.h"
+#include "egress/egress_proxy.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -37,8 +37,8 @@
 #include <vector>
 
 #include "base/unique_fd.h"
-#include "net/network_policy.h"
-#include "net/tls_client_hello.h"
+#include "netns/network_policy.h"
+#include "egress/tls_client_hello.h"
 #include "support/client_hello.h"
 #include "support/sandbox_harness.h"
 

@@ -6,7 +6,7 @@
 // The traffic tests build "sandboxes" by hand: a network namespace (made by
 // a thread that unshares, held by an fd), a veth pair named with the test
 // prefix (host end 10.214.0.4k+1/30, inside 10.214.0.4k+2/30 with a default
-// route), configured with `ip` (the real plumbing is src/net's netlink code,
+// route), configured with `ip` (the real plumbing is src/netns's netlink code,
 // tested on its own). Sockets inside are made by a thread that setns()es into
 // the namespace: a socket stays in the namespace it was created in. Each
 // test first checks without the firewall that the traffic it expects to be
@@ -17,7 +17,7 @@
 // runs (the two builds, ctest -j) never use the 10.214.0.x addresses at the
 // same time. Namespaces, links and tables go at the end of each test, also
 // when it fails.
-#include "net/firewall.h"
+#include "egress/firewall.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -30,9 +30,9 @@
 #include <string>
 #include <thread>
 
-#include "net/net_slot.h"
-#include "net/netlink.h"
-#include "net/sandbox_link.h"
+#include "netns/net_slot.h"
+#include "netns/netlink.h"
+#include "netns/sandbox_link.h"
 #include "support/sandbox_harness.h"
 
 namespace corral::net {

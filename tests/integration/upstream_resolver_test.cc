@@ -1,7 +1,7 @@
-// The proxy's resolver (src/net/upstream_resolver.h) against a real DNS
+// The proxy's resolver (src/egress/upstream_resolver.h) against a real DNS
 // server on loopback: answers are kept for their TTL, capped at max_ttl,
 // and what has no TTL to keep (TTL 0, NXDOMAIN) is asked every time.
-#include "net/upstream_resolver.h"
+#include "egress/upstream_resolver.h"
 
 #include <gtest/gtest.h>
 

@@ -31,10 +31,10 @@
 #include <sstream>
 #include <thread>
 
-#include "net/cert_authority.h"
-#include "net/egress_proxy.h"
-#include "net/gateway.h"
-#include "net/upstream_resolver.h"
+#include "egress/cert_authority.h"
+#include "egress/egress_proxy.h"
+#include "egress/gateway.h"
+#include "egress/upstream_resolver.h"
 #include "secrets/broker.h"
 #include "support/net_world.h"
 #include "support/sandbox_harness.h"

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "net/firewall.h"
+#include "egress/firewall.h"
 #include "support/net_client.h"
 #include "support/net_world.h"
 #include "support/sandbox_harness.h"

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "net/gateway_token.h"
+#include "egress/gateway_token.h"
 #include "support/net_client.h"
 #include "support/net_world.h"
 #include "support/sandbox_harness.h"

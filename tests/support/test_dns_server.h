@@ -16,7 +16,7 @@
 
 #include "base/result.h"
 #include "base/unique_fd.h"
-#include "net/dns_message.h"
+#include "egress/dns_message.h"
 
 namespace corral::testing {
 

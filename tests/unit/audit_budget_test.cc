@@ -21,7 +21,7 @@ using namespace std::chrono_literals;
 // Every record type a sandbox makes the host write by its own actions,
 // with what makes it: the class under test. A new one belongs here.
 const std::vector<std::string> kSandboxTriggered = {
-    "network.dns",         // every DNS query (src/net/dns_server.h)
+    "network.dns",         // every DNS query (src/egress/dns_server.h)
     "network.connection",  // every proxied or refused connection, rate-limited ones too
     "network.gateway",     // every gateway request, refused or served
     "secret.swapped",      // a broker token swapped in a request

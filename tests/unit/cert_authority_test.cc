@@ -1,7 +1,7 @@
-// The per-daemon CA of TLS interception (src/net/cert_authority.h): made
+// The per-daemon CA of TLS interception (src/egress/cert_authority.h): made
 // once with a private key, reloaded identical, refused when its files are
 // loose, and leaves that verify against it for exactly their host.
-#include "net/cert_authority.h"
+#include "egress/cert_authority.h"
 
 #include <gtest/gtest.h>
 #include <openssl/bio.h>

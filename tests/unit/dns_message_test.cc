@@ -1,5 +1,5 @@
-// The DNS codec (src/net/dns_message.h) on packets built byte by byte.
-#include "net/dns_message.h"
+// The DNS codec (src/egress/dns_message.h) on packets built byte by byte.
+#include "egress/dns_message.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // here with a fake `nft` (a shell script that records its arguments and
 // stdin and answers what the test wrote for it). The real nftables and
 // real traffic are in tests/integration/firewall_test.cc.
-#include "net/firewall.h"
+#include "egress/firewall.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -1,7 +1,7 @@
 // The gateway's declarations, path checks and request handling
-// (src/net/gateway.h), in process: the client is a socketpair and the
+// (src/egress/gateway.h), in process: the client is a socketpair and the
 // internal service a loopback listener.
-#include "net/gateway.h"
+#include "egress/gateway.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "base/unique_fd.h"
-#include "net/gateway_token.h"
+#include "egress/gateway_token.h"
 
 namespace corral::net {
 namespace {

@@ -1,6 +1,6 @@
-// Gateway tokens (src/net/gateway_token.h): minting, every refusal reason,
+// Gateway tokens (src/egress/gateway_token.h): minting, every refusal reason,
 // and the secret file.
-#include "net/gateway_token.h"
+#include "egress/gateway_token.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,7 +1,7 @@
 // The address plan of network slots (net/net_slot.h): pool parsing and
 // validation, and the /30 arithmetic of slot n. Taking and re-taking
 // slots (lock files) is in tests/integration/net_link_test.cc.
-#include "net/net_slot.h"
+#include "netns/net_slot.h"
 
 #include <gtest/gtest.h>
 

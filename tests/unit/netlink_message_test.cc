@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "net/netlink.h"
+#include "netns/netlink.h"
 
 namespace corral::net::netlink {
 namespace {

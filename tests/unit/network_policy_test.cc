@@ -1,7 +1,7 @@
-// The egress policy (src/net/network_policy.h, ADR 0005): the rule grammar,
+// The egress policy (src/netns/network_policy.h, ADR 0005): the rule grammar,
 // decisions for names, literals and resolved addresses, DNS names,
 // templates, and the address classes behind the rebinding defence.
-#include "net/network_policy.h"
+#include "netns/network_policy.h"
 
 #include <gtest/gtest.h>
 

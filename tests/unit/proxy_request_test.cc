@@ -1,8 +1,8 @@
-#include "net/proxy_request.h"
+#include "egress/proxy_request.h"
 
 #include <gtest/gtest.h>
 
-#include "net/host_name.h"
+#include "netns/host_name.h"
 
 namespace corral::net {
 namespace {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "http/http_parser.h"
-#include "net/scrubbed_response.h"
+#include "egress/scrubbed_response.h"
 #include "secrets/broker.h"
 #include "secrets/reflection_guard.h"
 #include "secrets/secret_encodings.h"

@@ -1,8 +1,8 @@
-// The egress proxy's data phase (src/net/splice_relay.h) between two
+// The egress proxy's data phase (src/egress/splice_relay.h) between two
 // socketpairs (TCP on loopback where the test needs TCP's SO_RCVLOWAT):
 // the test holds the "sandbox" and "upstream" ends, the relay the other
 // two, on a thread of its own.
-#include "net/splice_relay.h"
+#include "egress/splice_relay.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

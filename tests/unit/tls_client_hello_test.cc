@@ -1,4 +1,4 @@
-#include "net/tls_client_hello.h"
+#include "egress/tls_client_hello.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
