@@ -5,18 +5,12 @@
 #include <charconv>
 
 #include "netns/host_name.h"
+#include "base/strings.h"
 #include "egress/proxy_request.h"
 
 namespace corral::net {
 
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
-}
 
 std::string trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -58,8 +52,8 @@ Result<GatewayUrl> parse_gateway_url(std::string_view url) {
   const char* form =
       "write it as http://host:port/base or https://host:port/base (the base path "
       "is optional)";
-  const bool tls = url.size() >= 8 && lower(url.substr(0, 8)) == "https://";
-  if (!tls && (url.size() < 7 || lower(url.substr(0, 7)) != "http://"))
+  const bool tls = url.size() >= 8 && ascii_lower(url.substr(0, 8)) == "https://";
+  if (!tls && (url.size() < 7 || ascii_lower(url.substr(0, 7)) != "http://"))
     return invalid("internal URL " + shown + " is not an http:// or https:// URL", form);
   std::string_view rest = url.substr(tls ? 8 : 7);
   std::size_t slash = rest.find('/');
@@ -96,7 +90,7 @@ Result<GatewayUrl> parse_gateway_url(std::string_view url) {
 Result<RateLimit> parse_gateway_rate(std::string_view text) {
   const std::string shown = "\"" + one_line(text) + "\"";
   const char* form = "write N/s or N/min, optionally with ,burst=M (0 or unlimited: no limit)";
-  std::string t = lower(trim(text));
+  std::string t = ascii_lower(trim(text));
   if (t == "0" || t == "unlimited") return RateLimit{0, 0};
   std::string_view v = t;
   std::optional<double> burst;
@@ -193,7 +187,7 @@ Result<GatewayService> parse_gateway_service_flag(std::string_view text) {
   for (std::size_t i = 1; i < parts.size(); ++i) {
     const std::string& p = parts[i];
     std::size_t e = p.find('=');
-    std::string key = lower(trim(p.substr(0, e)));
+    std::string key = ascii_lower(trim(p.substr(0, e)));
     std::string value = e == std::string::npos ? "" : trim(p.substr(e + 1));
     if (e == std::string::npos || value.empty())
       return invalid("gateway service \"" + name + "\": \"" + one_line(p) + "\" has no value",

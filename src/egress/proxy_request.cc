@@ -5,6 +5,8 @@
 
 #include "http/http_parser.h"
 
+#include "base/strings.h"
+
 namespace corral::net {
 namespace {
 
@@ -14,32 +16,8 @@ tl::unexpected<Error> bad(std::string message) {
   return make_error(ErrorCode::kInvalidArgument, std::move(message));
 }
 
-char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; }
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](char c) { return lower(c); });
-  return out;
-}
-
-bool istarts_with(std::string_view s, std::string_view prefix) {
-  if (s.size() < prefix.size()) return false;
-  for (std::size_t i = 0; i < prefix.size(); ++i) {
-    if (lower(s[i]) != prefix[i]) return false;
-  }
-  return true;
-}
-
 // The printable form of untrusted text for an error message.
-std::string quoted(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s.substr(0, 200)) {
-    auto u = static_cast<unsigned char>(c);
-    out += (u >= 0x20 && u < 0x7f && c != '"') ? c : '?';
-  }
-  if (s.size() > 200) out += "...";
-  return out + "\"";
-}
+std::string quoted(std::string_view s) { return quote_for_message(s, 200); }
 
 // Fields that concern only this hop and are never passed upstream. The
 // framing fields and Host are never dropped, whatever Connection lists:
@@ -215,7 +193,7 @@ std::vector<std::string> connection_options(const http::Headers& headers) {
       rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
       while (!opt.empty() && (opt.front() == ' ' || opt.front() == '\t')) opt.remove_prefix(1);
       while (!opt.empty() && (opt.back() == ' ' || opt.back() == '\t')) opt.remove_suffix(1);
-      if (!opt.empty()) listed.push_back(lower(opt));
+      if (!opt.empty()) listed.push_back(ascii_lower(opt));
     }
   }
   return listed;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "egress/proxy_request.h"
+#include "base/strings.h"
 #include "secrets/secret_value.h"
 
 namespace corral::net {
@@ -12,13 +13,6 @@ namespace {
 
 constexpr std::size_t kMaxHead = 64 * 1024;
 constexpr std::size_t kChunk = 16 * 1024;
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
-}
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -35,7 +29,7 @@ std::optional<std::string> compressed(const http::Headers& headers) {
     while (!rest.empty()) {
       const std::size_t comma = rest.find(',');
       const std::string_view item = trim(rest.substr(0, comma));
-      if (!item.empty() && lower(item) != "identity") return std::string(item);
+      if (!item.empty() && ascii_lower(item) != "identity") return std::string(item);
       if (comma == std::string_view::npos) break;
       rest.remove_prefix(comma + 1);
     }
@@ -141,7 +135,7 @@ ScrubbedResponse::State ScrubbedResponse::on_head(std::string_view head, std::st
     if (end == std::string_view::npos || end == at) break;
     const std::string_view line = head.substr(at, end - at);
     at = end + 2;
-    std::string name = lower(line.substr(0, line.find(':')));
+    std::string name = ascii_lower(line.substr(0, line.find(':')));
     while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.pop_back();
     const bool framing = name == "content-length" || name == "transfer-encoding";
     if (name == "connection" || name == "keep-alive" || name == "proxy-connection" ||

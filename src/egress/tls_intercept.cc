@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "http/http_parser.h"
+#include "base/strings.h"
 #include "egress/proxy_request.h"
 #include "egress/scrubbed_response.h"
 #include "egress/tls_stream.h"
@@ -22,13 +23,6 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kChunk = 16 * 1024;
 constexpr std::size_t kMaxResponseHead = 64 * 1024;
 constexpr std::chrono::milliseconds kCloseGrace{200};
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
-}
 
 std::string joined(const std::vector<std::string>& v) {
   std::string out;
@@ -60,7 +54,7 @@ std::string rewrite_response_head(std::string_view raw, const http::ResponseHead
     if (end == std::string_view::npos || end == at) break;
     std::string_view line = raw.substr(at, end - at);
     at = end + 2;
-    std::string name = lower(line.substr(0, line.find(':')));
+    std::string name = ascii_lower(line.substr(0, line.find(':')));
     while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.pop_back();
     if (name == "connection" || name == "keep-alive" || name == "proxy-connection" ||
         (std::find(listed.begin(), listed.end(), name) != listed.end() &&

@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/strings.h"
+
 namespace corral::http::chars {
 
 inline bool is_alnum(unsigned char c) {
@@ -52,15 +54,8 @@ inline int hex_value(unsigned char c) {
   return -1;
 }
 
-inline char to_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; }
-
-inline bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (to_lower(a[i]) != to_lower(b[i])) return false;
-  }
-  return true;
-}
+// Case folding is base's (ASCII only, never the locale).
+using ::corral::iequals;
 
 inline std::string_view trim_ows(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -79,24 +74,11 @@ inline bool list_has_token(std::string_view value, std::string_view token) {
   return false;
 }
 
-// Input quoted in an error message: printable ASCII only (anything else as
-// \xNN) and cut after `max` bytes, so a hostile request cannot put control
-// characters into logs or error bodies.
+// Input quoted in an error message (base's quote_for_message), cut after
+// `max` bytes: a hostile request can put no control bytes into logs or
+// error bodies.
 inline std::string quote(std::string_view s, std::size_t max = 64) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "\"";
-  for (std::size_t i = 0; i < s.size() && i < max; ++i) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c <= 0x7e && c != '"' && c != '\\') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.append("\\x").push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 0xf]);
-    }
-  }
-  if (s.size() > max) out.append("...");
-  out.push_back('"');
-  return out;
+  return quote_for_message(s, max);
 }
 
 }  // namespace corral::http::chars

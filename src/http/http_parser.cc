@@ -85,7 +85,8 @@ Status parse_fields(std::string_view rest, const HeadLimits& limits, Headers& ou
     }
     Header h;
     h.name.resize(name.size());
-    std::transform(name.begin(), name.end(), h.name.begin(), chars::to_lower);
+    std::transform(name.begin(), name.end(), h.name.begin(),
+                   [](char c) { return ascii_lower(c); });
     h.value.assign(value);
     out.push_back(std::move(h));
   }

@@ -14,6 +14,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "base/strings.h"
 #include "base/fs.h"
 #include "base/paths.h"
 #include "base/subprocess.h"
@@ -29,8 +30,6 @@ namespace {
 
 constexpr const char* kSuite = "bookworm";
 constexpr int kMaxDepth = 4096;
-
-std::string dq(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
 std::string rfc3339_now() {
   time_t now = time(nullptr);
@@ -125,7 +124,7 @@ Status validate_word(std::string_view what, std::string_view word, std::size_t m
                      std::string_view extra, const char* hint) {
   auto bad = [&](std::string why) {
     return make_error(ErrorCode::kInvalidArgument,
-                      "invalid " + std::string(what) + " " + dq(word) + ": " + why, hint);
+                      "invalid " + std::string(what) + " " + quote_for_message(word) + ": " + why, hint);
   };
   if (word.empty()) return bad("empty");
   if (word.size() > max_size) return bad("longer than " + std::to_string(max_size) + " characters");
@@ -133,7 +132,7 @@ Status validate_word(std::string_view what, std::string_view word, std::size_t m
   if (!lower_alnum(word[0])) return bad("must start with a-z or 0-9");
   for (char c : word) {
     if (!lower_alnum(c) && extra.find(c) == std::string_view::npos) {
-      return bad("character " + dq(std::string(1, c)) + " is not allowed");
+      return bad("character " + quote_for_message(std::string(1, c)) + " is not allowed");
     }
   }
   return ok();
@@ -454,7 +453,7 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
       walk(partial.path("layout"), [&](const std::string& rel, const FileStat& st) -> Status {
         if (st.is_dir() || st.is_reg()) return ok();
         return make_error(ErrorCode::kInvalidArgument,
-                          "refusing " + file + ": " + dq(rel) +
+                          "refusing " + file + ": " + quote_for_message(rel) +
                               " is neither a file nor a directory (an OCI layout has only those)",
                           convert_hint());
       });

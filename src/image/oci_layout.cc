@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "base/strings.h"
 #include "base/fs.h"
 #include "base/json_text.h"
 #include "base/unique_fd.h"
@@ -14,8 +15,6 @@
 namespace corral::image_detail {
 
 namespace {
-
-std::string dq(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
 }  // namespace
 
@@ -144,7 +143,7 @@ Status check_layout_listing(const std::string& listing, const std::string& file,
     if (m.empty()) continue;
     if (m[0] == '/') {
       return make_error(ErrorCode::kInvalidArgument,
-                        "refusing " + file + ": member " + dq(m) + " is an absolute path",
+                        "refusing " + file + ": member " + quote_for_message(m) + " is an absolute path",
                         "an OCI image tarball holds only relative paths; " + convert_hint());
     }
     std::string rel = m;
@@ -154,7 +153,7 @@ Status check_layout_listing(const std::string& listing, const std::string& file,
       if (part == "..") {
         return make_error(
             ErrorCode::kInvalidArgument,
-            "refusing " + file + ": member " + dq(m) + " leads outside the archive with '..'",
+            "refusing " + file + ": member " + quote_for_message(m) + " leads outside the archive with '..'",
             "an OCI image tarball never needs '..'; " + convert_hint());
       }
     }
@@ -223,7 +222,7 @@ Result<std::string> choose_tag(json& index, int layout_fd, const std::string& in
   }
   if (!valid_tag(tag)) {
     return make_error(ErrorCode::kInvalidArgument,
-                      file + ": tag " + dq(tag) + " is not a valid OCI tag");
+                      file + ": tag " + quote_for_message(tag) + " is not a valid OCI tag");
   }
   return tag;
 }

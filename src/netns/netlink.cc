@@ -21,6 +21,7 @@
 #include <system_error>
 #include <thread>
 
+#include "base/strings.h"
 #include "netns/ip_address.h"
 
 namespace corral::net::netlink {
@@ -33,7 +34,7 @@ constexpr std::size_t align4(std::size_t n) { return (n + 3) & ~std::size_t{3}; 
 // several datagrams of at most this size.
 constexpr std::size_t kRxBufferSize = 32768;
 
-std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
+std::string quoted(std::string_view s) { return quote_for_message(s); }
 
 }  // namespace
 

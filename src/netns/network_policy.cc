@@ -1,5 +1,7 @@
 #include "netns/network_policy.h"
 
+#include "base/strings.h"
+
 #include <algorithm>
 #include <cctype>
 
@@ -16,16 +18,10 @@ tl::unexpected<Error> bad_rule(std::string_view text, const std::string& why) {
                     "network rule \"" + std::string(text) + "\": " + why, kRuleForm);
 }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 // A DNS name as the rules and the proxy compare it: lower case, no
 // trailing dot.
 std::string canonical_name(std::string_view name) {
-  std::string n = lower(name);
+  std::string n = ascii_lower(name);
   if (!n.empty() && n.back() == '.') n.pop_back();
   return n;
 }
@@ -129,7 +125,7 @@ Result<NetworkRule> parse_rule(std::string_view text, bool deny) {
 
   bool protocol_given = false;
   if (std::size_t sep = rest.find("://"); sep != std::string_view::npos) {
-    const std::string proto = lower(rest.substr(0, sep));
+    const std::string proto = ascii_lower(rest.substr(0, sep));
     if (proto == "http")
       rule.protocols = kHttp;
     else if (proto == "tls" || proto == "https")

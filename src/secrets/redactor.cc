@@ -414,7 +414,9 @@ void RedactStream::finish(std::string& out) {
 // One round after new bytes (or at the end of the stream): decide the
 // anchors, find the earliest offset where a match may still be under way
 // (`hold`), then write out everything before it, each run of overlapping
-// matches as one placeholder.
+// matches as one placeholder. The three phases stay in one function: they
+// share the round's hold offset, anchors and candidate runs, and this is
+// the per-chunk hot path of every redacted stream (docs/performance.md).
 void RedactStream::process(std::string_view in, bool at_end, std::string& out) {
   const RedactionSet& set = *set_;
   const std::uint64_t mid = base_ + held_.size();  // offset of in[0]

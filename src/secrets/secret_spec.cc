@@ -1,5 +1,7 @@
 #include "secrets/secret_spec.h"
 
+#include "base/strings.h"
+
 #include <algorithm>
 #include <cctype>
 #include <map>
@@ -15,13 +17,6 @@ std::string upper(std::string_view s) {
   std::string out(s);
   std::transform(out.begin(), out.end(), out.begin(),
                  [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  return out;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return out;
 }
 
@@ -352,7 +347,7 @@ Result<ResolvedSecrets> resolve_secret_requests(const std::vector<SecretRequest>
       }
       for (std::size_t h = 0; h < r.hosts.size(); ++h) {
         SecretHost host = r.hosts[h];
-        host.host = lower(host.host);
+        host.host = ascii_lower(host.host);
         const std::string field = "hosts[" + std::to_string(h) + "]";
         if (!valid_host_pattern(host.host)) {
           return field_error(

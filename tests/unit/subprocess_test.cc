@@ -178,7 +178,10 @@ TEST(Subprocess, ForwardedSignalsReachTheProcessGroup) {
   EXPECT_EQ(signals.pending(), SIGTERM);
   ASSERT_TRUE(WIFEXITED(r->wait_status)) << describe_wait_status(r->wait_status);
   EXPECT_EQ(WEXITSTATUS(r->wait_status), 7);
-  EXPECT_EQ(streamed, "ready\ngot-term\n");
+  // The whole group got the signal: when it lands while `sleep` runs, the
+  // shell also reports its child's death ("Terminated") before the trap.
+  EXPECT_TRUE(streamed == "ready\ngot-term\n" || streamed == "ready\nTerminated\ngot-term\n")
+      << streamed;
 }
 
 TEST(Subprocess, AToolThatIgnoresAForwardedSignalIsKilledAfterTheGrace) {
