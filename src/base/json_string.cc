@@ -1,5 +1,7 @@
 #include "base/json_string.h"
 
+#include "base/utf8.h"
+
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -85,6 +87,23 @@ void append_json_string(std::string& out, std::string_view utf8) {
     if (special(static_cast<unsigned char>(s[i]))) escape_at(i);
   out.append(s + run, n - run);
   out.push_back('"');
+}
+
+void append_json_string_lossy(std::string& out, std::string_view bytes) {
+  if (is_valid_utf8(bytes)) {
+    append_json_string(out, bytes);
+    return;
+  }
+  std::string utf8;
+  utf8.reserve(bytes.size() + 16);
+  for (char ch : bytes) {
+    if (static_cast<unsigned char>(ch) < 0x80) {
+      utf8.push_back(ch);
+    } else {
+      utf8.append("\xef\xbf\xbd");
+    }
+  }
+  append_json_string(out, utf8);
 }
 
 }  // namespace corral

@@ -19,4 +19,10 @@ namespace corral {
 // \t, other bytes below 0x20 as \u00xx, everything else as is.
 void append_json_string(std::string& out, std::string_view utf8);
 
+// The same for bytes that may not be UTF-8 (messages that quote what a
+// client or a sandbox sent): valid UTF-8 as above; otherwise every byte
+// above 0x7f becomes U+FFFD, as in every other JSON text of corral
+// (base/json_text.h), never Latin-1 characters.
+void append_json_string_lossy(std::string& out, std::string_view bytes);
+
 }  // namespace corral

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "base/random.h"
 #include "base/scope_guard.h"
 #include "base/unique_fd.h"
 #include "spec/units.h"
@@ -61,17 +62,6 @@ std::string mode_text(mode_t mode) {
   char buf[8];
   std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(mode & 07777));
   return buf;
-}
-
-Status fill_random(std::uint8_t* buf, std::size_t n) {
-  std::size_t got = 0;
-  while (got < n) {
-    ssize_t r = ::getrandom(buf + got, n - got, 0);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return errno_error("getrandom(" + std::to_string(n - got) + ")");
-    got += static_cast<std::size_t>(r);
-  }
-  return ok();
 }
 
 // The keys of one key file, checked as the header says.
@@ -272,9 +262,7 @@ Result<std::string> ApiKeys::generate_into(const std::string& path) {
   }
 
   std::uint8_t random[kKeyRandomBytes + 6];
-  if (auto filled = fill_random(random, sizeof random); !filled) {
-    return wrap(tl::unexpected<Error>(filled.error()));
-  }
+  fill_random(random, sizeof random);
   std::string key(kKeyPrefix);
   key.append(to_hex(random, kKeyRandomBytes));
   const std::string tmp = "." + base + ".tmp-" + to_hex(random + kKeyRandomBytes, 6);

@@ -10,7 +10,7 @@
 //
 // A key is 16 to 256 printable ASCII characters without spaces. The keys
 // corral makes (generate_into) are "crl_" and 64 hex digits (256 bits from
-// getrandom).
+// base/random.h).
 #pragma once
 
 #include <string>

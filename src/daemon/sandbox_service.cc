@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "base/random.h"
 #include "base/json_text.h"
 #include "daemon/sandbox_service_internal.h"
 
@@ -62,9 +63,7 @@ using nlohmann::json;
 
 std::uint64_t new_request_id() {
   std::uint64_t v = 0;
-  while (v == 0) {
-    if (getrandom(&v, sizeof v, 0) != sizeof v) v = 0;
-  }
+  while (v == 0) v = random_u64();  // 0 means "no request id"
   return v;
 }
 

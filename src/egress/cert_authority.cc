@@ -20,6 +20,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/random.h"
 #include "base/unique_fd.h"
 #include "netns/host_name.h"
 
@@ -60,8 +61,7 @@ tl::unexpected<Error> ssl_error(const std::string& what) {
 
 std::string random_hex(std::size_t bytes) {
   std::string raw(bytes, '\0');
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), static_cast<int>(bytes)) != 1)
-    return std::string(bytes * 2, '0');
+  fill_random(raw.data(), raw.size());
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   for (unsigned char c : raw) {

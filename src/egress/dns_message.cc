@@ -1,5 +1,7 @@
 #include "egress/dns_message.h"
 
+#include "base/random.h"
+
 #include <arpa/inet.h>
 #include <sys/random.h>
 
@@ -547,10 +549,7 @@ Result<std::vector<std::uint8_t>> build_query(std::uint16_t id, std::string_view
 
 std::uint16_t random_query_id() {
   std::uint16_t id = 0;
-  while (::getrandom(&id, sizeof id, 0) != static_cast<ssize_t>(sizeof id)) {
-    // Only EINTR can get here: the pool is initialised long before a
-    // resolver runs, and two bytes never come back short.
-  }
+  fill_random(&id, sizeof id);
   return id;
 }
 

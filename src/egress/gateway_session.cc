@@ -15,6 +15,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "base/json_string.h"
 #include "base/unique_fd.h"
 #include "http/char_class.h"
 #include "http/http_message.h"
@@ -36,24 +37,6 @@ using std::chrono::milliseconds;
 
 constexpr std::size_t kChunk = 64 * 1024;
 constexpr milliseconds kLingerOnRefusal{200};
-
-// TODO(lead): base/json_string after merge. Keep the bytes: a non-ASCII or
-// control byte becomes a space here, not a \u escape.
-std::string json_escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20 || u >= 0x7f) {
-      out += ' ';
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
 
 int status_of(GatewayRefusal r) {
   switch (r) {
@@ -170,9 +153,11 @@ class Gateway::Session {
     answered_ = true;
     const int status = status_of(why);
     ev_.status = status;
-    std::string body = "{\"error\":\"" + std::string(gateway_refusal_name(why)) +
-                       "\",\"message\":\"" + json_escape(ev_.reason) + "\",\"fix\":\"" +
-                       json_escape(one_line(fix)) + "\"}\n";
+    std::string body = "{\"error\":\"" + std::string(gateway_refusal_name(why)) + "\",\"message\":";
+    append_json_string_lossy(body, ev_.reason);
+    body += ",\"fix\":";
+    append_json_string_lossy(body, one_line(fix));
+    body += "}\n";
     std::string msg =
         "HTTP/1.1 " + std::to_string(status) + " " + std::string(http::status_reason(status)) +
         "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <optional>
 
+#include "base/random.h"
 #include "base/unique_fd.h"
 
 namespace corral::net {
@@ -132,13 +133,7 @@ TokenCheck verify_gateway_token(std::string_view secret, std::string_view token,
 
 Result<std::string> random_gateway_secret() {
   std::string s(kGatewaySecretBytes, '\0');
-  std::size_t got = 0;
-  while (got < s.size()) {
-    ssize_t n = ::getrandom(s.data() + got, s.size() - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno_error("getrandom");
-    got += static_cast<std::size_t>(n);
-  }
+  fill_random(s.data(), s.size());
   return s;
 }
 

@@ -10,7 +10,6 @@
 #include <memory>
 
 #include "base/json_string.h"
-#include "base/utf8.h"
 #include "http/char_class.h"
 #include "http/http_parser.h"
 
@@ -536,27 +535,9 @@ void Connection::linger_close() {
 
 std::string json_error(std::string_view code, std::string_view message) {
   std::string out = "{\"error\":{\"code\":";
-  auto escape = [&](std::string_view s) {
-    if (is_valid_utf8(s)) {
-      append_json_string(out, s);
-      return;
-    }
-    // Messages are ASCII (request bytes are quoted as \xNN). Should one
-    // not be UTF-8, its bytes above 0x7f become U+FFFD, as in every other
-    // JSON text of corral (base/json_text.h), not Latin-1 characters.
-    std::string utf8;
-    for (char ch : s) {
-      if (static_cast<unsigned char>(ch) < 0x80) {
-        utf8.push_back(ch);
-      } else {
-        utf8.append("\xef\xbf\xbd");
-      }
-    }
-    append_json_string(out, utf8);
-  };
-  escape(code);
+  append_json_string_lossy(out, code);
   out.append(",\"message\":");
-  escape(message);
+  append_json_string_lossy(out, message);
   out.append("}}");
   return out;
 }

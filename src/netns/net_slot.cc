@@ -11,6 +11,7 @@
 #include <optional>
 #include <random>
 
+#include "base/random.h"
 #include "base/paths.h"
 #include "netns/ip_address.h"
 #include "netns/netlink.h"
@@ -166,7 +167,7 @@ Result<NetSlot> NetSlot::acquire(const NetSlotPool& pool) {
   CORRAL_TRY(make_dir(dir));
   std::optional<netlink::Socket> nl;  // opened on the first free lock
   const std::uint32_t count = pool.slot_count();
-  const std::uint32_t start = std::random_device{}() % count;
+  const auto start = static_cast<std::uint32_t>(random_below(count));
   std::uint32_t lingering = 0;
   for (std::uint32_t i = 0; i < count; ++i) {
     const std::uint32_t index = (start + i) % count;

@@ -1,5 +1,7 @@
 #include "secrets/broker.h"
 
+#include "base/random.h"
+
 #include <sodium.h>
 
 #include <algorithm>
@@ -168,7 +170,7 @@ SecretBroker::SecretBroker(BrokerAuditSink sink, BrokerClock clock, BrokerOption
   // Without libsodium there is no randomness: issue() refuses then, and the
   // hash key below stays zero (no token is ever issued to look up).
   if (sodium_ready()) {
-    ::randombytes_buf(hash_key_, sizeof hash_key_);
+    fill_random(hash_key_, sizeof hash_key_);
   } else {
     wipe(hash_key_, sizeof hash_key_);
   }

@@ -13,6 +13,7 @@
 #include <string>
 #include <utility>
 
+#include "base/random.h"
 #include "base/unique_fd.h"
 
 extern char** environ;
@@ -407,7 +408,7 @@ Result<std::string> encrypt_store(std::string_view plaintext, const SecretValue&
   std::memcpy(out.data(), kEncryptedMagic.data(), kEncryptedMagic.size());
   out[7] = static_cast<char>(kEncryptedVersion);
   auto* nonce = reinterpret_cast<unsigned char*>(out.data() + kHeader);
-  ::randombytes_buf(nonce, kNonce);
+  fill_random(nonce, kNonce);
   unsigned long long clen = 0;
   ::crypto_aead_xchacha20poly1305_ietf_encrypt(
       reinterpret_cast<unsigned char*>(out.data() + kHeader + kNonce), &clen,
