@@ -11,12 +11,14 @@
 //   forking a child for a LocalProvider). The child then has 2 threads
 //   where corral's code expects 1: unshare(CLONE_NEWUSER) fails with
 //   EINVAL, LocalProvider::open() refuses to start, and the netns code
-//   takes its threaded path. The thread does nothing unless memory
-//   flushing or profiling is asked for (TSAN_OPTIONS), so it is stopped
-//   in the child before fork() returns, the way the runtime stops it for
-//   a sandbox (__sanitizer_sandbox_on_notify). The runtime registers that
-//   stop only once some thread has been created in the process or an
-//   ancestor, so the first fork() creates one (and joins it) first.
+//   takes its threaded path. That thread does nothing unless TSAN_OPTIONS
+//   asks for memory flushing, an RSS limit or profiling, which corral's
+//   runs do not. So it is stopped with the runtime's own switch for
+//   sandboxes, __sanitizer_sandbox_on_notify(): once in the process that
+//   forks first (the runtime registers that switch only once a thread has
+//   been made, so a thread is made and joined first; the stop waits out
+//   the thread's 100 ms sleep), and again in every child. Children inherit
+//   the stop, so theirs ends at once.
 // - clone(CLONE_VM): the zygote starts commands with CLONE_VM |
 //   CLONE_VFORK (src/jail/zygote.cc). TSan's clone interceptor treats every
 //   clone as a fork: the child re-attaches the runtime's per-thread state
@@ -49,15 +51,17 @@ int __wrap_clone(int (*fn)(void*), void* stack, int flags, void* arg, ...);
 
 namespace {
 
-// Set once a thread has been created here (inherited by forked children):
-// from then on the runtime knows how to stop its background thread.
-bool stop_registered = false;
+// Set once the background thread has been stopped in this process or the
+// one it was forked from.
+bool stopped = false;
 
 void* do_nothing(void*) { return nullptr; }
 
 // Another thread in a child that fork() has just returned in can only be
 // TSan's: fork copies the calling thread alone. /proc/self/task has
-// 2 + (number of threads) links; unknown (no /proc) counts as none.
+// 2 + (number of threads) links; unknown (no /proc) counts as none. The
+// check matters: a child of a process with threads gets no background
+// thread, and stopping one there would wait for a thread that is not.
 bool has_other_threads() {
   struct stat st;
   return stat("/proc/self/task", &st) == 0 && st.st_nlink > 3;
@@ -66,11 +70,12 @@ bool has_other_threads() {
 }  // namespace
 
 extern "C" pid_t __wrap_fork() {
-  if (!stop_registered) {
+  if (!stopped) {
     pthread_t t;
     if (pthread_create(&t, nullptr, do_nothing, nullptr) == 0) {
       pthread_join(t, nullptr);
-      stop_registered = true;
+      __sanitizer_sandbox_on_notify(nullptr);
+      stopped = true;
     }
   }
   const pid_t pid = __real_fork();
