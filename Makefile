@@ -65,8 +65,8 @@ fuzz-smoke: fuzz
 
 # ThreadSanitizer (clang-14) over the daemon's concurrent parts: the unit
 # tests, and the daemon's integration tests with real sandboxes (the daemon
-# itself, and the SDK's LocalProvider, which runs the same engine inside the
-# test process). Only the targets those need are built. TSAN_SKIP leaves out
+# itself, its SDK and CLI clients, and the SDK's LocalProvider, which runs the
+# same engine inside the test process). Only the targets those need are built. TSAN_SKIP leaves out
 # tests whose subject is not threads and whose timing a TSan build cannot
 # keep (tests/README.md "ThreadSanitizer" says which and why). TSAN_TARGETS,
 # TSAN_TESTS and TSAN_SKIP narrow or widen the run, e.g.
@@ -76,8 +76,8 @@ fuzz-smoke: fuzz
 # stops with "unexpected memory mapping", and the tests then run under
 # `setarch -R` (ASLR off for them and the sandboxes they start).
 TSAN_TARGETS ?= corral corral_probe corral_unit_tests corral_integration_tests
-TSAN_TESTS   ?= ^(unit\.|integration\.(Daemon|Providers/SdkProvider\..*/Local|NonUtf8))
-TSAN_SKIP    ?= StateStoreTest\.AcknowledgedWritesSurviveSigkill|DaemonCrash\.Kill9Loop|DaemonSetupTimeout|DaemonHarness\.
+TSAN_TESTS   ?= ^(unit\.|integration\.(Daemon|Providers/SdkProvider\.|CliClient|NonUtf8))
+TSAN_SKIP    ?= StateStoreTest\.AcknowledgedWritesSurviveSigkill|DaemonCrash\.Kill9Loop|DaemonSetupTimeout
 $(TSAN_BUILD)/build.ninja: | deps
 	CC=clang-14 CXX=clang++-14 cmake -S . -B $(TSAN_BUILD) -G Ninja \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCORRAL_TSAN=ON
