@@ -9,10 +9,10 @@
 
 #include <cstdio>
 #include <fstream>
-#include <random>
 #include <sstream>
 
 #include "base/paths.h"
+#include "base/random.h"
 #include "jail/capabilities.h"
 #include "jail/command_userns.h"
 #include "jail/fs_util.h"
@@ -153,8 +153,7 @@ void add_string(SandboxPlan& plan, std::vector<char*>& into, std::string s) {
 }  // namespace
 
 std::string new_sandbox_id() {
-  std::random_device rd;
-  std::uint64_t v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  const std::uint64_t v = random_u64();
   char buf[32];
   snprintf(buf, sizeof buf, "sb-%012llx", static_cast<unsigned long long>(v & 0xffffffffffffULL));
   return buf;

@@ -4,10 +4,10 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 
-#include <random>
 #include <string>
 
 #include "base/paths.h"
+#include "base/random.h"
 
 namespace corral {
 
@@ -17,7 +17,7 @@ Result<UidRange> UidRange::acquire() {
     return errno_error("mkdir(" + run_dir() + ")");
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return errno_error("mkdir(" + dir + ")");
   // Start at a random slot so concurrent launchers rarely contend.
-  std::uint32_t start = std::random_device{}() % kUidBlockSlots;
+  const auto start = static_cast<std::uint32_t>(random_below(kUidBlockSlots));
   for (std::uint32_t i = 0; i < kUidBlockSlots; ++i) {
     std::uint32_t slot = (start + i) % kUidBlockSlots;
     std::string path = dir + "/" + std::to_string(slot);

@@ -15,7 +15,6 @@ namespace {
 // whole part times the largest multiplier, plus a fraction.
 using Wide = unsigned __int128;
 
-constexpr std::size_t kMaxQuotedBytes = 80;
 // Fraction digits past this many cannot change a whole byte or millisecond
 // (the largest multipliers are below 10^13); they are checked, then dropped.
 constexpr std::size_t kMaxFractionDigits = 18;
@@ -156,28 +155,6 @@ Result<T> parse_positive_integer(std::string_view text) {
 }
 
 }  // namespace
-
-std::string quote_for_message(std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "\"";
-  std::size_t n = text.size() < kMaxQuotedBytes ? text.size() : kMaxQuotedBytes;
-  for (std::size_t i = 0; i < n; ++i) {
-    auto c = static_cast<unsigned char>(text[i]);
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-    } else if (c < 0x20 || c >= 0x7f) {
-      out.append("\\x");
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 0xf]);
-    } else {
-      out.push_back(static_cast<char>(c));
-    }
-  }
-  if (n < text.size()) out.append("...");
-  out.push_back('"');
-  return out;
-}
 
 Result<std::uint64_t> parse_size(std::string_view text) {
   if (text.empty()) return invalid("size", text, kSizeExpected, kSizeHint);

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "base/result.h"
+#include "base/strings.h"  // quote_for_message, which units used to own (TODO: include at call sites)
 
 namespace corral {
 
@@ -26,9 +27,5 @@ Result<std::uint64_t> parse_count64(std::string_view text);
 // "2Gi", "512Mi", "1536Ki", "17" (bytes): the shortest exact binary form.
 std::string format_size(std::uint64_t bytes);
 
-// User text made safe to print inside an error message: wrapped in double
-// quotes, with quotes, backslashes and non-printable bytes escaped, and cut
-// after 80 bytes ("...") so that a hostile input cannot flood a log line.
-std::string quote_for_message(std::string_view text);
 
 }  // namespace corral

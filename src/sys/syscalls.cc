@@ -29,6 +29,11 @@ int capset_mask(std::uint64_t mask) {
   data[1].effective = data[1].permitted = static_cast<std::uint32_t>(mask >> 32);
   return static_cast<int>(::syscall(SYS_capset, &header, data));
 }
+int set_own_ids(uid_t uid, gid_t gid) {
+  if (::syscall(SYS_setgroups, 0, nullptr) != 0) return -1;
+  if (::syscall(SYS_setresgid, gid, gid, gid) != 0) return -1;
+  return static_cast<int>(::syscall(SYS_setresuid, uid, uid, uid));
+}
 int pidfd_getfd(int pidfd, int targetfd, unsigned int flags) {
   return static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd, targetfd, flags));
 }

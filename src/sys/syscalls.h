@@ -47,6 +47,11 @@ pid_t fork_with_pidfd(int* pidfd);
 // capset(2) with version 3 headers: permitted = effective = `mask`,
 // inheritable = 0.
 int capset_mask(std::uint64_t mask);
+// setgroups(0), setresgid(id x3), setresuid(id x3) for the calling task
+// only. glibc's wrappers change every thread of what they think is the
+// process; a CLONE_VM child shares its parent's memory, so they would act
+// on the parent's threads. 0, or -1 with errno from the first that failed.
+int set_own_ids(uid_t uid, gid_t gid);
 int pidfd_open(pid_t pid, unsigned int flags);
 // A copy of another process's fd `targetfd` (needs ptrace access to it).
 int pidfd_getfd(int pidfd, int targetfd, unsigned int flags);

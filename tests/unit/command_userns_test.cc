@@ -4,13 +4,22 @@
 // SIGCHLD is ignored (as in the daemon's factory, which runs the planner).
 #include "jail/command_userns.h"
 
+#include "base/unique_fd.h"
+
 #include <gtest/gtest.h>
 #include <linux/seccomp.h>
 #include <signal.h>
 #include <stddef.h>
+#include <fcntl.h>
+#include <linux/nsfs.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <vector>
 
 namespace corral {
@@ -65,6 +74,62 @@ TEST(CommandUserns, AnswerHoldsWhileSigchldIsIgnored) {
   sigaction(SIGCHLD, &old, nullptr);
   EXPECT_FALSE(refused);
   EXPECT_TRUE(allowed);
+}
+
+}  // namespace
+}  // namespace corral
+
+namespace corral {
+namespace {
+
+// make_command_userns() as the host's root (it needs CAP_SETUID over the
+// ids it maps): the namespace is owned by kZygoteId and maps the commands'
+// ids; its CLONE_VM helper changed only its own credentials, not the
+// caller's, and is reaped.
+TEST(CommandUserns, NamespaceIsOwnedByTheZygoteIdAndTheCallerKeepsItsIds) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (the unit tests run as root in CI)";  // any host
+  uid_t ruid, euid, suid;
+  ASSERT_EQ(getresuid(&ruid, &euid, &suid), 0);
+  const char* step = "";
+  UniqueFd ns(make_command_userns(&step));
+  ASSERT_TRUE(ns)  << step << ": " << std::strerror(errno);
+  uid_t owner = 12345;
+  ASSERT_EQ(ioctl(ns.get(), NS_GET_OWNER_UID, &owner), 0) << std::strerror(errno);
+  EXPECT_EQ(owner, kZygoteId);
+  uid_t r2, e2, s2;
+  ASSERT_EQ(getresuid(&r2, &e2, &s2), 0);
+  EXPECT_EQ(r2, ruid);
+  EXPECT_EQ(e2, euid);
+  EXPECT_EQ(s2, suid);
+  EXPECT_EQ(getgroups(0, nullptr) >= 0, true);
+  // No child left behind, not even a zombie.
+  EXPECT_EQ(waitpid(-1, nullptr, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
+  // A child that joins it sees the identity map of the commands' ids.
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(p[0]);
+    if (setns(ns.get(), CLONE_NEWUSER) != 0) _exit(1);
+    int fd = open("/proc/self/uid_map", O_RDONLY);
+    char buf[128] = {};
+    const ssize_t n = read(fd, buf, sizeof buf - 1);
+    (void)!write(p[1], buf, n > 0 ? static_cast<size_t>(n) : 0);
+    _exit(0);
+  }
+  close(p[1]);
+  char buf[128] = {};
+  const ssize_t n = read(p[0], buf, sizeof buf - 1);
+  close(p[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_GT(n, 0);
+  unsigned inside = 1, outside = 1, count = 0;
+  ASSERT_EQ(sscanf(buf, "%u %u %u", &inside, &outside, &count), 3) << buf;
+  EXPECT_EQ(inside, 0u);
+  EXPECT_EQ(outside, 0u);
+  EXPECT_EQ(count, kCommandIds);
 }
 
 }  // namespace

@@ -1,0 +1,33 @@
+#include "base/strings.h"
+
+namespace corral {
+
+std::string ascii_lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = ascii_lower(c);
+  return out;
+}
+
+std::string quote_for_message(std::string_view text, std::size_t max) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "\"";
+  const std::size_t n = text.size() < max ? text.size() : max;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(static_cast<char>(c));
+    } else if (c < 0x20 || c >= 0x7f) {
+      out.append("\\x");
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 0xf]);
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  if (n < text.size()) out.append("...");
+  out.push_back('"');
+  return out;
+}
+
+}  // namespace corral
