@@ -220,8 +220,8 @@ DestroyReport LiveSandbox::destroy() {
   if (cgroup_) {
     if (auto st = cgroup_->destroy(); !st) report.residue.push_back(st.error().message);
   }
-  control_.reset();
-  spawn_.reset();
+  // The handles stay open (the destructor closes them): see destroy() in
+  // the header.
   if (layer_) {
     if (auto usage = layer_->usage(); usage) report.disk_used_bytes = usage->bytes;
     if (auto wiped = layer_->wipe(); wiped) {
@@ -232,9 +232,7 @@ DestroyReport LiveSandbox::destroy() {
     } else {
       report.residue.push_back(wiped.error().message);
     }
-    layer_.reset();
   }
-  pidfd_.reset();
   const std::string lock_path = run_dir() + "/sandboxes/" + id() + ".lock";
   if (unlink(lock_path.c_str()) != 0 && errno != ENOENT)
     report.residue.push_back("file " + lock_path);

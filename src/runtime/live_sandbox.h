@@ -95,7 +95,12 @@ class LiveSandbox {
   uid_t host_user_uid() const { return identity_.host_uid_base + 1000; }
 
   // Kills every process, removes the cgroup, wipes and checks the layer,
-  // removes the lock file. Idempotent.
+  // removes the lock file. Idempotent. The handles (pidfd, channels, layer
+  // fd) stay open until the LiveSandbox itself goes: other threads may
+  // still use them (the monitor reading a reply that came before the
+  // teardown, a request reading the disk usage), and a closed fd's number
+  // can be reused at once, by another sandbox's channel. TSan reported
+  // both races (ADR 0007).
   DestroyReport destroy();
 
  private:

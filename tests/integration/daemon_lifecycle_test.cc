@@ -106,13 +106,17 @@ TEST(DaemonLifecycle, CommandTimeoutKillsTheProcessTreeWithExitCode124) {
 TEST(DaemonLifecycle, LifetimeEndsTheSandboxWithItsOwnCode) {
   TestDaemon d;
   ASSERT_TRUE(d.ready()) << d.output();
-  std::string id = d.create_sandbox(R"({"max_lifetime": "2s"})");
+  std::string id = d.create_sandbox(R"({"max_lifetime": "60s"})");
   ASSERT_FALSE(id.empty());
-  // A background process is killed with the sandbox.
+  // A background process is killed with the sandbox. The short lifetime is
+  // set once it runs: counted from the create, it could end before a slow
+  // build (TSan) got the process started.
   auto p = d.request("POST", "/v1/sandboxes/" + id + "/processes", R"({"cmd": "sleep 600"})");
   EXPECT_EQ(p.status, 201) << p.body;
+  auto t = d.request("POST", "/v1/sandboxes/" + id + "/timeout", R"({"max_lifetime": "2s"})");
+  EXPECT_EQ(t.status, 200) << t.body;
   std::string state;
-  for (int i = 0; i < 100 && state != "cleaned"; ++i) {
+  for (int i = 0; i < 200 && state != "cleaned"; ++i) {
     std::this_thread::sleep_for(100ms);
     state = d.request("GET", "/v1/sandboxes/" + id).json().value("state", "");
   }
@@ -126,8 +130,12 @@ TEST(DaemonLifecycle, LifetimeEndsTheSandboxWithItsOwnCode) {
 TEST(DaemonLifecycle, ExtendingTheLifetimeKeepsTheSandbox) {
   TestDaemon d;
   ASSERT_TRUE(d.ready()) << d.output();
-  std::string id = d.create_sandbox(R"({"max_lifetime": "2s"})");
+  // The short lifetime is set after the create, which a slow build (TSan)
+  // can take longer than 2 s for.
+  std::string id = d.create_sandbox();
   ASSERT_FALSE(id.empty());
+  auto s = d.request("POST", "/v1/sandboxes/" + id + "/timeout", R"({"max_lifetime": "2s"})");
+  EXPECT_EQ(s.status, 200) << s.body;
   auto r = d.request("POST", "/v1/sandboxes/" + id + "/timeout", R"({"max_lifetime": "60s"})");
   EXPECT_EQ(r.status, 200) << r.body;
   std::this_thread::sleep_for(3s);
