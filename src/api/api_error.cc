@@ -2,6 +2,7 @@
 #include "api/api_error.h"
 
 #include <algorithm>
+#include <array>
 
 #include "api/codec_internal.h"
 #include "api/json_writer.h"
@@ -16,36 +17,40 @@ constexpr std::size_t kMaxRawErrorBytes = 1024;
 
 // ---- error table -------------------------------------------------------------
 
-const std::vector<ErrorCodeInfo> kErrorCodes = {
-    {"bad_json", 400},
-    {"unknown_field", 400},
-    {"wrong_type", 400},
-    {"invalid_value", 400},
-    {"path_escape", 400},
-    {"unauthorized", 401},
-    {"secret_file", 403},
-    {"not_found", 404},
-    {"method_not_allowed", 405},
-    {"request_timeout", 408},
-    {"conflict", 409},
-    {"idempotency_mismatch", 409},
-    {"sandbox_expired", 410},
-    {"body_too_large", 413},
-    {"unsupported_media_type", 415},
-    {"over_capacity", 429},
-    {"internal", 500},
-    {"setup_failed", 500},
-    {"unavailable", 503},
-    {"network_unavailable", 503},
-    {"insufficient_storage", 507},
-};
+// One row per ApiErrorCode, in the enum's order (checked below), so that
+// error_code_info() is an index.
+constexpr std::array<ErrorCodeInfo, kApiErrorCodeCount> kErrorCodes = {{
+    {ApiErrorCode::kBadJson, "bad_json", 400},
+    {ApiErrorCode::kUnknownField, "unknown_field", 400},
+    {ApiErrorCode::kWrongType, "wrong_type", 400},
+    {ApiErrorCode::kInvalidValue, "invalid_value", 400},
+    {ApiErrorCode::kPathEscape, "path_escape", 400},
+    {ApiErrorCode::kUnauthorized, "unauthorized", 401},
+    {ApiErrorCode::kSecretFile, "secret_file", 403},
+    {ApiErrorCode::kNotFound, "not_found", 404},
+    {ApiErrorCode::kMethodNotAllowed, "method_not_allowed", 405},
+    {ApiErrorCode::kRequestTimeout, "request_timeout", 408},
+    {ApiErrorCode::kConflict, "conflict", 409},
+    {ApiErrorCode::kIdempotencyMismatch, "idempotency_mismatch", 409},
+    {ApiErrorCode::kSandboxExpired, "sandbox_expired", 410},
+    {ApiErrorCode::kBodyTooLarge, "body_too_large", 413},
+    {ApiErrorCode::kUnsupportedMediaType, "unsupported_media_type", 415},
+    {ApiErrorCode::kOverCapacity, "over_capacity", 429},
+    {ApiErrorCode::kInternal, "internal", 500},
+    {ApiErrorCode::kSetupFailed, "setup_failed", 500},
+    {ApiErrorCode::kUnavailable, "unavailable", 503},
+    {ApiErrorCode::kNetworkUnavailable, "network_unavailable", 503},
+    {ApiErrorCode::kInsufficientStorage, "insufficient_storage", 507},
+}};
 
-const ErrorCodeInfo* find_code(std::string_view code) {
-  for (const auto& info : kErrorCodes) {
-    if (info.code == code) return &info;
+constexpr bool rows_in_enum_order() {
+  for (std::size_t i = 0; i < kErrorCodes.size(); ++i) {
+    if (static_cast<std::size_t>(kErrorCodes[i].id) != i || kErrorCodes[i].code.empty())
+      return false;
   }
-  return nullptr;
+  return true;
 }
+static_assert(rows_in_enum_order(), "kErrorCodes needs one row per ApiErrorCode, in order");
 
 }  // namespace
 
@@ -63,24 +68,41 @@ Result<ApiError> read_error_body(const Json& v, std::string_view path, const Ctx
   if (!obj) return tl::unexpected<Error>(obj.error());
   ApiError e;
   const Json* code = obj->get("code");
-  if (code == nullptr) return fail("invalid_value", obj->at("code"), "is missing");
+  if (code == nullptr) return fail(ApiErrorCode::kInvalidValue, obj->at("code"), "is missing");
   CORRAL_TRY(read_into(*obj, "code", e.code, any_string(ctx)));
   CORRAL_TRY(read_into(*obj, "message", e.message, any_string(ctx)));
   CORRAL_TRY(read_into(*obj, "field", e.field, any_string(ctx)));
   CORRAL_TRY(read_into(*obj, "hint", e.hint, any_string(ctx)));
-  const ErrorCodeInfo* info = find_code(e.code);
-  e.http_status = info != nullptr ? info->http_status : 500;
+  // A code this build does not know (a newer server's) is kept, as a 500.
+  std::optional<ApiErrorCode> id = parse_error_code(e.code);
+  e.http_status = id ? error_code_info(*id).http_status : 500;
   return e;
 }
 
-const std::vector<ErrorCodeInfo>& error_codes() { return kErrorCodes; }
+const std::vector<ErrorCodeInfo>& error_codes() {
+  static const std::vector<ErrorCodeInfo> table(kErrorCodes.begin(), kErrorCodes.end());
+  return table;
+}
 
-ApiError make_api_error(std::string_view code, std::string message, std::string field,
+const ErrorCodeInfo& error_code_info(ApiErrorCode id) {
+  return kErrorCodes.at(static_cast<std::size_t>(id));
+}
+
+std::string_view wire_name(ApiErrorCode id) { return error_code_info(id).code; }
+
+std::optional<ApiErrorCode> parse_error_code(std::string_view code) {
+  for (const auto& info : kErrorCodes) {
+    if (info.code == code) return info.id;
+  }
+  return std::nullopt;
+}
+
+ApiError make_api_error(ApiErrorCode code, std::string message, std::string field,
                         std::string hint) {
   ApiError e;
-  const ErrorCodeInfo* info = find_code(code);
-  e.http_status = info != nullptr ? info->http_status : 500;
-  e.code = std::string(code);
+  const ErrorCodeInfo& info = error_code_info(code);
+  e.http_status = info.http_status;
+  e.code = std::string(info.code);
   e.message = std::move(message);
   e.field = std::move(field);
   e.hint = std::move(hint);
@@ -100,7 +122,7 @@ ApiError parse_api_error(int http_status, std::string_view body) {
     auto obj = open_object(*doc, "", kResponse, {"error"});
     if (!obj) return tl::unexpected<Error>(obj.error());
     const Json* error = obj->get("error");
-    if (error == nullptr) return fail("invalid_value", "error", "is missing");
+    if (error == nullptr) return fail(ApiErrorCode::kInvalidValue, "error", "is missing");
     return read_error_body(*error, "error", kResponse);
   });
   if (parsed) {
@@ -118,7 +140,7 @@ ApiError parse_api_error(int http_status, std::string_view body) {
     message = std::string(body.substr(0, n));
     if (n < body.size()) message.append("...");
   }
-  ApiError e = make_api_error("internal", std::move(message));
+  ApiError e = make_api_error(ApiErrorCode::kInternal, std::move(message));
   e.http_status = http_status;
   return e;
 }
@@ -127,42 +149,42 @@ ApiError to_api_error(const Error& error) {
   std::string_view message = error.message;
   std::size_t colon = message.find(": ");
   if (colon != std::string_view::npos) {
-    std::string_view code = message.substr(0, colon);
-    if (find_code(code) != nullptr) {
+    std::optional<ApiErrorCode> code = parse_error_code(message.substr(0, colon));
+    if (code) {
       std::string rest(message.substr(colon + 2));
       if (error.code == ErrorCode::kInvalidArgument) {
         // A parse error: the hint is the field path.
-        return make_api_error(code, std::move(rest), error.hint);
+        return make_api_error(*code, std::move(rest), error.hint);
       }
-      return make_api_error(code, std::move(rest), {}, error.hint);
+      return make_api_error(*code, std::move(rest), {}, error.hint);
     }
   }
-  std::string_view code = "internal";
+  ApiErrorCode code = ApiErrorCode::kInternal;
   switch (error.code) {
     case ErrorCode::kInvalidArgument:
-      code = "invalid_value";
+      code = ApiErrorCode::kInvalidValue;
       break;
     case ErrorCode::kNotFound:
-      code = "not_found";
+      code = ApiErrorCode::kNotFound;
       break;
     case ErrorCode::kAlreadyExists:
-      code = "conflict";
+      code = ApiErrorCode::kConflict;
       break;
     case ErrorCode::kPermissionDenied:
-      code = "path_escape";
+      code = ApiErrorCode::kPathEscape;
       break;
     case ErrorCode::kResourceExhausted:
-      code = "over_capacity";
+      code = ApiErrorCode::kOverCapacity;
       break;
     case ErrorCode::kTimeout:
-      code = "request_timeout";
+      code = ApiErrorCode::kRequestTimeout;
       break;
     case ErrorCode::kUnavailable:
-      code = "unavailable";
+      code = ApiErrorCode::kUnavailable;
       break;
     case ErrorCode::kSystem:
     case ErrorCode::kInternal:
-      code = "internal";
+      code = ApiErrorCode::kInternal;
       break;
   }
   return make_api_error(code, error.message, {}, error.hint);

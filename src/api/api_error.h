@@ -4,6 +4,8 @@
 // failure of the daemon) to an ApiError.
 #pragma once
 
+#include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,33 +14,69 @@
 
 namespace corral::api {
 
+// The stable error codes (docs/api.md). Code passes these, never the wire
+// names, so that a misspelt code does not compile. One row per enumerator in
+// error_codes() gives its wire name and HTTP status; a command that times out
+// is NOT an error (a timed-out command is a result: no command_timeout).
+enum class ApiErrorCode {
+  kBadJson,               // bad_json 400
+  kUnknownField,          // unknown_field 400
+  kWrongType,             // wrong_type 400
+  kInvalidValue,          // invalid_value 400
+  kPathEscape,            // path_escape 400
+  kUnauthorized,          // unauthorized 401
+  kSecretFile,            // secret_file 403: the file API does not serve /run/secrets
+  kNotFound,              // not_found 404
+  kMethodNotAllowed,      // method_not_allowed 405
+  kRequestTimeout,        // request_timeout 408: the per-request timeout
+  kConflict,              // conflict 409, e.g. exec on a sandbox being destroyed
+  kIdempotencyMismatch,   // idempotency_mismatch 409
+  kSandboxExpired,        // sandbox_expired 410
+  kBodyTooLarge,          // body_too_large 413
+  kUnsupportedMediaType,  // unsupported_media_type 415
+  kOverCapacity,          // over_capacity 429
+  kInternal,              // internal 500
+  kSetupFailed,           // setup_failed 500: a sandbox stage failed; message has stage + hint
+  kUnavailable,           // unavailable 503
+  kNetworkUnavailable,    // network_unavailable 503
+  kInsufficientStorage,   // insufficient_storage 507
+};
+// One more than the last enumerator: api_error.cc checks at compile time
+// that its table has this many rows, in the enum's order. A new code goes
+// last and takes kInsufficientStorage's place here; the switches over the
+// enum without a default (sdk's code_of, api_error_code_test.cc) make the
+// build name every place that must decide about it.
+inline constexpr std::size_t kApiErrorCodeCount =
+    static_cast<std::size_t>(ApiErrorCode::kInsufficientStorage) + 1;
+
+struct ErrorCodeInfo {
+  ApiErrorCode id;
+  std::string_view code;  // the wire name
+  int http_status;
+};
+// The table, in the enum's order (docs/api.md lists it).
+const std::vector<ErrorCodeInfo>& error_codes();
+const ErrorCodeInfo& error_code_info(ApiErrorCode id);
+std::string_view wire_name(ApiErrorCode id);
+// The enumerator of a wire name; nullopt for a name this build does not know
+// (a newer server's code).
+std::optional<ApiErrorCode> parse_error_code(std::string_view code);
+
 // Every error response: {"error": {"code": "...", "message": "...",
-// "field": "...", "hint": "..."}} with `code` one of the stable names below.
+// "field": "...", "hint": "..."}} with `code` one of the stable names above.
+// `code` stays a string: a client reading a newer server's body keeps a code
+// it does not know.
 struct ApiError {
   int http_status = 500;
-  std::string code;     // stable, snake_case (see kErrorCodes)
+  std::string code;     // stable, snake_case (see error_codes())
   std::string message;  // says what is wrong and what to do
   std::string field;    // JSON path of the offending field, when there is one
   std::string hint;
+
+  bool is(ApiErrorCode id) const { return code == wire_name(id); }
 };
 
-// Stable error codes and their HTTP status, in one table (docs/api.md lists
-// them from here): bad_json 400, unknown_field 400, wrong_type 400,
-// invalid_value 400, path_escape 400, unauthorized 401, secret_file 403
-// (the file API does not serve /run/secrets), not_found 404,
-// method_not_allowed 405, conflict 409 (e.g. exec on a sandbox being
-// destroyed), idempotency_mismatch 409, body_too_large 413,
-// unsupported_media_type 415, over_capacity 429, insufficient_storage 507,
-// request_timeout 408 (per-request timeout), command_timeout 504 is NOT an
-// error (a timed-out command is a result), sandbox_expired 410,
-// setup_failed 500 (a sandbox stage failed; message has stage + hint),
-// internal 500, unavailable 503.
-struct ErrorCodeInfo {
-  std::string_view code;
-  int http_status;
-};
-const std::vector<ErrorCodeInfo>& error_codes();
-ApiError make_api_error(std::string_view code, std::string message, std::string field = {},
+ApiError make_api_error(ApiErrorCode code, std::string message, std::string field = {},
                         std::string hint = {});
 std::string to_json(const ApiError& error);
 // Parses an error body; anything unparseable becomes code "internal" with

@@ -48,7 +48,7 @@ Status merge_env(std::vector<std::pair<std::string, std::string>>& base,
     std::erase_if(base, [&](const auto& var) { return drop.contains(var.first); });
   }
   if (base.size() > kMaxEnv) {
-    return fail("invalid_value", path,
+    return fail(ApiErrorCode::kInvalidValue, path,
                 "more than " + std::to_string(kMaxEnv) + " variables with the daemon's defaults (" +
                     std::to_string(base.size()) + ")");
   }
@@ -97,7 +97,7 @@ Result<std::vector<MountSpec>> read_mounts(const Json& v, const std::string& pat
   }
   if (v.size() > kMaxMounts) {
     return fail(
-        "invalid_value", path,
+        ApiErrorCode::kInvalidValue, path,
         "more than " + std::to_string(kMaxMounts) + " mounts (" + std::to_string(v.size()) + ")");
   }
   std::vector<MountSpec> mounts;
@@ -110,11 +110,11 @@ Result<std::vector<MountSpec>> read_mounts(const Json& v, const std::string& pat
     const Json* source = obj->get("source");
     const Json* target = obj->get("target");
     if (source == nullptr) {
-      return fail("invalid_value", obj->at("source"),
+      return fail(ApiErrorCode::kInvalidValue, obj->at("source"),
                   "is missing (the host path to mount, such as /srv/data)");
     }
     if (target == nullptr) {
-      return fail("invalid_value", obj->at("target"),
+      return fail(ApiErrorCode::kInvalidValue, obj->at("target"),
                   "is missing (the path inside the sandbox, such as /data)");
     }
     auto src = read_string(*source, obj->at("source"), ctx);
@@ -132,7 +132,7 @@ Result<std::vector<MountSpec>> read_mounts(const Json& v, const std::string& pat
     mount.target = std::move(*normalized);
     for (const MountSpec& earlier : mounts) {
       if (earlier.target == mount.target) {
-        return fail("invalid_value", obj->at("target"),
+        return fail(ApiErrorCode::kInvalidValue, obj->at("target"),
                     "a second mount on " + quote_for_message(mount.target));
       }
     }
@@ -156,7 +156,7 @@ Result<CreateSandboxRequest> parse_create(std::string_view body, const SandboxSp
     auto name = read_string(*image, obj->at("image"), ctx);
     if (!name) return tl::unexpected<Error>(name.error());
     if (!is_valid_image_name(*name)) {
-      return fail("invalid_value", obj->at("image"),
+      return fail(ApiErrorCode::kInvalidValue, obj->at("image"),
                   quote_for_message(*name) +
                       " is not an image name ([a-z0-9][a-z0-9._-]{0,62}); omit \"image\" for "
                       "the host base");
@@ -192,7 +192,7 @@ Result<CreateSandboxRequest> parse_create(std::string_view body, const SandboxSp
     auto name = read_string(*hostname, obj->at("hostname"), ctx);
     if (!name) return tl::unexpected<Error>(name.error());
     if (!is_valid_hostname(*name)) {
-      return fail("invalid_value", obj->at("hostname"),
+      return fail(ApiErrorCode::kInvalidValue, obj->at("hostname"),
                   quote_for_message(*name) +
                       " is not a valid hostname (letters, digits, '-' and '.', labels not "
                       "starting or ending with '-', at most 64 bytes)");
@@ -274,7 +274,7 @@ Result<ExtendRequest> parse_extend(std::string_view body) {
     const Json* lifetime = obj->get("max_lifetime");
     const Json* extend = obj->get("extend_by");
     if ((lifetime == nullptr) == (extend == nullptr)) {
-      return fail("invalid_value", lifetime != nullptr ? "max_lifetime" : "",
+      return fail(ApiErrorCode::kInvalidValue, lifetime != nullptr ? "max_lifetime" : "",
                   std::string(lifetime != nullptr ? "give" : "no change given: give") +
                       " exactly one of \"max_lifetime\" (the new lifetime, counted from now) "
                       "and \"extend_by\" (added to the current expiry)");

@@ -33,12 +33,12 @@ Result<ExecRequest> parse_exec_request(std::string_view body) {
   const Json* argv = obj->get("argv");
   const Json* cmd = obj->get("cmd");
   if (argv != nullptr && cmd != nullptr) {
-    return fail("invalid_value", "argv",
+    return fail(ApiErrorCode::kInvalidValue, "argv",
                 "give either \"argv\" (a list of arguments) or \"cmd\" (a shell command line), "
                 "not both");
   }
   if (argv == nullptr && cmd == nullptr) {
-    return fail("invalid_value", "argv",
+    return fail(ApiErrorCode::kInvalidValue, "argv",
                 "no command: give \"argv\" (a list of arguments, such as [\"python3\", "
                 "\"x.py\"]) or \"cmd\" (a shell command line, run by /bin/sh -c)");
   }
@@ -46,16 +46,17 @@ Result<ExecRequest> parse_exec_request(std::string_view body) {
     auto list = read_string_list(*argv, "argv", ctx, kMaxArgv, true);
     if (!list) return tl::unexpected<Error>(list.error());
     if (list->empty()) {
-      return fail("invalid_value", "argv", "is empty: it needs at least the program to run");
+      return fail(ApiErrorCode::kInvalidValue, "argv",
+                  "is empty: it needs at least the program to run");
     }
     if (list->front().empty()) {
-      return fail("invalid_value", "argv[0]", "is empty: it is the program to run");
+      return fail(ApiErrorCode::kInvalidValue, "argv[0]", "is empty: it is the program to run");
     }
     request.argv = std::move(*list);
   } else {
     auto line = read_c_string(*cmd, "cmd", ctx);
     if (!line) return tl::unexpected<Error>(line.error());
-    if (line->empty()) return fail("invalid_value", "cmd", "is empty");
+    if (line->empty()) return fail(ApiErrorCode::kInvalidValue, "cmd", "is empty");
     request.argv = {"/bin/sh", "-c", *line};
     request.cmd = std::move(*line);
   }
@@ -80,7 +81,7 @@ Result<ExecRequest> parse_exec_request(std::string_view body) {
       auto size = read_size(*max, "max_output_bytes", ctx);
       if (!size) return tl::unexpected<Error>(size.error());
       if (*size > kMaxOutputBytes) {
-        return fail("invalid_value", "max_output_bytes",
+        return fail(ApiErrorCode::kInvalidValue, "max_output_bytes",
                     "must be at most 64Mi, found " + format_size(*size));
       }
       request.max_output_bytes = *size;
@@ -95,7 +96,7 @@ Result<ExecRequest> parse_exec_request(std::string_view body) {
     auto s = read_string(*stream, "stream", ctx, "\"ndjson\" or \"sse\"");
     if (!s) return tl::unexpected<Error>(s.error());
     if (*s != "ndjson" && *s != "sse") {
-      return fail("invalid_value", "stream",
+      return fail(ApiErrorCode::kInvalidValue, "stream",
                   quote_for_message(*s) +
                       " is not a stream format: use \"ndjson\" or \"sse\" "
                       "(omit it to wait for the result)");
@@ -229,7 +230,8 @@ Result<ExecEvent> parse_exec_event(std::string_view line) {
     if (!obj) return tl::unexpected<Error>(obj.error());
     const Json* type = obj->get("type");
     if (type == nullptr) {
-      return fail("invalid_value", "type", "is missing (stdout, stderr, exit or error)");
+      return fail(ApiErrorCode::kInvalidValue, "type",
+                  "is missing (stdout, stderr, exit or error)");
     }
     auto kind = read_string(*type, "type", ctx, "a string (stdout, stderr, exit or error)");
     if (!kind) return tl::unexpected<Error>(kind.error());
@@ -238,7 +240,7 @@ Result<ExecEvent> parse_exec_event(std::string_view line) {
       event.kind = *kind == "stdout" ? ExecEvent::kStdout : ExecEvent::kStderr;
       auto data = read_bytes(*obj, "data", std::numeric_limits<std::size_t>::max());
       if (!data) return tl::unexpected<Error>(data.error());
-      if (!*data) return fail("invalid_value", "data", "is missing (or \"data_b64\")");
+      if (!*data) return fail(ApiErrorCode::kInvalidValue, "data", "is missing (or \"data_b64\")");
       event.data = std::move(**data);
     } else if (*kind == "exit") {
       event.kind = ExecEvent::kExit;
@@ -246,12 +248,12 @@ Result<ExecEvent> parse_exec_event(std::string_view line) {
     } else if (*kind == "error") {
       event.kind = ExecEvent::kError;
       const Json* error = obj->get("error");
-      if (error == nullptr) return fail("invalid_value", "error", "is missing");
+      if (error == nullptr) return fail(ApiErrorCode::kInvalidValue, "error", "is missing");
       auto e = read_error_body(*error, "error", ctx);
       if (!e) return tl::unexpected<Error>(e.error());
       event.error = std::move(*e);
     } else {
-      return fail("invalid_value", "type",
+      return fail(ApiErrorCode::kInvalidValue, "type",
                   quote_for_message(*kind) + " is not an event type (stdout, stderr, exit, error)");
     }
     return event;

@@ -39,7 +39,7 @@ Result<FileEntry> read_file_entry(const Json& v, std::string path, const Ctx& ct
   if (*name) e.name = std::move(**name);
   CORRAL_TRY(read_into(*obj, "type", e.type, any_string(ctx)));
   if (e.type != "file" && e.type != "directory" && e.type != "symlink" && e.type != "other") {
-    return fail("invalid_value", obj->at("type"),
+    return fail(ApiErrorCode::kInvalidValue, obj->at("type"),
                 quote_for_message(e.type) + " is not one of file, directory, symlink, other");
   }
   CORRAL_TRY(read_into(*obj, "size", e.size, any_u64()));
@@ -58,7 +58,7 @@ Result<std::string> read_file_path(const Obj& obj, std::string_view key) {
   auto bytes = read_bytes(obj, key, kMaxPathBytes);
   if (!bytes) return tl::unexpected<Error>(bytes.error());
   if (!*bytes) {
-    return fail("invalid_value", obj.at(key), "is missing (a path inside the sandbox)");
+    return fail(ApiErrorCode::kInvalidValue, obj.at(key), "is missing (a path inside the sandbox)");
   }
   CORRAL_TRY(check_file_path(**bytes, obj.at(key)));
   return std::move(**bytes);
@@ -76,7 +76,7 @@ Result<std::uint32_t> read_mode(const Json& v, std::string_view path, const Ctx&
     std::uint32_t mode = 0;
     for (char c : digits) mode = mode * 8 + static_cast<std::uint32_t>(c - '0');
     if (!octal || mode > kMaxMode) {
-      return fail("invalid_value", path,
+      return fail(ApiErrorCode::kInvalidValue, path,
                   quote_for_message(*text) +
                       " is not a permission mode: give octal digits up to \"0777\" (such as "
                       "\"0755\"), or an integer up to 511");
@@ -118,7 +118,7 @@ Result<std::vector<FileEntry>> parse_file_list(std::string_view body, bool* trun
     bool cut = false;
     CORRAL_TRY(read_into(*obj, "truncated", cut, any_bool()));
     const Json* list = obj->get("entries");
-    if (list == nullptr) return fail("invalid_value", "entries", "is missing");
+    if (list == nullptr) return fail(ApiErrorCode::kInvalidValue, "entries", "is missing");
     if (!list->is_array()) return wrong_type("entries", "an array", *list);
     std::vector<FileEntry> entries;
     entries.reserve(list->size());

@@ -131,15 +131,15 @@ class DomBuilder {
   bool key(Json::string_t& key) {
     Frame& f = frames_.back();
     if (!f.keys.insert(key).second) {
-      return refuse("bad_json", join_path(f.path, key),
+      return refuse(ApiErrorCode::kBadJson, join_path(f.path, key),
                     "the field is given twice (each field may appear once)");
     }
     if (f.keys.size() > kMaxFieldsPerObject) {
-      return refuse("invalid_value", f.path,
+      return refuse(ApiErrorCode::kInvalidValue, f.path,
                     "more than " + std::to_string(kMaxFieldsPerObject) + " fields in one object");
     }
     if (bound_request_ && ++total_keys_ > kMaxFieldsPerRequest) {
-      return refuse("invalid_value", "",
+      return refuse(ApiErrorCode::kInvalidValue, "",
                     "more than " + std::to_string(kMaxFieldsPerRequest) + " fields in the body");
     }
     f.key = std::move(key);
@@ -153,7 +153,7 @@ class DomBuilder {
       std::size_t close = what.find("] ");
       if (close != std::string::npos) what.erase(0, close + 2);
     }
-    return refuse("bad_json", "", printable_text(what, 300));
+    return refuse(ApiErrorCode::kBadJson, "", printable_text(what, 300));
   }
 
   const std::optional<Error>& error() const { return error_; }
@@ -167,7 +167,7 @@ class DomBuilder {
     std::string key;             // objects: the field being read
   };
 
-  bool refuse(std::string_view code, std::string_view path, std::string_view message) {
+  bool refuse(ApiErrorCode code, std::string_view path, std::string_view message) {
     if (!error_) error_ = fail(code, path, message).value();
     return false;
   }
@@ -193,7 +193,8 @@ class DomBuilder {
 
   bool open(Json&& container) {
     if (frames_.size() >= static_cast<std::size_t>(kMaxDepth)) {
-      return refuse("bad_json", "", "nested deeper than " + std::to_string(kMaxDepth) + " levels");
+      return refuse(ApiErrorCode::kBadJson, "",
+                    "nested deeper than " + std::to_string(kMaxDepth) + " levels");
     }
     std::string path;
     if (!frames_.empty()) {
@@ -243,8 +244,8 @@ std::string printable_text(std::string_view text, std::size_t max) {
 
 // Parse errors: "<code>: <path>: <message>" with the path as hint (see
 // to_api_error). unknown_field messages name the path themselves.
-tl::unexpected<Error> fail(std::string_view code, std::string_view path, std::string_view message) {
-  std::string msg(code);
+tl::unexpected<Error> fail(ApiErrorCode code, std::string_view path, std::string_view message) {
+  std::string msg(wire_name(code));
   msg.append(": ");
   if (!path.empty()) msg.append(path).append(": ");
   msg.append(message);
@@ -256,7 +257,7 @@ tl::unexpected<Error> fail(std::string_view code, std::string_view path, std::st
 tl::unexpected<Error> fail_with(std::string_view path, const Error& cause) {
   std::string msg = cause.message;
   if (!cause.hint.empty()) msg.append(" (").append(cause.hint).append(")");
-  return fail("invalid_value", path, msg);
+  return fail(ApiErrorCode::kInvalidValue, path, msg);
 }
 
 // "limits.memory", "env[\"1X\"]", "mounts[2].target".
@@ -276,21 +277,23 @@ std::string index_path(std::string_view parent, std::size_t index) {
 }
 
 tl::unexpected<Error> wrong_type(std::string_view path, std::string_view expected, const Json& v) {
-  return fail("wrong_type", path, "expected " + std::string(expected) + ", found " + describe(v));
+  return fail(ApiErrorCode::kWrongType, path,
+              "expected " + std::string(expected) + ", found " + describe(v));
 }
 
 Result<Json> parse_json(std::string_view text, const Ctx& ctx) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
-    return fail("bad_json", "", "the body is empty; expected a JSON object");
+    return fail(ApiErrorCode::kBadJson, "", "the body is empty; expected a JSON object");
   }
   if (too_deep(text)) {
-    return fail("bad_json", "", "nested deeper than " + std::to_string(kMaxDepth) + " levels");
+    return fail(ApiErrorCode::kBadJson, "",
+                "nested deeper than " + std::to_string(kMaxDepth) + " levels");
   }
   DomBuilder builder(ctx.strict);
   bool parsed = Json::sax_parse(text.begin(), text.end(), &builder, Json::input_format_t::json,
                                 /*strict=*/true, /*ignore_comments=*/false);
   if (builder.error()) return tl::unexpected<Error>(*builder.error());
-  if (!parsed) return fail("bad_json", "", "not valid JSON");
+  if (!parsed) return fail(ApiErrorCode::kBadJson, "", "not valid JSON");
   return std::move(builder.root());
 }
 
@@ -298,7 +301,8 @@ Result<Obj> open_object(const Json& v, std::string path, const Ctx& ctx,
                         std::initializer_list<std::string_view> known, std::string_view expected) {
   if (!v.is_object()) {
     if (path.empty()) {
-      return fail("wrong_type", "", "expected the body to be a JSON object, found " + describe(v));
+      return fail(ApiErrorCode::kWrongType, "",
+                  "expected the body to be a JSON object, found " + describe(v));
     }
     return wrong_type(path, expected, v);
   }
@@ -307,9 +311,10 @@ Result<Obj> open_object(const Json& v, std::string path, const Ctx& ctx,
       const std::string& key = it.key();
       if (std::find(known.begin(), known.end(), key) == known.end()) {
         std::string field = join_path(path, key);
-        return make_error(
-            ErrorCode::kInvalidArgument,
-            "unknown_field: unknown field \"" + field + "\" (known: " + join(known) + ")", field);
+        return make_error(ErrorCode::kInvalidArgument,
+                          std::string(wire_name(ApiErrorCode::kUnknownField)) +
+                              ": unknown field \"" + field + "\" (known: " + join(known) + ")",
+                          field);
       }
     }
   }
@@ -321,7 +326,7 @@ Result<std::string> read_string(const Json& v, std::string_view path, const Ctx&
   const auto* s = v.get_ptr<const Json::string_t*>();
   if (s == nullptr) return wrong_type(path, expected, v);
   if (s->size() > ctx.max_string) {
-    return fail("invalid_value", path,
+    return fail(ApiErrorCode::kInvalidValue, path,
                 "longer than " + std::to_string(ctx.max_string) + " bytes (" +
                     std::to_string(s->size()) + ")");
   }
@@ -333,7 +338,7 @@ Result<std::string> read_c_string(const Json& v, std::string_view path, const Ct
   auto s = read_string(v, path, ctx);
   if (!s) return s;
   if (s->find('\0') != std::string::npos) {
-    return fail("invalid_value", path, "contains a NUL byte (\\u0000)");
+    return fail(ApiErrorCode::kInvalidValue, path, "contains a NUL byte (\\u0000)");
   }
   return s;
 }
@@ -349,12 +354,12 @@ Result<std::uint64_t> read_uint(const Json& v, std::string_view path, std::uint6
                                 std::uint64_t max, std::string_view expected) {
   std::string range = "must be between " + std::to_string(min) + " and " + std::to_string(max);
   if (const auto* n = negative_int(v)) {
-    return fail("invalid_value", path, range + ", found " + std::to_string(*n));
+    return fail(ApiErrorCode::kInvalidValue, path, range + ", found " + std::to_string(*n));
   }
   const auto* u = v.get_ptr<const Json::number_unsigned_t*>();
   if (u == nullptr) return wrong_type(path, expected, v);
   if (*u < min || *u > max) {
-    return fail("invalid_value", path, range + ", found " + std::to_string(*u));
+    return fail(ApiErrorCode::kInvalidValue, path, range + ", found " + std::to_string(*u));
   }
   return *u;
 }
@@ -366,14 +371,14 @@ Result<std::int64_t> read_int(const Json& v, std::string_view path, std::int64_t
     value = *n;
   } else if (const auto* u = v.get_ptr<const Json::number_unsigned_t*>()) {
     if (*u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-      return fail("invalid_value", path, "too large, found " + std::to_string(*u));
+      return fail(ApiErrorCode::kInvalidValue, path, "too large, found " + std::to_string(*u));
     }
     value = static_cast<std::int64_t>(*u);
   } else {
     return wrong_type(path, "an integer", v);
   }
   if (value < min || value > max) {
-    return fail("invalid_value", path,
+    return fail(ApiErrorCode::kInvalidValue, path,
                 "must be between " + std::to_string(min) + " and " + std::to_string(max) +
                     ", found " + std::to_string(value));
   }
@@ -392,11 +397,12 @@ Result<std::uint64_t> read_size(const Json& v, std::string_view path, const Ctx&
     return *size;
   }
   if (const auto* n = negative_int(v)) {
-    return fail("invalid_value", path, "must be greater than zero, found " + std::to_string(*n));
+    return fail(ApiErrorCode::kInvalidValue, path,
+                "must be greater than zero, found " + std::to_string(*n));
   }
   const auto* u = v.get_ptr<const Json::number_unsigned_t*>();
   if (u == nullptr) return wrong_type(path, kExpected, v);
-  if (*u == 0) return fail("invalid_value", path, "must be greater than zero, found 0");
+  if (*u == 0) return fail(ApiErrorCode::kInvalidValue, path, "must be greater than zero, found 0");
   return *u;
 }
 
@@ -404,7 +410,7 @@ Result<std::uint64_t> read_size_at_least(const Json& v, std::string_view path, c
                                          std::uint64_t min) {
   auto size = read_size(v, path, ctx);
   if (size && *size < min) {
-    return fail("invalid_value", path,
+    return fail(ApiErrorCode::kInvalidValue, path,
                 "must be at least " + format_size(min) + ", found " + format_size(*size));
   }
   return size;
@@ -427,17 +433,19 @@ Result<std::int64_t> read_duration_ms(const Json& v, std::string_view path, cons
     if (!d) return fail_with(path, d.error());
     ms = d->count();
   } else if (const auto* n = negative_int(v)) {
-    return fail("invalid_value", path, range + ", found " + std::to_string(*n) + " seconds");
+    return fail(ApiErrorCode::kInvalidValue, path,
+                range + ", found " + std::to_string(*n) + " seconds");
   } else if (const auto* u = v.get_ptr<const Json::number_unsigned_t*>()) {
     if (*u > static_cast<std::uint64_t>(max_ms / kSecondMs)) {
-      return fail("invalid_value", path, range + ", found " + std::to_string(*u) + " seconds");
+      return fail(ApiErrorCode::kInvalidValue, path,
+                  range + ", found " + std::to_string(*u) + " seconds");
     }
     ms = static_cast<std::int64_t>(*u) * kSecondMs;
   } else {
     return wrong_type(path, kExpected, v);
   }
   if (ms < min_ms || ms > max_ms) {
-    return fail("invalid_value", path, range + ", found " + format_ms(ms));
+    return fail(ApiErrorCode::kInvalidValue, path, range + ", found " + format_ms(ms));
   }
   return ms;
 }
@@ -463,7 +471,7 @@ Result<double> read_cpus(const Json& v, std::string_view path, const Ctx& ctx) {
     cpus = static_cast<double>(*v.get_ptr<const Json::number_unsigned_t*>());
   }
   if (!std::isfinite(cpus) || !(cpus > 0.0) || cpus > kMaxCpus) {
-    return fail("invalid_value", path, std::string(kRange) + ", found " + json_text(v));
+    return fail(ApiErrorCode::kInvalidValue, path, std::string(kRange) + ", found " + json_text(v));
   }
   return cpus;
 }
@@ -472,20 +480,22 @@ Result<double> read_cpus(const Json& v, std::string_view path, const Ctx& ctx) {
 Status check_absolute(const std::string& value, std::string_view path) {
   std::string quoted = quote_for_message(value);
   if (value.empty() || value.front() != '/') {
-    return fail("invalid_value", path, quoted + " is not an absolute path (such as /workspace)");
+    return fail(ApiErrorCode::kInvalidValue, path,
+                quoted + " is not an absolute path (such as /workspace)");
   }
   if (value.size() > kMaxPathBytes) {
-    return fail("invalid_value", path, "longer than " + std::to_string(kMaxPathBytes) + " bytes");
+    return fail(ApiErrorCode::kInvalidValue, path,
+                "longer than " + std::to_string(kMaxPathBytes) + " bytes");
   }
   if (value.find('\0') != std::string::npos) {
-    return fail("invalid_value", path, "contains a NUL byte (\\u0000)");
+    return fail(ApiErrorCode::kInvalidValue, path, "contains a NUL byte (\\u0000)");
   }
   std::size_t start = 0;
   while (start <= value.size()) {
     std::size_t slash = value.find('/', start);
     std::size_t end = slash == std::string::npos ? value.size() : slash;
     if (std::string_view(value).substr(start, end - start) == "..") {
-      return fail("invalid_value", path, quoted + " contains a \"..\" component");
+      return fail(ApiErrorCode::kInvalidValue, path, quoted + " contains a \"..\" component");
     }
     if (slash == std::string::npos) break;
     start = slash + 1;
@@ -496,12 +506,14 @@ Status check_absolute(const std::string& value, std::string_view path) {
 // A path for the file API: relative or absolute, resolved inside the
 // sandbox by the file layer (docs/file-api.md), which checks the rest.
 Status check_file_path(const std::string& value, std::string_view path) {
-  if (value.empty()) return fail("invalid_value", path, "is empty (use \"/\" for the root)");
+  if (value.empty())
+    return fail(ApiErrorCode::kInvalidValue, path, "is empty (use \"/\" for the root)");
   if (value.size() > kMaxPathBytes) {
-    return fail("invalid_value", path, "longer than " + std::to_string(kMaxPathBytes) + " bytes");
+    return fail(ApiErrorCode::kInvalidValue, path,
+                "longer than " + std::to_string(kMaxPathBytes) + " bytes");
   }
   if (value.find('\0') != std::string::npos) {
-    return fail("invalid_value", path, "contains a NUL byte (\\u0000)");
+    return fail(ApiErrorCode::kInvalidValue, path, "contains a NUL byte (\\u0000)");
   }
   return ok();
 }
@@ -515,7 +527,7 @@ Result<std::vector<std::pair<std::string, std::string>>> read_env(const Json& v,
   if (!v.is_object()) return wrong_type(path, "an object of \"NAME\": \"value\"", v);
   if (v.size() > kMaxEnv) {
     return fail(
-        "invalid_value", path,
+        ApiErrorCode::kInvalidValue, path,
         "more than " + std::to_string(kMaxEnv) + " variables (" + std::to_string(v.size()) + ")");
   }
   std::vector<std::pair<std::string, std::string>> env;
@@ -524,7 +536,7 @@ Result<std::vector<std::pair<std::string, std::string>>> read_env(const Json& v,
     const std::string& name = it.key();
     std::string var_path = join_path(path, name);
     if (!is_valid_env_name(name) || name.size() > ctx.max_string) {
-      return fail("invalid_value", var_path,
+      return fail(ApiErrorCode::kInvalidValue, var_path,
                   "invalid variable name: it must match [A-Za-z_][A-Za-z0-9_]*");
     }
     if (unset != nullptr && it.value().is_null()) {
@@ -535,7 +547,7 @@ Result<std::vector<std::pair<std::string, std::string>>> read_env(const Json& v,
                              unset != nullptr ? "a string value or null" : "a string value");
     if (!value) return tl::unexpected<Error>(value.error());
     if (value->find('\0') != std::string::npos) {
-      return fail("invalid_value", var_path, "the value contains a NUL byte (\\u0000)");
+      return fail(ApiErrorCode::kInvalidValue, var_path, "the value contains a NUL byte (\\u0000)");
     }
     env.emplace_back(name, std::move(*value));
   }
@@ -548,7 +560,7 @@ Result<std::vector<std::string>> read_string_list(const Json& v, std::string_vie
   if (!v.is_array()) return wrong_type(path, "an array of strings", v);
   if (v.size() > max_items) {
     return fail(
-        "invalid_value", path,
+        ApiErrorCode::kInvalidValue, path,
         "more than " + std::to_string(max_items) + " entries (" + std::to_string(v.size()) + ")");
   }
   std::vector<std::string> out;
@@ -570,7 +582,7 @@ Result<std::optional<std::string>> read_bytes(const Obj& obj, std::string_view k
   const Json* text = obj.get(key);
   const Json* b64 = obj.get(b64_key);
   if (text != nullptr && b64 != nullptr) {
-    return fail("invalid_value", obj.at(key),
+    return fail(ApiErrorCode::kInvalidValue, obj.at(key),
                 "give either \"" + std::string(key) + "\" or \"" + b64_key + "\", not both");
   }
   Ctx ctx = obj.ctx();
@@ -579,7 +591,7 @@ Result<std::optional<std::string>> read_bytes(const Obj& obj, std::string_view k
     auto s = read_string(*text, obj.at(key), ctx);
     if (!s) return tl::unexpected<Error>(s.error());
     if (s->size() > max_bytes) {
-      return fail("invalid_value", obj.at(key),
+      return fail(ApiErrorCode::kInvalidValue, obj.at(key),
                   "longer than " + std::to_string(max_bytes) + " bytes");
     }
     return std::optional<std::string>(std::move(*s));
@@ -593,7 +605,7 @@ Result<std::optional<std::string>> read_bytes(const Obj& obj, std::string_view k
     auto bytes = base64_decode(*s);
     if (!bytes) return fail_with(obj.at(b64_key), bytes.error());
     if (bytes->size() > max_bytes) {
-      return fail("invalid_value", obj.at(b64_key),
+      return fail(ApiErrorCode::kInvalidValue, obj.at(b64_key),
                   "longer than " + std::to_string(max_bytes) + " bytes once decoded");
     }
     return std::optional<std::string>(std::move(*bytes));

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/api_error.h"
 #include "base/result.h"
 #include "spec/sandbox_spec.h"  // kKiB
 #include "spec/units.h"
@@ -56,7 +57,7 @@ std::string printable_text(std::string_view text, std::size_t max);
 
 // Parse errors: "<code>: <path>: <message>" with the path as hint (see
 // to_api_error). unknown_field messages name the path themselves.
-tl::unexpected<Error> fail(std::string_view code, std::string_view path, std::string_view message);
+tl::unexpected<Error> fail(ApiErrorCode code, std::string_view path, std::string_view message);
 
 // An error of a spec-layer parser (parse_size, normalize_mount_target...)
 // as an invalid_value, its hint folded into the message.
@@ -197,10 +198,12 @@ Result<T> guarded(Body body) {
   try {
     return body();
   } catch (const std::exception& e) {
-    return make_error(ErrorCode::kInternal, std::string("internal: parsing the JSON body: ") +
-                                                printable_text(e.what(), 200));
+    return make_error(ErrorCode::kInternal,
+                      std::string(wire_name(ApiErrorCode::kInternal)) +
+                          ": parsing the JSON body: " + printable_text(e.what(), 200));
   } catch (...) {
-    return make_error(ErrorCode::kInternal, "internal: parsing the JSON body failed");
+    return make_error(ErrorCode::kInternal, std::string(wire_name(ApiErrorCode::kInternal)) +
+                                                ": parsing the JSON body failed");
   }
 }
 
@@ -223,7 +226,7 @@ Result<std::vector<T>> read_list(const Json& doc, std::string_view key, const Ct
   if (!obj) return tl::unexpected<Error>(obj.error());
   std::vector<T> out;
   const Json* list = obj->get(key);
-  if (list == nullptr) return fail("invalid_value", key, "is missing");
+  if (list == nullptr) return fail(ApiErrorCode::kInvalidValue, key, "is missing");
   if (!list->is_array()) return wrong_type(key, "an array", *list);
   out.reserve(list->size());
   for (std::size_t i = 0; i < list->size(); ++i) {

@@ -23,7 +23,7 @@ Result<double> read_rate_number(const Json& v, std::string_view path) {
   if (!v.is_number()) return wrong_type(path, "a number", v);
   const double d = v.get<double>();
   if (!std::isfinite(d) || d < 0 || d > kMaxNetworkRate)
-    return fail("invalid_value", path,
+    return fail(ApiErrorCode::kInvalidValue, path,
                 "must be between 0 (no limit) and 1000000, found " + json_text(v));
   return d;
 }
@@ -33,7 +33,7 @@ Result<double> read_rate_number(const Json& v, std::string_view path) {
 Status check_rules(const std::vector<std::string>& rules, const std::string& path, bool deny) {
   for (std::size_t i = 0; i < rules.size(); ++i) {
     auto rule = net::parse_rule(rules[i], deny);
-    if (!rule) return fail("invalid_value", index_path(path, i), rule.error().message);
+    if (!rule) return fail(ApiErrorCode::kInvalidValue, index_path(path, i), rule.error().message);
   }
   return ok();
 }
@@ -76,17 +76,17 @@ Result<NetworkSpec> read_network_object(const Json& v, const std::string& path, 
     auto text = read_string(*d, obj->at("default"), ctx, "\"deny\" or \"allow\"");
     if (!text) return tl::unexpected<Error>(text.error());
     if (*text != "deny" && *text != "allow")
-      return fail("invalid_value", obj->at("default"),
+      return fail(ApiErrorCode::kInvalidValue, obj->at("default"),
                   quote_for_message(*text) + " is not a default: use \"deny\" or \"allow\"");
     default_allow = *text == "allow";
     if (const Json* m = obj->get("mode");
         m != nullptr && m->is_string() && (m->get<std::string>() == "open") != *default_allow)
-      return fail("invalid_value", obj->at("mode"),
+      return fail(ApiErrorCode::kInvalidValue, obj->at("mode"),
                   "mode " + quote_for_message(m->get<std::string>()) + " contradicts default " +
                       quote_for_message(*text) + ": give only one of them");
     if (*default_allow && obj->get("allow_domains") != nullptr &&
         !obj->get("allow_domains")->empty())
-      return fail("invalid_value", obj->at("allow_domains"),
+      return fail(ApiErrorCode::kInvalidValue, obj->at("allow_domains"),
                   "lists domains, but default \"allow\" reaches every public domain: use "
                   "default \"deny\" to allow only these");
   }
@@ -97,7 +97,7 @@ Result<NetworkSpec> read_network_object(const Json& v, const std::string& path, 
     // "" is what GET shows for a policy given by its rules alone: sent back,
     // it means the same.
     if (*m != "none" && *m != "allowlist" && *m != "open" && !m->empty())
-      return fail("invalid_value", obj->at("mode"),
+      return fail(ApiErrorCode::kInvalidValue, obj->at("mode"),
                   quote_for_message(*m) +
                       " is not a network mode: use \"none\" (loopback only), "
                       "\"allowlist\" or \"open\"");
@@ -137,7 +137,7 @@ Result<NetworkSpec> read_network_object(const Json& v, const std::string& path, 
     auto rate = open_object(*r, obj->at("rate"), ctx, {"per_second", "burst"});
     if (!rate) return tl::unexpected<Error>(rate.error());
     if (rate->get("per_second") == nullptr)
-      return fail("invalid_value", rate->at("per_second"),
+      return fail(ApiErrorCode::kInvalidValue, rate->at("per_second"),
                   "is missing: new connections per second (0: no limit)");
     CORRAL_TRY(read_into(*rate, "per_second", n.rate_per_second, read_rate_number));
     // Without a burst: twice the rate (at least 1), as the CLI's --network-rate.

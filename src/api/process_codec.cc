@@ -33,7 +33,8 @@ Result<ProcessInfo> read_process_info(const Json& v, std::string path, const Ctx
                           "started_at_ms", "ended_at_ms", "stdout_bytes", "stderr_bytes"});
   if (!obj) return tl::unexpected<Error>(obj.error());
   ProcessInfo p;
-  if (obj->get("id") == nullptr) return fail("invalid_value", obj->at("id"), "is missing");
+  if (obj->get("id") == nullptr)
+    return fail(ApiErrorCode::kInvalidValue, obj->at("id"), "is missing");
   CORRAL_TRY(read_into(*obj, "id", p.id, any_string(ctx)));
   CORRAL_TRY(read_into(*obj, "sandbox_id", p.sandbox_id, any_string(ctx)));
   CORRAL_TRY(read_into(*obj, "argv", p.argv, [&](const Json& j, std::string_view pp) {
@@ -71,7 +72,8 @@ Result<int> parse_signal(std::string_view body) {
   if (!obj) return tl::unexpected<Error>(obj.error());
   const Json* v = obj->get("signal");
   if (v == nullptr) {
-    return fail("invalid_value", "signal", "is missing (such as \"TERM\", \"SIGKILL\" or 15)");
+    return fail(ApiErrorCode::kInvalidValue, "signal",
+                "is missing (such as \"TERM\", \"SIGKILL\" or 15)");
   }
   if (v->is_string()) {
     auto text = read_string(*v, "signal", ctx);
@@ -86,7 +88,7 @@ Result<int> parse_signal(std::string_view body) {
       if (!known.empty()) known.append(", ");
       known.append(s.name);
     }
-    return fail("invalid_value", "signal",
+    return fail(ApiErrorCode::kInvalidValue, "signal",
                 quote_for_message(*text) + " is not a signal name (known: " + known +
                     "; or give the number)");
   }

@@ -60,7 +60,8 @@ Result<SandboxInfo> read_sandbox_info(const Json& v, std::string path, const Ctx
                           "expires_at_ms", "error", "residue", "residue_bytes", "network"});
   if (!obj) return tl::unexpected<Error>(obj.error());
   SandboxInfo info;
-  if (obj->get("id") == nullptr) return fail("invalid_value", obj->at("id"), "is missing");
+  if (obj->get("id") == nullptr)
+    return fail(ApiErrorCode::kInvalidValue, obj->at("id"), "is missing");
   CORRAL_TRY(read_into(*obj, "id", info.id, any_string(ctx)));
   CORRAL_TRY(read_into(*obj, "state", info.state, any_string(ctx)));
   if (const Json* spec = obj->get("spec")) {

@@ -39,7 +39,7 @@ Result<SecretHostSpec> read_secret_host(const Json& v, const std::string& path, 
     if (colon != std::string::npos) {
       auto port = parse_port_text(std::string_view(text).substr(colon + 1));
       if (!port)
-        return fail("invalid_value", path,
+        return fail(ApiErrorCode::kInvalidValue, path,
                     quote_for_message(text) + " has no valid port after ':' (1-65535)");
       h.port = *port;
       text.resize(colon);
@@ -49,14 +49,15 @@ Result<SecretHostSpec> read_secret_host(const Json& v, const std::string& path, 
     auto obj = open_object(v, path, ctx, {"host", "port", "intercept"});
     if (!obj) return tl::unexpected<Error>(obj.error());
     if (obj->get("host") == nullptr)
-      return fail("invalid_value", obj->at("host"), "is missing: the host the token may go to");
+      return fail(ApiErrorCode::kInvalidValue, obj->at("host"),
+                  "is missing: the host the token may go to");
     CORRAL_TRY(read_into(*obj, "host", h.host, any_string(ctx)));
     CORRAL_TRY(read_into(*obj, "port", h.port, [](const Json& j, std::string_view p) {
       return read_uint(j, p, 1, 65535);
     }));
     CORRAL_TRY(read_into(*obj, "intercept", h.intercept, any_bool()));
   }
-  if (h.host.empty()) return fail("invalid_value", path, "names no host");
+  if (h.host.empty()) return fail(ApiErrorCode::kInvalidValue, path, "names no host");
   return h;
 }
 
@@ -93,7 +94,7 @@ Result<std::vector<SecretSpec>> read_secrets(const Json& v, const std::string& p
                                              const Ctx& ctx) {
   if (!v.is_array()) return wrong_type(path, "an array of secrets", v);
   if (v.size() > kMaxSecrets)
-    return fail("invalid_value", path,
+    return fail(ApiErrorCode::kInvalidValue, path,
                 "lists " + std::to_string(v.size()) + " secrets; at most " +
                     std::to_string(kMaxSecrets) + " (one per external service)");
   std::vector<SecretSpec> out;
@@ -104,7 +105,8 @@ Result<std::vector<SecretSpec>> read_secrets(const Json& v, const std::string& p
     if (!obj) return tl::unexpected<Error>(obj.error());
     SecretSpec sp;
     if (obj->get("name") == nullptr)
-      return fail("invalid_value", obj->at("name"), "is missing: every secret needs a name");
+      return fail(ApiErrorCode::kInvalidValue, obj->at("name"),
+                  "is missing: every secret needs a name");
     CORRAL_TRY(read_into(*obj, "name", sp.name, any_string(ctx)));
     CORRAL_TRY(read_into(*obj, "key", sp.key, any_string(ctx)));
     CORRAL_TRY(read_into(*obj, "mode", sp.mode, any_string(ctx)));
@@ -115,7 +117,7 @@ Result<std::vector<SecretSpec>> read_secrets(const Json& v, const std::string& p
       const std::string hpath = obj->at("hosts");
       if (!hv->is_array()) return wrong_type(hpath, "an array of hosts", *hv);
       if (hv->size() > kMaxSecretHosts)
-        return fail("invalid_value", hpath,
+        return fail(ApiErrorCode::kInvalidValue, hpath,
                     "lists more than " + std::to_string(kMaxSecretHosts) + " hosts");
       for (std::size_t k = 0; k < hv->size(); ++k) {
         auto h = read_secret_host((*hv)[k], index_path(hpath, k), ctx);
@@ -194,7 +196,8 @@ Result<SandboxSpec> read_spec(const Json& v, std::string path, const Ctx& ctx) {
           if (!j.is_number()) return wrong_type(p, "a number", j);
           double d = j.get<double>();
           if (!std::isfinite(d) || !(d > 0.0)) {
-            return fail("invalid_value", p, "must be more than 0, found " + json_text(j));
+            return fail(ApiErrorCode::kInvalidValue, p,
+                        "must be more than 0, found " + json_text(j));
           }
           return d;
         }));

@@ -13,7 +13,7 @@ namespace corral::daemon {
 template <typename T>
 using ApiResult = tl::expected<T, api::ApiError>;
 
-inline tl::unexpected<api::ApiError> api_fail(std::string_view code, std::string message,
+inline tl::unexpected<api::ApiError> api_fail(api::ApiErrorCode code, std::string message,
                                               std::string field = {}, std::string hint = {}) {
   return tl::unexpected<api::ApiError>(
       api::make_api_error(code, std::move(message), std::move(field), std::move(hint)));

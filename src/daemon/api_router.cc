@@ -109,7 +109,8 @@ void ApiRouter::handle(const http::Peer& peer, const http::RequestHead& head,
           .counter("corral_http_unauthorized_total", "Requests refused for a missing or wrong key")
           .inc();
       api::ApiError e = api::make_api_error(
-          "unauthorized", header ? "the API key is not valid" : "this route needs an API key", "",
+          api::ApiErrorCode::kUnauthorized,
+          header ? "the API key is not valid" : "this route needs an API key", "",
           "send Authorization: Bearer <key> (the key file is printed when corral serve starts)");
       std::string body_json = api::to_json(e);
       (void)out.send(401, {{"content-type", "application/json"}, {"www-authenticate", "Bearer"}},
@@ -127,7 +128,8 @@ void ApiRouter::handle(const http::Peer& peer, const http::RequestHead& head,
   if (handler == nullptr) return;
   auto query = http::parse_query(head.query);
   if (!query) {
-    send_error(out, api::make_api_error("invalid_value", query.error().message, "query"));
+    send_error(
+        out, api::make_api_error(api::ApiErrorCode::kInvalidValue, query.error().message, "query"));
     return;
   }
   ApiRequest r{peer, head, body, out, std::move(params), *query};
@@ -153,14 +155,15 @@ ApiRouter::Handler ApiRouter::route(const http::RequestHead& head, http::Respons
       if (match(r.pattern, *parts, &ignored))
         allowed += (allowed.empty() ? "" : ", ") + std::string(r.method);
     }
-    api::ApiError e =
-        api::make_api_error("method_not_allowed", head.method + " is not allowed on " + head.path +
-                                                      " (allowed: " + allowed + ")");
+    api::ApiError e = api::make_api_error(
+        api::ApiErrorCode::kMethodNotAllowed,
+        head.method + " is not allowed on " + head.path + " (allowed: " + allowed + ")");
     (void)out.send(e.http_status, {{"content-type", "application/json"}, {"allow", allowed}},
                    api::to_json(e));
     return nullptr;
   }
-  send_error(out, api::make_api_error("not_found", "no route " + head.method + " " + head.path, "",
+  send_error(out, api::make_api_error(api::ApiErrorCode::kNotFound,
+                                      "no route " + head.method + " " + head.path, "",
                                       "the API is described in docs/api.md"));
   return nullptr;
 }
@@ -180,22 +183,25 @@ ApiResult<std::string> read_json_body(ApiRequest& r, std::size_t limit) {
   if (auto ct = r.head.header("content-type"); ct) {
     std::string_view v = *ct;
     if (v.substr(0, v.find(';')) != "application/json")
-      return api_fail("unsupported_media_type",
+      return api_fail(api::ApiErrorCode::kUnsupportedMediaType,
                       "Content-Type " + std::string(v) + " is not accepted here", "",
                       "send the body as application/json");
   }
   if (auto len = r.body.declared_length(); len && *len > limit)
-    return api_fail("body_too_large", "the body is " + std::to_string(*len) + " bytes; at most " +
-                                          std::to_string(limit) + " are accepted here");
+    return api_fail(api::ApiErrorCode::kBodyTooLarge,
+                    "the body is " + std::to_string(*len) + " bytes; at most " +
+                        std::to_string(limit) + " are accepted here");
   auto text = r.body.read_all(limit);
   if (!text) {
     if (text.error().code == ErrorCode::kResourceExhausted)
-      return api_fail("body_too_large", "the body is larger than the " + std::to_string(limit) +
-                                            " bytes accepted here");
+      return api_fail(
+          api::ApiErrorCode::kBodyTooLarge,
+          "the body is larger than the " + std::to_string(limit) + " bytes accepted here");
     if (text.error().code == ErrorCode::kTimeout)
-      return api_fail("request_timeout",
+      return api_fail(api::ApiErrorCode::kRequestTimeout,
                       "the request body did not arrive in time: " + text.error().message);
-    return api_fail("bad_json", "could not read the body: " + text.error().message);
+    return api_fail(api::ApiErrorCode::kBadJson,
+                    "could not read the body: " + text.error().message);
   }
   return *text;
 }

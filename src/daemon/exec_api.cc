@@ -111,7 +111,7 @@ ApiResult<std::shared_ptr<SandboxEntry>> live_or_fail(ApiContext& ctx, ApiReques
 std::shared_ptr<ProcessEntry> process_or_fail(ApiContext& ctx, ApiRequest& r, SandboxEntry& s) {
   auto p = ctx.sandboxes.find_process(s, r.params[1]);
   if (!p)
-    send_error(r.out, api::make_api_error("not_found",
+    send_error(r.out, api::make_api_error(api::ApiErrorCode::kNotFound,
                                           "no process \"" + r.params[1] + "\" in sandbox " + s.id,
                                           "", "list them with GET /v1/sandboxes/{id}/processes"));
   return p;
@@ -369,8 +369,8 @@ void handle_exec(ApiContext& ctx, ApiRequest& r) {
   auto err = make_pipe();
   auto in = make_pipe();
   if (!out || !err || !in)
-    return send_error(r.out,
-                      api::make_api_error("internal", "could not make pipes for the process"));
+    return send_error(r.out, api::make_api_error(api::ApiErrorCode::kInternal,
+                                                 "could not make pipes for the process"));
   UniqueFd stdio[3] = {std::move(in->read), std::move(out->write), std::move(err->write)};
   UniqueFd stdin_w = std::move(in->write);
   if (request->stdin_data.empty()) stdin_w.reset();  // EOF at once
@@ -393,7 +393,7 @@ void handle_start_process(ApiContext& ctx, ApiRequest& r) {
   constexpr std::size_t kInitialStdin = 1 << 20;
   if (request->stdin_data.size() > kInitialStdin)
     return send_error(
-        r.out, api::make_api_error("invalid_value",
+        r.out, api::make_api_error(api::ApiErrorCode::kInvalidValue,
                                    "the initial stdin of a background process is at most 1 MiB (" +
                                        std::to_string(request->stdin_data.size()) + " bytes given)",
                                    "stdin", "send the rest with POST .../processes/{pid}/stdin"));
@@ -402,8 +402,8 @@ void handle_start_process(ApiContext& ctx, ApiRequest& r) {
   SandboxEntry& s = **sandbox;
   const int layer = s.live->layer_root_fd();
   if (mkdirat(layer, kOutputDir, 0700) != 0 && errno != EEXIST)
-    return send_error(
-        r.out, api::make_api_error("internal", std::string("output dir: ") + strerror(errno)));
+    return send_error(r.out, api::make_api_error(api::ApiErrorCode::kInternal,
+                                                 std::string("output dir: ") + strerror(errno)));
   const std::uint64_t rid = new_request_id();
   const std::string pid = process_id_for(rid);
   UniqueFd files[2];
@@ -416,13 +416,16 @@ void handle_start_process(ApiContext& ctx, ApiRequest& r) {
       int e = errno;
       return send_error(
           r.out, e == ENOSPC || e == EDQUOT
-                     ? api::make_api_error("insufficient_storage",
+                     ? api::make_api_error(api::ApiErrorCode::kInsufficientStorage,
                                            "the sandbox's disk is full; no room for process output")
-                     : api::make_api_error("internal", "output file: " + std::string(strerror(e))));
+                     : api::make_api_error(api::ApiErrorCode::kInternal,
+                                           "output file: " + std::string(strerror(e))));
     }
   }
   auto in = make_pipe();
-  if (!in) return send_error(r.out, api::make_api_error("internal", "could not make a pipe"));
+  if (!in)
+    return send_error(r.out,
+                      api::make_api_error(api::ApiErrorCode::kInternal, "could not make a pipe"));
   UniqueFd stdio[3] = {std::move(in->read), std::move(files[0]), std::move(files[1])};
   UniqueFd stdin_w = std::move(in->write);
   auto proc = ctx.sandboxes.spawn(*sandbox, *request, true, stdio, rid);
@@ -481,26 +484,27 @@ void handle_process_output(ApiContext& ctx, ApiRequest& r) {
   if (!p) return;
   std::string stream = r.query_value("stream").value_or("stdout");
   if (stream != "stdout" && stream != "stderr")
-    return send_error(
-        r.out, api::make_api_error("invalid_value", "stream must be stdout or stderr", "stream"));
+    return send_error(r.out, api::make_api_error(api::ApiErrorCode::kInvalidValue,
+                                                 "stream must be stdout or stderr", "stream"));
   std::uint64_t offset = 0;
   if (auto o = r.query_value("offset"); o) {
     char* end = nullptr;
     offset = std::strtoull(o->c_str(), &end, 10);
     if (o->empty() || !std::isdigit(static_cast<unsigned char>(o->front())) || *end != '\0')
-      return send_error(
-          r.out, api::make_api_error("invalid_value", "offset must be a byte count", "offset"));
+      return send_error(r.out, api::make_api_error(api::ApiErrorCode::kInvalidValue,
+                                                   "offset must be a byte count", "offset"));
   }
   const bool follow = query_flag(r, "follow");
   if (!p->background)
-    return send_error(
-        r.out,
-        api::make_api_error(
-            "conflict", "process " + p->id + " is an exec: its output goes to its own request"));
+    return send_error(r.out,
+                      api::make_api_error(
+                          api::ApiErrorCode::kConflict,
+                          "process " + p->id + " is an exec: its output goes to its own request"));
   UniqueFd file(openat((*sandbox)->live->layer_root_fd(), output_name(p->id, stream).c_str(),
                        O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!file)
-    return send_error(r.out, api::make_api_error("not_found", "no output recorded for " + p->id));
+    return send_error(r.out, api::make_api_error(api::ApiErrorCode::kNotFound,
+                                                 "no output recorded for " + p->id));
   (void)r.out.start(200,
                     {{"content-type", "application/octet-stream"}, {"cache-control", "no-store"}},
                     std::nullopt);
@@ -578,8 +582,9 @@ void handle_process_stdin(ApiContext& ctx, ApiRequest& r) {
   if (!p) return;
   if (!p->background)
     return send_error(
-        r.out, api::make_api_error("conflict", "process " + p->id +
-                                                   " is an exec: its stdin came with its request"));
+        r.out,
+        api::make_api_error(api::ApiErrorCode::kConflict,
+                            "process " + p->id + " is an exec: its stdin came with its request"));
   // A copy of the write end, taken under the lock: a concurrent
   // "?close=true" (or the process's end) may close the original, and its
   // number may be reused at once by another socket or file.
@@ -591,14 +596,14 @@ void handle_process_stdin(ApiContext& ctx, ApiRequest& r) {
   const int fd = own ? own.get() : -1;
   if (fd < 0 && p->reattached)
     return send_error(
-        r.out, api::make_api_error("conflict",
+        r.out, api::make_api_error(api::ApiErrorCode::kConflict,
                                    "the stdin of " + p->id +
                                        " is closed: the process was started by an earlier daemon "
                                        "run, and the write end of its stdin ended with that daemon",
                                    "", "start a new process to give it input"));
   if (fd < 0)
-    return send_error(r.out,
-                      api::make_api_error("conflict", "the stdin of " + p->id + " is closed"));
+    return send_error(r.out, api::make_api_error(api::ApiErrorCode::kConflict,
+                                                 "the stdin of " + p->id + " is closed"));
   set_nonblocking(fd);
   std::uint64_t written = 0;
   std::string buf(64 * 1024, '\0');
@@ -622,7 +627,8 @@ void handle_process_stdin(ApiContext& ctx, ApiRequest& r) {
       const bool stalled = errno == EAGAIN;
       const std::string sent =
           " (" + std::to_string(written + off) + " bytes of this request were written)";
-      return send_error(r.out, api::make_api_error(stalled ? "request_timeout" : "conflict",
+      return send_error(r.out, api::make_api_error(stalled ? api::ApiErrorCode::kRequestTimeout
+                                                           : api::ApiErrorCode::kConflict,
                                                    (stalled ? "the process does not read its stdin"
                                                             : "the process closed its stdin") +
                                                        sent,
@@ -651,11 +657,12 @@ void handle_process_signal(ApiContext& ctx, ApiRequest& r) {
     // Only a re-attached process whose host pid was never recorded (by a
     // daemon older than schema 3) has no pidfd once running.
     if (!p->finished() && !p->pidfd && p->phase == ProcessEntry::Phase::kRunning)
-      return send_error(r.out, api::make_api_error(
-                                   "conflict", "process " + p->id +
-                                                   " was started by an earlier daemon run that did "
-                                                   "not record its host pid; it can be waited for, "
-                                                   "or ended with its sandbox"));
+      return send_error(r.out,
+                        api::make_api_error(api::ApiErrorCode::kConflict,
+                                            "process " + p->id +
+                                                " was started by an earlier daemon run that did "
+                                                "not record its host pid; it can be waited for, "
+                                                "or ended with its sandbox"));
   }
   ctx.sandboxes.kill_process(*p, *sig);
   send_json(r.out, 200, api::to_json(info_of(**sandbox, *p)));
@@ -671,8 +678,8 @@ void handle_process_wait(ApiContext& ctx, ApiRequest& r) {
     char* end = nullptr;
     double secs = std::strtod(t->c_str(), &end);
     if (t->empty() || *end != '\0' || !(secs >= 0 && secs <= 3600))
-      return send_error(
-          r.out, api::make_api_error("invalid_value", "timeout is seconds, 0 to 3600", "timeout"));
+      return send_error(r.out, api::make_api_error(api::ApiErrorCode::kInvalidValue,
+                                                   "timeout is seconds, 0 to 3600", "timeout"));
     timeout = std::chrono::milliseconds(static_cast<std::int64_t>(secs * 1000));
   }
   bool done;
@@ -681,7 +688,7 @@ void handle_process_wait(ApiContext& ctx, ApiRequest& r) {
     done = p->cv.wait_for(lock, timeout, [&] { return p->finished(); });
   }
   if (!done)
-    return send_error(r.out, api::make_api_error("request_timeout",
+    return send_error(r.out, api::make_api_error(api::ApiErrorCode::kRequestTimeout,
                                                  "process " + p->id + " is still running after " +
                                                      std::to_string(timeout.count()) + " ms",
                                                  "", "wait again, or signal it"));

@@ -48,9 +48,10 @@ std::optional<std::string> path_param(ApiRequest& r, std::string_view name = "pa
   auto p = r.query_value(name);
   if (!p || p->empty()) {
     send_error(r.out,
-               api::make_api_error(
-                   "invalid_value", "the query parameter \"" + std::string(name) + "\" is required",
-                   std::string(name), "e.g. ?" + std::string(name) + "=/workspace/file.txt"));
+               api::make_api_error(api::ApiErrorCode::kInvalidValue,
+                                   "the query parameter \"" + std::string(name) + "\" is required",
+                                   std::string(name),
+                                   "e.g. ?" + std::string(name) + "=/workspace/file.txt"));
     return std::nullopt;
   }
   return p;
@@ -92,7 +93,7 @@ api::FileEntry entry_of(FileInfo f, FileRedactor& redactor) {
 }
 
 api::ApiError upload_too_large(std::string_view size, std::uint64_t limit) {
-  return api::make_api_error("body_too_large",
+  return api::make_api_error(api::ApiErrorCode::kBodyTooLarge,
                              "the upload is " + std::string(size) +
                                  "; this daemon accepts at most " + std::to_string(limit) +
                                  " bytes per file (serve.max_upload)",
@@ -112,7 +113,8 @@ void handle_file_upload(ApiContext& ctx, ApiRequest& r) {
     unsigned long mode = std::strtoul(m->c_str(), &end, 8);
     if (m->empty() || *end != '\0' || mode > 0777)
       return refuse(ctx, r, *t, "write", *path,
-                    api::make_api_error("invalid_value", "mode must be octal, 0 to 0777", "mode"));
+                    api::make_api_error(api::ApiErrorCode::kInvalidValue,
+                                        "mode must be octal, 0 to 0777", "mode"));
     options.mode = static_cast<mode_t>(mode);
   }
   // serve.max_upload: a declared length over it is refused before the
@@ -128,7 +130,8 @@ void handle_file_upload(ApiContext& ctx, ApiRequest& r) {
   const uid_t uid = file_owner(*t->sandbox);
   if (fchown(fd->get(), uid, uid) != 0)
     return refuse(ctx, r, *t, "write", *path,
-                  api::make_api_error("internal", "fchown: " + std::string(strerror(errno))),
+                  api::make_api_error(api::ApiErrorCode::kInternal,
+                                      "fchown: " + std::string(strerror(errno))),
                   {{"bytes", 0}});
   Sha256 hash;
   std::uint64_t total = 0;
@@ -139,7 +142,8 @@ void handle_file_upload(ApiContext& ctx, ApiRequest& r) {
       (void)ftruncate(fd->get(), 0);
       const bool timeout = n.error().code == ErrorCode::kTimeout;
       return refuse(ctx, r, *t, "write", *path,
-                    api::make_api_error(timeout ? "request_timeout" : "invalid_value",
+                    api::make_api_error(timeout ? api::ApiErrorCode::kRequestTimeout
+                                                : api::ApiErrorCode::kInvalidValue,
                                         "upload interrupted: " + n.error().message),
                     {{"bytes", total}});
     }
@@ -179,7 +183,8 @@ void handle_file_download(ApiContext& ctx, ApiRequest& r) {
   if (!fd) return refuse(ctx, r, *t, "read", *path, file_error(fd.error()));
   struct stat st;
   if (fstat(fd->get(), &st) != 0)
-    return refuse(ctx, r, *t, "read", *path, api::make_api_error("internal", "fstat failed"));
+    return refuse(ctx, r, *t, "read", *path,
+                  api::make_api_error(api::ApiErrorCode::kInternal, "fstat failed"));
   const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
   if (!r.out.start(200, {{"content-type", "application/octet-stream"}}, size)) {
     audit_file(ctx.sandboxes, t->sandbox->id, "read", *path, {{"bytes", 0}, {"complete", false}});

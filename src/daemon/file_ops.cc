@@ -15,7 +15,7 @@ tl::expected<ConfinedRoot, api::ApiError> open_sandbox_root(SandboxService& serv
   if (!root) {
     const bool host = root.error().code == ErrorCode::kUnavailable;
     return tl::unexpected(api::make_api_error(
-        host ? "unavailable" : "conflict",
+        host ? api::ApiErrorCode::kUnavailable : api::ApiErrorCode::kConflict,
         "the root of sandbox " + sandbox.id + " is not reachable: " + root.error().message, "",
         root.error().hint));
   }
@@ -24,10 +24,11 @@ tl::expected<ConfinedRoot, api::ApiError> open_sandbox_root(SandboxService& serv
   auto devices = service.secret_devices(sandbox.id);
   if (!devices)
     return tl::unexpected(api::make_api_error(
-        "unavailable",
+        api::ApiErrorCode::kUnavailable,
         "the secret files of sandbox " + sandbox.id +
             " cannot be told apart from its other files: " + devices.error().message));
-  for (dev_t dev : *devices) root->seal_device(dev, "secret_file");
+  for (dev_t dev : *devices)
+    root->seal_device(dev, std::string(api::wire_name(api::ApiErrorCode::kSecretFile)));
   return std::move(*root);
 }
 
@@ -68,13 +69,13 @@ api::ApiError file_error(const Error& e) {
     case EDQUOT:
     case EFBIG:
       return api::make_api_error(
-          "insufficient_storage", e.message, "",
+          api::ApiErrorCode::kInsufficientStorage, e.message, "",
           e.hint.empty() ? "create the sandbox with a bigger limits.disk" : e.hint);
     case EROFS:
     case EACCES:
     case EPERM:
     case EBUSY:
-      return api::make_api_error("conflict", e.message, "", e.hint);
+      return api::make_api_error(api::ApiErrorCode::kConflict, e.message, "", e.hint);
     default:
       return api::to_api_error(e);
   }
@@ -90,10 +91,11 @@ std::optional<api::ApiError> write_upload_chunk(int fd, std::string_view chunk,
       const int e = errno;
       if (e == ENOSPC || e == EDQUOT || e == EFBIG)
         return api::make_api_error(
-            "insufficient_storage",
+            api::ApiErrorCode::kInsufficientStorage,
             "the sandbox's disk limit is full after " + std::to_string(written) + " bytes", "",
             "create the sandbox with a bigger limits.disk");
-      return api::make_api_error("internal", std::string("write: ") + std::strerror(e));
+      return api::make_api_error(api::ApiErrorCode::kInternal,
+                                 std::string("write: ") + std::strerror(e));
     }
     off += static_cast<std::size_t>(w);
     written += static_cast<std::uint64_t>(w);

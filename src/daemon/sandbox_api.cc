@@ -25,9 +25,9 @@ void handle_create_sandbox(ApiContext& ctx, ApiRequest& r) {
   std::optional<std::string> key;
   if (auto k = r.head.header("idempotency-key"); k) {
     if (k->empty() || k->size() > 200)
-      return send_error(
-          r.out, api::make_api_error("invalid_value", "Idempotency-Key must be 1 to 200 characters",
-                                     "Idempotency-Key"));
+      return send_error(r.out, api::make_api_error(api::ApiErrorCode::kInvalidValue,
+                                                   "Idempotency-Key must be 1 to 200 characters",
+                                                   "Idempotency-Key"));
     key = std::string(*k);
   }
   auto created = ctx.sandboxes.create(*request, key);

@@ -43,7 +43,7 @@ class SandboxService::Creation {
   void register_entry();
   // After the entry is registered: a failure from here on is the sandbox's.
   ApiResult<Created> build();
-  ApiResult<Created> fail(std::string code, std::string message, std::string hint,
+  ApiResult<Created> fail(api::ApiErrorCode code, std::string message, std::string hint,
                           std::string field);
   ApiResult<Created> created();
   static RunOptions long_lived_options(const ServiceLimits& limits) {
@@ -102,12 +102,12 @@ ApiResult<SandboxService::Created> SandboxService::Creation::run() {
 
 ApiResult<void> SandboxService::Creation::check_mounts() {
   if (!spec_.mounts.empty() && s_.limits_.mount_roots.empty())
-    return api_fail("invalid_value",
+    return api_fail(api::ApiErrorCode::kInvalidValue,
                     "this daemon allows no host mounts (serve.mount_roots is empty)", "mounts",
                     "list the host directories sandboxes may mount under serve.mount_roots");
   for (const auto& m : spec_.mounts) {
     if (m.source.empty() || m.source[0] != '/')
-      return api_fail("invalid_value",
+      return api_fail(api::ApiErrorCode::kInvalidValue,
                       "mount source \"" + m.source + "\" must be an absolute host path", "mounts");
   }
   return {};
@@ -119,17 +119,20 @@ ApiResult<void> SandboxService::Creation::check_mounts() {
 ApiResult<void> SandboxService::Creation::resolve_network() {
   if (s_.network_ != nullptr) {
     auto p = s_.network_->resolve(spec_.network);
-    if (!p) return api_fail("invalid_value", p.error().message, "network", p.error().hint);
+    if (!p)
+      return api_fail(api::ApiErrorCode::kInvalidValue, p.error().message, "network",
+                      p.error().hint);
     if (p->has_network()) {
       if (auto why = s_.network_->unavailable())
-        return api_fail("network_unavailable",
+        return api_fail(api::ApiErrorCode::kNetworkUnavailable,
                         "this daemon cannot give sandboxes a network: " + *why, "network",
                         "see the daemon's start-up log; `corral doctor` checks nftables");
       policy_ = std::move(*p);
     }
   } else if (spec_.network.mode != "none") {
-    return api_fail("network_unavailable", "this daemon serves sandboxes without network only",
-                    "network", "create it with network mode \"none\"");
+    return api_fail(api::ApiErrorCode::kNetworkUnavailable,
+                    "this daemon serves sandboxes without network only", "network",
+                    "create it with network mode \"none\"");
   }
   return {};
 }
@@ -139,12 +142,13 @@ ApiResult<void> SandboxService::Creation::resolve_network() {
 ApiResult<void> SandboxService::Creation::resolve_secrets() {
   if (spec_.secrets.empty()) return {};
   if (s_.secrets_ == nullptr)
-    return api_fail("invalid_value", "this daemon serves no secrets", "secrets",
+    return api_fail(api::ApiErrorCode::kInvalidValue, "this daemon serves no secrets", "secrets",
                     "create it without secrets");
   auto r = s_.secrets_->prepare(spec_);
   if (!r && r.error().code == ErrorCode::kUnavailable)
-    return api_fail("unavailable", r.error().message, "secrets", r.error().hint);
-  if (!r) return api_fail("invalid_value", r.error().message, "secrets", r.error().hint);
+    return api_fail(api::ApiErrorCode::kUnavailable, r.error().message, "secrets", r.error().hint);
+  if (!r)
+    return api_fail(api::ApiErrorCode::kInvalidValue, r.error().message, "secrets", r.error().hint);
   resolved_secrets_ = std::move(*r);
   return {};
 }
@@ -154,7 +158,9 @@ ApiResult<void> SandboxService::Creation::resolve_image() {
   if (spec_.image.empty()) return {};
   ImageStore images(ImageStore::default_dir());
   auto info = images.get(spec_.image);
-  if (!info) return api_fail("invalid_value", info.error().message, "image", info.error().hint);
+  if (!info)
+    return api_fail(api::ApiErrorCode::kInvalidValue, info.error().message, "image",
+                    info.error().hint);
   options_.base.rootfs = info->rootfs;
   options_.base.env = info->env;
   options_.base.passwd_source = info->rootfs + "/etc";
@@ -170,7 +176,7 @@ ApiResult<std::optional<SandboxService::Created>> SandboxService::Creation::answ
   if (!earlier) return api_fail(earlier.error());
   if (!*earlier) return std::nullopt;
   if (json::parse((*earlier)->spec_json, nullptr, false) != json::parse(spec_json_, nullptr, false))
-    return api_fail("idempotency_mismatch",
+    return api_fail(api::ApiErrorCode::kIdempotencyMismatch,
                     "Idempotency-Key \"" + *key_ + "\" was used before with a different request",
                     "", "use a new key for a different sandbox");
   auto info = s_.info_of(**earlier, s_.entry((*earlier)->id));
@@ -185,7 +191,7 @@ ApiResult<std::optional<SandboxService::Created>> SandboxService::Creation::writ
   auto created = s_.store_.create_sandbox(id_, spec_json_, key_, expires_);
   if (!created) {
     if (created.error().code == ErrorCode::kAlreadyExists)
-      return api_fail("idempotency_mismatch",
+      return api_fail(api::ApiErrorCode::kIdempotencyMismatch,
                       "Idempotency-Key \"" + *key_ + "\" was used before with a different request",
                       "", "use a new key for a different sandbox");
     return api_fail(created.error());
@@ -214,7 +220,7 @@ void SandboxService::Creation::register_entry() {
 }
 
 // The sandbox's failure: stored and audited, torn down, answered.
-ApiResult<SandboxService::Created> SandboxService::Creation::fail(std::string code,
+ApiResult<SandboxService::Created> SandboxService::Creation::fail(api::ApiErrorCode code,
                                                                   std::string message,
                                                                   std::string hint,
                                                                   std::string field) {
@@ -240,7 +246,9 @@ ApiResult<SandboxService::Created> SandboxService::Creation::build() {
   SandboxSpec factory_spec = spec_;
   if (resolved_secrets_) {
     auto m = s_.secrets_->mounts(id_, *resolved_secrets_);
-    if (!m) return fail("setup_failed", "secrets: " + m.error().message, m.error().hint, "");
+    if (!m)
+      return fail(api::ApiErrorCode::kSetupFailed, "secrets: " + m.error().message, m.error().hint,
+                  "");
     for (auto& mount : *m) factory_spec.mounts.push_back(std::move(mount));
     options_.mount_roots.push_back(s_.secrets_->mounts_root());
     options_.mount_roots.push_back(s_.secrets_->trust_root());
@@ -249,20 +257,20 @@ ApiResult<SandboxService::Created> SandboxService::Creation::build() {
   auto made =
       s_.factory_.create(factory_spec, options_, expires_, &failure, s_.limits_.setup_timeout);
   if (!made && made.error().code == ErrorCode::kUnavailable)
-    return fail("unavailable", made.error().message, made.error().hint, "");
+    return fail(api::ApiErrorCode::kUnavailable, made.error().message, made.error().hint, "");
   if (!made && made.error().code == ErrorCode::kTimeout)  // the factory stage's timeout
-    return fail("setup_failed", made.error().message, made.error().hint, "");
+    return fail(api::ApiErrorCode::kSetupFailed, made.error().message, made.error().hint, "");
   if (!made) {
     bool user_error = failure.stage == Stage::kPlan || failure.stage == Stage::kMountSources ||
                       failure.stage == Stage::kBaseLayer;
-    return fail(user_error ? "invalid_value" : "setup_failed",
+    return fail(user_error ? api::ApiErrorCode::kInvalidValue : api::ApiErrorCode::kSetupFailed,
                 made.error().message.empty() ? failure.message : made.error().message,
                 made.error().hint, "");
   }
   const std::vector<std::string> env = made->env;
   if (made->net_slot >= 0) e_->net_slot = static_cast<std::uint32_t>(made->net_slot);
   auto live = LiveSandbox::adopt(std::move(*made), s_.cgroups_);
-  if (!live) return fail("setup_failed", live.error().message, "", "");
+  if (!live) return fail(api::ApiErrorCode::kSetupFailed, live.error().message, "", "");
   {
     // Under mu: a GET or list (info_of) may look at the entry meanwhile.
     std::lock_guard lock(e_->mu);
@@ -272,17 +280,20 @@ ApiResult<SandboxService::Created> SandboxService::Creation::build() {
   // Its proxy and DNS listen on the host end before its first process runs.
   if (e_->net_slot) {
     if (!policy_ || s_.network_ == nullptr)
-      return fail("setup_failed", "the sandbox got a network it did not ask for", "", "");
+      return fail(api::ApiErrorCode::kSetupFailed, "the sandbox got a network it did not ask for",
+                  "", "");
     if (auto st = s_.network_->attach(id_, *e_->net_slot, *policy_); !st)
-      return fail("setup_failed", "network: " + st.error().message, st.error().hint, "");
+      return fail(api::ApiErrorCode::kSetupFailed, "network: " + st.error().message,
+                  st.error().hint, "");
   } else if (policy_) {
-    return fail("setup_failed", "the sandbox got no network slot", "", "");
+    return fail(api::ApiErrorCode::kSetupFailed, "the sandbox got no network slot", "", "");
   }
   // Files written for its user, reads watched, tokens issued: before its
   // first process can run.
   if (resolved_secrets_) {
     if (auto st = s_.secrets_->inject(id_, resolved_secrets_); !st)
-      return fail("setup_failed", "secrets: " + st.error().message, st.error().hint, "");
+      return fail(api::ApiErrorCode::kSetupFailed, "secrets: " + st.error().message,
+                  st.error().hint, "");
   }
   const auto& ident = e_->live->identity();
   s_.journal_.post([&store = s_.store_, id = id_, ident,
@@ -294,7 +305,7 @@ ApiResult<SandboxService::Created> SandboxService::Creation::build() {
   SetupFailure ready_failure;
   if (auto st = e_->live->wait_ready(s_.limits_.setup_timeout, &ready_failure); !st) {
     std::string msg = ready_failure.message.empty() ? st.error().message : ready_failure.message;
-    return fail("setup_failed", msg, ready_failure.hint, "");
+    return fail(api::ApiErrorCode::kSetupFailed, msg, ready_failure.hint, "");
   }
   {
     std::lock_guard lock(e_->mu);

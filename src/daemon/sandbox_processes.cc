@@ -68,7 +68,7 @@ ApiResult<std::shared_ptr<ProcessEntry>> SandboxService::spawn(
     }
   }
   if (auto st = validate_spawn_request(req); !st)
-    return api_fail("invalid_value", st.error().message);
+    return api_fail(api::ApiErrorCode::kInvalidValue, st.error().message);
 
   auto p = std::make_shared<ProcessEntry>();
   p->id = process_id_for(req.request_id);
@@ -85,9 +85,10 @@ ApiResult<std::shared_ptr<ProcessEntry>> SandboxService::spawn(
   {
     std::lock_guard lock(sandbox->mu);
     if (!takes_work(sandbox->state))
-      return api_fail("conflict", "sandbox " + sandbox->id + " is " +
-                                      std::string(sandbox_state_name(sandbox->state)) +
-                                      " and takes no more work");
+      return api_fail(api::ApiErrorCode::kConflict,
+                      "sandbox " + sandbox->id + " is " +
+                          std::string(sandbox_state_name(sandbox->state)) +
+                          " and takes no more work");
     sandbox->processes[req.request_id] = p;
     if (sandbox->running++ == 0 && sandbox->state == SandboxState::kReady) {
       // Idle for less than kIdleAfter: its `running -> ready` is still held
@@ -136,7 +137,7 @@ ApiResult<std::shared_ptr<ProcessEntry>> SandboxService::spawn(
     p->failure = sent.error().message;
     p->exit_code = 125;
     finish_process(*sandbox, *p);
-    return api_fail("conflict",
+    return api_fail(api::ApiErrorCode::kConflict,
                     "sandbox " + sandbox->id + " cannot start processes: " + sent.error().message);
   }
   metrics_.counter("corral_exec_total", "Processes started in sandboxes").inc();

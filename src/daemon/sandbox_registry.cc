@@ -33,13 +33,13 @@ std::size_t SandboxRegistry::size() {
 ApiResult<void> SandboxRegistry::check_capacity(const Limits& limits) {
   std::lock_guard lock(mu_);
   if (entries_.size() >= capacity_.max_sandboxes)
-    return api_fail("over_capacity",
+    return api_fail(api::ApiErrorCode::kOverCapacity,
                     "the daemon already runs " + std::to_string(entries_.size()) +
                         " sandboxes, its limit (serve.capacity.max_sandboxes)",
                     "", "destroy sandboxes you no longer need, or raise the limit");
   if (capacity_.max_memory_bytes != 0 &&
       reserved_memory_ + limits.memory_bytes > capacity_.max_memory_bytes)
-    return api_fail("over_capacity",
+    return api_fail(api::ApiErrorCode::kOverCapacity,
                     "memory limit " + std::to_string(limits.memory_bytes) +
                         " bytes does not fit: " + std::to_string(reserved_memory_) + " of " +
                         std::to_string(capacity_.max_memory_bytes) +
@@ -47,7 +47,7 @@ ApiResult<void> SandboxRegistry::check_capacity(const Limits& limits) {
                     "limits.memory", "ask for less memory or destroy idle sandboxes");
   if (capacity_.max_disk_bytes != 0 &&
       reserved_disk_ + limits.disk_bytes > capacity_.max_disk_bytes)
-    return api_fail("insufficient_storage",
+    return api_fail(api::ApiErrorCode::kInsufficientStorage,
                     "disk limit " + std::to_string(limits.disk_bytes) +
                         " bytes does not fit: " + std::to_string(reserved_disk_) + " of " +
                         std::to_string(capacity_.max_disk_bytes) +

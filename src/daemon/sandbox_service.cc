@@ -229,7 +229,8 @@ ApiResult<api::SandboxInfo> SandboxService::get(std::string_view id) {
   if (!record) {
     if (record.error().code == ErrorCode::kNotFound ||
         record.error().code == ErrorCode::kInvalidArgument)
-      return api_fail("not_found", "no sandbox with id \"" + std::string(id) + "\"", "",
+      return api_fail(api::ApiErrorCode::kNotFound,
+                      "no sandbox with id \"" + std::string(id) + "\"", "",
                       "list sandboxes with GET /v1/sandboxes");
     return api_fail(record.error());
   }
@@ -257,23 +258,23 @@ ApiResult<std::shared_ptr<SandboxEntry>> SandboxService::live(std::string_view i
         for (const auto& t : *ts) {
           if (t.to == SandboxState::kDestroying && t.reason == kLifetimeReason)
             return api_fail(
-                "sandbox_expired",
+                api::ApiErrorCode::kSandboxExpired,
                 "sandbox " + std::string(id) + " reached its max_lifetime and was destroyed", "",
                 "extend a sandbox's lifetime before it ends: POST /v1/sandboxes/{id}/timeout");
         }
       }
     }
     if (record)
-      return api_fail("conflict",
+      return api_fail(api::ApiErrorCode::kConflict,
                       "sandbox " + std::string(id) + " is " +
                           std::string(sandbox_state_name(record->state)) +
                           " and takes no more work",
                       "", "create a new sandbox");
-    return api_fail("not_found", "no sandbox with id \"" + std::string(id) + "\"");
+    return api_fail(api::ApiErrorCode::kNotFound, "no sandbox with id \"" + std::string(id) + "\"");
   }
   std::lock_guard lock(e->mu);
   if (!takes_work(e->state) || !e->live)
-    return api_fail("conflict",
+    return api_fail(api::ApiErrorCode::kConflict,
                     "sandbox " + std::string(id) + " is " +
                         std::string(sandbox_state_name(e->state)) + " and takes no more work",
                     "", e->state == SandboxState::kDestroying ? "it is being destroyed" : "");
@@ -288,14 +289,16 @@ ApiResult<api::SandboxInfo> SandboxService::set_network(std::string_view id,
   if (!found) return tl::unexpected(found.error());
   const std::shared_ptr<SandboxEntry>& e = *found;
   if (network_ == nullptr)
-    return api_fail("network_unavailable", "this daemon serves sandboxes without network only",
-                    "network");
+    return api_fail(api::ApiErrorCode::kNetworkUnavailable,
+                    "this daemon serves sandboxes without network only", "network");
   std::lock_guard one_update(e->network_mu);
   auto policy = network_->resolve(network);
-  if (!policy) return api_fail("invalid_value", policy.error().message, "", policy.error().hint);
+  if (!policy)
+    return api_fail(api::ApiErrorCode::kInvalidValue, policy.error().message, "",
+                    policy.error().hint);
   if (!e->net_slot) {
     if (policy->has_network())
-      return api_fail("conflict",
+      return api_fail(api::ApiErrorCode::kConflict,
                       "sandbox " + std::string(id) +
                           " was created without network: a network cannot be added to it later",
                       "",

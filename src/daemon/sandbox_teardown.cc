@@ -20,7 +20,9 @@ ApiResult<api::SandboxInfo> SandboxService::destroy(std::string_view id, std::st
   auto e = entry(id);
   if (!e) {
     auto record = store_.get(id);
-    if (!record) return api_fail("not_found", "no sandbox with id \"" + std::string(id) + "\"");
+    if (!record)
+      return api_fail(api::ApiErrorCode::kNotFound,
+                      "no sandbox with id \"" + std::string(id) + "\"");
     return info_of(*record, nullptr);  // already gone: DELETE is idempotent
   }
   {

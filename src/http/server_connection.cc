@@ -533,6 +533,11 @@ void Connection::linger_close() {
 
 }  // namespace
 
+// The codes are literals: the HTTP layer may not depend on src/api. A code
+// that is also the daemon API's (request_timeout, internal) must be spelt as
+// in api_error.h's table (api::error_codes()); the others (bad_request,
+// head_too_large, overloaded) are this layer's own, in docs/api.md's second
+// table.
 std::string json_error(std::string_view code, std::string_view message) {
   std::string out = "{\"error\":{\"code\":";
   append_json_string_lossy(out, code);

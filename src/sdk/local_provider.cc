@@ -63,7 +63,8 @@ tl::unexpected<Error> api_error(const api::ApiError& e) {
   return tl::unexpected(error_from_api(e));
 }
 
-tl::unexpected<Error> api_error(std::string_view code, std::string message, std::string hint = {}) {
+tl::unexpected<Error> api_error(api::ApiErrorCode code, std::string message,
+                                std::string hint = {}) {
   return api_error(api::make_api_error(code, std::move(message), {}, std::move(hint)));
 }
 
@@ -177,7 +178,8 @@ Result<std::unique_ptr<LocalProvider>> LocalProvider::open(LocalOptions options)
 Result<api::SandboxInfo> LocalProvider::create_sandbox(const api::CreateSandboxRequest& request,
                                                        std::optional<std::string> idempotency_key) {
   if (idempotency_key && (idempotency_key->empty() || idempotency_key->size() > 200))
-    return api_error("invalid_value", "Idempotency-Key must be 1 to 200 characters");
+    return api_error(api::ApiErrorCode::kInvalidValue,
+                     "Idempotency-Key must be 1 to 200 characters");
   // Through the API codec, as the daemon's handler does with a request body.
   auto parsed = api::parse_create_sandbox(api::to_json(request));
   if (!parsed) return api_error(api::to_api_error(parsed.error()));
@@ -237,7 +239,8 @@ Result<api::ExecResult> LocalProvider::run_exec(std::string_view id,
   auto out = make_pipe();
   auto err = make_pipe();
   auto in = make_pipe();
-  if (!out || !err || !in) return api_error("internal", "could not make pipes for the process");
+  if (!out || !err || !in)
+    return api_error(api::ApiErrorCode::kInternal, "could not make pipes for the process");
   UniqueFd stdio[3] = {std::move(in->read), std::move(out->write), std::move(err->write)};
   UniqueFd stdin_w = std::move(in->write);
   if (request.stdin_data.empty()) stdin_w.reset();  // EOF at once
@@ -367,8 +370,10 @@ Result<api::UploadResult> LocalProvider::put_file_from(std::string_view id, std:
                                                        std::optional<std::uint64_t> length,
                                                        std::uint32_t mode) {
   if (path.empty())
-    return api_error("invalid_value", "the path is required", "e.g. /workspace/file.txt");
-  if (mode > 0777) return api_error("invalid_value", "mode must be octal, 0 to 0777");
+    return api_error(api::ApiErrorCode::kInvalidValue, "the path is required",
+                     "e.g. /workspace/file.txt");
+  if (mode > 0777)
+    return api_error(api::ApiErrorCode::kInvalidValue, "mode must be octal, 0 to 0777");
   daemon::SandboxService& service = *state_->service;
   auto t = open_target(service, id);
   if (!t) return tl::unexpected(std::move(t).error());
@@ -380,7 +385,8 @@ Result<api::UploadResult> LocalProvider::put_file_from(std::string_view id, std:
   const uid_t uid = daemon::file_owner(*t->sandbox);
   if (fchown(fd->get(), uid, uid) != 0)
     return refused(service, *t, "write", path,
-                   api::make_api_error("internal", "fchown: " + std::string(strerror(errno))),
+                   api::make_api_error(api::ApiErrorCode::kInternal,
+                                       "fchown: " + std::string(strerror(errno))),
                    {{"bytes", 0}});
   Sha256 hash;
   std::uint64_t total = 0;
@@ -397,11 +403,11 @@ Result<api::UploadResult> LocalProvider::put_file_from(std::string_view id, std:
     if (*n == 0) break;
     if (length && *n > *length - total) {
       (void)ftruncate(fd->get(), 0);
-      return refused(
-          service, *t, "write", path,
-          api::make_api_error("invalid_value", "upload source produced more than the declared " +
-                                                   std::to_string(*length) + " bytes"),
-          {{"bytes", total}});
+      return refused(service, *t, "write", path,
+                     api::make_api_error(api::ApiErrorCode::kInvalidValue,
+                                         "upload source produced more than the declared " +
+                                             std::to_string(*length) + " bytes"),
+                     {{"bytes", total}});
     }
     hash.update(buf.data(), *n);
     if (auto err = daemon::write_upload_chunk(fd->get(), std::string_view(buf.data(), *n), total)) {
@@ -412,9 +418,9 @@ Result<api::UploadResult> LocalProvider::put_file_from(std::string_view id, std:
   if (length && total != *length) {
     (void)ftruncate(fd->get(), 0);
     return refused(service, *t, "write", path,
-                   api::make_api_error("invalid_value", "upload source ended " +
-                                                            std::to_string(*length - total) +
-                                                            " bytes short of the declared length"),
+                   api::make_api_error(api::ApiErrorCode::kInvalidValue,
+                                       "upload source ended " + std::to_string(*length - total) +
+                                           " bytes short of the declared length"),
                    {{"bytes", total}});
   }
   api::UploadResult result;
@@ -429,7 +435,8 @@ Result<api::UploadResult> LocalProvider::put_file_from(std::string_view id, std:
 Result<std::uint64_t> LocalProvider::get_file_to(std::string_view id, std::string_view path,
                                                  const ByteSink& sink) {
   if (path.empty())
-    return api_error("invalid_value", "the path is required", "e.g. /workspace/file.txt");
+    return api_error(api::ApiErrorCode::kInvalidValue, "the path is required",
+                     "e.g. /workspace/file.txt");
   daemon::SandboxService& service = *state_->service;
   auto t = open_target(service, id);
   if (!t) return tl::unexpected(std::move(t).error());
@@ -437,7 +444,8 @@ Result<std::uint64_t> LocalProvider::get_file_to(std::string_view id, std::strin
   if (!fd) return refused(service, *t, "read", path, daemon::file_error(fd.error()));
   struct stat st;
   if (fstat(fd->get(), &st) != 0)
-    return refused(service, *t, "read", path, api::make_api_error("internal", "fstat failed"));
+    return refused(service, *t, "read", path,
+                   api::make_api_error(api::ApiErrorCode::kInternal, "fstat failed"));
   const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
   Sha256 hash;
   std::uint64_t sent = 0;

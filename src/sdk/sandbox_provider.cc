@@ -10,36 +10,48 @@ namespace corral::sdk {
 
 namespace {
 
-ErrorCode code_of(std::string_view api_code) {
-  struct Map {
-    std::string_view api;
-    ErrorCode code;
-  };
-  static constexpr Map kMap[] = {
-      {"not_found", ErrorCode::kNotFound},
-      {"bad_json", ErrorCode::kInvalidArgument},
-      {"unknown_field", ErrorCode::kInvalidArgument},
-      {"wrong_type", ErrorCode::kInvalidArgument},
-      {"invalid_value", ErrorCode::kInvalidArgument},
-      {"method_not_allowed", ErrorCode::kInvalidArgument},
-      {"unsupported_media_type", ErrorCode::kInvalidArgument},
-      {"path_escape", ErrorCode::kPermissionDenied},
-      {"secret_file", ErrorCode::kPermissionDenied},
-      {"unauthorized", ErrorCode::kPermissionDenied},
-      {"idempotency_mismatch", ErrorCode::kAlreadyExists},
-      {"conflict", ErrorCode::kUnavailable},
-      {"unavailable", ErrorCode::kUnavailable},
-      {"over_capacity", ErrorCode::kResourceExhausted},
-      {"insufficient_storage", ErrorCode::kResourceExhausted},
-      {"body_too_large", ErrorCode::kResourceExhausted},
-      {"request_timeout", ErrorCode::kTimeout},
-      {"sandbox_expired", ErrorCode::kTimeout},
-      {"setup_failed", ErrorCode::kSystem},
-  };
-  for (const Map& m : kMap) {
-    if (m.api == api_code) return m.code;
+// No default: a new ApiErrorCode does not compile until it is mapped here.
+ErrorCode code_of(api::ApiErrorCode api_code) {
+  using api::ApiErrorCode;
+  switch (api_code) {
+    case ApiErrorCode::kNotFound:
+      return ErrorCode::kNotFound;
+    case ApiErrorCode::kBadJson:
+    case ApiErrorCode::kUnknownField:
+    case ApiErrorCode::kWrongType:
+    case ApiErrorCode::kInvalidValue:
+    case ApiErrorCode::kMethodNotAllowed:
+    case ApiErrorCode::kUnsupportedMediaType:
+      return ErrorCode::kInvalidArgument;
+    case ApiErrorCode::kPathEscape:
+    case ApiErrorCode::kSecretFile:
+    case ApiErrorCode::kUnauthorized:
+      return ErrorCode::kPermissionDenied;
+    case ApiErrorCode::kIdempotencyMismatch:
+      return ErrorCode::kAlreadyExists;
+    case ApiErrorCode::kConflict:
+    case ApiErrorCode::kUnavailable:
+      return ErrorCode::kUnavailable;
+    case ApiErrorCode::kOverCapacity:
+    case ApiErrorCode::kInsufficientStorage:
+    case ApiErrorCode::kBodyTooLarge:
+      return ErrorCode::kResourceExhausted;
+    case ApiErrorCode::kRequestTimeout:
+    case ApiErrorCode::kSandboxExpired:
+      return ErrorCode::kTimeout;
+    case ApiErrorCode::kSetupFailed:
+      return ErrorCode::kSystem;
+    case ApiErrorCode::kInternal:
+    case ApiErrorCode::kNetworkUnavailable:
+      return ErrorCode::kInternal;
   }
   return ErrorCode::kInternal;
+}
+
+// A code this build does not know (a newer server's) is kInternal.
+ErrorCode code_of(std::string_view api_code) {
+  std::optional<api::ApiErrorCode> known = api::parse_error_code(api_code);
+  return known ? code_of(*known) : ErrorCode::kInternal;
 }
 
 }  // namespace

@@ -24,8 +24,8 @@ void check_error(const corral::Error& e) {
   require(printable(e.message) && printable(e.hint));
   api::ApiError mapped = api::to_api_error(e);
   require(mapped.http_status == 400);
-  require(mapped.code == "bad_json" || mapped.code == "unknown_field" ||
-          mapped.code == "wrong_type" || mapped.code == "invalid_value");
+  require(mapped.is(api::ApiErrorCode::kBadJson) || mapped.is(api::ApiErrorCode::kUnknownField) ||
+          mapped.is(api::ApiErrorCode::kWrongType) || mapped.is(api::ApiErrorCode::kInvalidValue));
   require(e.message.starts_with(mapped.code + ": "));
   require(mapped.field == e.hint);
   require(!api::to_json(mapped).empty());

@@ -69,7 +69,7 @@ void expect_not_found(const std::string& method, const std::string& path) {
   EXPECT_EQ(r.out.status, 404);
   EXPECT_EQ(http::find_header(r.out.headers, "content-type"), "application/json");
   api::ApiError e = api::parse_api_error(r.out.status, r.out.body);
-  EXPECT_EQ(e.code, "not_found") << r.out.body;
+  EXPECT_TRUE(e.is(api::ApiErrorCode::kNotFound)) << r.out.body;
   EXPECT_EQ(e.message, "no route " + method + " " + path) << r.out.body;
   EXPECT_EQ(e.hint, "the API is described in docs/api.md") << r.out.body;
 }
@@ -129,7 +129,8 @@ TEST(ApiRouter, KnownPathOtherMethodIs405WithAllow) {
   ASSERT_EQ(r.out.responses, 1);
   EXPECT_EQ(r.out.status, 405);
   EXPECT_EQ(http::find_header(r.out.headers, "allow"), "POST, GET");
-  EXPECT_EQ(api::parse_api_error(r.out.status, r.out.body).code, "method_not_allowed")
+  EXPECT_TRUE(
+      api::parse_api_error(r.out.status, r.out.body).is(api::ApiErrorCode::kMethodNotAllowed))
       << r.out.body;
 
   Routed files;

@@ -64,7 +64,7 @@ TEST(SandboxRegistry, RefusesWhatDoesNotFitWithTheNumbers) {
 
   auto memory = registry.check_capacity(limits(401, 1));
   ASSERT_FALSE(memory);
-  EXPECT_EQ(memory.error().code, "over_capacity");
+  EXPECT_TRUE(memory.error().is(api::ApiErrorCode::kOverCapacity)) << memory.error().code;
   EXPECT_EQ(memory.error().field, "limits.memory");
   EXPECT_EQ(memory.error().message,
             "memory limit 401 bytes does not fit: 600 of 1000 bytes are already promised to "
@@ -72,13 +72,13 @@ TEST(SandboxRegistry, RefusesWhatDoesNotFitWithTheNumbers) {
 
   auto disk = registry.check_capacity(limits(1, 401));
   ASSERT_FALSE(disk);
-  EXPECT_EQ(disk.error().code, "insufficient_storage");
+  EXPECT_TRUE(disk.error().is(api::ApiErrorCode::kInsufficientStorage)) << disk.error().code;
   EXPECT_EQ(disk.error().field, "limits.disk");
 
   registry.add(entry("sb-b", 1, 1));
   auto count = registry.check_capacity(limits(1, 1));
   ASSERT_FALSE(count);
-  EXPECT_EQ(count.error().code, "over_capacity");
+  EXPECT_TRUE(count.error().is(api::ApiErrorCode::kOverCapacity)) << count.error().code;
   EXPECT_EQ(count.error().message,
             "the daemon already runs 2 sandboxes, its limit (serve.capacity.max_sandboxes)");
 }
