@@ -5,7 +5,7 @@
 #include <array>
 #include <string_view>
 
-#include "spec/units.h"  // quote_for_message
+#include "base/strings.h"
 
 namespace corral::api {
 namespace {

@@ -18,9 +18,4 @@ std::string base64_encode(std::string_view bytes);
 // kInvalidArgument naming the first bad character and its offset.
 Result<std::string> base64_decode(std::string_view text);
 
-// is_valid_utf8 moved to base/utf8.h; this keeps api::is_valid_utf8 for the
-// CLI's call sites (src/cli is being split on another branch: switch them
-// to corral::is_valid_utf8 after the merge, then drop this line).
-using corral::is_valid_utf8;
-
 }  // namespace corral::api

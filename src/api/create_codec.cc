@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "api/api_model.h"
+#include "base/strings.h"
 #include "api/codec_internal.h"
 #include "api/json_writer.h"
 #include "spec/mount_arg.h"

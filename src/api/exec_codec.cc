@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "api/api_model.h"
+#include "base/strings.h"
 #include "api/base64.h"
 #include "api/codec_internal.h"
 #include "api/json_writer.h"

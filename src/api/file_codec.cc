@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "api/api_model.h"
+#include "base/strings.h"
 #include "api/json_writer.h"
 
 namespace corral::api {

@@ -8,6 +8,7 @@
 #include <exception>
 #include <set>
 
+#include "base/strings.h"
 #include "api/base64.h"
 #include "base/json_text.h"
 #include "spec/mount_arg.h"  // is_valid_env_name

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "api/api_model.h"
+#include "base/strings.h"
 #include "api/codec_internal.h"
 #include "api/json_writer.h"
 #include "base/json_text.h"

@@ -3,6 +3,7 @@
 #include <csignal>
 
 #include "api/api_model.h"
+#include "base/strings.h"
 #include "api/json_writer.h"
 
 namespace corral::api {

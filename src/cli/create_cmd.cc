@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "api/base64.h"
+#include "base/utf8.h"
 #include "base/json_text.h"
 #include "cli/daemon_client.h"
 #include "spec/mount_arg.h"
@@ -177,7 +178,7 @@ int create_command(const std::vector<std::string_view>& args) {
   if (!network.empty()) body["network"] = std::move(network);
   if (!limits.empty()) body["limits"] = std::move(limits);
   if (!env.empty()) body["env"] = std::move(env);
-  if (idempotency_key && !api::is_valid_utf8(*idempotency_key))
+  if (idempotency_key && !is_valid_utf8(*idempotency_key))
     return flags.usage_error(not_text_message("--idempotency-key"));
   // Only what was given goes out: the daemon's defaults fill in the rest.
   if (auto bad = non_utf8_field(body, ""))

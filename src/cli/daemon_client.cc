@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "base/utf8.h"
 #include "api/base64.h"
 #include "base/json_text.h"
 
@@ -47,11 +48,11 @@ Result<std::unique_ptr<sdk::RemoteProvider>> connect(const Endpoint& ep) {
 
 std::optional<std::string> non_utf8_field(const ojson& j, const std::string& at) {
   if (j.is_string()) {
-    if (!api::is_valid_utf8(j.get_ref<const std::string&>())) return at;
+    if (!is_valid_utf8(j.get_ref<const std::string&>())) return at;
   } else if (j.is_object()) {
     for (const auto& [key, value] : j.items()) {
       const std::string here = (at.empty() ? "" : at + ".") + key;
-      if (!api::is_valid_utf8(key)) return here + " (the name)";
+      if (!is_valid_utf8(key)) return here + " (the name)";
       if (auto bad = non_utf8_field(value, here)) return bad;
     }
   } else if (j.is_array()) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "api/base64.h"
+#include "base/utf8.h"
 #include "base/json_text.h"
 #include "cli/daemon_client.h"
 #include "spec/mount_arg.h"
@@ -125,16 +126,16 @@ int exec_command(const std::vector<std::string_view>& args) {
   }
   // Text only, as in create (stdin may be bytes: it travels as stdin_b64).
   for (std::size_t i = 0; i < request.argv.size(); ++i) {
-    if (!api::is_valid_utf8(request.argv[i]))
+    if (!is_valid_utf8(request.argv[i]))
       return flags.usage_error(
           not_text_message("word " + std::to_string(i + 1) + " of the command"));
   }
-  if (request.cmd && !api::is_valid_utf8(*request.cmd))
+  if (request.cmd && !is_valid_utf8(*request.cmd))
     return flags.usage_error(not_text_message("--sh"));
-  if (request.cwd && !api::is_valid_utf8(*request.cwd))
+  if (request.cwd && !is_valid_utf8(*request.cwd))
     return flags.usage_error(not_text_message("--cwd"));
   for (const auto& [k, v] : request.env) {
-    if (!api::is_valid_utf8(k) || !api::is_valid_utf8(v))
+    if (!is_valid_utf8(k) || !is_valid_utf8(v))
       return flags.usage_error(not_text_message("--env " + json_text(ojson(k))));
   }
   // The request as the daemon will read it: refused here with the same words.

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "base/strings.h"
 #include "base/random.h"
 #include "base/scope_guard.h"
 #include "base/unique_fd.h"

@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cstdio>
 
+#include "base/strings.h"
 #include "spec/units.h"
 
 namespace corral {

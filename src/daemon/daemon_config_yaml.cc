@@ -21,6 +21,7 @@
 #include <optional>
 
 #include "daemon/daemon_config.h"
+#include "base/strings.h"
 #include "egress/firewall.h"
 #include "netns/net_slot.h"
 #include "egress/upstream_resolver.h"

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/strings.h"
 #include "spec/mount_arg.h"
 #include "spec/units.h"
 #include "spec/yaml_reader.h"

@@ -3,6 +3,7 @@
 #include <array>
 #include <vector>
 
+#include "base/strings.h"
 #include "spec/units.h"
 
 namespace corral {

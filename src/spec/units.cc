@@ -6,6 +6,7 @@
 #include <string>
 #include <system_error>
 
+#include "base/strings.h"
 #include "spec/sandbox_spec.h"
 
 namespace corral {

@@ -9,7 +9,6 @@
 #include <string_view>
 
 #include "base/result.h"
-#include "base/strings.h"  // quote_for_message, which units used to own (TODO: include at call sites)
 
 namespace corral {
 

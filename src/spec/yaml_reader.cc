@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "base/strings.h"
 #include "base/unique_fd.h"
 #include "spec/sandbox_spec.h"
 #include "spec/units.h"

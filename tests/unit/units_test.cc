@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "base/strings.h"
 #include "spec/sandbox_spec.h"
 
 namespace corral {
