@@ -154,7 +154,7 @@ class DomBuilder {
       std::size_t close = what.find("] ");
       if (close != std::string::npos) what.erase(0, close + 2);
     }
-    return refuse(ApiErrorCode::kBadJson, "", printable_text(what, 300));
+    return refuse(ApiErrorCode::kBadJson, "", printable_ascii(what, 300));
   }
 
   const std::optional<Error>& error() const { return error_; }
@@ -221,27 +221,6 @@ class DomBuilder {
 };
 
 }  // namespace
-
-// Any text made printable ASCII (other bytes as \xNN), cut after `max`
-// bytes.
-std::string printable_text(std::string_view text, std::size_t max) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  std::size_t n = std::min(text.size(), max);
-  out.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    auto c = static_cast<unsigned char>(text[i]);
-    if (c < 0x20 || c >= 0x7f) {
-      out.append("\\x");
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 0xf]);
-    } else {
-      out.push_back(static_cast<char>(c));
-    }
-  }
-  if (n < text.size()) out.append("...");
-  return out;
-}
 
 // Parse errors: "<code>: <path>: <message>" with the path as hint (see
 // to_api_error). unknown_field messages name the path themselves.

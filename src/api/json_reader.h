@@ -25,6 +25,7 @@
 
 #include "api/api_error.h"
 #include "base/result.h"
+#include "base/strings.h"
 #include "spec/sandbox_spec.h"  // kKiB
 #include "spec/units.h"
 
@@ -50,10 +51,6 @@ inline constexpr std::int64_t kDayMs = 24 * 3600 * kSecondMs;
 inline constexpr std::int64_t kMaxLifetimeMs = 7 * kDayMs;
 
 // ---- messages --------------------------------------------------------------
-
-// Any text made printable ASCII (other bytes as \xNN), cut after `max`
-// bytes.
-std::string printable_text(std::string_view text, std::size_t max);
 
 // Parse errors: "<code>: <path>: <message>" with the path as hint (see
 // to_api_error). unknown_field messages name the path themselves.
@@ -200,7 +197,7 @@ Result<T> guarded(Body body) {
   } catch (const std::exception& e) {
     return make_error(ErrorCode::kInternal,
                       std::string(wire_name(ApiErrorCode::kInternal)) +
-                          ": parsing the JSON body: " + printable_text(e.what(), 200));
+                          ": parsing the JSON body: " + printable_ascii(e.what(), 200));
   } catch (...) {
     return make_error(ErrorCode::kInternal, std::string(wire_name(ApiErrorCode::kInternal)) +
                                                 ": parsing the JSON body failed");

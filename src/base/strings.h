@@ -37,4 +37,8 @@ inline constexpr std::size_t kQuotedBytes = 80;
 // into it.
 std::string quote_for_message(std::string_view text, std::size_t max = kQuotedBytes);
 
+// The same bytes without the quotes and with `"` and `\` as they are: for
+// text that is already delimited (a parser's own message).
+std::string printable_ascii(std::string_view text, std::size_t max);
+
 }  // namespace corral

@@ -63,3 +63,15 @@ TEST(BaseRandom, BytesDifferAndBoundsHold) {
 
 }  // namespace
 }  // namespace corral
+
+namespace corral {
+namespace {
+
+TEST(BaseStrings, PrintableAsciiKeepsQuotesAndEscapesTheRest) {
+  EXPECT_EQ(printable_ascii("a\"b\\c", 80), "a\"b\\c");
+  EXPECT_EQ(printable_ascii(std::string_view("x\ny\xff", 4), 80), "x\\x0ay\\xff");
+  EXPECT_EQ(printable_ascii("abcdef", 3), "abc...");
+}
+
+}  // namespace
+}  // namespace corral
