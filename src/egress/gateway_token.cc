@@ -33,9 +33,16 @@ std::string b64url(std::string_view in) {
 
 // Strict: only the alphabet, no padding, no impossible length, and the
 // unused low bits of the last character must be zero (one encoding per
-// value). libsodium stops at the first byte outside the alphabet: the end
-// pointer refuses what follows it.
+// value). libsodium 1.0.18 reads its input as signed chars, so a byte
+// above 0x7f decodes as some digit: the alphabet is checked here first
+// (found by the gateway fuzz target). It stops at the first other byte
+// outside the alphabet: the end pointer refuses what follows it.
 std::optional<std::string> unb64url(std::string_view in) {
+  for (char c : in) {
+    const bool digit = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                       c == '-' || c == '_';
+    if (!digit) return std::nullopt;
+  }
   std::string out(in.size() / 4 * 3 + 3, '\0');
   std::size_t len = 0;
   const char* end = nullptr;
