@@ -115,8 +115,10 @@ StepStatus clone_init(SandboxPlan& plan, const LaunchOptions& options, LaunchedI
   close_in_init.push_back(init.control.get());
   if (init.spawn) close_in_init.push_back(init.spawn.get());
   // Give freed planning memory back before init is forked from us: both
-  // processes keep their heap for the sandbox's whole life.
-  malloc_trim(0);
+  // processes keep their heap for the sandbox's whole life. Not in the
+  // daemon's factory: it plans in a heap it reuses for every create, and a
+  // trim there cost ~1 ms per create (bench/daemon.sh) for no PSS gain.
+  if (!plan.long_lived) malloc_trim(0);
   init.cloned_at = Clock::now();
   int pidfd = -1;
   init.pid = clone_sandbox_init(plan, *init.cgroup, &pidfd, close_in_init.data(),
