@@ -2,40 +2,20 @@
 
 #include <sodium.h>
 
-#include <array>
 #include <string_view>
 
+#include "base/base64_digits.h"
 #include "base/strings.h"
 
 namespace corral::api {
 namespace {
 
 constexpr int kVariant = sodium_base64_VARIANT_ORIGINAL;
-constexpr std::string_view kAlphabet =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 tl::unexpected<Error> bad(std::string_view why, std::size_t offset) {
   return make_error(ErrorCode::kInvalidArgument,
                     "invalid base64: " + std::string(why) + " at offset " + std::to_string(offset),
                     "use standard base64 (A-Z a-z 0-9 + /) with '=' padding, without whitespace");
-}
-
-// The base64 digits. Checked here, not left to libsodium: 1.0.18 reads its
-// input as (signed) char and decodes a byte above 0x7f as a digit ("Zm\xc3\xa9"
-// came back as three bytes), and it stops without an error at anything
-// else once the bits so far need no padding ("AAAA====").
-constexpr std::array<bool, 256> make_digits() {
-  std::array<bool, 256> digits{};
-  for (char c : kAlphabet) digits[static_cast<unsigned char>(c)] = true;
-  return digits;
-}
-constexpr std::array<bool, 256> kDigits = make_digits();
-
-std::size_t first_non_digit(std::string_view text) {
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (!kDigits[static_cast<unsigned char>(text[i])]) return i;
-  }
-  return text.size();
 }
 
 }  // namespace
@@ -60,7 +40,7 @@ Result<std::string> base64_decode(std::string_view text) {
   // Digits, then at most two '=' at the very end: else name the first
   // character that is neither.
   const std::size_t n = text.size();
-  const std::size_t digits = first_non_digit(text);
+  const std::size_t digits = first_non_base64_digit(text, Base64Alphabet::kStandard);
   const std::size_t pad = n - digits;
   if (pad > 2 || text.substr(digits).find_first_not_of('=') != std::string_view::npos) {
     if (text[digits] == '=') return bad("misplaced '=' padding", digits);

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <optional>
 
+#include "base/base64_digits.h"
 #include "base/random.h"
 #include "base/unique_fd.h"
 
@@ -33,16 +34,11 @@ std::string b64url(std::string_view in) {
 
 // Strict: only the alphabet, no padding, no impossible length, and the
 // unused low bits of the last character must be zero (one encoding per
-// value). libsodium 1.0.18 reads its input as signed chars, so a byte
-// above 0x7f decodes as some digit: the alphabet is checked here first
-// (found by the gateway fuzz target). It stops at the first other byte
-// outside the alphabet: the end pointer refuses what follows it.
+// value). The alphabet is checked first (base/base64_digits.h: libsodium
+// takes bytes above 0x7f as digits; found by the gateway fuzz target); the
+// end pointer refuses what follows the first byte libsodium stops at.
 std::optional<std::string> unb64url(std::string_view in) {
-  for (char c : in) {
-    const bool digit = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                       c == '-' || c == '_';
-    if (!digit) return std::nullopt;
-  }
+  if (first_non_base64_digit(in, Base64Alphabet::kUrlSafe) != in.size()) return std::nullopt;
   std::string out(in.size() / 4 * 3 + 3, '\0');
   std::size_t len = 0;
   const char* end = nullptr;
