@@ -34,24 +34,22 @@ constexpr std::size_t align4(std::size_t n) { return (n + 3) & ~std::size_t{3}; 
 // several datagrams of at most this size.
 constexpr std::size_t kRxBufferSize = 32768;
 
-std::string quoted(std::string_view s) { return quote_for_message(s); }
-
 }  // namespace
 
 Status check_ifname(std::string_view name) {
   if (name.empty() || name.size() > kMaxIfNameLen)
     return make_error(ErrorCode::kInvalidArgument,
-                      "interface name " + quoted(name) + " must have 1 to " +
+                      "interface name " + quote_for_message(name) + " must have 1 to " +
                           std::to_string(kMaxIfNameLen) + " characters");
   if (name == "." || name == "..")
     return make_error(ErrorCode::kInvalidArgument,
-                      "interface name " + quoted(name) + " is not allowed");
+                      "interface name " + quote_for_message(name) + " is not allowed");
   for (char c : name) {
     const auto u = static_cast<unsigned char>(c);
     if (c == '/' || c == ':' || u <= 0x20 || u >= 0x7f)  // no controls, space or non-ASCII
       return make_error(
           ErrorCode::kInvalidArgument,
-          "interface name " + quoted(name) + " contains a character that is not allowed");
+          "interface name " + quote_for_message(name) + " contains a character that is not allowed");
   }
   return ok();
 }

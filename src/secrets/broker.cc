@@ -167,8 +167,8 @@ bool looks_like_token(std::string_view text) {
 
 SecretBroker::SecretBroker(BrokerAuditSink sink, BrokerClock clock, BrokerOptions options)
     : sink_(std::move(sink)), clock_(std::move(clock)), options_(options) {
-  // Without libsodium there is no randomness: issue() refuses then, and the
-  // hash key below stays zero (no token is ever issued to look up).
+  // Without libsodium, issue() refuses (a token's lookup hash needs it),
+  // and the hash key stays zero: no token is ever issued to look up.
   if (sodium_ready()) {
     fill_random(hash_key_, sizeof hash_key_);
   } else {
