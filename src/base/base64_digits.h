@@ -37,4 +37,12 @@ constexpr std::size_t first_non_base64_digit(std::string_view text, Base64Alphab
   return text.size();
 }
 
+// True when `text` is digits of `alphabet` followed by at most two '='.
+// Lengths and the bits before the padding are left to the decoder.
+constexpr bool only_base64_digits_and_padding(std::string_view text, Base64Alphabet alphabet) {
+  const std::size_t digits = first_non_base64_digit(text, alphabet);
+  const std::size_t pad = text.size() - digits;
+  return pad <= 2 && text.substr(digits).find_first_not_of('=') == std::string_view::npos;
+}
+
 }  // namespace corral

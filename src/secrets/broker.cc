@@ -1,5 +1,6 @@
 #include "secrets/broker.h"
 
+#include "base/base64_digits.h"
 #include "base/random.h"
 
 #include <sodium.h>
@@ -113,6 +114,9 @@ std::vector<BasicCredential> find_basic_credentials(std::string_view head) {
     if (b == std::string_view::npos) continue;
     std::size_t e = line.find_last_not_of(" \t");
     std::string_view blob = line.substr(b, e + 1 - b);
+    // Decoded only as a strict server would: libsodium alone takes bytes
+    // above 0x7f as digits (base/base64_digits.h).
+    if (!only_base64_digits_and_padding(blob, Base64Alphabet::kStandard)) continue;
     BasicCredential cred;
     cred.decoded = WipedString(blob.size() / 4 * 3 + 3);
     std::size_t n = 0;

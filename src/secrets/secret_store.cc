@@ -1,5 +1,7 @@
 #include "secrets/secret_store.h"
 
+#include "base/base64_digits.h"
+
 #include <fcntl.h>
 #include <sodium.h>
 #include <sys/stat.h>
@@ -43,6 +45,10 @@ std::string line_ref(std::string_view what, std::size_t line) {
 
 // Decodes standard base64 (padding optional) into guarded memory.
 Result<SecretValue> decode_base64(std::string_view text) {
+  // libsodium alone takes bytes above 0x7f as digits (base/base64_digits.h).
+  if (!only_base64_digits_and_padding(text, Base64Alphabet::kStandard)) {
+    return make_error(ErrorCode::kInvalidArgument, "not valid base64");
+  }
   WipedString buf(text.size() / 4 * 3 + 3);
   std::size_t len = 0;
   const char* end = nullptr;

@@ -217,6 +217,14 @@ TEST_F(BrokerTest, SwapsInsideBasicCredentials) {
   const std::string before = plain;
   EXPECT_EQ(broker_.swap(to("sb-1", "github.com"), plain).outcome, SwapOutcome::kNoToken);
   EXPECT_EQ(plain, before);
+  // A byte above 0x7f in place of a digit: a strict server cannot decode
+  // the field, so neither does the broker (libsodium alone would, and swap).
+  std::string blob = b64("x-access-token:" + t);
+  blob[0] = '\xc3';
+  std::string high = "GET / HTTP/1.1\r\nAuthorization: Basic " + blob + "\r\n\r\n";
+  const std::string high_before = high;
+  EXPECT_EQ(broker_.swap(to("sb-1", "github.com"), high).outcome, SwapOutcome::kNoToken);
+  EXPECT_EQ(high, high_before);
   expect_clean_events();
 }
 

@@ -151,6 +151,8 @@ TEST(SecretStore, MalformedLinesNameTheLineButNeverItsBytes) {
       {std::string(129, 'k') + "=" + v + "\n", "line 1: the key"},  // key too long
       {v + "*=" + v + "\n", "line 1: the key is not"},              // '*' in the key
       {"k=base64:" + v + "!!\n", "line 1 (key 'k'): the value after base64:"},
+      // Bytes above 0x7f, which libsodium 1.0.18 alone decodes as digits.
+      {"k=base64:Zm\xc3\xa9\n", "line 1 (key 'k'): the value after base64:"},
       {"k=\n", "line 1 (key 'k'): empty value"},
       {"k=" + v + "\nk=" + v + "x\n", "'k' is defined twice in secret file"},
   };
