@@ -183,7 +183,10 @@ void SandboxService::finish_process(SandboxEntry& sandbox, ProcessEntry& p) {
   const double seconds = std::chrono::duration<double>(Clock::now() - p.started).count();
   if (p.background) {
     journal_.flush();
-    (void)store_.update_process(p.id, ProcessState::kExited, p.exit_code, p.signal);
+    // The whole result, as the API reports it: a restarted daemon lists
+    // the process with the same answer (docs/api.md).
+    (void)store_.update_process(p.id, ProcessState::kExited, p.exit_code, p.signal, p.timed_out,
+                                p.ended_at_ms);
   }
   json ev{{"type", "exec.exit"},
           {"sandbox", sandbox.id},
@@ -235,7 +238,8 @@ void SandboxService::lose_process(SandboxEntry& sandbox, ProcessEntry& p, const 
     p.ended_at_ms = now_ms();
     p.deadline.reset();
     journal_.flush();
-    (void)store_.update_process(p.id, ProcessState::kLost, std::nullopt, std::nullopt);
+    (void)store_.update_process(p.id, ProcessState::kLost, std::nullopt, std::nullopt,
+                                p.timed_out, p.ended_at_ms);
     audit_later(json{{"type", "exec.exit"},
                      {"sandbox", sandbox.id},
                      {"process", p.id},
