@@ -287,12 +287,50 @@ TEST(DaemonRestartProcesses, ProcessThatEndsWhileTheDaemonIsDownHasItsRealExit) 
   EXPECT_EQ(del.value("state", ""), "cleaned") << del.dump();
 }
 
-// A destroyed sandbox takes no more work: its processes' routes answer the
-// same 409 before and after a restart, and its rows keep their ends.
-TEST(DaemonRestartProcesses, DestroyedSandboxsProcessesAnswerAsBefore) {
+// How a sandbox with processes ends: a DELETE, its max_lifetime, or its
+// init killed while no daemon runs (the next daemon cannot re-attach it and
+// destroys it on reconcile).
+enum class End { kDeleted, kExpired, kDiedWhileDown };
+
+std::string end_name(const ::testing::TestParamInfo<End>& info) {
+  switch (info.param) {
+    case End::kDeleted:
+      return "Deleted";
+    case End::kExpired:
+      return "Expired";
+    default:
+      return "DiedWhileDown";
+  }
+}
+
+// The init pid the daemon recorded for a sandbox (read while it is down).
+std::int64_t stored_init_pid(const std::string& data_dir, const std::string& sandbox) {
+  auto store = StateStore::open(data_dir + "/state.db");
+  if (!store) return -1;
+  auto rec = store->get(sandbox);
+  if (!rec || !rec->runtime_json) return -1;
+  return json::parse(*rec->runtime_json, nullptr, false).value("init_pid", std::int64_t{-1});
+}
+
+// The state of a sandbox, polled (bounded) until it is `want`.
+bool becomes(TestDaemon& d, const std::string& id, const std::string& want) {
+  for (int i = 0; i < 300; ++i) {
+    if (d.request("GET", "/v1/sandboxes/" + id).json().value("state", "") == want) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
+}
+
+class EndedSandbox : public ::testing::TestWithParam<End> {};
+
+// A sandbox that ended takes no more work: its processes' routes answer
+// the same error before and after a restart (409, or 410 for an expired
+// one), and their rows keep how they ended.
+TEST_P(EndedSandbox, ItsProcessesAnswerAsBeforeTheRestart) {
   TestDaemon d;
   ASSERT_TRUE(d.ready()) << d.output();
-  const std::string id = d.create_sandbox();
+  const std::string id =
+      d.create_sandbox(GetParam() == End::kExpired ? R"({"max_lifetime": "3s"})" : "{}");
   ASSERT_FALSE(id.empty());
   const std::string procs = "/v1/sandboxes/" + id + "/processes";
   const std::string done = start_background(d, id, R"({"cmd": "exit 5"})");
@@ -300,29 +338,56 @@ TEST(DaemonRestartProcesses, DestroyedSandboxsProcessesAnswerAsBefore) {
   ASSERT_FALSE(done.empty());
   ASSERT_FALSE(live.empty());
   wait_for(d, id, done);
-  ASSERT_EQ(d.request("DELETE", "/v1/sandboxes/" + id).json().value("state", ""), "cleaned");
   const std::vector<std::string> routes = {procs, procs + "/" + done, procs + "/" + live,
                                            procs + "/" + done + "/output"};
+  int want = 409;
   std::vector<HttpReply> before;
+  if (GetParam() == End::kDeleted) {
+    ASSERT_EQ(d.request("DELETE", "/v1/sandboxes/" + id).json().value("state", ""), "cleaned");
+  } else if (GetParam() == End::kExpired) {
+    ASSERT_TRUE(becomes(d, id, "cleaned")) << "the sandbox did not reach its max_lifetime";
+    want = 410;
+  }
   for (const auto& r : routes) before.push_back(d.request("GET", r));
   ASSERT_TRUE(d.kill9());
+  if (GetParam() == End::kDiedWhileDown) {
+    const std::int64_t init = stored_init_pid(d.data_dir(), id);
+    ASSERT_GT(init, 1);
+    kill(static_cast<pid_t>(init), SIGKILL);  // its pid namespace, and every process, go too
+  }
   ASSERT_TRUE(d.restart()) << d.output();
+  if (GetParam() == End::kDiedWhileDown) {
+    EXPECT_NE(d.output().find("1 destroyed"), std::string::npos) << d.output();
+    EXPECT_EQ(d.request("GET", "/v1/sandboxes/" + id).json().value("state", ""), "cleaned");
+  }
   for (bool tcp : kListeners) {
     for (std::size_t i = 0; i < routes.size(); ++i) {
       auto after = d.request("GET", routes[i], {}, tcp);
-      EXPECT_EQ(before[i].status, 409) << routes[i] << ": " << before[i].body;
-      EXPECT_EQ(after.status, before[i].status) << routes[i] << ": " << after.body;
-      EXPECT_EQ(after.json(), before[i].json()) << routes[i];
+      EXPECT_EQ(after.status, want) << routes[i] << ": " << after.body;
+      if (GetParam() != End::kDiedWhileDown) {
+        EXPECT_EQ(before[i].status, want) << routes[i] << ": " << before[i].body;
+        EXPECT_EQ(after.json(), before[i].json()) << routes[i];
+      }
     }
   }
   d.stop();
   auto rd = stored_process(d.data_dir(), id, done);
   auto rl = stored_process(d.data_dir(), id, live);
   ASSERT_TRUE(rd && rl);
+  EXPECT_EQ(rd->state, ProcessState::kExited);
   EXPECT_EQ(rd->exit_code, 5);
-  EXPECT_EQ(rl->state, ProcessState::kExited);
-  EXPECT_EQ(rl->signal, SIGKILL);
+  if (GetParam() == End::kDiedWhileDown) {
+    // Its end was never reported: lost, never a made-up exit.
+    EXPECT_EQ(rl->state, ProcessState::kLost);
+  } else {
+    EXPECT_EQ(rl->state, ProcessState::kExited);
+    EXPECT_EQ(rl->signal, SIGKILL);
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(DaemonRestartProcesses, EndedSandbox,
+                         ::testing::Values(End::kDeleted, End::kExpired, End::kDiedWhileDown),
+                         end_name);
 
 }  // namespace
 }  // namespace corral::testing
