@@ -563,7 +563,11 @@ TEST(StateStoreTest, ProcessResultAndTimeoutMark) {
     ASSERT_TRUE(store.create_sandbox("sb", "{}", std::nullopt, std::nullopt));
     for (S s : {S::kInitializing, S::kReady}) ASSERT_TRUE(store.transition("sb", s, ""));
     for (const char* id : {"p1", "p2", "p3", "p4"}) {
-      ProcessRecord p{id, "sb", {"sleep", "9"}, ProcessState::kStarting, {}, {}, 1000, {}};
+      ProcessRecord p;
+      p.id = id;
+      p.sandbox_id = "sb";
+      p.argv = {"sleep", "9"};
+      p.started_at_ms = 1000;
       ASSERT_TRUE(store.add_process(p));
     }
     // p1: timed out, the mark first (the reaper), then its end.
