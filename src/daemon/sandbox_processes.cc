@@ -162,8 +162,11 @@ std::vector<std::shared_ptr<ProcessEntry>> SandboxService::processes(const Sandb
   std::lock_guard lock(const_cast<SandboxEntry&>(sandbox).mu);
   std::vector<std::shared_ptr<ProcessEntry>> out;
   for (const auto& [rid, p] : sandbox.processes) out.push_back(p);
-  std::sort(out.begin(), out.end(),
-            [](const auto& a, const auto& b) { return a->started_at_ms < b->started_at_ms; });
+  // Oldest first; a tie by id, so that the order is the same after a restart.
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a->started_at_ms != b->started_at_ms ? a->started_at_ms < b->started_at_ms
+                                                : a->request_id < b->request_id;
+  });
   return out;
 }
 
