@@ -589,10 +589,18 @@ void handle_process_stdin(ApiContext& ctx, ApiRequest& r) {
   // "?close=true" (or the process's end) may close the original, and its
   // number may be reused at once by another socket or file.
   UniqueFd own;
+  bool ended;
   {
     std::lock_guard lock(p->mu);
-    if (p->stdin_writer) own.reset(fcntl(p->stdin_writer.get(), F_DUPFD_CLOEXEC, 0));
+    ended = p->finished();
+    if (!ended && p->stdin_writer) own.reset(fcntl(p->stdin_writer.get(), F_DUPFD_CLOEXEC, 0));
   }
+  // Ended (before or after a daemon restart): nothing reads its stdin.
+  if (ended)
+    return send_error(r.out, api::make_api_error(api::ApiErrorCode::kConflict,
+                                                 "process " + p->id +
+                                                     " has ended: its stdin is closed",
+                                                 "", "start a new process to give it input"));
   const int fd = own ? own.get() : -1;
   if (fd < 0 && p->reattached)
     return send_error(

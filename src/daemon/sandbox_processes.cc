@@ -162,8 +162,11 @@ std::vector<std::shared_ptr<ProcessEntry>> SandboxService::processes(const Sandb
   std::lock_guard lock(const_cast<SandboxEntry&>(sandbox).mu);
   std::vector<std::shared_ptr<ProcessEntry>> out;
   for (const auto& [rid, p] : sandbox.processes) out.push_back(p);
-  std::sort(out.begin(), out.end(),
-            [](const auto& a, const auto& b) { return a->started_at_ms < b->started_at_ms; });
+  // Oldest first; a tie by id, so that the order is the same after a restart.
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a->started_at_ms != b->started_at_ms ? a->started_at_ms < b->started_at_ms
+                                                : a->request_id < b->request_id;
+  });
   return out;
 }
 
@@ -183,7 +186,10 @@ void SandboxService::finish_process(SandboxEntry& sandbox, ProcessEntry& p) {
   const double seconds = std::chrono::duration<double>(Clock::now() - p.started).count();
   if (p.background) {
     journal_.flush();
-    (void)store_.update_process(p.id, ProcessState::kExited, p.exit_code, p.signal);
+    // The whole result, as the API reports it: a restarted daemon lists
+    // the process with the same answer (docs/api.md).
+    (void)store_.update_process(p.id, ProcessState::kExited, p.exit_code, p.signal, p.timed_out,
+                                p.ended_at_ms);
   }
   json ev{{"type", "exec.exit"},
           {"sandbox", sandbox.id},
@@ -235,7 +241,8 @@ void SandboxService::lose_process(SandboxEntry& sandbox, ProcessEntry& p, const 
     p.ended_at_ms = now_ms();
     p.deadline.reset();
     journal_.flush();
-    (void)store_.update_process(p.id, ProcessState::kLost, std::nullopt, std::nullopt);
+    (void)store_.update_process(p.id, ProcessState::kLost, std::nullopt, std::nullopt,
+                                p.timed_out, p.ended_at_ms);
     audit_later(json{{"type", "exec.exit"},
                      {"sandbox", sandbox.id},
                      {"process", p.id},

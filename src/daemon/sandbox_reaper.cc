@@ -48,6 +48,9 @@ void SandboxService::reaper_loop() {
           if (!p->pidfd && p->phase == ProcessEntry::Phase::kRunning) continue;
           p->timed_out = true;
           p->deadline.reset();
+          // Stored before the kill: if this daemon dies before the exit is
+          // reported, the next one still reports the timeout's exit (124).
+          if (p->background) (void)store_.mark_process_timed_out(p->id);
         }
         kill_process(*p, SIGKILL);
       }

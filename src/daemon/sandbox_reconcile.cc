@@ -152,18 +152,19 @@ std::shared_ptr<SandboxEntry> SandboxService::Reconciler::entry_of(
   return e;
 }
 
-// Background processes that were running: their exits may be waiting in
-// the spawn channel, or still to come. Those whose host pid was recorded
-// are found again (pidfd), so they can be signalled and timed out as
-// before; their stdin ended with the previous daemon. Returns those whose
-// pid no longer names them, with why.
+// Background processes, as the store has them. Those that had ended stay
+// listed with their stored result (their output is still in the layer).
+// Those that were running: their exits may be waiting in the spawn
+// channel, or still to come. Those whose host pid was recorded are found
+// again (pidfd), so they can be signalled and timed out as before; their
+// stdin ended with the previous daemon. Returns those whose pid no longer
+// names them, with why.
 SandboxService::Reconciler::Unverified SandboxService::Reconciler::readopt_processes(
     SandboxEntry& e, const SandboxRecord& r) {
   Unverified unverified;
   auto procs = s_.store_.list_processes(r.id);
   if (!procs) return unverified;
   for (const auto& pr : *procs) {
-    if (pr.state != ProcessState::kRunning && pr.state != ProcessState::kStarting) continue;
     auto rid = request_id_of(pr.id);
     if (!rid) continue;
     auto p = std::make_shared<ProcessEntry>();
@@ -175,6 +176,16 @@ SandboxService::Reconciler::Unverified SandboxService::Reconciler::readopt_proce
     p->reattached = true;
     p->started_at_ms = pr.started_at_ms;
     p->started = Clock::now();
+    p->timed_out = pr.timed_out;
+    if (pr.state == ProcessState::kExited || pr.state == ProcessState::kLost) {
+      // Ended: no fds, not counted as running, never signalled again.
+      p->phase = ProcessEntry::Phase::kExited;
+      p->exit_code = pr.exit_code;
+      p->signal = pr.signal;
+      p->ended_at_ms = pr.ended_at_ms.value_or(pr.started_at_ms);
+      e.processes[*rid] = p;
+      continue;
+    }
     p->phase = ProcessEntry::Phase::kRunning;
     if (pr.deadline_at_ms)
       p->deadline = p->started + std::chrono::milliseconds(

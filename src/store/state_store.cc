@@ -82,6 +82,17 @@ ALTER TABLE processes ADD COLUMN deadline_at INTEGER;
 ALTER TABLE processes ADD COLUMN host_pid INTEGER CHECK (host_pid > 0);
 ALTER TABLE processes ADD COLUMN host_start_time INTEGER CHECK (host_start_time > 0);
 )sql",
+    // 3 -> 4: whether a process was ended by its timeout, so that a
+    // restarted daemon reports an ended process's whole result (and keeps
+    // the mark of one its timeout was killing when the daemon died). Rows
+    // of earlier daemons: an exit code and a signal both set can only be a
+    // timeout's end (124 replaces the kill's status); a timed-out process
+    // that exited before the kill landed cannot be told apart and stays 0.
+    R"sql(
+ALTER TABLE processes ADD COLUMN timed_out INTEGER NOT NULL DEFAULT 0 CHECK (timed_out IN (0, 1));
+UPDATE processes SET timed_out = 1
+  WHERE state = 'exited' AND exit_code = 124 AND signal IS NOT NULL;
+)sql",
 };
 static_assert(std::size(kMigrations) == StateStore::kSchemaVersion,
               "one migration per schema version");
@@ -571,8 +582,8 @@ Status StateStore::add_process(const ProcessRecord& p) {
   }
   auto ins = Stmt::prepare(h,
                            "INSERT INTO processes (id, sandbox_id, argv_json, state, exit_code, "
-                           "signal, started_at, ended_at, deadline_at, host_pid, host_start_time) "
-                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                           "signal, started_at, ended_at, deadline_at, host_pid, host_start_time, "
+                           "timed_out) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                            &db_->cache);
   if (!ins) return tl::unexpected<Error>(std::move(ins).error().wrap(what));
   ins->bind(1, p.id).bind(2, p.sandbox_id).bind(3, argv_json).bind(4, process_state_name(p.state));
@@ -583,6 +594,7 @@ Status StateStore::add_process(const ProcessRecord& p) {
   ins->bind(11, p.host_start_time
                     ? std::optional<std::int64_t>(static_cast<std::int64_t>(*p.host_start_time))
                     : std::nullopt);
+  ins->bind(12, std::int64_t{p.timed_out ? 1 : 0});
   if (auto r = ins->run("INSERT INTO processes"); !r) {
     if (sqlite3_extended_errcode(h) == SQLITE_CONSTRAINT_PRIMARYKEY) {
       return make_error(ErrorCode::kAlreadyExists,
@@ -596,7 +608,8 @@ Status StateStore::add_process(const ProcessRecord& p) {
 }
 
 Status StateStore::update_process(std::string_view id, ProcessState state,
-                                  std::optional<int> exit_code, std::optional<int> signal) {
+                                  std::optional<int> exit_code, std::optional<int> signal,
+                                  bool timed_out, std::optional<std::int64_t> ended_at_ms) {
   CORRAL_TRY(check_id("process", id));
   std::lock_guard lock(db_->mu);
   sqlite3* h = db_->handle;
@@ -624,13 +637,15 @@ Status StateStore::update_process(std::string_view id, ProcessState state,
   bool ends = state == ProcessState::kExited || state == ProcessState::kLost;
   auto upd = Stmt::prepare(h,
                            "UPDATE processes SET state = ?2, exit_code = ?3, signal = ?4, "
-                           "ended_at = CASE WHEN ?5 THEN ?6 ELSE ended_at END WHERE id = ?1",
+                           "ended_at = CASE WHEN ?5 THEN ?6 ELSE ended_at END, "
+                           "timed_out = CASE WHEN ?7 THEN 1 ELSE timed_out END WHERE id = ?1",
                            &db_->cache);
   if (!upd) return tl::unexpected<Error>(std::move(upd).error().wrap(what));
   upd->bind(1, id).bind(2, process_state_name(state));
   upd->bind(3, exit_code ? std::optional<std::int64_t>(*exit_code) : std::nullopt);
   upd->bind(4, signal ? std::optional<std::int64_t>(*signal) : std::nullopt);
-  upd->bind(5, std::int64_t{ends ? 1 : 0}).bind(6, now_ms());
+  upd->bind(5, std::int64_t{ends ? 1 : 0}).bind(6, ended_at_ms.value_or(now_ms()));
+  upd->bind(7, std::int64_t{timed_out ? 1 : 0});
   CORRAL_TRY_CTX(upd->run("UPDATE processes"), what);
   CORRAL_TRY_CTX(txn.commit(), what);
   return ok();
@@ -672,11 +687,37 @@ Status StateStore::set_process_host(std::string_view id, std::int64_t host_pid,
                     "an ended process is never updated again");
 }
 
+Status StateStore::mark_process_timed_out(std::string_view id) {
+  CORRAL_TRY(check_id("process", id));
+  std::string what = "marking process " + std::string(id) + " timed out";
+  std::lock_guard lock(db_->mu);
+  sqlite3* h = db_->handle;
+  auto upd = Stmt::prepare(h,
+                           "UPDATE processes SET timed_out = 1 "
+                           "WHERE id = ?1 AND state IN ('starting', 'running')",
+                           &db_->cache);
+  if (!upd) return tl::unexpected<Error>(std::move(upd).error().wrap(what));
+  upd->bind(1, id);
+  CORRAL_TRY_CTX(upd->run("UPDATE processes"), what);
+  if (sqlite3_changes(h) > 0) return ok();
+  auto sel = Stmt::prepare(h, "SELECT state FROM processes WHERE id = ?1", &db_->cache);
+  if (!sel) return tl::unexpected<Error>(std::move(sel).error().wrap(what));
+  sel->bind(1, id);
+  auto row = sel->step("SELECT state");
+  if (!row) return tl::unexpected<Error>(std::move(row).error().wrap(what));
+  if (!*row) {
+    return make_error(ErrorCode::kNotFound, "process '" + std::string(id) + "' does not exist");
+  }
+  return make_error(ErrorCode::kInvalidArgument,
+                    what + ": it has already ended (" + sel->text(0) + ")",
+                    "an ended process is never updated again");
+}
+
 Result<std::vector<ProcessRecord>> StateStore::list_processes(std::string_view sandbox_id) {
   std::lock_guard lock(db_->mu);
   auto st = Stmt::prepare(db_->handle,
                           "SELECT id, sandbox_id, argv_json, state, exit_code, signal, started_at, "
-                          "ended_at, deadline_at, host_pid, host_start_time FROM processes "
+                          "ended_at, deadline_at, host_pid, host_start_time, timed_out FROM processes "
                           "WHERE sandbox_id = ?1 ORDER BY rowid",
                           &db_->cache);
   if (!st) return tl::unexpected<Error>(std::move(st).error());
@@ -709,6 +750,7 @@ Result<std::vector<ProcessRecord>> StateStore::list_processes(std::string_view s
     p.deadline_at_ms = st->opt_int64(8);
     p.host_pid = st->opt_int64(9);
     if (auto v = st->opt_int64(10)) p.host_start_time = static_cast<std::uint64_t>(*v);
+    p.timed_out = st->int64(11) != 0;
     out.push_back(std::move(p));
   }
   return out;

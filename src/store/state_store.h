@@ -74,6 +74,9 @@ struct ProcessRecord {
   // the same pid.
   std::optional<std::int64_t> host_pid;
   std::optional<std::uint64_t> host_start_time;
+  // Ended by its timeout (marked before the kill: an exit a restarted
+  // daemon learns of later is still known to be the timeout's).
+  bool timed_out = false;
 };
 
 struct CreateResult {
@@ -83,7 +86,7 @@ struct CreateResult {
 
 class StateStore {
  public:
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
   // What an acknowledged write survives. kPowerLoss: synchronous=FULL, every
   // commit is fsync'd before the call returns. kProcessCrash:
@@ -139,9 +142,14 @@ class StateStore {
 
   Status add_process(const ProcessRecord& process);
   // Sets state, exit code and signal; a move to kExited or kLost also sets
-  // ended_at.
+  // ended_at (to `ended_at_ms`, or now). `timed_out` marks it ended by its
+  // timeout; a mark is never taken back.
   Status update_process(std::string_view id, ProcessState state, std::optional<int> exit_code,
-                        std::optional<int> signal);
+                        std::optional<int> signal, bool timed_out = false,
+                        std::optional<std::int64_t> ended_at_ms = std::nullopt);
+  // Marks a process that has not ended as killed by its timeout (before
+  // the kill). kNotFound for an unknown id; kInvalidArgument once ended.
+  Status mark_process_timed_out(std::string_view id);
   // Records the host pid and start time of a process that runs, and moves
   // it from starting to running, in one transaction. kNotFound for an
   // unknown id; kInvalidArgument once it has ended.

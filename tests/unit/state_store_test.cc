@@ -519,7 +519,7 @@ TEST(StateStoreTest, MigratesFromSchema2) {
   ASSERT_EQ(raw_sql(path, "PRAGMA user_version"), "2");
   StateStore store = open_or_die(path);
   EXPECT_EQ(*store.pragma("user_version"), std::to_string(StateStore::kSchemaVersion));
-  EXPECT_EQ(StateStore::kSchemaVersion, 3);
+  EXPECT_EQ(StateStore::kSchemaVersion, 4);
   // The old rows are all there; the process has no host pid, start time or
   // deadline (its daemon did not record them).
   auto sb = store.get("sb-old");
@@ -548,6 +548,143 @@ TEST(StateStoreTest, MigratesFromSchema2) {
   EXPECT_EQ((*procs)[0].host_pid, 99);
   EXPECT_EQ((*procs)[0].host_start_time, 12345u);
   EXPECT_EQ((*procs)[1].deadline_at_ms, 90);
+  EXPECT_EQ(*store.integrity_check(), "ok");
+  expect_consistent(store);
+}
+
+// The result of an ended process, whole (issue 14 item 5): what a restarted
+// daemon lists again. timed_out is stored, a mark made before the kill is
+// kept by the end, and the end time is the daemon's, not the write's.
+TEST(StateStoreTest, ProcessResultAndTimeoutMark) {
+  TempDir dir;
+  std::string path = dir.file("state.db");
+  {
+    StateStore store = open_or_die(path);
+    ASSERT_TRUE(store.create_sandbox("sb", "{}", std::nullopt, std::nullopt));
+    for (S s : {S::kInitializing, S::kReady}) ASSERT_TRUE(store.transition("sb", s, ""));
+    for (const char* id : {"p1", "p2", "p3", "p4"}) {
+      ProcessRecord p;
+      p.id = id;
+      p.sandbox_id = "sb";
+      p.argv = {"sleep", "9"};
+      p.started_at_ms = 1000;
+      ASSERT_TRUE(store.add_process(p));
+    }
+    // p1: timed out, the mark first (the reaper), then its end.
+    ASSERT_TRUE(store.set_process_host("p1", 11, 1));
+    ASSERT_TRUE(store.mark_process_timed_out("p1"));
+    ASSERT_TRUE(store.update_process("p1", ProcessState::kExited, 124, 9, true, 5000));
+    // p2: an ordinary exit, with its end time given.
+    ASSERT_TRUE(store.update_process("p2", ProcessState::kExited, 3, std::nullopt, false, 4000));
+    // p3: marked, and the daemon died before the end: the mark stays, and
+    // an end reported without it (false) does not take it back.
+    ASSERT_TRUE(store.mark_process_timed_out("p3"));
+    // p4: running; marks of unknown or ended processes are refused.
+    EXPECT_EQ(store.mark_process_timed_out("nope").error().code, ErrorCode::kNotFound);
+    auto ended = store.mark_process_timed_out("p2");
+    ASSERT_FALSE(ended);
+    EXPECT_EQ(ended.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(ended.error().message.find("already ended"), std::string::npos);
+  }
+  StateStore store = open_or_die(path);
+  auto procs = store.list_processes("sb");
+  ASSERT_TRUE(procs);
+  ASSERT_EQ(procs->size(), 4u);
+  const ProcessRecord& p1 = (*procs)[0];
+  EXPECT_EQ(p1.state, ProcessState::kExited);
+  EXPECT_EQ(p1.exit_code, 124);
+  EXPECT_EQ(p1.signal, 9);
+  EXPECT_TRUE(p1.timed_out);
+  EXPECT_EQ(p1.ended_at_ms, 5000);
+  const ProcessRecord& p2 = (*procs)[1];
+  EXPECT_EQ(p2.exit_code, 3);
+  EXPECT_FALSE(p2.signal.has_value());
+  EXPECT_FALSE(p2.timed_out);
+  EXPECT_EQ(p2.ended_at_ms, 4000);
+  EXPECT_EQ((*procs)[2].state, ProcessState::kStarting);
+  EXPECT_TRUE((*procs)[2].timed_out);
+  EXPECT_FALSE((*procs)[3].timed_out);
+  ASSERT_TRUE(store.update_process("p3", ProcessState::kExited, std::nullopt, 9));
+  EXPECT_TRUE(store.list_processes("sb")->at(2).timed_out);
+  // The schema refuses anything but 0 and 1.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  EXPECT_NE(sqlite3_exec(db, "UPDATE processes SET timed_out = 2 WHERE id = 'p4'", nullptr, nullptr,
+                         nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+}
+
+// A database as schema version 3 (the daemon before timed_out was stored)
+// left it: a sandbox with a running process (host pid recorded) and ended
+// ones. It opens with every row and value as it was.
+TEST(StateStoreTest, MigratesFromSchema3WithoutLoss) {
+  TempDir dir;
+  std::string path = dir.file("state.db");
+  write_schema2_database(path);
+  static constexpr const char* kTo3AndRows = R"sql(
+ALTER TABLE processes ADD COLUMN deadline_at INTEGER;
+ALTER TABLE processes ADD COLUMN host_pid INTEGER CHECK (host_pid > 0);
+ALTER TABLE processes ADD COLUMN host_start_time INTEGER CHECK (host_start_time > 0);
+UPDATE processes SET deadline_at = 75, host_pid = 4321, host_start_time = 777 WHERE id = 'p-old';
+INSERT INTO processes (id, sandbox_id, argv_json, state, exit_code, signal, started_at, ended_at,
+                       deadline_at, host_pid, host_start_time)
+  VALUES ('p-exit', 'sb-old', '["sh","-c","exit 3"]', 'exited', 3, NULL, 16, 17, 60, 11, 12),
+         ('p-sig', 'sb-old', '["sleep","9"]', 'exited', 124, 9, 18, 19, 20, 13, 14),
+         ('p-lost', 'sb-old', '["true"]', 'lost', NULL, NULL, 21, 22, NULL, NULL, NULL);
+PRAGMA user_version = 3;
+)sql";
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, kTo3AndRows, nullptr, nullptr, &err), SQLITE_OK)
+      << (err != nullptr ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+  ASSERT_EQ(raw_sql(path, "PRAGMA user_version"), "3");
+
+  StateStore store = open_or_die(path);
+  EXPECT_EQ(*store.pragma("user_version"), "4");
+  auto sb = store.get("sb-old");
+  ASSERT_TRUE(sb) << sb.error().to_string();
+  EXPECT_EQ(sb->state, S::kRunning);
+  EXPECT_EQ(sb->runtime_json, R"({"init_pid":1234})");
+  EXPECT_EQ(store.transitions("sb-old")->size(), 4u);
+  auto procs = store.list_processes("sb-old");
+  ASSERT_TRUE(procs) << procs.error().to_string();
+  ASSERT_EQ(procs->size(), 4u);
+  const ProcessRecord& run = (*procs)[0];
+  EXPECT_EQ(run.id, "p-old");
+  EXPECT_EQ(run.state, ProcessState::kRunning);
+  EXPECT_EQ(run.deadline_at_ms, 75);
+  EXPECT_EQ(run.host_pid, 4321);
+  EXPECT_EQ(run.host_start_time, 777u);
+  const ProcessRecord& ex = (*procs)[1];
+  EXPECT_EQ(ex.id, "p-exit");
+  EXPECT_EQ(ex.argv, (std::vector<std::string>{"sh", "-c", "exit 3"}));
+  EXPECT_EQ(ex.state, ProcessState::kExited);
+  EXPECT_EQ(ex.exit_code, 3);
+  EXPECT_FALSE(ex.signal.has_value());
+  EXPECT_EQ(ex.started_at_ms, 16);
+  EXPECT_EQ(ex.ended_at_ms, 17);
+  EXPECT_EQ(ex.deadline_at_ms, 60);
+  EXPECT_EQ(ex.host_pid, 11);
+  EXPECT_EQ(ex.host_start_time, 12u);
+  const ProcessRecord& sig = (*procs)[2];
+  EXPECT_EQ(sig.exit_code, 124);
+  EXPECT_EQ(sig.signal, 9);
+  EXPECT_EQ(sig.ended_at_ms, 19);
+  const ProcessRecord& lost = (*procs)[3];
+  EXPECT_EQ(lost.state, ProcessState::kLost);
+  EXPECT_FALSE(lost.exit_code.has_value());
+  EXPECT_EQ(lost.ended_at_ms, 22);
+  // Schema 3 did not store timeouts: the one end only a timeout gives (124
+  // with a signal) is marked; no other row claims one.
+  EXPECT_TRUE(sig.timed_out);
+  for (const auto* p : {&run, &ex, &lost}) EXPECT_FALSE(p->timed_out) << p->id;
+  // The new column works on migrated rows.
+  ASSERT_TRUE(store.mark_process_timed_out("p-old"));
+  EXPECT_TRUE(store.list_processes("sb-old")->front().timed_out);
   EXPECT_EQ(*store.integrity_check(), "ok");
   expect_consistent(store);
 }
