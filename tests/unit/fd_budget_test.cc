@@ -98,5 +98,43 @@ TEST(FdBudget, RaiseSetsTheSoftLimitToTheHardOne) {
   EXPECT_GE(*open, 3u);
 }
 
+TEST(DaemonConfigConnections, KeysAutoAndMistakes) {
+  auto c = parse_daemon_config(R"(serve:
+  connections:
+    tcp: 2048
+    unix: auto
+    unauthenticated: 64
+    unauthenticated_per_peer: 8
+    unauthenticated_head_timeout: 3s
+)",
+                               "serve.yaml");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->connections.tcp, 2048u);
+  EXPECT_EQ(c->connections.unix_socket, 0u);  // auto
+  EXPECT_EQ(c->connections.unauthenticated, 64u);
+  EXPECT_EQ(c->connections.unauthenticated_per_peer, 8u);
+  EXPECT_EQ(c->connections.unauthenticated_head_timeout_ms, 3000);
+  auto d = parse_daemon_config("", "serve.yaml");
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->connections.tcp, 0u);
+  EXPECT_EQ(d->connections.unauthenticated_head_timeout_ms, 10000);
+
+  auto error = [](std::string_view yaml) {
+    auto r = parse_daemon_config(yaml, "serve.yaml");
+    EXPECT_FALSE(r.has_value()) << yaml;
+    return r.has_value() ? std::string() : r.error().to_string();
+  };
+  EXPECT_NE(error("serve:\n  connections:\n    tcp: 0\n").find("serve.connections.tcp"),
+            std::string::npos);
+  EXPECT_NE(error("serve:\n  connections:\n    tcp: 10\n    unauthenticated: 20\n")
+                .find("unauthenticated is larger than tcp"),
+            std::string::npos);
+  EXPECT_NE(error("serve:\n  connections:\n    unauthenticated_head_timeout: 1ms\n")
+                .find("must be between 100ms and 10m"),
+            std::string::npos);
+  EXPECT_NE(error("serve:\n  connections:\n    max: 5\n").find("did you mean tcp?"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace corral::daemon
