@@ -93,11 +93,12 @@ Result<FdBudget> plan_fd_budget(const FdBudgetInput& in) {
               kFdsPerProxyConnection * in.proxy_connections;
   const std::uint64_t room = b.available > b.reserve ? b.available - b.reserve : 0;
   const std::uint64_t wanted = cost(sized(in.configured, 1, 1));
-  // Short of descriptors, connections and the reserve share what there is
-  // in proportion to what each would want: the reserve is a worst case
-  // (every sandbox, every proxy connection at once) that rarely comes.
+  // Short of descriptors, connections may take up to half of what there
+  // is: the reserve is a worst case (every sandbox at once, every proxy
+  // connection open) that rarely comes, and connections are what keeps
+  // the daemon reachable, the unix socket included.
   const std::uint64_t share =
-      room >= wanted ? wanted : std::max(room, b.available * wanted / (wanted + b.reserve));
+      room >= wanted ? wanted : std::max(room, std::min(wanted, b.available / 2));
   b.limits = sized(in.configured, share, wanted);
   b.connections = cost(b.limits);
   const std::string hint =

@@ -74,11 +74,11 @@ struct FdBudget {
 
 // The connection limits: configured values as given, "auto" ones at their
 // defaults (1024 TCP, 64 unix, 128 unauthenticated, 32 per peer) or, when
-// the descriptors left after the reserve do not cover those, scaled down
-// to a share of the available descriptors in proportion to what the
-// connections and the reserve want (never below 16 TCP, 8 unix, 4
-// unauthenticated, 2 per peer). An error when the limits exceed the
-// descriptors available; a warning when the reserve does not fit beside.
+// the descriptors left after the reserve do not cover those, to at most
+// half of the available descriptors: the defaults if they fit in that
+// half, else scaled down (never below 16 TCP, 8 unix, 4 unauthenticated,
+// 2 per peer). An error when the limits exceed the descriptors available;
+// a warning when the reserve does not fit beside them.
 Result<FdBudget> plan_fd_budget(const FdBudgetInput& in);
 
 // "descriptors: 524288 (soft limit raised from 1024); connections: tcp
