@@ -355,7 +355,8 @@ TEST_F(DaemonConnections, UnauthorizedClosesTheConnection) {
 }
 
 // A TCP connection that has not authenticated must send its head within
-// serve.connections.unauthenticated_head_timeout (here 500 ms, well below
+// serve.connections.unauthenticated_head_timeout (N7's per-request bound,
+// made tighter for callers without a key) (here 500 ms, well below
 // the 30 s every other head gets): a slow one gets 408 and is closed, a
 // silent one is closed without a word, while an authenticated connection
 // sending a slow head at the same time is still served.
