@@ -3,6 +3,7 @@
 // fill the TCP budget only by themselves; accept() out of descriptors
 // answers 503 through the spare descriptor instead of leaving clients in
 // the backlog. Real sockets on 127.0.0.1.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -57,8 +58,14 @@ bool connect_to(int fd, std::uint16_t port) {
   return ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
 }
 
-UniqueFd open_connection(std::uint16_t port, std::string_view send_first) {
+// From `source`: every 127/8 address is loopback, and a peer of its own.
+UniqueFd open_connection(std::uint16_t port, std::string_view send_first,
+                         const char* source = "127.0.0.1") {
   UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  ::inet_pton(AF_INET, source, &from.sin_addr);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) return UniqueFd();
   if (!connect_to(fd.get(), port)) return UniqueFd();
   (void)::send(fd.get(), send_first.data(), send_first.size(), MSG_NOSIGNAL);
   return fd;
@@ -139,6 +146,28 @@ TEST(HttpAdmission, AuthenticatedConnectionsAreNeverPushedOut) {
   std::string reply = read_reply(refused.get());
   EXPECT_TRUE(reply.starts_with("HTTP/1.1 503 ")) << reply;
   EXPECT_NE(reply.find("\"code\":\"overloaded\""), std::string::npos) << reply;
+}
+
+// The unauthenticated total is full: a newcomer from another address makes
+// room at the expense of the address holding the most, not of the small
+// holder; and that big holder's further connections replace its own.
+TEST(HttpAdmission, EvictionHitsTheBiggestHolder) {
+  RunningServer s(authenticating(64, 8, 8));
+  std::vector<UniqueFd> a, b;
+  for (int i = 0; i < 7; ++i) a.push_back(open_connection(s.port(), kSlow, "127.0.0.2"));
+  for (int i = 0; i < 3; ++i) b.push_back(open_connection(s.port(), kSlow, "127.0.0.3"));
+  for (int i = 0; i < 10; ++i) a.push_back(open_connection(s.port(), kSlow, "127.0.0.2"));
+  auto open_count = [](const std::vector<UniqueFd>& v) {
+    std::size_t n = 0;
+    for (const auto& fd : v) n += still_open(fd.get()) ? 1 : 0;
+    return n;
+  };
+  for (auto deadline = Clock::now() + 3s;
+       Clock::now() < deadline && open_count(a) + open_count(b) > 8;)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(open_count(b), 3u);
+  EXPECT_EQ(open_count(a), 5u);
+  EXPECT_EQ(s.server().connection_stats().tcp_unauthenticated, 8u);
 }
 
 // Without an authenticate callback the server knows no credentials: every
