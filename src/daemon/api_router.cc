@@ -87,6 +87,15 @@ std::vector<RouteInfo> ApiRouter::routes() {
   return out;
 }
 
+bool ApiRouter::authenticated(const http::Peer& peer, const http::RequestHead& head) const {
+  // The unix socket is reachable only by root (mode 0600): no key there.
+  if (peer.kind != http::Peer::kTcp) return true;
+  auto header = head.header("authorization");
+  if (!header) return false;
+  auto key = ApiKeys::parse_bearer(*header);
+  return key && keys_.verify(*key);
+}
+
 void ApiRouter::handle(const http::Peer& peer, const http::RequestHead& head,
                        http::BodyReader& body, http::ResponseWriter& out) {
   ctx_.metrics.counter("corral_http_requests_total", "HTTP requests received").inc();
@@ -96,27 +105,23 @@ void ApiRouter::handle(const http::Peer& peer, const http::RequestHead& head,
         "{\"status\":\"ok\",\"sandboxes\":" + std::to_string(ctx_.sandboxes.live_count()) + "}");
     return;
   }
-  // The unix socket is reachable only by root (mode 0600): no key there.
-  if (peer.kind == http::Peer::kTcp) {
+  if (!authenticated(peer, head)) {
     auto header = head.header("authorization");
-    bool ok = false;
-    if (header) {
-      auto key = ApiKeys::parse_bearer(*header);
-      ok = key && keys_.verify(*key);
-    }
-    if (!ok) {
-      ctx_.metrics
-          .counter("corral_http_unauthorized_total", "Requests refused for a missing or wrong key")
-          .inc();
-      api::ApiError e = api::make_api_error(
-          api::ApiErrorCode::kUnauthorized,
-          header ? "the API key is not valid" : "this route needs an API key", "",
-          "send Authorization: Bearer <key> (the key file is printed when corral serve starts)");
-      std::string body_json = api::to_json(e);
-      (void)out.send(401, {{"content-type", "application/json"}, {"www-authenticate", "Bearer"}},
-                     body_json);
-      return;
-    }
+    ctx_.metrics
+        .counter("corral_http_unauthorized_total", "Requests refused for a missing or wrong key")
+        .inc();
+    api::ApiError e = api::make_api_error(
+        api::ApiErrorCode::kUnauthorized,
+        header ? "the API key is not valid" : "this route needs an API key", "",
+        "send Authorization: Bearer <key> (the key file is printed when corral serve starts)");
+    // The connection closes after the 401: a client without a key must not
+    // keep a connection open by asking again (issue 14).
+    (void)out.send(401,
+                   {{"content-type", "application/json"},
+                    {"www-authenticate", "Bearer"},
+                    {"connection", "close"}},
+                   api::to_json(e));
+    return;
   }
   if (head.path == "/metrics" && head.method == "GET") {
     (void)out.send(200, {{"content-type", "text/plain; version=0.0.4; charset=utf-8"}},

@@ -22,6 +22,10 @@ class ApiRouter {
   ApiRouter(ApiContext& context, const ApiKeys& keys);
   void handle(const http::Peer& peer, const http::RequestHead& head, http::BodyReader& body,
               http::ResponseWriter& out);
+  // Whether the request may use the API: over TCP a valid bearer key,
+  // on the unix socket always. The server also asks it to tell
+  // authenticated connections from the rest (http::ServerOptions).
+  bool authenticated(const http::Peer& peer, const http::RequestHead& head) const;
   // Every route the server has (the OpenAPI check compares these).
   static std::vector<RouteInfo> routes();
 

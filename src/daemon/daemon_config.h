@@ -8,6 +8,7 @@
 //     data_dir: /var/lib/corral
 //     api_keys: {sha256: [...], files: [/etc/corral/api-keys]}
 //     capacity: {max_sandboxes: 256, memory: auto, disk: auto}
+//     connections: {tcp: auto, unix: auto, unauthenticated: auto, ...}
 //     request_timeout: 30s
 //     max_exec_output: 64Mi
 //     max_upload: auto
@@ -54,6 +55,18 @@ struct DaemonConfig {
   // 0 = computed by resolve_capacity(): 50% of MemTotal. Writable layers are
   // tmpfs, so their bytes live in RAM (or swap), not on the data disk.
   std::uint64_t max_disk_bytes = 0;
+
+  // HTTP connections held at once (serve.connections; issue 14): 0 is
+  // "auto", sized from the file descriptors the daemon may open
+  // (daemon/fd_budget.h). http::ConnectionLimits says what each bounds.
+  struct Connections {
+    std::uint32_t tcp = 0;
+    std::uint32_t unix_socket = 0;
+    std::uint32_t unauthenticated = 0;
+    std::uint32_t unauthenticated_per_peer = 0;
+    // Each request head of a connection that has not authenticated.
+    std::int64_t unauthenticated_head_timeout_ms = 10'000;
+  } connections;
 
   // One HTTP request, headers to response (serve.request_timeout; N7).
   std::int64_t request_timeout_ms = 30'000;

@@ -36,10 +36,12 @@ constexpr std::size_t kMaxApiKeyEntries = 1024;
 constexpr std::size_t kMaxPathBytes = 4095;
 
 constexpr std::array<std::string_view, 2> kTopKeys = {"serve", "sandbox"};
-constexpr std::array<std::string_view, 14> kServeKeys = {
+constexpr std::array<std::string_view, 15> kServeKeys = {
     "listen",          "socket",        "data_dir",        "api_keys",   "capacity",
     "request_timeout", "setup_timeout", "max_exec_output", "max_upload", "mount_roots",
-    "durability",      "network",       "secrets",         "audit"};
+    "durability",      "network",       "secrets",         "audit",      "connections"};
+constexpr std::array<std::string_view, 5> kConnectionsKeys = {
+    "tcp", "unix", "unauthenticated", "unauthenticated_per_peer", "unauthenticated_head_timeout"};
 constexpr std::array<std::string_view, 7> kAuditKeys = {
     "max_file_size", "keep_files",       "max_age", "sandbox_rate",
     "sandbox_burst", "summary_interval", "queue"};
@@ -88,6 +90,16 @@ Result<std::uint64_t> parse_size_or_zero(std::string_view text) {
 Result<std::uint32_t> parse_count_or_zero(std::string_view text) {
   if (text == "0") return 0;
   return parse_count(text);
+}
+
+// A count, or "auto" (0: computed). At most a million: beyond, descriptors
+// and threads run out long before.
+Result<std::uint32_t> parse_count_or_auto(std::string_view text) {
+  if (text == "auto") return 0;
+  auto n = parse_count(text);
+  if (n && *n > 1'000'000)
+    return make_error(ErrorCode::kInvalidArgument, quote_for_message(text) + " is over 1000000");
+  return n;
 }
 
 // A positive rate, at most one million per second.
@@ -229,6 +241,19 @@ class ServeApplier : private YamlReader {
       if (e.value.IsNull()) return ok();
       CORRAL_TRY(expect_map(e, "a map (max_sandboxes, memory, disk)"));
       return for_each_entry(e.value, e.path, [&](const YamlEntry& c) { return apply_capacity(c); });
+    }
+    if (name == "connections") {
+      if (e.value.IsNull()) return ok();
+      CORRAL_TRY(expect_map(e, "a map (tcp, unix, unauthenticated, ...)"));
+      CORRAL_TRY(for_each_entry(e.value, e.path,
+                                [&](const YamlEntry& c) { return apply_connections(c); }));
+      const auto& c = config_.connections;
+      if (c.tcp != 0 && c.unauthenticated > c.tcp)
+        return fail(e.line, e.path, "unauthenticated is larger than tcp",
+                    "unauthenticated TCP connections are part of tcp");
+      if (c.unauthenticated != 0 && c.unauthenticated_per_peer > c.unauthenticated)
+        return fail(e.line, e.path, "unauthenticated_per_peer is larger than unauthenticated");
+      return ok();
     }
     if (name == "request_timeout") {
       std::chrono::milliseconds timeout{};
@@ -616,6 +641,34 @@ class ServeApplier : private YamlReader {
   }
 
   // One entry of serve.capacity.
+  // One entry of serve.connections (counts, "auto", and the head timeout).
+  Status apply_connections(const YamlEntry& e) {
+    DaemonConfig::Connections& c = config_.connections;
+    if (e.name == "unauthenticated_head_timeout") {
+      std::chrono::milliseconds timeout{};
+      CORRAL_TRY(read_into(e, "a duration (10s)", parse_duration, timeout));
+      if (timeout.count() < 100 || timeout.count() > 600'000)
+        return fail(e.value_line, e.path, "must be between 100ms and 10m",
+                    "a client on the same host sends its head in microseconds; 10s allows slow "
+                    "links");
+      c.unauthenticated_head_timeout_ms = timeout.count();
+      return ok();
+    }
+    std::uint32_t* field = e.name == "tcp"                        ? &c.tcp
+                           : e.name == "unix"                     ? &c.unix_socket
+                           : e.name == "unauthenticated"          ? &c.unauthenticated
+                           : e.name == "unauthenticated_per_peer" ? &c.unauthenticated_per_peer
+                                                                  : nullptr;
+    if (field != nullptr)
+      return read_into(e, "a number of connections or auto", parse_count_or_auto, *field);
+    return unknown_key(e, kConnectionsKeys,
+                       {{"max", "tcp"},
+                        {"max_connections", "tcp"},
+                        {"socket", "unix"},
+                        {"per_peer", "unauthenticated_per_peer"},
+                        {"head_timeout", "unauthenticated_head_timeout"}});
+  }
+
   Status apply_capacity(const YamlEntry& e) {
     if (e.name == "max_sandboxes") {
       return read_into(e, "a number of sandboxes", parse_count, config_.max_sandboxes);

@@ -16,6 +16,7 @@
 #include "daemon/api_router.h"
 #include "daemon/audit_budget.h"
 #include "daemon/daemon_config.h"
+#include "daemon/fd_budget.h"
 #include "daemon/log_redactor.h"
 #include "daemon/metrics.h"
 #include "daemon/sandbox_service.h"
@@ -23,6 +24,7 @@
 #include "http/http_server.h"
 #include "jail/fs_util.h"
 #include "egress/cert_authority.h"
+#include "egress/egress_proxy.h"
 #include "runtime/sandbox_factory.h"
 #include "store/audit_log.h"
 #include "store/state_store.h"
@@ -85,6 +87,46 @@ ServiceLimits service_limits(const DaemonConfig& config) {
   return limits;
 }
 
+// The HTTP connection limits from the descriptors left once everything
+// the daemon opens at start is open (daemon/fd_budget.h).
+Result<FdBudget> connection_budget(const DaemonConfig& config, const NofileLimit& nofile,
+                                   const NetworkService& network) {
+  auto open_now = count_open_fds();
+  if (!open_now) return tl::unexpected(open_now.error());
+  FdBudgetInput in;
+  in.limit = nofile.soft;
+  in.open_now = *open_now;
+  in.max_sandboxes = config.max_sandboxes;
+  in.proxy_connections = network.unavailable() ? 0 : net::EgressProxyOptions{}.max_connections;
+  in.configured = config.connections;
+  return plan_fd_budget(in);
+}
+
+// The server's connection counts on /metrics (docs/api.md).
+void connection_metrics(MetricsRegistry& metrics, const http::Server& server) {
+  auto stat = [&server](auto field) {
+    return [&server, field] { return static_cast<double>(server.connection_stats().*field); };
+  };
+  const char* open_help = "HTTP connections open now, by listener and authentication";
+  metrics.gauge_fn("corral_http_connections", open_help, stat(&http::ConnectionStats::unix_open),
+                   {{"listener", "unix"}, {"state", "authenticated"}});
+  metrics.gauge_fn("corral_http_connections", open_help,
+                   stat(&http::ConnectionStats::tcp_authenticated),
+                   {{"listener", "tcp"}, {"state", "authenticated"}});
+  metrics.gauge_fn("corral_http_connections", open_help,
+                   stat(&http::ConnectionStats::tcp_unauthenticated),
+                   {{"listener", "tcp"}, {"state", "unauthenticated"}});
+  const char* refused_help = "HTTP connections answered 503 overloaded at accept";
+  metrics.counter_fn("corral_http_connections_refused_total", refused_help,
+                     stat(&http::ConnectionStats::refused), {{"reason", "limit"}});
+  metrics.counter_fn("corral_http_connections_refused_total", refused_help,
+                     stat(&http::ConnectionStats::refused_no_descriptor),
+                     {{"reason", "descriptors"}});
+  metrics.counter_fn("corral_http_connections_evicted_total",
+                     "Unauthenticated connections waiting for a head, closed to make room",
+                     stat(&http::ConnectionStats::evicted));
+}
+
 }  // namespace
 
 int serve(const ServeFlags& flags) {
@@ -94,6 +136,10 @@ int serve(const ServeFlags& flags) {
   auto config_or = effective_config(flags);
   if (!config_or) return fail(config_or.error().message, config_or.error().hint);
   DaemonConfig config = std::move(*config_or);
+
+  // Before anything opens descriptors or forks (the factory inherits it).
+  auto nofile = raise_nofile_limit();
+  if (!nofile) return fail("raising the descriptor limit: " + nofile.error().message);
 
   // Everything below reads data_dir() (images, host base): one source of truth.
   setenv("CORRAL_DATA_DIR", config.data_dir.c_str(), 1);
@@ -191,12 +237,25 @@ int serve(const ServeFlags& flags) {
   context.limits.max_exec_output = config.max_exec_output_bytes;
   context.limits.max_upload = config.max_upload_bytes;
   ApiRouter router(context, *keys);
+  auto fds = connection_budget(config, *nofile, network);
+  if (!fds) return fail(fds.error().message, fds.error().hint);
+  if (!fds->warning.empty()) fprintf(stderr, "corral serve: warning: %s\n", fds->warning.c_str());
   http::ServerOptions server_options;
   server_options.io_timeout = std::chrono::milliseconds(config.request_timeout_ms);
+  server_options.connections = fds->limits;
+  // A TCP connection holds an unauthenticated slot until a request of it
+  // presents a key the router accepts (issue 14).
+  server_options.authenticate = [&router](const http::Peer& peer, const http::RequestHead& head) {
+    return router.authenticated(peer, head);
+  };
+  server_options.warn = [](const std::string& message) {
+    fprintf(stderr, "corral serve: warning: %s\n", message.c_str());
+  };
   http::Server server(
       [&router](const http::Peer& peer, const http::RequestHead& head, http::BodyReader& body,
                 http::ResponseWriter& out) { router.handle(peer, head, body, out); },
       server_options);
+  connection_metrics(metrics, server);
   std::string where;
   if (!flags.no_tcp) {
     if (auto st = server.listen_tcp(config.listen_host, config.listen_port); !st)
@@ -212,8 +271,9 @@ int serve(const ServeFlags& flags) {
     sigwait(&stop_signals, &sig);
     server.stop();
   });
-  printf("corral serve: listening on %s%s; data in %s (%s)\n", where.c_str(), key_note->c_str(),
-         config.data_dir.c_str(), reconciled.c_str());
+  printf("corral serve: listening on %s%s; data in %s (%s); %s\n", where.c_str(),
+         key_note->c_str(), config.data_dir.c_str(), reconciled.c_str(),
+         describe(*nofile, *fds).c_str());
   fflush(stdout);
   server.run();
   service.stop();

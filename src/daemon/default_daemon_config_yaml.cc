@@ -19,6 +19,12 @@ serve:
     max_sandboxes: 256
     memory: auto                # 75% of MemTotal
     disk: auto                  # 50% of MemTotal (writable layers are tmpfs, in RAM)
+  connections:                  # HTTP connections at once (docs/api.md, Limits)
+    tcp: auto                   # 1024, fewer when file descriptors are short
+    unix: auto                  # 64, the unix socket's own budget
+    unauthenticated: auto       # 128 TCP connections with no valid key yet (1/8 of tcp)
+    unauthenticated_per_peer: auto    # 32 of them from one IP address
+    unauthenticated_head_timeout: 10s # each head of such a connection must arrive within
   request_timeout: 30s
   setup_timeout: 30s            # each stage of a create (the factory, then init + zygote)
   max_exec_output: 64Mi

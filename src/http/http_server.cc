@@ -1,5 +1,6 @@
 #include "http/http_server.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "http/connection_table.h"
 #include "http/listen_socket.h"
 #include "http/server_connection.h"
 
@@ -62,16 +64,24 @@ constexpr std::chrono::seconds kIdleThreadLinger{10};
 struct Server::Impl {
   Handler handler;
   ServerOptions options;
+  std::unique_ptr<ConnectionTable> table;  // admission; owns the open connections' fds
   UniqueFd stop_fd;  // eventfd: stop() writes, run() polls
   int stop_errno = 0;
   std::atomic<bool> stop_requested{false};
   std::atomic<bool> stopping{false};  // seen by connection threads
 
   std::vector<Listener> listeners;
+  // Kept open to be closed when accept() finds no free descriptor: the
+  // pending connection then gets its 503 instead of waiting unanswered in
+  // the backlog (see refuse_without_descriptor). Used by run()'s thread only.
+  UniqueFd spare_fd;
+  std::atomic<std::uint64_t> no_descriptor{0};
+  io::Clock::time_point last_warning{};
+  std::uint64_t warned_no_descriptor = 0;
 
   // An admitted connection waiting for a thread.
   struct Accepted {
-    int fd;
+    ConnectionTable::Slot* slot;
     Peer peer;
     io::Clock::time_point at;
   };
@@ -79,7 +89,6 @@ struct Server::Impl {
   std::mutex mu;
   std::condition_variable cv;       // active / threads changed
   std::condition_variable work_cv;  // a connection was queued, or stopping
-  std::set<int> conn_fds;           // open connections, for shutdown on stop
   std::deque<Accepted> queue;       // handed to idle threads
   std::size_t active = 0;           // admitted connections not yet closed
   std::size_t threads = 0;          // connection threads alive
@@ -87,6 +96,7 @@ struct Server::Impl {
   bool running = false;
 
   void accept_from(const Listener& listener);
+  void refuse_without_descriptor(const Listener& listener, int accept_errno);
   void start_connection(UniqueFd fd, const Listener& listener);
   void connection_thread(Accepted first);
   void close_listeners();
@@ -106,8 +116,10 @@ void Server::Impl::accept_from(const Listener& listener) {
   for (int i = 0; i < 64; ++i) {
     int fd = ::accept4(listener.fd.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        // Out of fds or memory: pause instead of spinning on a ready listener.
+      if (errno == EMFILE || errno == ENFILE) {
+        refuse_without_descriptor(listener, errno);
+      } else if (errno == ENOBUFS || errno == ENOMEM) {
+        // Out of memory: pause instead of spinning on a ready listener.
         struct pollfd p = {stop_fd.get(), POLLIN, 0};
         ::poll(&p, 1, 50);
       }
@@ -117,37 +129,75 @@ void Server::Impl::accept_from(const Listener& listener) {
   }
 }
 
+// The process (EMFILE) or the host (ENFILE) is out of file descriptors:
+// the connection limits are sized to leave room (the daemon's fd budget),
+// so something else took them. Rather than leave clients hanging in the
+// backlog, free the spare descriptor, accept one connection with it,
+// answer 503 overloaded and close it, then take the spare back. If another
+// thread grabbed the freed number first, pause briefly instead of spinning.
+void Server::Impl::refuse_without_descriptor(const Listener& listener, int accept_errno) {
+  bool answered = false;
+  if (spare_fd) {
+    spare_fd.reset();
+    int fd = ::accept4(listener.fd.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd >= 0) {
+      reject_overloaded(fd, "the server is out of file descriptors; retry later");
+      ::close(fd);
+      answered = true;
+    }
+    spare_fd.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  } else {
+    spare_fd.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  }
+  if (answered) no_descriptor.fetch_add(1);
+  if (options.warn) {
+    std::uint64_t total = no_descriptor.load();
+    auto now = io::Clock::now();
+    if (now - last_warning >= std::chrono::seconds(10) && total != warned_no_descriptor) {
+      options.warn(std::string("accept() failed with ") +
+                   (accept_errno == EMFILE ? "EMFILE (the process" : "ENFILE (the host") +
+                   " is out of file descriptors): " + std::to_string(total - warned_no_descriptor) +
+                   " connection(s) answered 503 overloaded since the last warning; raise the "
+                   "descriptor limit (RLIMIT_NOFILE, LimitNOFILE= in a systemd unit)");
+      last_warning = now;
+      warned_no_descriptor = total;
+    }
+  }
+  if (!answered) {
+    struct pollfd p = {stop_fd.get(), POLLIN, 0};
+    ::poll(&p, 1, 50);
+  }
+}
+
 void Server::Impl::start_connection(UniqueFd fd, const Listener& listener) {
   auto accepted = io::Clock::now();
   Peer peer = peer_of(fd.get(), listener);
+  ConnectionTable::Slot* slot = table->admit(fd.get(), peer);
+  if (slot == nullptr) {
+    reject_overloaded(fd.get());
+    return;
+  }
+  int raw = fd.release();  // the table's now
   {
     std::unique_lock<std::mutex> lock(mu);
-    if (active >= options.max_connections) {
-      lock.unlock();
-      reject_overloaded(fd.get());
-      return;
-    }
     ++active;
-    conn_fds.insert(fd.get());
     // Every queued connection has an idle thread of its own waiting.
     if (idle > queue.size()) {
-      queue.push_back(Accepted{fd.release(), std::move(peer), accepted});
+      queue.push_back(Accepted{slot, std::move(peer), accepted});
       work_cv.notify_one();
       return;
     }
     ++threads;
   }
-  int raw = fd.release();
   try {
-    std::thread([this, first = Accepted{raw, peer, accepted}]() mutable {
+    std::thread([this, first = Accepted{slot, peer, accepted}]() mutable {
       connection_thread(std::move(first));
     }).detach();
   } catch (const std::system_error&) {
     // No thread for it (EAGAIN): answered like any other overload.
     reject_overloaded(raw);
+    table->release(slot);
     std::lock_guard<std::mutex> lock(mu);
-    conn_fds.erase(raw);
-    ::close(raw);
     --active;
     --threads;
     cv.notify_all();
@@ -156,13 +206,12 @@ void Server::Impl::start_connection(UniqueFd fd, const Listener& listener) {
 
 void Server::Impl::connection_thread(Accepted next) {
   for (;;) {
-    ConnectionEnv env{handler, options, stopping};
-    serve_connection(next.fd, next.peer, env, next.at);
+    ConnectionEnv env{handler, options, stopping, *table, next.slot};
+    serve_connection(next.slot->fd, next.peer, env, next.at);
+    // Closed under the table's lock: stop() and evictions must never shut
+    // down an fd number that was closed and reused meanwhile.
+    table->release(next.slot);
     std::unique_lock<std::mutex> lock(mu);
-    // Unregister and close under the lock: stop() must never shut down an
-    // fd number that was closed and reused meanwhile.
-    conn_fds.erase(next.fd);
-    ::close(next.fd);
     --active;
     cv.notify_all();
     if (idle >= kMaxIdleThreads || stopping.load()) break;
@@ -181,7 +230,14 @@ void Server::Impl::connection_thread(Accepted next) {
 Server::Server(Handler handler, ServerOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->handler = std::move(handler);
   impl_->options = std::move(options);
-  impl_->options.max_connections = std::max<std::size_t>(impl_->options.max_connections, 1);
+  ConnectionLimits& limits = impl_->options.connections;
+  limits.tcp = std::max<std::size_t>(limits.tcp, 1);
+  limits.unix_socket = std::max<std::size_t>(limits.unix_socket, 1);
+  limits.unauthenticated = std::clamp<std::size_t>(limits.unauthenticated, 1, limits.tcp);
+  limits.unauthenticated_per_peer =
+      std::clamp<std::size_t>(limits.unauthenticated_per_peer, 1, limits.unauthenticated);
+  impl_->table = std::make_unique<ConnectionTable>(limits, bool(impl_->options.authenticate));
+  impl_->spare_fd.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   impl_->stop_fd.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!impl_->stop_fd) impl_->stop_errno = errno;  // reported by listen_*()
 }
@@ -245,7 +301,7 @@ void Server::run() {
   // Ends every connection's blocking wait: reads see end of stream, writes
   // fail, and each thread finishes its request and exits; idle threads
   // wake up and exit too (they use this object).
-  for (int fd : s.conn_fds) ::shutdown(fd, SHUT_RDWR);
+  s.table->shutdown_all();
   s.work_cv.notify_all();
   s.cv.wait(lock, [&] { return s.active == 0 && s.threads == 0; });
   s.running = false;
@@ -265,6 +321,12 @@ void Server::stop() {
 std::size_t Server::active_connections() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->active;
+}
+
+ConnectionStats Server::connection_stats() const {
+  ConnectionStats st = impl_->table->stats();
+  st.refused_no_descriptor = impl_->no_descriptor.load();
+  return st;
 }
 
 }  // namespace corral::http

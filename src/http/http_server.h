@@ -64,6 +64,7 @@ class ResponseWriter {
 struct Peer {
   enum Kind { kTcp, kUnix } kind = kTcp;
   std::string address;  // "127.0.0.1:5555" or the socket path
+  std::string host;     // TCP: the IP address alone ("127.0.0.1", "::1")
   // Unix sockets: the peer's credentials (SO_PEERCRED).
   pid_t pid = -1;
   uid_t uid = static_cast<uid_t>(-1);
@@ -72,12 +73,47 @@ struct Peer {
 
 using Handler = std::function<void(const Peer&, const RequestHead&, BodyReader&, ResponseWriter&)>;
 
+// How many connections the server holds, by budget (connection_table.h
+// explains the budgets and why a caller with valid credentials always gets
+// in). Beyond a budget: 503 overloaded, after closing an unauthenticated
+// connection that waits for a head if there is one.
+struct ConnectionLimits {
+  std::size_t tcp = 1024;  // TCP connections, authenticated or not
+  std::size_t unix_socket = 64;  // unix socket connections, a budget of their own
+  // TCP connections none of whose requests has authenticated yet, in all
+  // and from one IP address. Each must complete every request head within
+  // unauthenticated_head_timeout (from the accept, or from the end of its
+  // previous response).
+  std::size_t unauthenticated = 128;
+  std::size_t unauthenticated_per_peer = 32;
+  std::chrono::milliseconds unauthenticated_head_timeout{10000};
+};
+
+struct ConnectionStats {
+  std::size_t unix_open = 0;
+  std::size_t tcp_authenticated = 0;
+  std::size_t tcp_unauthenticated = 0;
+  std::uint64_t refused = 0;                // 503: over a budget, no room to make
+  std::uint64_t evicted = 0;                // unauthenticated ones closed to make room
+  std::uint64_t refused_no_descriptor = 0;  // 503: accept() found no free fd
+};
+
 struct ServerOptions {
   HeadLimits head_limits;
-  std::size_t max_connections = 1024;             // beyond: 503 and close
+  ConnectionLimits connections;
   std::chrono::milliseconds head_timeout{30000};  // whole head must arrive within
   std::chrono::milliseconds idle_timeout{60000};  // keep-alive wait for the next request
   std::chrono::milliseconds io_timeout{60000};    // a body read/write stalled this long
+  // Whether a request carries valid credentials (the daemon: a bearer key
+  // it knows). Asked for each request of a TCP connection that has not
+  // authenticated yet, before the handler runs; the handler still decides
+  // what to answer. Empty: the server knows no credentials, and every TCP
+  // connection counts as authenticated from its accept.
+  std::function<bool(const Peer&, const RequestHead&)> authenticate;
+  // Where the server reports trouble the operator should see (accept()
+  // out of file descriptors), at most once per 10 s with a count. Empty:
+  // nowhere (the counts are in connection_stats()).
+  std::function<void(const std::string&)> warn;
 };
 
 class Server {
@@ -104,6 +140,7 @@ class Server {
   void stop();
 
   std::size_t active_connections() const;
+  ConnectionStats connection_stats() const;
 
  private:
   struct Impl;

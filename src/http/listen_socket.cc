@@ -209,11 +209,13 @@ Peer peer_of(int fd, const Listener& listener) {
   if (ss.ss_family == AF_INET) {
     auto* a = reinterpret_cast<sockaddr_in*>(&ss);
     ::inet_ntop(AF_INET, &a->sin_addr, text, sizeof(text));
-    peer.address = std::string(text) + ":" + std::to_string(ntohs(a->sin_port));
+    peer.host = text;
+    peer.address = peer.host + ":" + std::to_string(ntohs(a->sin_port));
   } else if (ss.ss_family == AF_INET6) {
     auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
     ::inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof(text));
-    peer.address = "[" + std::string(text) + "]:" + std::to_string(ntohs(a->sin6_port));
+    peer.host = text;
+    peer.address = "[" + peer.host + "]:" + std::to_string(ntohs(a->sin6_port));
   }
   return peer;
 }

@@ -441,17 +441,26 @@ void Connection::serve(io::Clock::time_point accepted) {
   const ServerOptions& opt = env_.options;
   bool first = true;
   while (!stopping()) {
-    io::Clock::time_point deadline = accepted + opt.head_timeout;
+    // Until one of its requests authenticates, a TCP connection gets the
+    // short unauthenticated head timeout for each head, counted from the
+    // accept or the end of its previous response (idle wait included): it
+    // cannot hold its slot longer without proving itself (issue 14).
+    io::Clock::time_point since = first ? accepted : io::Clock::now();
+    io::Clock::time_point proof_by = io::Clock::time_point::max();
+    if (!env_.table.authenticated(env_.slot))
+      proof_by = since + opt.connections.unauthenticated_head_timeout;
+    io::Clock::time_point deadline = std::min(accepted + opt.head_timeout, proof_by);
     if (!first) {
       // Keep-alive: wait for the next request's first byte, then give its
       // head the full head timeout.
       if (begin_ == end_ &&
           !io::wait(fd_, POLLIN,
-                    io::Timeouts{milliseconds(0), io::Clock::now() + opt.idle_timeout})) {
+                    io::Timeouts{milliseconds(0),
+                                 std::min(io::Clock::now() + opt.idle_timeout, proof_by)})) {
         return;
       }
       if (stopping()) return;
-      deadline = io::Clock::now() + opt.head_timeout;
+      deadline = std::min(io::Clock::now() + opt.head_timeout, proof_by);
     }
     first = false;
     HeadBuffer hb(opt.head_limits.max_head_bytes);
@@ -465,7 +474,13 @@ void Connection::serve(io::Clock::time_point accepted) {
       }
       return linger_close();
     }
-    if (!handle(*req)) return linger_close();
+    bool authenticated = env_.table.authenticated(env_.slot) ||
+                         (opt.authenticate && opt.authenticate(peer_, *req));
+    // False: the table closed this connection to make room meanwhile.
+    if (!env_.table.begin_request(env_.slot, authenticated)) return;
+    bool keep = handle(*req);
+    env_.table.end_request(env_.slot);
+    if (!keep) return linger_close();
   }
 }
 
@@ -553,8 +568,8 @@ void serve_connection(int fd, const Peer& peer, const ConnectionEnv& env,
   conn.serve(accepted);
 }
 
-void reject_overloaded(int fd) {
-  std::string body = json_error("overloaded", "too many connections; retry later");
+void reject_overloaded(int fd, std::string_view message) {
+  std::string body = json_error("overloaded", message);
   std::string msg =
       "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
       "Content-Length: " +

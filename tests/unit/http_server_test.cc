@@ -402,7 +402,7 @@ TEST(HttpServer, Streams64MiBBothWaysWithChecksums) {
 
 TEST(HttpServer, ConnectionCapAnswers503) {
   ServerOptions opt;
-  opt.max_connections = 1;
+  opt.connections.tcp = 1;
   TestServer ts(echo_handler(), opt);
   ts.start();
   Client a = connect_client(ts.url());
