@@ -20,6 +20,8 @@ namespace {
 
 using nlohmann::json;
 
+const char* const kBody = R"({"limits": {"memory": "64Mi", "disk": "8Mi"}})";
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
@@ -34,8 +36,9 @@ void write_file(const std::string& path, const std::string& bytes) {
 TEST(DaemonAuditRepair, TornLastLineAfterAKillIsRepairedAndItsSandboxesAreManagedAgain) {
   TestDaemon d;
   ASSERT_TRUE(d.ready()) << d.output();
-  const std::string id = d.create_sandbox();
-  ASSERT_FALSE(id.empty()) << d.output();
+  HttpReply made;
+  const std::string id = d.create_sandbox(kBody, &made);
+  ASSERT_FALSE(id.empty()) << made.status << " " << made.body << "\n" << d.output();
   ASSERT_EQ(d.exec(id, "echo before").value("stdout", ""), "before\n");
   ASSERT_TRUE(d.kill9());
 
@@ -108,8 +111,9 @@ TEST(DaemonAuditRepair, TornLastLineAfterAKillIsRepairedAndItsSandboxesAreManage
 TEST(DaemonAuditRepair, DamageThatIsNotATornWriteStillStopsTheStartAndIsLeftAsItIs) {
   TestDaemon d;
   ASSERT_TRUE(d.ready()) << d.output();
-  const std::string id = d.create_sandbox();
-  ASSERT_FALSE(id.empty()) << d.output();
+  HttpReply made;
+  const std::string id = d.create_sandbox(kBody, &made);
+  ASSERT_FALSE(id.empty()) << made.status << " " << made.body << "\n" << d.output();
   ASSERT_EQ(d.request("DELETE", "/v1/sandboxes/" + id).status, 200);
   d.stop();
   const std::string log = d.data_dir() + "/audit.log";
