@@ -507,11 +507,7 @@ Result<std::optional<SandboxRecord>> StateStore::find_by_idempotency_key(std::st
 
 Result<bool> StateStore::idempotency_key_released(const SandboxRecord& sandbox) {
   std::lock_guard lock(db_->mu);
-  auto released = key_released(db_->handle, &db_->cache, sandbox);
-  if (!released)
-    return tl::unexpected<Error>(
-        std::move(released).error().wrap("reading the history of sandbox " + sandbox.id));
-  return released;
+  return key_released(db_->handle, &db_->cache, sandbox);
 }
 
 Result<SandboxRecord> StateStore::get(std::string_view id) {
