@@ -7,6 +7,7 @@
 // with the key is refused either way. On both listeners, and with
 // concurrent retries.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -19,6 +20,7 @@
 
 #include "store/state_store.h"
 #include "support/daemon_harness.h"
+#include "support/sandbox_harness.h"
 
 namespace corral::testing {
 namespace {
@@ -131,6 +133,39 @@ TEST(DaemonIdempotency, ADifferentRequestWithTheKeyOfAnUnansweredCreateIsRefused
   auto list = d.request("GET", "/v1/sandboxes").json();
   for (const auto& s : list["sandboxes"])
     EXPECT_NE(s.value("state", ""), "ready") << "a refused retry made a sandbox: " << s.dump();
+}
+
+// A create that failed (answered with an error, its sandbox `failed`)
+// leaves its key to the retry too: once the cause is fixed, the retry with
+// the same key makes the sandbox, where it used to get the failed one
+// back with 200.
+TEST(DaemonIdempotency, AFailedCreateLeavesItsKeyToTheRetry) {
+  const std::string root = make_temp_dir("idem-mounts");
+  TestDaemon d({}, "serve:\n  mount_roots: [\"" + root + "\"]\n");
+  ASSERT_TRUE(d.ready()) << d.output();
+  for (bool via_tcp : {false, true}) {
+    SCOPED_TRACE(via_tcp ? "tcp" : "unix");
+    const std::string source = root + (via_tcp ? "/tcp" : "/unix");
+    const std::string body = R"({"limits": {"memory": "64Mi", "disk": "8Mi"}, "mounts": [{"source": ")" +
+                             source + R"(", "target": "/data"}]})";
+    const std::string key = via_tcp ? "failed-tcp" : "failed-unix";
+    auto first = create_with_key(d, key, body, via_tcp);
+    ASSERT_EQ(first.status, 400) << "the mount source does not exist yet: " << first.body;
+    auto again = create_with_key(d, key, body, via_tcp);
+    EXPECT_EQ(again.status, 400) << "the retry did not try again: " << again.body;
+    ASSERT_EQ(mkdir(source.c_str(), 0755), 0);
+    auto fixed = create_with_key(d, key, body, via_tcp);
+    ASSERT_EQ(fixed.status, 201) << fixed.body;
+    EXPECT_EQ(fixed.json().value("state", ""), "ready");
+    auto replay = create_with_key(d, key, body, via_tcp);
+    EXPECT_EQ(replay.status, 200) << replay.body;
+    EXPECT_EQ(replay.json().value("id", ""), fixed.json().value("id", ""));
+    EXPECT_EQ(d.request("DELETE", "/v1/sandboxes/" + fixed.json().value("id", ""), "", via_tcp)
+                  .status,
+              200);
+  }
+  d.stop();
+  host_sh("rm -rf '" + root + "'");
 }
 
 // Retries that arrive together after the restart make one sandbox.
