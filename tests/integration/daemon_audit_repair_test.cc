@@ -1,4 +1,4 @@
-// A torn last line in the audit log (issue 14 item 7): a daemon killed in
+// A torn last line in the audit log (issue 14 item 7, X1): a daemon killed in
 // the middle of a write(2) leaves part of a record after the last newline.
 // The next start must not refuse the log (its sandboxes would run with no
 // daemon managing them): it replaces the torn bytes with an audit.repair

@@ -1,4 +1,4 @@
-// Idempotency-Key across a daemon's death (issue 14 item 7, docs/api.md
+// Idempotency-Key across a daemon's death (issue 14 item 7, D6, docs/api.md
 // "Idempotency"). A create the daemon never acknowledged (it died before
 // the sandbox was ready, and the next start's reconcile destroyed it) does
 // not keep its key: the client's retry gets a new, working sandbox (201),

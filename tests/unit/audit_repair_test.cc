@@ -1,4 +1,4 @@
-// A torn last line (issue 14 item 7): a write(2) cut short by a kill leaves
+// A torn last line (issue 14 item 7, X1): a write(2) cut short by a kill leaves
 // bytes after the last newline of the active file. AuditLog::open replaces
 // them with an audit.repair record in the chain (offset, size and SHA-256
 // of the bytes, never the bytes), so the daemon starts and verify shows the

@@ -1,5 +1,5 @@
 // An idempotency key held by a create that was never acknowledged (issue 14
-// item 7): the sandbox ended without ever being stored ready (its create
+// item 7, D6): the sandbox ended without ever being stored ready (its create
 // failed, or the daemon died and reconcile destroyed it). A retry with the
 // same request takes the key for a new sandbox, in the same transaction;
 // a sandbox that was ever ready keeps its key after it ends (an answered
