@@ -30,7 +30,9 @@ constexpr const char* kUsage =
     "  verify   check every record of the log and of its rotated files, the chain\n"
     "           across them, and that records gone before the oldest file were\n"
     "           deleted by retention; prints \"N records in K files, chain intact\"\n"
-    "           (exit 0) or the file, line and reason of the first problem (exit 1)\n"
+    "           and each repair the daemon recorded (a torn last line it removed at\n"
+    "           start-up) (exit 0), or the file, line and reason of the first\n"
+    "           problem (exit 1)\n"
     "  tail     print the last N records of the active file (default 10)\n"
     "\n"
     "  --log PATH   the active log (default $CORRAL_DATA_DIR/audit.log,\n"
@@ -101,6 +103,11 @@ int cmd_verify(const std::vector<std::string>& args, std::string log) {
     if (report->records != 0)
       std::cout << " (seq " << report->first_seq << " to " << report->last_seq << ")";
     std::cout << "\n";
+    for (const AuditRepair& r : report->repairs)
+      std::cout << "repaired: " << r.file << ": line " << r.line << " (seq " << r.seq
+                << "): audit.repair: the daemon removed a torn last line of " << r.dropped_bytes
+                << (r.dropped_bytes == 1 ? " byte" : " bytes") << " at offset " << r.offset
+                << " (sha256 " << r.dropped_sha256 << ")\n";
     if (report->removed_by_retention_through != 0)
       std::cout << "records 1 to " << report->removed_by_retention_through
                 << " were deleted by retention, as an audit.retention record says\n";

@@ -172,6 +172,8 @@ int serve(const ServeFlags& flags) {
   if (!store) return fail(store.error().message, store.error().hint);
   auto audit = AuditLog::open(config.data_dir + "/audit.log");
   if (!audit) return fail(audit.error().message, audit.error().hint);
+  if (!audit->repair_note().empty())  // a torn last line left by a crash (docs/operations.md)
+    fprintf(stderr, "corral serve: warning: audit log: %s\n", audit->repair_note().c_str());
   audit->set_sync_each_append(config.power_loss_durable);
   audit->set_rotation(AuditRotation{config.audit.max_file_size, config.audit.keep_files,
                                     std::chrono::duration_cast<std::chrono::seconds>(

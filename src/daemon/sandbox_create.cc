@@ -63,6 +63,7 @@ class SandboxService::Creation {
   RunOptions options_;
   std::string id_;
   std::string spec_json_;
+  std::optional<std::string> retry_of_;  // the unacknowledged create whose key this one took
   std::int64_t expires_ = 0;
   std::shared_ptr<SandboxEntry> e_;
 };
@@ -179,6 +180,11 @@ ApiResult<std::optional<SandboxService::Created>> SandboxService::Creation::answ
     return api_fail(api::ApiErrorCode::kIdempotencyMismatch,
                     "Idempotency-Key \"" + *key_ + "\" was used before with a different request",
                     "", "use a new key for a different sandbox");
+  // Its create was never acknowledged (it failed, or the daemon died and
+  // reconcile destroyed it): this retry makes a new one (docs/api.md).
+  auto released = s_.store_.idempotency_key_released(**earlier);
+  if (!released) return api_fail(released.error());
+  if (*released) return std::nullopt;
   auto info = s_.info_of(**earlier, s_.entry((*earlier)->id));
   if (!info) return tl::unexpected(info.error());
   return Created{*info, false};
@@ -196,7 +202,10 @@ ApiResult<std::optional<SandboxService::Created>> SandboxService::Creation::writ
                       "", "use a new key for a different sandbox");
     return api_fail(created.error());
   }
-  if (created->created) return std::nullopt;
+  if (created->created) {
+    retry_of_ = created->key_taken_from;
+    return std::nullopt;
+  }
   auto existing = s_.store_.get(created->sandbox.id);
   if (!existing) return api_fail(existing.error());
   auto info = s_.info_of(*existing, s_.entry(existing->id));
@@ -212,10 +221,12 @@ void SandboxService::Creation::register_entry() {
   s_.registry_.add(e_);
   // Bookkeeping that can trail the work goes through the journal; the
   // journal is flushed before the create is acknowledged.
-  s_.audit_later(json{{"type", "sandbox.create"},
-                      {"sandbox", id_},
-                      {"spec", json::parse(spec_json_)},
-                      {"idempotency_key", key_ ? json(*key_) : json()}});
+  json record{{"type", "sandbox.create"},
+              {"sandbox", id_},
+              {"spec", json::parse(spec_json_)},
+              {"idempotency_key", key_ ? json(*key_) : json()}};
+  if (retry_of_) record["retry_of"] = *retry_of_;
+  s_.audit_later(std::move(record));
   s_.metrics_.counter("corral_sandbox_creations_total", "Sandbox create requests accepted").inc();
 }
 

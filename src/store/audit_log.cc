@@ -55,6 +55,7 @@ struct AuditLog::State {
   std::uint64_t first_seq = 1;                        // of the active file's first record
   off_t size = 0;                                     // bytes we know are in the file
   std::string broken;                                 // why appends are refused, if they are
+  std::string repair_note;                            // what open() repaired, if anything
   bool sync_each_append = true;
   AuditRotation rotation;
   AuditLog::StringFilter filter;  // set before the first append
@@ -123,6 +124,32 @@ Result<std::optional<ChainEnd>> newest_rotated_end(const std::string& path) {
   return std::optional<ChainEnd>(ChainEnd{c.seq, sha256_hex(tail->lines.back())});
 }
 
+// What follows the last newline of the file (`size` bytes): "" when the
+// file ends with one. A record line is at most kMaxRecordBytes with its
+// newline, so more than that cannot be a write cut short: refused.
+Result<std::string> torn_tail(int fd, off_t size) {
+  const off_t window = std::min<off_t>(size, static_cast<off_t>(kMaxRecordBytes));
+  std::string bytes(static_cast<std::size_t>(window), '\0');
+  std::size_t got = 0;
+  while (got < bytes.size()) {
+    ssize_t n = ::pread(fd, bytes.data() + got, bytes.size() - got,
+                        size - window + static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno_error("pread");
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  if (got != bytes.size())
+    return make_error(ErrorCode::kUnavailable, "the file shrank while it was read");
+  const std::size_t nl = bytes.rfind('\n');
+  if (nl == std::string::npos && size >= static_cast<off_t>(kMaxRecordBytes))
+    return make_error(ErrorCode::kInvalidArgument,
+                      "the last " + std::to_string(window) +
+                          " bytes hold no newline: longer than any record, so not a write cut "
+                          "short; only a partial last line is repaired");
+  return nl == std::string::npos ? bytes : bytes.substr(nl + 1);
+}
+
 }  // namespace
 
 void AuditLog::set_string_filter(StringFilter filter) {
@@ -172,6 +199,8 @@ std::uint64_t AuditLog::last_seq() const {
   return state_->seq;
 }
 
+const std::string& AuditLog::repair_note() const { return state_->repair_note; }
+
 std::string AuditLog::last_line_hash() const {
   std::lock_guard lock(state_->mu);
   return state_->prev;
@@ -219,10 +248,17 @@ Result<AuditLog> AuditLog::open(const std::string& path) {
   auto before = newest_rotated_end(path);
   if (!before) return damaged(before.error().message);
 
-  // Continue the chain from the last record, after checking it and its link
-  // to the one before; never append after a damaged tail.
-  auto tail = audit_detail::read_tail(fd.get(), 2);
+  // A torn last line (bytes after the last newline: a write cut short)
+  // is set aside; it is replaced below, once the rest has passed.
+  auto torn = torn_tail(fd.get(), st.st_size);
+  if (!torn) return damaged(torn.error().message);
+
+  // Continue the chain from the last complete record, after checking it
+  // and its link to the one before; never append after a damaged tail.
+  auto tail = audit_detail::read_tail(fd.get(), 3);
   if (!tail) return tl::unexpected(std::move(tail).error().wrap(ctx));
+  if (!tail->lines.empty() && !tail->last_has_newline) tail->lines.pop_back();  // == *torn
+  if (tail->lines.size() > 2) tail->lines.erase(tail->lines.begin());
   if (tail->lines.empty()) {
     if (*before) {
       state->seq = (*before)->seq;
@@ -230,9 +266,6 @@ Result<AuditLog> AuditLog::open(const std::string& path) {
     }
     state->first_seq = state->seq + 1;
   } else {
-    if (!tail->last_has_newline) {
-      return damaged("the last line has no final newline: truncated");
-    }
     const std::string& last = tail->lines.back();
     auto c = audit_detail::check_line(last);
     if (c.problem != AuditProblem::kNone) {
@@ -266,13 +299,78 @@ Result<AuditLog> AuditLog::open(const std::string& path) {
     state->first_seq = f.problem == AuditProblem::kNone ? f.seq : 1;
   }
   state->fd = std::move(fd);
+  if (!torn->empty()) {
+    if (auto st = repair_torn_tail(*state, *torn); !st)
+      return tl::unexpected(std::move(st).error().wrap(ctx));
+  }
   return AuditLog(std::move(state));
 }
 
-// One record, with the writer's keys added, as one line: write(2), then
-// fdatasync unless the caller syncs. With s.mu held.
-Status AuditLog::write_record(State& s, json record) {
-  const std::string ctx = "appending to audit log " + s.path;
+// Replaces the torn last line `torn` (the last bytes of the file, after
+// the checked last record) with an audit.repair record naming where they
+// were, how many and their SHA-256, never the bytes themselves (a cut
+// record may hold anything; docs/audit.md). The record is written over
+// them in place and the file then cut after it, so a crash at any point
+// leaves the torn bytes, the record, or the record and a shorter torn
+// tail, which the next start repairs again: bytes are never removed
+// without a record that says so. Only open() calls it, before the log is
+// shared.
+Status AuditLog::repair_torn_tail(State& s, const std::string& torn) {
+  const std::string ctx = "repairing the torn last line of " + s.path;
+  const off_t offset = s.size - static_cast<off_t>(torn.size());
+  std::string line_hash;
+  auto line = format_record(
+      s,
+      json{{"type", std::string(kAuditRepairType)},
+           {"offset", static_cast<std::uint64_t>(offset)},
+           {"dropped_bytes", torn.size()},
+           {"dropped_sha256", sha256_hex(torn)},
+           {"reason",
+            "the last line had no final newline (a write cut short by a crash or a full "
+            "disk): its bytes were removed"}},
+      line_hash);
+  if (!line) return tl::unexpected(std::move(line).error().wrap(ctx));
+  // pwrite on an O_APPEND fd appends whatever the offset (Linux): the
+  // flag is off for the repair (the same open file, locked; nobody else
+  // writes to it yet) and back on after it.
+  const int fd = s.fd.get();
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_APPEND) != 0)
+    return tl::unexpected(errno_error("fcntl(F_SETFL)").value().wrap(ctx));
+  struct RestoreAppend {
+    int fd, flags;
+    ~RestoreAppend() { (void)fcntl(fd, F_SETFL, flags); }
+  } restore{fd, flags};
+  std::size_t done = 0;
+  while (done < line->size()) {
+    ssize_t n = ::pwrite(fd, line->data() + done, line->size() - done,
+                         offset + static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return tl::unexpected(errno_error("pwrite(" + std::to_string(line->size()) + " bytes)",
+                                        n < 0 ? errno : ENOSPC,
+                                        "free space on the file system holding the audit log")
+                                .value()
+                                .wrap(ctx));
+    done += static_cast<std::size_t>(n);
+  }
+  const off_t end = offset + static_cast<off_t>(line->size());
+  if (ftruncate(fd, end) != 0) return tl::unexpected(errno_error("ftruncate").value().wrap(ctx));
+  if (fdatasync(fd) != 0) return tl::unexpected(errno_error("fdatasync").value().wrap(ctx));
+  s.repair_note = "removed a torn last line of " + std::to_string(torn.size()) +
+                  " bytes at offset " + std::to_string(offset) +
+                  " (a write cut short by a crash), recorded as audit.repair seq " +
+                  std::to_string(s.seq + 1);
+  s.size = end;
+  s.seq += 1;
+  s.prev = std::move(line_hash);
+  return ok();
+}
+
+// The record with the writer's keys added (the next seq, chained to the
+// last line), as its line with the newline; `line_hash` gets the SHA-256
+// the next record's "prev" will name. With s.mu held.
+Result<std::string> AuditLog::format_record(const State& s, json record, std::string& line_hash) {
   record["seq"] = s.seq + 1;
   record["time"] = rfc3339_now_ms();
   record["prev"] = s.prev;
@@ -280,12 +378,23 @@ Status AuditLog::write_record(State& s, json record) {
   std::string line = audit_canonical(record);
   if (line.size() + 1 > kMaxRecordBytes) {
     return make_error(ErrorCode::kInvalidArgument,
-                      ctx + ": the record is " + std::to_string(line.size()) +
+                      "the record is " + std::to_string(line.size()) +
                           " bytes, over the limit of " + std::to_string(kMaxRecordBytes),
                       "log digests and sizes, not contents");
   }
-  std::string line_hash = sha256_hex(line);
+  line_hash = sha256_hex(line);
   line.push_back('\n');
+  return line;
+}
+
+// One record, with the writer's keys added, as one line: write(2), then
+// fdatasync unless the caller syncs. With s.mu held.
+Status AuditLog::write_record(State& s, json record) {
+  const std::string ctx = "appending to audit log " + s.path;
+  std::string line_hash;
+  auto formatted = format_record(s, std::move(record), line_hash);
+  if (!formatted) return tl::unexpected(std::move(formatted).error().wrap(ctx));
+  std::string line = std::move(*formatted);
 
   // flock is advisory: make sure nobody wrote to or truncated the file
   // since our last append, or this record would chain onto the wrong line.

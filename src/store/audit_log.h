@@ -9,6 +9,8 @@
 // docs/audit.md.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -43,9 +45,13 @@ class AuditLog {
   // an exclusive flock for the object's lifetime: one writer per file; a
   // second open fails with kUnavailable. Checks the last record (and its
   // link to the one before) and continues the chain from it; a log whose
-  // tail is damaged (truncated, edited, not JSON) is refused, so nothing is
-  // ever written after a tampered point. An empty (or absent) active file
-  // next to rotated files continues the chain from the newest of them.
+  // tail is damaged (edited, not JSON, not chained) is refused, so nothing
+  // is ever written after a tampered point. One exception: bytes after the
+  // last newline (a write cut short by a crash, at most a record's size)
+  // are replaced by an audit.repair record in the chain, once the records
+  // before them have passed the same checks (repair_note() says so). An
+  // empty (or absent) active file next to rotated files continues the
+  // chain from the newest of them.
   static Result<AuditLog> open(const std::string& path);
 
   AuditLog(AuditLog&&) noexcept;
@@ -80,11 +86,16 @@ class AuditLog {
   // SHA-256 of the last line's bytes: the value to anchor elsewhere
   // (kAuditGenesisPrev for an empty log).
   std::string last_line_hash() const;
+  // What open() repaired, for the daemon's log ("" when nothing).
+  const std::string& repair_note() const;
 
  private:
   struct State;
   explicit AuditLog(std::unique_ptr<State> state);
+  static Result<std::string> format_record(const State& s, nlohmann::json record,
+                                           std::string& line_hash);
   static Status write_record(State& s, nlohmann::json record);
+  static Status repair_torn_tail(State& s, const std::string& torn);
   static Status rotate(State& s);
   static Status apply_retention(State& s);
   std::unique_ptr<State> state_;

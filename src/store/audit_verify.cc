@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <functional>
+#include <optional>
 
 #include "base/sha256.h"
 #include "base/unique_fd.h"
@@ -272,6 +273,34 @@ using NextLine = std::function<Result<bool>(std::string& line, bool& has_newline
 // Sees every valid audit.retention record.
 using OnRetention = std::function<void(const json& record)>;
 
+// An audit.repair record (`c`, on line `line_no`, whose line starts at
+// byte `line_start` of its file): what it says, or why it cannot be one
+// the writer made. Its removed bytes began where its own line begins
+// (AuditLog::open writes it over them).
+Result<AuditRepair> read_repair(const LineCheck& c, std::uint64_t line_no,
+                                std::uint64_t line_start) {
+  const json& r = c.record;
+  auto number = [&](const char* key) -> std::optional<std::uint64_t> {
+    auto it = r.find(key);
+    if (it == r.end() || !it->is_number_unsigned()) return std::nullopt;
+    return it->get<std::uint64_t>();
+  };
+  auto offset = number("offset");
+  auto dropped = number("dropped_bytes");
+  auto hash = r.find("dropped_sha256");
+  if (!offset || !dropped || *dropped == 0 || hash == r.end() || !hash->is_string() ||
+      hash->get_ref<const std::string&>().size() != 64)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "an audit.repair record without \"offset\", a positive \"dropped_bytes\" "
+                      "and a \"dropped_sha256\"");
+  if (*offset != line_start)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "an audit.repair record says the bytes it replaced began at offset " +
+                          std::to_string(*offset) + ", but its own line starts at byte " +
+                          std::to_string(line_start) + " of the file");
+  return AuditRepair{{}, line_no, c.seq, *offset, *dropped, hash->get<std::string>()};
+}
+
 // The chain check over lines, wherever they come from.
 Result<VerifyReport> verify_lines(const NextLine& next, const AuditChainStart& start,
                                   const OnRetention& on_retention) {
@@ -290,11 +319,15 @@ Result<VerifyReport> verify_lines(const NextLine& next, const AuditChainStart& s
   std::uint64_t line_no = 0;
   std::uint64_t expected = start.seq;
   std::string prev_hash = start.prev;
+  std::uint64_t line_start = 0;  // byte offset of this line in the file
+  std::uint64_t next_start = 0;
   for (;;) {
     auto more = next(line, has_newline);
     if (!more) return tl::unexpected(std::move(more).error());
     if (!*more) break;
     ++line_no;
+    line_start = next_start;
+    next_start += line.size() + 1;
     if (!has_newline) {
       return bad(line_no, AuditProblem::kTruncated,
                  "the last line has no final newline: the log was cut short (or a write was "
@@ -352,6 +385,11 @@ Result<VerifyReport> verify_lines(const NextLine& next, const AuditChainStart& s
                      std::to_string(line_no));
     }
     if (on_retention && c.type == kAuditRetentionType) on_retention(c.record);
+    if (c.type == kAuditRepairType) {
+      auto repair = read_repair(c, line_no, line_start);
+      if (!repair) return bad(line_no, AuditProblem::kBadRecord, repair.error().message);
+      report.repairs.push_back(std::move(*repair));
+    }
     prev_hash = sha256_hex(line);
     report.last_line_hash = prev_hash;
     if (report.first_seq == 0) report.first_seq = c.seq;
@@ -486,7 +524,17 @@ Result<SetVerifyReport> verify_audit_set(const std::string& active_path) {
                        " (a file was deleted, not by retention, or a file was cut)");
       }
       set.records += r->records;
+      // A crash cuts only the file being written; the daemon mends that
+      // one at its next start (AuditLog::open), never a rotated file.
+      if (f.active && r->problem == AuditProblem::kTruncated)
+        r->reason +=
+            "; `corral serve` removes such a partial last line of the active file at its next "
+            "start and records it as audit.repair";
       return bad(f.path, r->bad_line, r->problem, r->reason);
+    }
+    for (AuditRepair& repair : r->repairs) {
+      repair.file = f.path;
+      set.repairs.push_back(std::move(repair));
     }
     if (r->records == 0) {
       if (!f.active) {

@@ -22,6 +22,9 @@ inline constexpr std::string_view kAuditGenesisPrev =
 // The record types the log writes about itself.
 inline constexpr std::string_view kAuditRotateType = "audit.rotate";
 inline constexpr std::string_view kAuditRetentionType = "audit.retention";
+// Written by AuditLog::open when it removed a torn last line (a write cut
+// short by a crash): where the bytes were, how many, their SHA-256.
+inline constexpr std::string_view kAuditRepairType = "audit.repair";
 
 enum class AuditProblem {
   kNone,
@@ -34,6 +37,17 @@ enum class AuditProblem {
 };
 
 std::string_view audit_problem_name(AuditProblem problem);
+
+// An audit.repair record found by a verifier: the daemon removed a torn
+// last line there (docs/audit.md).
+struct AuditRepair {
+  std::string file;          // where the record is now (set by verify_audit_set)
+  std::uint64_t line = 0;    // its line, 1-based
+  std::uint64_t seq = 0;     // its seq
+  std::uint64_t offset = 0;  // where the removed bytes began: the record's own line starts there
+  std::uint64_t dropped_bytes = 0;
+  std::string dropped_sha256;
+};
 
 struct VerifyReport {
   bool ok = true;
@@ -48,6 +62,8 @@ struct VerifyReport {
   // seq of the first and last valid records (0 if none).
   std::uint64_t first_seq = 0;
   std::uint64_t last_seq = 0;
+  // The audit.repair records among the valid ones, in order.
+  std::vector<AuditRepair> repairs;
 };
 
 // Where a chain starts: the seq and prev its first record must have. A
@@ -91,6 +107,9 @@ struct SetVerifyReport {
   // audit.retention record in the set says (0: none were).
   std::uint64_t removed_by_retention_through = 0;
   std::string last_line_hash = std::string(kAuditGenesisPrev);
+  // The torn last lines the daemon removed, as its audit.repair records
+  // say, oldest first.
+  std::vector<AuditRepair> repairs;
   // Where the first problem is: the file, its line (1-based; 0 when it is
   // about the file as a whole, e.g. a file before it is gone).
   std::string bad_file;

@@ -159,6 +159,22 @@ Result<std::vector<SandboxRecord>> read_sandboxes(Stmt& st, std::string_view wha
   return out;
 }
 
+// See StateStore::idempotency_key_released. With the store's lock held.
+Result<bool> key_released(sqlite3* h, StmtCache* cache, const SandboxRecord& r) {
+  if (r.state != SandboxState::kDestroying && r.state != SandboxState::kCleaned &&
+      r.state != SandboxState::kFailed)
+    return false;
+  auto st = Stmt::prepare(h,
+                          "SELECT EXISTS (SELECT 1 FROM transitions WHERE sandbox_id = ?1 "
+                          "AND to_state = 'ready')",
+                          cache);
+  if (!st) return tl::unexpected<Error>(std::move(st).error());
+  st->bind(1, r.id);
+  auto row = st->step("SELECT transitions");
+  if (!row) return tl::unexpected<Error>(std::move(row).error());
+  return *row && st->int64(0) == 0;
+}
+
 tl::unexpected<Error> no_sandbox(std::string_view id) {
   return make_error(ErrorCode::kNotFound, "sandbox '" + std::string(id) + "' does not exist",
                     "list the existing sandboxes with GET /v1/sandboxes");
@@ -305,6 +321,7 @@ Result<CreateResult> StateStore::create_sandbox(std::string_view id, std::string
   std::string what = "creating sandbox " + std::string(id);
   Txn txn(h);
   CORRAL_TRY_CTX(txn.begin(), what);
+  std::optional<std::string> key_taken_from;
 
   if (idempotency_key) {
     auto st = Stmt::prepare(
@@ -324,7 +341,16 @@ Result<CreateResult> StateStore::create_sandbox(std::string_view id, std::string
                           "use a new Idempotency-Key for a new request; a retry must resend the "
                           "original request unchanged");
       }
-      return CreateResult{std::move(prev), false};
+      auto released = key_released(h, &db_->cache, prev);
+      if (!released) return tl::unexpected<Error>(std::move(released).error().wrap(what));
+      if (!*released) return CreateResult{std::move(prev), false};
+      // Its create was never acknowledged: the key goes to this one.
+      auto free_key = Stmt::prepare(
+          h, "UPDATE sandboxes SET idempotency_key = NULL WHERE id = ?1", &db_->cache);
+      if (!free_key) return tl::unexpected<Error>(std::move(free_key).error().wrap(what));
+      free_key->bind(1, prev.id);
+      CORRAL_TRY_CTX(free_key->run("UPDATE sandboxes"), what);
+      key_taken_from = prev.id;
     }
   }
 
@@ -370,7 +396,7 @@ Result<CreateResult> StateStore::create_sandbox(std::string_view id, std::string
   r.created_at_ms = now;
   r.updated_at_ms = now;
   r.expires_at_ms = expires_at_ms;
-  return CreateResult{std::move(r), true};
+  return CreateResult{std::move(r), true, std::move(key_taken_from)};
 }
 
 Result<TransitionRecord> StateStore::transition(std::string_view id, SandboxState to,
@@ -488,6 +514,11 @@ Result<std::optional<SandboxRecord>> StateStore::find_by_idempotency_key(std::st
   if (!rows) return tl::unexpected<Error>(std::move(rows).error());
   if (rows->empty()) return std::optional<SandboxRecord>();
   return std::optional<SandboxRecord>(std::move(rows->front()));
+}
+
+Result<bool> StateStore::idempotency_key_released(const SandboxRecord& sandbox) {
+  std::lock_guard lock(db_->mu);
+  return key_released(db_->handle, &db_->cache, sandbox);
 }
 
 Result<SandboxRecord> StateStore::get(std::string_view id) {

@@ -82,6 +82,9 @@ struct ProcessRecord {
 struct CreateResult {
   SandboxRecord sandbox;
   bool created = false;  // false: an earlier request with the same idempotency key
+  // created with a key that an earlier, never acknowledged create held:
+  // that sandbox's id (it no longer holds the key).
+  std::optional<std::string> key_taken_from;
 };
 
 class StateStore {
@@ -109,10 +112,13 @@ class StateStore {
   const std::string& path() const;
 
   // Inserts a sandbox in kCreating, with its creation transition row.
-  // With an idempotency key that was used before: the same spec returns the
-  // existing sandbox (created=false, whatever its state and id); another
-  // spec is kAlreadyExists. `spec_json` must be a JSON value; it is compared
-  // and stored in canonical form.
+  // With an idempotency key that was used before: another spec is
+  // kAlreadyExists; the same spec returns the existing sandbox
+  // (created=false, whatever its state), unless that sandbox no longer
+  // holds the key (idempotency_key_released): then the key moves to the
+  // new sandbox, in the same transaction (key_taken_from names the old).
+  // `spec_json` must be a JSON value; it is compared and stored in
+  // canonical form.
   Result<CreateResult> create_sandbox(std::string_view id, std::string_view spec_json,
                                       std::optional<std::string_view> idempotency_key,
                                       std::optional<std::int64_t> expires_at_ms);
@@ -135,6 +141,13 @@ class StateStore {
   Result<SandboxRecord> get(std::string_view id);
   // The sandbox created with this idempotency key, if any.
   Result<std::optional<SandboxRecord>> find_by_idempotency_key(std::string_view key);
+  // Whether the create that made `sandbox` was never acknowledged, so that
+  // a retry with its key makes a new sandbox (docs/api.md, Idempotency):
+  // true when it ended (destroying, cleaned or failed) without ever being
+  // stored ready. The daemon answers 201 only after `ready` is stored, so
+  // such a create was answered with an error or not at all (the daemon
+  // died and reconcile destroyed the sandbox).
+  Result<bool> idempotency_key_released(const SandboxRecord& sandbox);
   // Sandboxes in any of `states` (all of them when empty), oldest first.
   Result<std::vector<SandboxRecord>> list(std::span<const SandboxState> states = {});
   // The transitions of one sandbox, in the order they happened.

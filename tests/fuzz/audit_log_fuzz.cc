@@ -12,6 +12,10 @@
 // a line of the file and says why in printable text; a log as written
 // verifies; and an edited log never verifies, unless the edit only removed
 // whole lines at its end (which the report's last-line hash then shows).
+// An edit that only cut the log inside its last line (a write cut short),
+// repaired as AuditLog::open does (an audit.repair record where the torn
+// bytes began), verifies and lists the repair; the same record anywhere
+// else does not verify.
 // Works on a memfd, so the fuzzer never touches the disk.
 #include <sys/mman.h>
 #include <unistd.h>
@@ -73,22 +77,58 @@ void check_report(const corral::VerifyReport& r, std::string_view bytes) {
   require(!r.reason.empty() && printable(r.reason));
 }
 
+// One record as AuditLog writes it (without its newline).
+std::string record_line(json record, std::size_t seq, const std::string& prev) {
+  record["seq"] = seq;
+  record["time"] = "2026-12-01T00:00:00.000Z";
+  record["prev"] = prev;
+  record["hash"] = corral::sha256_hex(corral::audit_canonical(record));
+  return corral::audit_canonical(record);
+}
+
 // A log as AuditLog::append writes it.
 std::string build_log(const std::vector<std::string>& details) {
   std::string log;
   std::string prev(corral::kAuditGenesisPrev);
   for (std::size_t i = 0; i < details.size(); ++i) {
-    json record = {{"type", "fuzz"},
-                   {"detail", details[i]},
-                   {"seq", i + 1},
-                   {"time", "2026-12-01T00:00:00.000Z"},
-                   {"prev", prev}};
-    record["hash"] = corral::sha256_hex(corral::audit_canonical(record));
-    std::string line = corral::audit_canonical(record);
+    std::string line = record_line({{"type", "fuzz"}, {"detail", details[i]}}, i + 1, prev);
     prev = corral::sha256_hex(line);
     log += line + "\n";
   }
   return log;
+}
+
+// `torn` is a log cut inside its last line: repaired as AuditLog::open
+// repairs it, it verifies with the repair listed, and the repair record
+// placed one line earlier (not where the torn bytes began) does not.
+void check_repair(const std::string& torn) {
+  const std::size_t nl = torn.rfind('\n');
+  const std::string kept = nl == std::string::npos ? std::string() : torn.substr(0, nl + 1);
+  const std::string cut = torn.substr(kept.size());
+  const auto lines = lines_of(kept);
+  const std::string prev = lines.empty() ? std::string(corral::kAuditGenesisPrev)
+                                         : corral::sha256_hex(lines.back());
+  const json repair = {{"type", std::string(corral::kAuditRepairType)},
+                       {"offset", kept.size()},
+                       {"dropped_bytes", cut.size()},
+                       {"dropped_sha256", corral::sha256_hex(cut)},
+                       {"reason", "fuzz"}};
+  const std::string repaired = kept + record_line(repair, lines.size() + 1, prev) + "\n";
+  auto r = verify(repaired);
+  check_report(r, repaired);
+  require(r.ok && r.records == lines.size() + 1 && r.repairs.size() == 1);
+  require(r.repairs[0].offset == kept.size() && r.repairs[0].dropped_bytes == cut.size());
+  require(r.repairs[0].dropped_sha256 == corral::sha256_hex(cut));
+  if (lines.empty()) return;
+  // The same claim, chained in one line earlier: its offset is not where it stands.
+  const std::string before = kept.substr(0, kept.size() - lines.back().size() - 1);
+  const auto earlier = lines_of(before);
+  const std::string misplaced =
+      before + record_line(repair, earlier.size() + 1,
+                           earlier.empty() ? std::string(corral::kAuditGenesisPrev)
+                                           : corral::sha256_hex(earlier.back())) +
+      "\n";
+  require(!verify(misplaced).ok);
 }
 
 std::string join(const std::vector<std::string>& lines) {
@@ -159,6 +199,7 @@ void fuzz_edits(std::string_view in) {
 
   const std::string edited = edit(log, ops);
   if (edited == log) return;
+  if (!edited.empty() && edited.back() != '\n' && log.starts_with(edited)) check_repair(edited);
   auto r = verify(edited);
   check_report(r, edited);
   if (r.ok) {
