@@ -45,7 +45,8 @@ ApiResult<api::SandboxInfo> SandboxService::destroy(std::string_view id, std::st
       // Someone else (another DELETE, the reaper) is tearing it down: wait
       // for it, bounded, and report where it is.
       e->torn_down.wait_for(e->mu, std::chrono::seconds(30), [&] { return e->torn; });
-      failed = e->torn && e->state == SandboxState::kFailed;
+      // Torn down but not cleaned: failed, or a retry is running.
+      failed = e->torn && e->state != SandboxState::kCleaned;
     } else {
       e->tearing_down = true;
       (void)transition(e.get(), id, SandboxState::kDestroying, reason);
@@ -53,7 +54,8 @@ ApiResult<api::SandboxInfo> SandboxService::destroy(std::string_view id, std::st
     }
   }
   if (first) return teardown(e, id, reason, false);
-  // A DELETE of a sandbox whose teardown failed tries again now.
+  // A DELETE of a sandbox whose teardown failed tries again now (after the
+  // attempt in progress, if any: it may have cleaned it).
   if (failed) return retry_teardown(e, "DELETE of a sandbox whose teardown failed");
   return get(id);
 }
