@@ -226,8 +226,8 @@ class DaemonDestroyRace : public ::testing::TestWithParam<bool> {
 
 TestDaemon* DaemonDestroyRace::daemon_ = nullptr;
 
-// Clients that stop reading a download, or stop sending an upload, while
-// their handlers hold files of the sandbox: the DELETE cuts them off,
+// Clients that stop reading a download or a background process's output,
+// or stop sending an upload, while their handlers hold files of the sandbox: the DELETE cuts them off,
 // waits for the files to be closed, and the wipe finds nothing.
 TEST_P(DaemonDestroyRace, StalledTransfersAreCutOffAndTheSandboxEndsCleaned) {
   ASSERT_TRUE(d().ready()) << d().output();
@@ -243,6 +243,23 @@ TEST_P(DaemonDestroyRace, StalledTransfersAreCutOffAndTheSandboxEndsCleaned) {
       std::string head = c->read_head();
       ASSERT_EQ(head.rfind("HTTP/1.1 200", 0), 0u) << head;
       readers.push_back(std::move(c));  // and reads no more
+    }
+    // A background process's output, on the sandbox's layer, read by a
+    // client that stops reading too.
+    HttpReply started = d().request("POST", "/v1/sandboxes/" + id + "/processes",
+                                    json{{"cmd", "head -c " + std::to_string(kBig) + " /dev/zero"}}.dump());
+    ASSERT_EQ(started.status, 201) << describe(started);
+    const std::string pid = started.json().value("id", "");
+    HttpReply waited = d().request("POST", "/v1/sandboxes/" + id + "/processes/" + pid + "/wait",
+                                   "{}");
+    ASSERT_EQ(waited.status, 200) << describe(waited);
+    {
+      auto c = std::make_unique<RawConnection>(d(), tcp());
+      ASSERT_TRUE(c->ok());
+      ASSERT_TRUE(c->send_head("GET", "/v1/sandboxes/" + id + "/processes/" + pid + "/output"));
+      std::string head = c->read_head();
+      ASSERT_EQ(head.rfind("HTTP/1.1 200", 0), 0u) << head;
+      readers.push_back(std::move(c));
     }
     RawConnection uploader(d(), tcp());
     ASSERT_TRUE(uploader.ok());
