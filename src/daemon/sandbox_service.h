@@ -12,6 +12,7 @@
 //                         live network update, lifetime extension
 //   sandbox_create.cc     create, step by step (SandboxService::Creation)
 //   sandbox_teardown.cc   destroy and teardown
+//   sandbox_teardown_retry.cc  the retries of failed teardowns
 //   sandbox_processes.cc  the process registry of each sandbox and spawn
 //   sandbox_monitor.cc    the monitor thread (zygote replies, init exits)
 //   sandbox_reaper.cc     the reaper thread (expiry, process timeouts)
