@@ -108,6 +108,17 @@ ApiResult<std::shared_ptr<SandboxEntry>> live_or_fail(ApiContext& ctx, ApiReques
   return e;
 }
 
+// The same, leased (sandbox_lease.h) by a request that opens files on the
+// sandbox's layer; `connection` >= 0: a stream a teardown cuts off.
+std::optional<SandboxLease> lease_or_fail(ApiContext& ctx, ApiRequest& r, int connection = -1) {
+  auto lease = ctx.sandboxes.lease(r.params[0], connection);
+  if (!lease) {
+    send_error(r.out, lease.error());
+    return std::nullopt;
+  }
+  return std::move(*lease);
+}
+
 std::shared_ptr<ProcessEntry> process_or_fail(ApiContext& ctx, ApiRequest& r, SandboxEntry& s) {
   auto p = ctx.sandboxes.find_process(s, r.params[1]);
   if (!p)
@@ -397,9 +408,11 @@ void handle_start_process(ApiContext& ctx, ApiRequest& r) {
                                    "the initial stdin of a background process is at most 1 MiB (" +
                                        std::to_string(request->stdin_data.size()) + " bytes given)",
                                    "stdin", "send the rest with POST .../processes/{pid}/stdin"));
-  auto sandbox = live_or_fail(ctx, r);
-  if (!sandbox) return;
-  SandboxEntry& s = **sandbox;
+  // Held while the output files are open here (a teardown waits).
+  auto lease = lease_or_fail(ctx, r);
+  if (!lease) return;
+  const std::shared_ptr<SandboxEntry>& sandbox = lease->sandbox();
+  SandboxEntry& s = *sandbox;
   const int layer = s.live->layer_root_fd();
   if (mkdirat(layer, kOutputDir, 0700) != 0 && errno != EEXIST)
     return send_error(r.out, api::make_api_error(api::ApiErrorCode::kInternal,
@@ -428,7 +441,7 @@ void handle_start_process(ApiContext& ctx, ApiRequest& r) {
                       api::make_api_error(api::ApiErrorCode::kInternal, "could not make a pipe"));
   UniqueFd stdio[3] = {std::move(in->read), std::move(files[0]), std::move(files[1])};
   UniqueFd stdin_w = std::move(in->write);
-  auto proc = ctx.sandboxes.spawn(*sandbox, *request, true, stdio, rid);
+  auto proc = ctx.sandboxes.spawn(sandbox, *request, true, stdio, rid);
   if (!proc) return send_error(r.out, proc.error());
   {
     std::lock_guard lock((*proc)->mu);
@@ -478,9 +491,12 @@ void handle_get_process(ApiContext& ctx, ApiRequest& r) {
 }
 
 void handle_process_output(ApiContext& ctx, ApiRequest& r) {
-  auto sandbox = live_or_fail(ctx, r);
-  if (!sandbox) return;
-  auto p = process_or_fail(ctx, r, **sandbox);
+  // Its output file is on the sandbox's layer: a teardown cuts the stream
+  // off and waits for the file to be closed.
+  auto lease = lease_or_fail(ctx, r, r.out.fd());
+  if (!lease) return;
+  const std::shared_ptr<SandboxEntry>& sandbox = lease->sandbox();
+  auto p = process_or_fail(ctx, r, *sandbox);
   if (!p) return;
   std::string stream = r.query_value("stream").value_or("stdout");
   if (stream != "stdout" && stream != "stderr")
@@ -500,7 +516,7 @@ void handle_process_output(ApiContext& ctx, ApiRequest& r) {
                       api::make_api_error(
                           api::ApiErrorCode::kConflict,
                           "process " + p->id + " is an exec: its output goes to its own request"));
-  UniqueFd file(openat((*sandbox)->live->layer_root_fd(), output_name(p->id, stream).c_str(),
+  UniqueFd file(openat(sandbox->live->layer_root_fd(), output_name(p->id, stream).c_str(),
                        O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!file)
     return send_error(r.out, api::make_api_error(api::ApiErrorCode::kNotFound,
@@ -511,7 +527,7 @@ void handle_process_output(ApiContext& ctx, ApiRequest& r) {
   // The output is redacted as it is read (S3), from its first byte: a
   // secret that straddles `offset` is still found. `offset` counts bytes
   // of the redacted output, the only output a client ever sees.
-  auto redaction = ctx.sandboxes.redaction((*sandbox)->id);
+  auto redaction = ctx.sandboxes.redaction(sandbox->id);
   std::optional<secrets::RedactStream> redactor;
   if (redaction) redactor.emplace(redaction);
   // Without secrets the file is the output: start at `offset` itself.

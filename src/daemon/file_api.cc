@@ -22,24 +22,32 @@ namespace {
 using nlohmann::json;
 constexpr std::size_t kBuffer = 1 << 20;
 
+// Members in this order: the root (and the files a handler opens after
+// it) are closed before the lease lets a teardown go on.
 struct Target {
+  SandboxLease lease;
   std::shared_ptr<SandboxEntry> sandbox;
   std::optional<ConfinedRoot> root;
 };
 
-// The live sandbox and its confined root; sends the error otherwise.
-std::optional<Target> open_target(ApiContext& ctx, ApiRequest& r) {
-  auto e = ctx.sandboxes.live(r.params[0]);
-  if (!e) {
-    send_error(r.out, e.error());
+enum class Op { kShort, kTransfer };
+
+// The live sandbox, leased, and its confined root; sends the error
+// otherwise. A transfer's connection is cut off by a teardown; a short
+// operation is waited for.
+std::optional<Target> open_target(ApiContext& ctx, ApiRequest& r, Op op = Op::kShort) {
+  auto lease = ctx.sandboxes.lease(r.params[0], op == Op::kTransfer ? r.out.fd() : -1);
+  if (!lease) {
+    send_error(r.out, lease.error());
     return std::nullopt;
   }
-  auto root = open_sandbox_root(ctx.sandboxes, **e);
+  Target t{std::move(*lease), nullptr, std::nullopt};
+  t.sandbox = t.lease.sandbox();
+  auto root = open_sandbox_root(ctx.sandboxes, *t.sandbox);
   if (!root) {
     send_error(r.out, root.error());
     return std::nullopt;
   }
-  Target t{*e, std::nullopt};
   t.root.emplace(std::move(*root));
   return t;
 }
@@ -105,7 +113,7 @@ api::ApiError upload_too_large(std::string_view size, std::uint64_t limit) {
 void handle_file_upload(ApiContext& ctx, ApiRequest& r) {
   auto path = path_param(r);
   if (!path) return;
-  auto t = open_target(ctx, r);
+  auto t = open_target(ctx, r, Op::kTransfer);
   if (!t) return;
   WriteOptions options;
   if (auto m = r.query_value("mode"); m) {
@@ -147,7 +155,10 @@ void handle_file_upload(ApiContext& ctx, ApiRequest& r) {
                                         "upload interrupted: " + n.error().message),
                     {{"bytes", total}});
     }
-    if (*n == 0) break;
+    if (*n == 0) {
+      t->lease.settle();  // the body is in: the answer is near
+      break;
+    }
     if (limit != 0 && *n > limit - total) {
       // A body without a length (chunked) that grows past the limit: none
       // of it past the limit is written, and the partial file is removed
@@ -177,7 +188,7 @@ void handle_file_upload(ApiContext& ctx, ApiRequest& r) {
 void handle_file_download(ApiContext& ctx, ApiRequest& r) {
   auto path = path_param(r);
   if (!path) return;
-  auto t = open_target(ctx, r);
+  auto t = open_target(ctx, r, Op::kTransfer);
   if (!t) return;
   auto fd = t->root->open_read(*path);
   if (!fd) return refuse(ctx, r, *t, "read", *path, file_error(fd.error()));
@@ -201,6 +212,7 @@ void handle_file_download(ApiContext& ctx, ApiRequest& r) {
     if (!r.out.write(std::string_view(buf.data(), static_cast<size_t>(n)))) break;
     sent += static_cast<std::uint64_t>(n);
   }
+  if (sent == size) t->lease.settle();  // all sent: the record is left
   audit_file(ctx.sandboxes, t->sandbox->id, "read", *path,
              {{"bytes", sent}, {"sha256", Sha256::hex(hash.final())}, {"complete", sent == size}});
   if (sent == size) (void)r.out.finish();

@@ -20,9 +20,9 @@
 namespace corral::daemon {
 
 // A live sandbox as the daemon tracks it. Lock order (docs/adr/0007-daemon-
-// threads.md): an idempotency key's lock, network_mu, a ProcessEntry's mu,
-// then this mu, then SandboxRegistry::mu_, then the journal, store, audit
-// and metrics locks.
+// threads.md): an idempotency key's lock, teardown_mu, network_mu, a
+// ProcessEntry's mu, then this mu, then SandboxRegistry::mu_, then the
+// journal, store, audit and metrics locks.
 struct SandboxEntry {
   std::string id;
   SandboxSpec spec;                   // spec.network: guarded by mu (PUT .../network changes it)
@@ -32,6 +32,9 @@ struct SandboxEntry {
   // One network update at a time: the engine, the spec and the store then
   // change in the same order (held across the store write, not only mu).
   std::mutex network_mu;
+  // One teardown attempt at a time: the first, and the retries of a failed
+  // one (the reaper's, a second DELETE's).
+  std::mutex teardown_mu;
 
   std::mutex mu;  // guards what follows
   SandboxState state = SandboxState::kCreating;
@@ -41,6 +44,20 @@ struct SandboxEntry {
   bool tearing_down = false;  // one teardown per sandbox; later destroys wait
   bool torn = false;
   std::condition_variable_any torn_down;
+  // Requests holding fds into its root or writable layer (SandboxLease,
+  // sandbox_lease.h): lease number -> the connection a teardown shuts down
+  // to cut the transfer off (-1: a short operation, waited for).
+  std::map<std::uint64_t, int> leases;
+  std::uint64_t next_lease = 0;
+  std::condition_variable_any leases_gone;
+
+  // Guarded by teardown_mu: the attempts so far, and what the last one
+  // left, which a retry redoes (only that: a network slot, once freed, may
+  // be another sandbox's by then).
+  int teardown_attempts = 0;
+  bool host_left = true;     // init, cgroup, writable layer, lock file
+  bool network_left = true;  // its network's listeners and host link
+  bool secrets_left = true;  // its secret files' mount
 };
 
 }  // namespace corral::daemon

@@ -1,4 +1,5 @@
 // The reaper thread: every 100 ms the audit log's group commit, the
+// retries of failed teardowns that are due (sandbox_teardown_retry.cc), the
 // sandboxes past their max_lifetime (destroyed) and the processes past
 // their timeout (killed).
 #include <signal.h>
@@ -19,6 +20,7 @@ void SandboxService::reaper_loop() {
     if (stopping_) break;
     // The audit log's group commit (a no-op cost when nothing was written).
     journal_.post([this] { (void)audit_.sync(); });
+    retry_due_teardowns();
     std::vector<std::shared_ptr<SandboxEntry>> all = registry_.all();
     const std::int64_t now = now_ms();
     const auto steady = Clock::now();

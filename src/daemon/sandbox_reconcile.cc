@@ -283,13 +283,15 @@ void SandboxService::Reconciler::destroy_unadopted(const SandboxRecord& r, const
         (void)s_.store_.update_process(pr.id, ProcessState::kLost, std::nullopt, std::nullopt);
     }
   }
+  // Audited before it is stored as cleaned: a kill between the two leaves
+  // it destroying, and the next start destroys (and audits) it again.
+  s_.audit_now(
+      json{{"type", "sandbox.reconcile_destroy"}, {"sandbox", r.id}, {"residue", residue}});
   if (residue.empty()) {
     (void)s_.store_.transition(r.id, SandboxState::kCleaned, "destroyed on reconcile");
   } else {
     (void)s_.store_.transition(r.id, SandboxState::kFailed, residue.front());
   }
-  s_.audit_now(
-      json{{"type", "sandbox.reconcile_destroy"}, {"sandbox", r.id}, {"residue", residue}});
   ++destroyed_;
 }
 

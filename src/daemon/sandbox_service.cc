@@ -281,6 +281,22 @@ ApiResult<std::shared_ptr<SandboxEntry>> SandboxService::live(std::string_view i
   return e;
 }
 
+ApiResult<SandboxLease> SandboxService::lease(std::string_view id, int connection) {
+  auto found = live(id);
+  if (!found) return tl::unexpected(found.error());
+  const std::shared_ptr<SandboxEntry>& e = *found;
+  std::lock_guard lock(e->mu);
+  // Checked again with the lease taken under the same lock: a teardown
+  // that starts after this waits for it.
+  if (!takes_work(e->state) || e->tearing_down)
+    return api_fail(api::ApiErrorCode::kConflict,
+                    "sandbox " + std::string(id) + " is being destroyed and takes no more work",
+                    "", "create a new sandbox");
+  const std::uint64_t number = ++e->next_lease;
+  e->leases.emplace(number, connection);
+  return SandboxLease(e, number);
+}
+
 // ---- network and lifetime ----------------------------------------------------
 
 ApiResult<api::SandboxInfo> SandboxService::set_network(std::string_view id,

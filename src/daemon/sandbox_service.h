@@ -12,6 +12,7 @@
 //                         live network update, lifetime extension
 //   sandbox_create.cc     create, step by step (SandboxService::Creation)
 //   sandbox_teardown.cc   destroy and teardown
+//   sandbox_teardown_retry.cc  the retries of failed teardowns
 //   sandbox_processes.cc  the process registry of each sandbox and spawn
 //   sandbox_monitor.cc    the monitor thread (zygote replies, init exits)
 //   sandbox_reaper.cc     the reaper thread (expiry, process timeouts)
@@ -42,6 +43,7 @@
 #include "daemon/network_service.h"
 #include "daemon/process_entry.h"
 #include "daemon/sandbox_entry.h"
+#include "daemon/sandbox_lease.h"
 #include "daemon/sandbox_registry.h"
 #include "daemon/secret_service.h"
 #include "jail/cgroup.h"
@@ -100,6 +102,11 @@ class SandboxService {
   // A sandbox that can take work (ready or running): not_found (404) for an
   // unknown id, conflict (409) while it is being destroyed or after.
   ApiResult<std::shared_ptr<SandboxEntry>> live(std::string_view id);
+  // The same, held by a request that keeps fds into the sandbox's root or
+  // layer (sandbox_lease.h): a teardown waits for it. `connection`: the
+  // request's connection, shut down by a teardown to cut a transfer off
+  // (-1: a short operation, waited for).
+  ApiResult<SandboxLease> lease(std::string_view id, int connection = -1);
 
   // Registers a process and sends its spawn request; the monitor fills in
   // the rest. `stdio` are the process's ends (closed here after sending).
@@ -158,9 +165,21 @@ class SandboxService {
   // (sandbox_reconcile.cc), each with the state its steps share.
   class Creation;
   class Reconciler;
-  // Destroys a sandbox's host resources and records the outcome.
+  // Destroys a sandbox's host resources and records the outcome
+  // (sandbox_teardown.cc).
   api::SandboxInfo teardown(const std::shared_ptr<SandboxEntry>& entry, std::string_view id,
                             std::string_view reason, bool failed);
+  // Tries again what a failed teardown left (the reaper, a DELETE).
+  api::SandboxInfo retry_teardown(const std::shared_ptr<SandboxEntry>& entry,
+                                  std::string_view why);
+  DestroyReport remove_from_host(const std::shared_ptr<SandboxEntry>& entry, std::string_view id);
+  api::SandboxInfo record_teardown(const std::shared_ptr<SandboxEntry>& entry, std::string_view id,
+                                   std::string_view reason, const DestroyReport& report);
+  // The retries' schedule (sandbox_teardown_retry.cc): `failed_attempts`
+  // 0 takes the sandbox off it.
+  void schedule_teardown_retry(const std::shared_ptr<SandboxEntry>& entry, int failed_attempts);
+  std::shared_ptr<SandboxEntry> failed_teardown(std::string_view id);
+  void retry_due_teardowns();
   void watch(const std::shared_ptr<SandboxEntry>& entry);
   void unwatch(const SandboxEntry& entry);
   void monitor_loop();
@@ -210,6 +229,14 @@ class SandboxService {
   };
   std::mutex teardowns_mu_;  // guards teardowns_; a leaf lock
   std::vector<TeardownThread> teardowns_;
+  // Sandboxes whose teardown failed, out of the registry, with their
+  // handles (the layer's mount fd) for the retries.
+  struct FailedTeardown {
+    std::shared_ptr<SandboxEntry> sandbox;
+    std::chrono::steady_clock::time_point next;  // max(): only a DELETE retries
+  };
+  std::mutex retry_mu_;  // guards failed_teardowns_; a leaf lock
+  std::map<std::string, FailedTeardown> failed_teardowns_;
   Journal journal_;  // last: drained before the rest goes
 };
 

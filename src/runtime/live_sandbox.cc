@@ -207,8 +207,6 @@ std::string LiveSandbox::root_path() const {
 
 DestroyReport LiveSandbox::destroy() {
   DestroyReport report;
-  if (destroyed_) return report;
-  destroyed_ = true;
   if (cgroup_) {
     if (auto st = cgroup_->stats(); st) report.final_stats = *st;
   }

@@ -95,7 +95,8 @@ class LiveSandbox {
   uid_t host_user_uid() const { return identity_.host_uid_base + 1000; }
 
   // Kills every process, removes the cgroup, wipes and checks the layer,
-  // removes the lock file. Idempotent. The handles (pidfd, channels, layer
+  // removes the lock file. Idempotent: a second call (a retry after
+  // residue) does each step again and reports what is left now. The handles (pidfd, channels, layer
   // fd) stay open until the LiveSandbox itself goes: other threads may
   // still use them (the monitor reading a reply that came before the
   // teardown, a request reading the disk usage), and a closed fd's number
@@ -111,7 +112,6 @@ class LiveSandbox {
   UniqueFd pidfd_, control_, spawn_;
   std::optional<WritableLayer> layer_;
   std::unique_ptr<Cgroup> cgroup_;
-  bool destroyed_ = false;
 };
 
 }  // namespace corral

@@ -339,17 +339,21 @@ Result<api::ExecResult> LocalProvider::run_exec(std::string_view id,
 
 namespace {
 
+// Leased, as the daemon's handlers are: a destroy waits for the root and
+// the files opened in it to be closed (daemon/sandbox_lease.h).
 struct Target {
+  daemon::SandboxLease lease;
   std::shared_ptr<daemon::SandboxEntry> sandbox;
   std::optional<ConfinedRoot> root;
 };
 
 Result<Target> open_target(daemon::SandboxService& service, std::string_view id) {
-  auto e = service.live(id);
-  if (!e) return api_error(e.error());
-  auto root = daemon::open_sandbox_root(service, **e);
+  auto lease = service.lease(id);
+  if (!lease) return api_error(lease.error());
+  Target t{std::move(*lease), nullptr, std::nullopt};
+  t.sandbox = t.lease.sandbox();
+  auto root = daemon::open_sandbox_root(service, *t.sandbox);
   if (!root) return api_error(root.error());
-  Target t{*e, std::nullopt};
   t.root.emplace(std::move(*root));
   return t;
 }
