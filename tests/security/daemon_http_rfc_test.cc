@@ -379,6 +379,16 @@ TEST_P(DaemonHttpRfc, RefusedHeadHasNoBody) {
       ASSERT_TRUE(c.read(&next, false));
       EXPECT_EQ(next.status, 200) << next.head;
     }
+    // /healthz needs no key, for HEAD as for GET.
+    RawConn h(d(), GetParam());
+    ASSERT_TRUE(
+        h.send("HEAD /healthz HTTP/1.1\r\nHost: corral\r\n\r\n"
+               "GET /healthz HTTP/1.1\r\nHost: corral\r\n\r\n"));
+    Wire head, get;
+    ASSERT_TRUE(h.read(&head, true));
+    ASSERT_TRUE(h.read(&get, false));
+    EXPECT_EQ(head.status, 200) << head.head;
+    EXPECT_EQ(head.field("content-length"), std::to_string(get.body.size()));
   }
   RawConn c(d(), GetParam());
   ASSERT_TRUE(c.connected());

@@ -10,10 +10,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <thread>
 
 #include "base/unique_fd.h"
+#include "http/http_client.h"
 #include "http/http_server.h"
 
 namespace corral::http {
@@ -53,6 +55,7 @@ class HeadServer {
     server_.stop();
     thread_.join();
   }
+  std::uint16_t port() const { return server_.bound_port(); }
   UniqueFd connect() {
     UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     sockaddr_in a = {};
@@ -162,6 +165,30 @@ TEST(HttpServerHead, RefusedHeadHasNoBody) {
   EXPECT_TRUE(head.starts_with("HTTP/1.1 400 ")) << head;
   EXPECT_TRUE(has_field(head, "Connection: close")) << head;
   EXPECT_EQ(read_n(fd.get(), 1), "") << "a body after the head of a HEAD answer";
+}
+
+// corral's own client reads a HEAD answer as ending with its head, so it
+// keeps the connection in step too.
+TEST(HttpServerHead, ClientReadsNoBodyAfterHead) {
+  HeadServer s;
+  auto ep = Endpoint::parse("http://127.0.0.1:" + std::to_string(s.port()));
+  ASSERT_TRUE(ep.has_value()) << ep.error().message;
+  auto c = Client::connect(*ep, std::chrono::seconds(5));
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  for (const char* path : {"/send", "/chunked", "/missing"}) {
+    SCOPED_TRACE(path);
+    auto head = c->send("HEAD", path, {}, "");
+    ASSERT_TRUE(head.has_value()) << head.error().message;
+    auto none = c->read_all(1024);
+    ASSERT_TRUE(none.has_value()) << none.error().message;
+    EXPECT_EQ(*none, "");
+    auto get = c->send("GET", "/send", {}, "");
+    ASSERT_TRUE(get.has_value()) << get.error().message;
+    EXPECT_EQ(get->status, 200);
+    auto body = c->read_all(1024);
+    ASSERT_TRUE(body.has_value()) << body.error().message;
+    EXPECT_EQ(*body, "hello");
+  }
 }
 
 }  // namespace
