@@ -61,6 +61,12 @@ std::optional<std::vector<std::string_view>> split_path(std::string_view path) {
   }
 }
 
+// HEAD is served on every GET route by the GET handler (RFC 9110 9.3.2):
+// the HTTP layer sends its status and fields and drops its body.
+bool method_matches(std::string_view route_method, std::string_view method) {
+  return method == route_method || (method == "HEAD" && route_method == "GET");
+}
+
 // Matches `path` against `pattern`; fills {params} in order.
 bool match(std::string_view pattern, const std::vector<std::string_view>& path,
            std::vector<std::string>* params) {
@@ -99,7 +105,7 @@ bool ApiRouter::authenticated(const http::Peer& peer, const http::RequestHead& h
 void ApiRouter::handle(const http::Peer& peer, const http::RequestHead& head,
                        http::BodyReader& body, http::ResponseWriter& out) {
   ctx_.metrics.counter("corral_http_requests_total", "HTTP requests received").inc();
-  if (head.path == "/healthz" && head.method == "GET") {
+  if (head.path == "/healthz" && method_matches("GET", head.method)) {
     send_json(
         out, 200,
         "{\"status\":\"ok\",\"sandboxes\":" + std::to_string(ctx_.sandboxes.live_count()) + "}");
@@ -123,7 +129,7 @@ void ApiRouter::handle(const http::Peer& peer, const http::RequestHead& head,
                    api::to_json(e));
     return;
   }
-  if (head.path == "/metrics" && head.method == "GET") {
+  if (head.path == "/metrics" && method_matches("GET", head.method)) {
     (void)out.send(200, {{"content-type", "text/plain; version=0.0.4; charset=utf-8"}},
                    ctx_.metrics.render());
     return;
@@ -149,7 +155,7 @@ ApiRouter::Handler ApiRouter::route(const http::RequestHead& head, http::Respons
     for (const Route& r : kRoutes) {
       if (!match(r.pattern, *parts, params)) continue;
       path_known = true;
-      if (head.method == r.method) return r.handler;
+      if (method_matches(r.method, head.method)) return r.handler;
     }
   }
   params->clear();
@@ -157,8 +163,9 @@ ApiRouter::Handler ApiRouter::route(const http::RequestHead& head, http::Respons
     std::string allowed;
     std::vector<std::string> ignored;
     for (const Route& r : kRoutes) {
-      if (match(r.pattern, *parts, &ignored))
-        allowed += (allowed.empty() ? "" : ", ") + std::string(r.method);
+      if (!match(r.pattern, *parts, &ignored)) continue;
+      allowed += (allowed.empty() ? "" : ", ") + std::string(r.method);
+      if (std::string_view(r.method) == "GET") allowed += ", HEAD";
     }
     api::ApiError e = api::make_api_error(
         api::ApiErrorCode::kMethodNotAllowed,

@@ -201,6 +201,12 @@ void handle_file_download(ApiContext& ctx, ApiRequest& r) {
     audit_file(ctx.sandboxes, t->sandbox->id, "read", *path, {{"bytes", 0}, {"complete", false}});
     return;
   }
+  if (r.head.method == "HEAD") {
+    // The size went out, none of the content: that is a stat.
+    audit_file(ctx.sandboxes, t->sandbox->id, "stat", *path);
+    (void)r.out.finish();
+    return;
+  }
   Sha256 hash;
   std::uint64_t sent = 0;
   std::string buf(kBuffer, '\0');

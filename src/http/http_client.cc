@@ -173,6 +173,9 @@ struct Client::Impl {
   std::uint64_t remaining = 0;
   ChunkedDecoder decoder;
   bool reusable = false;  // the connection may carry the next request
+  // The request in flight is a HEAD: its answer ends with the head,
+  // whatever framing fields it has (RFC 9112 6.3).
+  bool head_request = false;
 
   io::Timeouts timeouts() const { return io::Timeouts{io_timeout, io::Clock::time_point::max()}; }
   std::string_view buffered() const { return std::string_view(buf.get() + begin, end - begin); }
@@ -309,7 +312,9 @@ Result<ResponseHead> Client::Impl::read_response(bool request_close) {
     if (resp->status < 200) continue;  // interim (100 Continue, 103): the final one follows
     reusable = resp->keep_alive && !request_close;
     decoder = ChunkedDecoder();
-    if (resp->chunked) {
+    if (head_request) {
+      body = Body::kNone;
+    } else if (resp->chunked) {
       body = Body::kChunked;
     } else if (resp->content_length) {
       body = *resp->content_length > 0 ? Body::kLength : Body::kNone;
@@ -466,6 +471,7 @@ Result<ResponseHead> Client::send(std::string_view method, std::string_view targ
   bool close = false;
   // No Content-Length on a bodiless GET and the like (RFC 9110 8.6).
   bool announce = !body.empty() || method == "POST" || method == "PUT" || method == "PATCH";
+  s.head_request = method == "HEAD";
   auto head = s.build_head(method, target, headers,
                            announce ? std::optional<std::uint64_t>(body.size()) : std::nullopt,
                            false, expect, close);
@@ -496,6 +502,7 @@ Result<ResponseHead> Client::send_streaming(std::string_view method, std::string
   Impl& s = *impl_;
   bool expect = false;
   bool close = false;
+  s.head_request = method == "HEAD";
   auto head = s.build_head(method, target, headers, source_length, !source_length, expect, close);
   if (!head) return tl::unexpected(head.error());
   CORRAL_TRY(s.ensure_connected());

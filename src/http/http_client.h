@@ -47,7 +47,8 @@ class Client {
   // Sends a request; `body` (with Content-Length) or `source` (chunked, or
   // Content-Length when `source_length` is given). Reads the response head.
   // The body must then be consumed with read_body()/read_all() before the
-  // next request on this connection.
+  // next request on this connection. The answer to "HEAD" has no body,
+  // whatever its Content-Length says (RFC 9112 6.3).
   Result<ResponseHead> send(std::string_view method, std::string_view target,
                             const Headers& headers, std::string_view body);
   Result<ResponseHead> send_streaming(std::string_view method, std::string_view target,

@@ -28,7 +28,8 @@ std::optional<std::string_view> find_header(const Headers& headers, std::string_
 struct RequestHead {
   std::string method;     // "GET", "POST", ... (as sent; upper-case tokens only)
   std::string target;     // origin-form as sent: "/v1/sandboxes?x=1"
-  std::string path;       // percent-decoded path part of target ("/v1/sandboxes")
+  std::string path;       // path part of target, as sent: never percent-decoded
+                          // ("/v1/a%2Fb" stays so: "%2F" is no '/')
   std::string query;      // raw query part, without '?'
   int version_minor = 1;  // HTTP/1.<minor>
   Headers headers;

@@ -163,12 +163,50 @@ bool keep_alive_of(const Framing& f, int version_minor) {
   return version_minor == 1 || f.conn_keep_alive;
 }
 
+// "content-length" -> "Content-Length", for messages.
+std::string canonical_name(std::string_view lower) {
+  std::string out(lower);
+  bool start = true;
+  for (char& c : out) {
+    if (start && c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+    start = c == '-';
+  }
+  return out;
+}
+
+// Request fields whose meaning is ambiguous when one is repeated: each is a
+// single value, not a list (RFC 9110 5.3), so two copies leave the server
+// to pick one, and two hops may pick differently (the first Authorization
+// checked, the last one forwarded; one Content-Length framing here and the
+// other further on). A repeated one is refused, never merged or picked.
+// Host is RFC 9112 3.2's rule; Transfer-Encoding is a list, but corral
+// accepts only one "chunked". List fields (Connection, Accept, Expect...)
+// may repeat: their copies combine into one list with the same meaning.
+constexpr std::string_view kSingletonFields[] = {
+    "host",         "authorization",     "proxy-authorization", "content-length",
+    "content-type", "transfer-encoding", "idempotency-key",     "x-corral-gateway-token",
+};
+
+Status check_singletons(const Headers& headers) {
+  for (std::string_view name : kSingletonFields) {
+    std::size_t seen = 0;
+    for (const auto& h : headers) {
+      if (h.name == name && ++seen > 1) {
+        return bad("more than one " + canonical_name(name) + " header");
+      }
+    }
+  }
+  return ok();
+}
+
 // Origin-form only ("/path?query"): checks every character and every
 // percent escape of the raw target.
 Status check_target(std::string_view target, const HeadLimits& limits) {
   if (target.empty()) return bad("empty request target");
   if (target.size() > limits.max_target_bytes) {
-    return bad("request target longer than " + std::to_string(limits.max_target_bytes) + " bytes");
+    // Part of the head's size limits, answered like them (431).
+    return too_large("request target longer than " + std::to_string(limits.max_target_bytes) +
+                     " bytes");
   }
   if (target.front() != '/') {
     return bad("request target " + chars::quote(target) + " is not an absolute path");
@@ -218,19 +256,19 @@ Result<RequestHead> parse_request_head(std::string_view bytes, const HeadLimits&
   req.target.assign(target);
   req.version_minor = *minor;
   std::size_t q = target.find('?');
-  // "%2F" decodes to '/': the router sees one path, and whatever resolves
-  // paths below it (ConfinedRoot) applies its own rules to that path.
-  auto path = percent_decode(target.substr(0, q), false);
-  if (!path) return tl::unexpected(path.error().wrap("request path"));
-  req.path = std::move(*path);
+  // The path stays as sent, escapes and all: "%2F" is three characters of
+  // one segment, never a '/' (docs/api.md "Routes"). Decoding before
+  // routing would give one resource many spellings and let an escaped
+  // slash split a segment; only query values are decoded (parse_query).
+  req.path.assign(target.substr(0, q));
   if (q != std::string_view::npos) req.query.assign(target.substr(q + 1));
 
   CORRAL_TRY(parse_fields(rest, limits, req.headers));
+  CORRAL_TRY(check_singletons(req.headers));
   auto framing = framing_of(req.headers, req.version_minor);
   if (!framing) return tl::unexpected(framing.error());
   // RFC 9112 3.2: exactly one Host in HTTP/1.1, at most one in 1.0.
   if (req.version_minor == 1 && framing->hosts == 0) return bad("HTTP/1.1 request without Host");
-  if (framing->hosts > 1) return bad("more than one Host header");
   req.content_length = framing->content_length;
   req.chunked = framing->chunked;
   req.keep_alive = keep_alive_of(*framing, req.version_minor);

@@ -3,7 +3,10 @@
 // size is bounded by HeadLimits, every byte is checked against the RFC 9112
 // grammar, and ambiguous framing (both Content-Length and chunked, two
 // different Content-Lengths, obs-fold, a bare CR) is refused, the usual
-// request-smuggling vectors. No exceptions, no allocation beyond the limits.
+// request-smuggling vectors, and so is a request that repeats a field whose
+// meaning a repeat makes ambiguous (Host, Authorization, Content-Length,
+// Content-Type, ...: http_parser.cc's kSingletonFields). No exceptions, no
+// allocation beyond the limits.
 #pragma once
 
 #include <cstddef>
@@ -25,9 +28,9 @@ struct HeadLimits {
 // Parses a complete head: `bytes` must end with the blank line (CRLF CRLF);
 // feed it what HeadBuffer found. Errors are kInvalidArgument with a message
 // that says what is wrong ("header line without ':'", ...), or
-// kResourceExhausted when the head exceeds max_head_bytes or max_headers
-// (the server answers 431 to those). Input quoted in messages is escaped to
-// printable ASCII.
+// kResourceExhausted when the head exceeds max_head_bytes or max_headers,
+// or the request target max_target_bytes (the server answers 431 to
+// those). Input quoted in messages is escaped to printable ASCII.
 Result<RequestHead> parse_request_head(std::string_view bytes, const HeadLimits& limits = {});
 Result<ResponseHead> parse_response_head(std::string_view bytes, const HeadLimits& limits = {});
 

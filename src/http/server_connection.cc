@@ -47,7 +47,8 @@ std::string http_date() {
 
 class Response final : public ResponseWriter {
  public:
-  Response(Connection& conn, const RequestHead& req) : conn_(conn), req_(req) {}
+  Response(Connection& conn, const RequestHead& req)
+      : conn_(conn), req_(req), head_only_(req.method == "HEAD") {}
   void set_body(const RequestBody* body) { body_ = body; }
 
   Status send(int status, const Headers& headers, std::string_view body) override;
@@ -75,6 +76,10 @@ class Response final : public ResponseWriter {
 
   Connection& conn_;
   const RequestHead& req_;
+  // RFC 9110 9.3.2: the answer to HEAD is the GET answer's status and
+  // fields without a byte of its body, whatever the handler writes, so the
+  // next response on the connection starts where the client expects it.
+  const bool head_only_;
   const RequestBody* body_ = nullptr;
   State state_ = State::kIdle;
   Mode mode_ = Mode::kLength;
@@ -147,7 +152,9 @@ class Connection {
   HeadResult read_head(HeadBuffer& hb, io::Clock::time_point deadline);
   bool handle(const RequestHead& req);
   bool drain(RequestBody& body);
-  void reply_error(int status, std::string_view code, std::string_view message);
+  // `head_only`: the request was a HEAD, so the answer has no body.
+  void reply_error(int status, std::string_view code, std::string_view message,
+                   bool head_only = false);
   void linger_close();
 
   int fd_;
@@ -196,9 +203,14 @@ Status Response::begin(int status, const Headers& headers, std::optional<std::ui
     }
     length_ = 0;
   } else if (length) {
-    mode_ = Mode::kLength;
+    mode_ = head_only_ ? Mode::kNoBody : Mode::kLength;
     length_ = *length;
     head_.append("Content-Length: ").append(std::to_string(*length)).append("\r\n");
+  } else if (head_only_) {
+    // The length is known only once the body is made: say how GET would
+    // frame it (RFC 9112 6.1 allows this on a HEAD answer), send none.
+    mode_ = Mode::kNoBody;
+    if (req_.version_minor == 1) head_.append("Transfer-Encoding: chunked\r\n");
   } else if (req_.version_minor == 0) {
     mode_ = Mode::kUntilClose;  // HTTP/1.0 has no chunked coding
     close_ = true;
@@ -250,6 +262,7 @@ Status Response::write(std::string_view data) {
   if (data.empty()) return ok();  // an empty chunk would end the body
   switch (mode_) {
     case Mode::kNoBody:
+      if (head_only_) break;  // the GET body, which HEAD does not send
       return make_error(ErrorCode::kInternal, "this status has no body");
     case Mode::kLength: {
       if (data.size() > length_ - written_) {
@@ -467,10 +480,11 @@ void Connection::serve(io::Clock::time_point accepted) {
     if (read_head(hb, deadline) == HeadResult::kClose) return linger_close();
     auto req = parse_request_head(hb.head(), opt.head_limits);
     if (!req) {
+      const bool head_only = hb.head().starts_with("HEAD ");
       if (req.error().code == ErrorCode::kResourceExhausted) {
-        reply_error(431, "head_too_large", req.error().message);
+        reply_error(431, "head_too_large", req.error().message, head_only);
       } else {
-        reply_error(400, "bad_request", req.error().message);
+        reply_error(400, "bad_request", req.error().message, head_only);
       }
       return linger_close();
     }
@@ -523,14 +537,15 @@ bool Connection::drain(RequestBody& body) {
   return true;
 }
 
-void Connection::reply_error(int status, std::string_view code, std::string_view message) {
+void Connection::reply_error(int status, std::string_view code, std::string_view message,
+                             bool head_only) {
   std::string body = json_error(code, message);
   std::string head =
       "HTTP/1.1 " + std::to_string(status) + " " + std::string(status_reason(status)) +
       "\r\nDate: " + http_date() +
       "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
       "\r\nConnection: close\r\n\r\n";
-  struct iovec iov[2] = {{head.data(), head.size()}, {body.data(), body.size()}};
+  struct iovec iov[2] = {{head.data(), head.size()}, {body.data(), head_only ? 0 : body.size()}};
   (void)send(iov, 2);  // best effort: the connection closes either way
 }
 

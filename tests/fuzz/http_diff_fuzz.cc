@@ -135,7 +135,6 @@ const char* stricter_fields(const BeastView& b) {
 
 bool target_is_origin_form(std::string_view t) {
   if (t.empty() || t.front() != '/' || t.size() > kMaxTarget) return false;
-  auto path = t.substr(0, t.find('?'));
   for (std::size_t i = 0; i < t.size(); ++i) {
     auto c = static_cast<unsigned char>(t[i]);
     bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
@@ -146,8 +145,6 @@ bool target_is_origin_form(std::string_view t) {
       if (i + 2 >= t.size() || !std::isxdigit(static_cast<unsigned char>(t[i + 1])) ||
           !std::isxdigit(static_cast<unsigned char>(t[i + 2])))
         return false;
-      // The path part is decoded, and a decoded NUL is refused.
-      if (i < path.size() && t[i + 1] == '0' && t[i + 2] == '0') return false;
     }
   }
   return true;
@@ -163,6 +160,11 @@ const char* stricter_request(const BeastView& b, std::string_view head) {
   if (!target_is_origin_form(b.target)) return "H2 target not origin-form";
   if (b.version == 11 && b.count("host") == 0) return "H3 HTTP/1.1 without Host";
   if (b.count("host") > 1) return "H3 more than one Host";
+  for (std::string_view name :
+       {"authorization", "proxy-authorization", "content-length", "content-type",
+        "transfer-encoding", "idempotency-key", "x-corral-gateway-token"}) {
+    if (b.count(name) > 1) return "H10 a single-valued field twice";
+  }
   return stricter_fields(b);
 }
 

@@ -48,8 +48,17 @@ void fuzz_request(std::string_view in) {
   require(in.size() <= limits.max_head_bytes && in.ends_with("\r\n\r\n"));
   require(!req->method.empty() && req->method.size() <= 32);
   require(req->target.starts_with("/") && req->target.size() <= limits.max_target_bytes);
-  require(req->path.starts_with("/"));
+  // The path is the target's, as sent: never decoded (docs/api.md "Routes").
+  require(req->path == req->target.substr(0, req->target.find('?')));
   require(req->path.find('\0') == std::string::npos);
+  // No single-valued field twice (http_parser.cc's kSingletonFields).
+  for (std::string_view name :
+       {"host", "authorization", "proxy-authorization", "content-length", "content-type",
+        "transfer-encoding", "idempotency-key", "x-corral-gateway-token"}) {
+    std::size_t n = 0;
+    for (const auto& h : req->headers) n += h.name == name;
+    require(n <= 1);
+  }
   require(req->version_minor == 0 || req->version_minor == 1);
   require(!(req->chunked && req->content_length));
   require(!(req->chunked && req->version_minor == 0));

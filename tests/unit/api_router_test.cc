@@ -128,7 +128,7 @@ TEST(ApiRouter, KnownPathOtherMethodIs405WithAllow) {
   EXPECT_TRUE(r.params.empty());
   ASSERT_EQ(r.out.responses, 1);
   EXPECT_EQ(r.out.status, 405);
-  EXPECT_EQ(http::find_header(r.out.headers, "allow"), "POST, GET");
+  EXPECT_EQ(http::find_header(r.out.headers, "allow"), "POST, GET, HEAD");
   EXPECT_TRUE(
       api::parse_api_error(r.out.status, r.out.body).is(api::ApiErrorCode::kMethodNotAllowed))
       << r.out.body;
@@ -136,7 +136,57 @@ TEST(ApiRouter, KnownPathOtherMethodIs405WithAllow) {
   Routed files;
   route("POST", "/v1/sandboxes/sb-0123/files", &files);
   EXPECT_EQ(files.out.status, 405);
-  EXPECT_EQ(http::find_header(files.out.headers, "allow"), "PUT, GET, DELETE");
+  EXPECT_EQ(http::find_header(files.out.headers, "allow"), "PUT, GET, HEAD, DELETE");
+
+  // No GET, no HEAD.
+  Routed exec;
+  route("HEAD", "/v1/sandboxes/sb-0123/exec", &exec);
+  EXPECT_EQ(exec.handler, nullptr);
+  EXPECT_EQ(exec.out.status, 405);
+  EXPECT_EQ(http::find_header(exec.out.headers, "allow"), "POST");
+}
+
+// Issue 14 item 4 (RFC 9110 9.3.2): HEAD is served wherever GET is, by the
+// same handler (the HTTP layer drops the body), and nowhere else.
+TEST(ApiRouter, HeadRoutesToTheGetHandler) {
+  int gets = 0;
+  for (const auto& info : ApiRouter::routes()) {
+    if (info.method != "GET" || info.pattern == "/healthz" || info.pattern == "/metrics") continue;
+    std::string path = info.pattern;
+    for (auto [from, to] :
+         {std::pair<std::string, std::string>{"{id}", "sb-0123"}, {"{pid}", "p-4567"}}) {
+      if (auto at = path.find(from); at != std::string::npos) path.replace(at, from.size(), to);
+    }
+    SCOPED_TRACE(path);
+    Routed get, head;
+    route("GET", path, &get);
+    route("HEAD", path, &head);
+    ASSERT_NE(get.handler, nullptr);
+    EXPECT_EQ(head.handler, get.handler);
+    EXPECT_EQ(head.params, get.params);
+    EXPECT_EQ(head.out.responses, 0) << head.out.body;
+    ++gets;
+  }
+  EXPECT_GE(gets, 8);
+}
+
+// Issue 14 item 4: the path is matched as sent. An escaped slash is part of
+// its segment (it never splits one), and an escaped letter is not the
+// letter: one resource, one spelling.
+TEST(ApiRouter, EscapesInThePathAreNeverDecoded) {
+  Routed r;
+  route("GET", "/v1/sandboxes/sb-0123%2Fprocesses", &r);
+  ASSERT_NE(r.handler, nullptr);  // the one-sandbox route, with a strange id
+  EXPECT_EQ(r.params, std::vector<std::string>{"sb-0123%2Fprocesses"});
+  Routed p;
+  route("GET", "/v1/sandboxes/sb-0123/processes/p-1%2Foutput", &p);
+  ASSERT_NE(p.handler, nullptr);
+  EXPECT_EQ(p.params, (std::vector<std::string>{"sb-0123", "p-1%2Foutput"}));
+  expect_not_found("GET", "/v1%2Fsandboxes");
+  expect_not_found("GET", "/v1/%73andboxes");
+  expect_not_found("GET", "/v1/sandboxes%2F");
+  expect_not_found("GET", "/v1/sandboxes/sb-0123%2F%2Fprocesses/p-1");
+  expect_not_found("GET", "/v1/sandboxes/sb-0123/files%2Flist");
 }
 
 }  // namespace
