@@ -119,7 +119,7 @@ api::SandboxInfo SandboxService::teardown(const std::shared_ptr<SandboxEntry>& e
                  {"disk_used_bytes", report.disk_used_bytes},
                  {"residue_bytes", report.residue_bytes},
                  {"residue", report.residue}});
-  registry_.remove(std::string(id), e->spec.limits);
+  registry_.remove(std::string(id));  // gives its capacity back
   {
     std::lock_guard lock(e->mu);
     e->torn = true;
