@@ -16,8 +16,9 @@
 //   sandbox_monitor.cc    the monitor thread (zygote replies, init exits)
 //   sandbox_reaper.cc     the reaper thread (expiry, process timeouts)
 //   sandbox_reconcile.cc  reconcile after a restart (SandboxService::Reconciler)
-// The live entries, the capacity they hold and the idempotency keys' locks
-// are a SandboxRegistry (sandbox_registry.h).
+// The live entries, the capacity they hold (a CapacityLedger, reserved at
+// admission) and the idempotency keys' locks are a SandboxRegistry
+// (sandbox_registry.h).
 #pragma once
 
 #include <atomic>
