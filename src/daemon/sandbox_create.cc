@@ -30,6 +30,18 @@ class SandboxService::Creation {
         key_(std::move(idempotency_key)),
         options_(long_lived_options(service.limits_)) {}
 
+  // The create has ended, however: a destroy that waits for it may go on.
+  ~Creation() {
+    if (!e_) return;
+    {
+      std::lock_guard lock(e_->mu);
+      e_->building = false;
+    }
+    e_->torn_down.notify_all();
+  }
+  Creation(const Creation&) = delete;
+  Creation& operator=(const Creation&) = delete;
+
   ApiResult<Created> run();
 
  private:
@@ -216,6 +228,7 @@ void SandboxService::Creation::register_entry() {
   e_->id = id_;
   e_->spec = spec_;
   e_->expires_at_ms = expires_;
+  e_->building = true;  // until ~Creation, or fail()'s own teardown
   s_.registry_.add(e_, std::move(share_));
   // Bookkeeping that can trail the work goes through the journal; the
   // journal is flushed before the create is acknowledged.
@@ -234,7 +247,12 @@ ApiResult<SandboxService::Created> SandboxService::Creation::fail(api::ApiErrorC
   {
     std::lock_guard lock(e_->mu);
     (void)s_.transition(e_.get(), id_, SandboxState::kFailed, message);
+    // This teardown is the one: a destroy waiting for the create then
+    // waits for it to end.
+    e_->building = false;
+    e_->tearing_down = true;
   }
+  e_->torn_down.notify_all();
   s_.teardown(e_, id_, "setup failed", true);
   s_.metrics_.counter("corral_sandbox_create_failures_total", "Sandbox creates that failed").inc();
   return api_fail(code, message, field, hint);

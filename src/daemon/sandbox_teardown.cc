@@ -27,6 +27,12 @@ ApiResult<api::SandboxInfo> SandboxService::destroy(std::string_view id, std::st
   }
   {
     std::lock_guard lock(e->mu);
+    // A create still making it ends first (C2: its capacity must not come
+    // back while it builds); bounded like the wait below.
+    if (!e->torn_down.wait_for(e->mu, std::chrono::seconds(30), [&] { return !e->building; }))
+      return api_fail(api::ApiErrorCode::kConflict,
+                      "sandbox \"" + std::string(id) + "\" is still being created", "",
+                      "retry the DELETE once its create has answered");
     if (e->tearing_down) {
       // Someone else (another DELETE, the reaper) is tearing it down: wait
       // for it, bounded, and report where it is.

@@ -5,7 +5,8 @@
 // the daemon's list and from the host (the daemon's sandbox cgroups and
 // the memory limits the kernel enforces on them); every refusal is the one
 // docs/api.md documents; a refused or failed create gives back what it
-// took; re-adopted sandboxes count after a restart.
+// took; re-adopted sandboxes count after a restart; a DELETE that races a
+// create does not give its share back early.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -504,6 +505,61 @@ TEST(DaemonCapacity, ReadoptedSandboxesCountAfterRestart) {
   EXPECT_EQ(admitted, 1);
   EXPECT_EQ(listed_view(d).live.size(), static_cast<std::size_t>(kMaxSandboxes));
   for (const auto& id : ids) EXPECT_EQ(d.request("DELETE", "/v1/sandboxes/" + id).status, 200);
+}
+
+// A DELETE of a sandbox whose create is still in progress (its id is in
+// the list, state creating or initializing) must not give its share back
+// while the create goes on making it (before: the create answered 201
+// "cleaned" and its sandbox ran on, uncounted and unlisted). The DELETE
+// waits for the create, then destroys it; the host, the list and the
+// health count agree.
+TEST(DaemonCapacity, DestroyDuringCreateKeepsTheCountRight) {
+  if (geteuid() != 0) CORRAL_SKIP_OR_FAIL("the daemon runs as root");
+  auto cgroups = CgroupManager::detect();
+  if (!cgroups) CORRAL_SKIP_OR_FAIL("no usable cgroups: " + cgroups.error().message);
+  const TempDir dir("capacity-race");
+  const std::string root = dir.path + "/root";
+  ASSERT_EQ(mkdir(root.c_str(), 0755), 0);
+  TestDaemon d({}, capacity_config(root));
+  ASSERT_TRUE(d.ready()) << d.output();
+  const std::string small = body_of(Kind::kSmall, "");
+  int caught = 0;
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    HttpReply created;
+    std::thread creator([&] { created = d.request("POST", "/v1/sandboxes", small); });
+    HttpReply deleted;
+    for (int i = 0; i < 2000 && deleted.status == 0; ++i) {
+      HttpReply r = d.request("GET", "/v1/sandboxes");
+      for (const auto& s : object_of(r).value("sandboxes", json::array())) {
+        const std::string state = s.value("state", "");
+        if (state == "creating" || state == "initializing") {
+          deleted = d.request("DELETE", "/v1/sandboxes/" + s.value("id", ""));
+          ++caught;
+          break;
+        }
+      }
+      if (created.status != 0) break;
+    }
+    creator.join();
+    if (deleted.status != 0) {
+      // The DELETE waited for the create and then destroyed the sandbox.
+      EXPECT_EQ(deleted.status, 200) << describe(deleted);
+      EXPECT_EQ(object_of(deleted).value("state", ""), "cleaned") << describe(deleted);
+      EXPECT_EQ(created.status, 201) << describe(created);
+    }
+    ListedView listed = listed_view(d);
+    HostView host = host_view(**cgroups, d.pid());
+    EXPECT_EQ(host.sandboxes, static_cast<int>(listed.live.size()))
+        << "attempt " << attempt << ": create " << describe(created) << "; delete "
+        << describe(deleted) << "; host " << join(host.names);
+    EXPECT_EQ(object_of(d.request("GET", "/healthz")).value("sandboxes", -1),
+              static_cast<int>(host.sandboxes))
+        << "attempt " << attempt << ": create " << describe(created) << "; delete "
+        << describe(deleted);
+    for (const auto& id : listed.live) d.request("DELETE", "/v1/sandboxes/" + id);
+    if (::testing::Test::HasFailure()) break;
+  }
+  std::printf("caught %d creates in progress\n", caught);
 }
 
 }  // namespace
