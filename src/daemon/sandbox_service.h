@@ -136,6 +136,9 @@ class SandboxService {
   StateStore& store() { return store_; }
   MetricsRegistry& metrics() { return metrics_; }
   std::size_t live_count();
+  // The share of serve.capacity held now: live sandboxes and creates in
+  // progress (for the corral_capacity_reserved gauges).
+  CapacityLedger::Totals capacity_reserved() { return registry_.capacity().reserved(); }
   // Idempotency keys with a create in progress (their locks are dropped
   // when the last create using one ends): for tests and a gauge.
   std::size_t idempotency_locks_held();

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -158,6 +159,16 @@ ListedView listed_view(TestDaemon& d) {
     view.disk_bytes += limits.value("disk_bytes", std::uint64_t{0});
   }
   return view;
+}
+
+// The value of corral_capacity_reserved{resource="..."} in /metrics, or -1.
+double reserved_gauge(TestDaemon& d, const std::string& resource) {
+  const std::string series = "corral_capacity_reserved{resource=\"" + resource + "\"} ";
+  std::istringstream text(d.request("GET", "/metrics").body);
+  for (std::string line; std::getline(text, line);) {
+    if (line.rfind(series, 0) == 0) return std::strtod(line.c_str() + series.size(), nullptr);
+  }
+  return -1;
 }
 
 // ---- one create and what its answer may be --------------------------------------------------
@@ -425,6 +436,13 @@ TEST(DaemonCapacity, ConcurrentCreatesNeverOversell) {
     EXPECT_EQ(listed.live, live) << "round " << round;
     EXPECT_EQ(object_of(d.request("GET", "/healthz")).value("sandboxes", -1),
               static_cast<int>(live.size()))
+        << "round " << round;
+    // Every create has answered and every DELETE too: what the daemon
+    // holds is exactly what is live.
+    EXPECT_EQ(reserved_gauge(d, "sandboxes"), static_cast<double>(live.size())) << "round " << round;
+    EXPECT_EQ(reserved_gauge(d, "memory_bytes"), static_cast<double>(listed.memory_bytes))
+        << "round " << round;
+    EXPECT_EQ(reserved_gauge(d, "disk_bytes"), static_cast<double>(listed.disk_bytes))
         << "round " << round;
     HostView host = host_view(**cgroups, d.pid());
     EXPECT_EQ(host.sandboxes, static_cast<int>(live.size()))
