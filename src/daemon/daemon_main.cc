@@ -233,6 +233,16 @@ int serve(const ServeFlags& flags) {
   network.set_audit([&budget](nlohmann::json event) { budget.submit(std::move(event)); });
   metrics.gauge_fn("corral_sandboxes_live", "Sandboxes alive now",
                    [&service] { return static_cast<double>(service.live_count()); });
+  for (const auto& share : {std::pair{"sandboxes", &CapacityLedger::Totals::sandboxes},
+                            std::pair{"memory_bytes", &CapacityLedger::Totals::memory_bytes},
+                            std::pair{"disk_bytes", &CapacityLedger::Totals::disk_bytes}}) {
+    metrics.gauge_fn(
+        "corral_capacity_reserved", "Share of serve.capacity held by sandboxes and creates",
+        [&service, field = share.second] {
+          return static_cast<double>(service.capacity_reserved().*field);
+        },
+        {{"resource", share.first}});
+  }
   std::string reconciled = service.start();
 
   ApiContext context{service, metrics, ApiLimits{}};

@@ -1,10 +1,11 @@
 // POST /v1/sandboxes: a create, in the order that keeps it cheap to refuse.
 // What the request alone decides (mounts, network policy, secrets, image)
 // is checked before anything is reserved; then, under the idempotency
-// key's lock, a retry is answered, capacity counted, the store row written
-// and the entry registered; then the sandbox is built (factory, network,
-// secrets) and waited for. A failure after the row exists is stored,
-// audited and torn down (Creation::fail).
+// key's lock, a retry is answered, capacity reserved (CapacityLedger), the
+// store row written and the entry registered with its reservation; then
+// the sandbox is built (factory, network, secrets) and waited for. A
+// failure after the row exists is stored, audited and torn down
+// (Creation::fail), which gives the reservation back.
 #include <nlohmann/json.hpp>
 
 #include "base/json_text.h"
@@ -28,6 +29,18 @@ class SandboxService::Creation {
         spec_(request.spec),
         key_(std::move(idempotency_key)),
         options_(long_lived_options(service.limits_)) {}
+
+  // The create has ended, however: a destroy that waits for it may go on.
+  ~Creation() {
+    if (!e_) return;
+    {
+      std::lock_guard lock(e_->mu);
+      e_->building = false;
+    }
+    e_->torn_down.notify_all();
+  }
+  Creation(const Creation&) = delete;
+  Creation& operator=(const Creation&) = delete;
 
   ApiResult<Created> run();
 
@@ -65,6 +78,9 @@ class SandboxService::Creation {
   std::string spec_json_;
   std::optional<std::string> retry_of_;  // the unacknowledged create whose key this one took
   std::int64_t expires_ = 0;
+  // Held from admission until register_entry() hands it to the registry;
+  // given back when the create ends before that.
+  CapacityLedger::Reservation share_;
   std::shared_ptr<SandboxEntry> e_;
 };
 
@@ -91,9 +107,12 @@ ApiResult<SandboxService::Created> SandboxService::Creation::run() {
   auto earlier = answer_retry();
   if (!earlier) return tl::unexpected(earlier.error());
   if (*earlier) return std::move(**earlier);
-  // Capacity (C2): refuse now rather than accept and kill later.
-  if (auto fits = s_.registry_.check_capacity(spec_.limits); !fits)
-    return tl::unexpected(fits.error());
+  // Capacity (C2): refuse now rather than accept and kill later, and take
+  // the share in the same step, so that concurrent creates cannot all pass
+  // the check before one of them is counted.
+  auto share = s_.registry_.capacity().reserve(spec_.limits);
+  if (!share) return tl::unexpected(share.error());
+  share_ = std::move(*share);
   auto existing = write_record();
   if (!existing) return tl::unexpected(existing.error());
   if (*existing) return std::move(**existing);
@@ -218,7 +237,8 @@ void SandboxService::Creation::register_entry() {
   e_->id = id_;
   e_->spec = spec_;
   e_->expires_at_ms = expires_;
-  s_.registry_.add(e_);
+  e_->building = true;  // until ~Creation, or fail()'s own teardown
+  s_.registry_.add(e_, std::move(share_));
   // Bookkeeping that can trail the work goes through the journal; the
   // journal is flushed before the create is acknowledged.
   json record{{"type", "sandbox.create"},
@@ -238,7 +258,12 @@ ApiResult<SandboxService::Created> SandboxService::Creation::fail(api::ApiErrorC
   {
     std::lock_guard lock(e_->mu);
     (void)s_.transition(e_.get(), id_, SandboxState::kFailed, message);
+    // This teardown is the one: a destroy waiting for the create then
+    // waits for it to end.
+    e_->building = false;
+    e_->tearing_down = true;
   }
+  e_->torn_down.notify_all();
   s_.teardown(e_, id_, "setup failed", true);
   s_.metrics_.counter("corral_sandbox_create_failures_total", "Sandbox creates that failed").inc();
   return api_fail(code, message, field, hint);

@@ -43,7 +43,10 @@ struct SandboxEntry {
   std::uint64_t running = 0;                                         // processes not yet finished
   bool tearing_down = false;  // one teardown per sandbox; later destroys wait
   bool torn = false;
-  std::condition_variable_any torn_down;
+  // Its create is still making it: a destroy waits (a teardown now would
+  // give its capacity back while the create goes on building it).
+  bool building = false;
+  std::condition_variable_any torn_down;  // also notified when building ends
   // Requests holding fds into its root or writable layer (SandboxLease,
   // sandbox_lease.h): lease number -> the connection a teardown shuts down
   // to cut the transfer off (-1: a short operation, waited for).

@@ -224,7 +224,8 @@ void SandboxService::Reconciler::reattach(const SandboxRecord& r, const json& rt
   for (auto& [p, why] : unverified) s_.lose_process(*e, *p, why);
   if (e->running == 0 && e->state == SandboxState::kRunning)
     (void)s_.transition(e.get(), r.id, SandboxState::kReady, "re-attached after a daemon restart");
-  s_.registry_.add(e);
+  // It counts against the capacity whether it fits or not: it runs.
+  s_.registry_.add(e, s_.registry_.capacity().adopt(e->spec.limits));
   // Its network is served again by this daemon's engine; a sandbox
   // whose network cannot be served is destroyed rather than left
   // with an address nobody answers on.

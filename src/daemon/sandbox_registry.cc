@@ -1,19 +1,19 @@
 #include "daemon/sandbox_registry.h"
 
-#include <algorithm>
+#include <utility>
 
 namespace corral::daemon {
 
 std::shared_ptr<SandboxEntry> SandboxRegistry::find(std::string_view id) {
   std::lock_guard lock(mu_);
   auto it = entries_.find(id);
-  return it == entries_.end() ? nullptr : it->second;
+  return it == entries_.end() ? nullptr : it->second.entry;
 }
 
 std::shared_ptr<SandboxEntry> SandboxRegistry::find_by_address(const SandboxEntry* address) {
   std::lock_guard lock(mu_);
-  for (auto& [id, candidate] : entries_) {
-    if (candidate.get() == address) return candidate;
+  for (auto& [id, registered] : entries_) {
+    if (registered.entry.get() == address) return registered.entry;
   }
   return nullptr;
 }
@@ -21,7 +21,7 @@ std::shared_ptr<SandboxEntry> SandboxRegistry::find_by_address(const SandboxEntr
 std::vector<std::shared_ptr<SandboxEntry>> SandboxRegistry::all() {
   std::vector<std::shared_ptr<SandboxEntry>> out;
   std::lock_guard lock(mu_);
-  for (auto& [id, e] : entries_) out.push_back(e);
+  for (auto& [id, registered] : entries_) out.push_back(registered.entry);
   return out;
 }
 
@@ -30,55 +30,15 @@ std::size_t SandboxRegistry::size() {
   return entries_.size();
 }
 
-ApiResult<void> SandboxRegistry::check_capacity(const Limits& limits) {
+void SandboxRegistry::add(const std::shared_ptr<SandboxEntry>& entry,
+                          CapacityLedger::Reservation share) {
   std::lock_guard lock(mu_);
-  if (entries_.size() >= capacity_.max_sandboxes)
-    return api_fail(api::ApiErrorCode::kOverCapacity,
-                    "the daemon already runs " + std::to_string(entries_.size()) +
-                        " sandboxes, its limit (serve.capacity.max_sandboxes)",
-                    "", "destroy sandboxes you no longer need, or raise the limit");
-  if (capacity_.max_memory_bytes != 0 &&
-      reserved_memory_ + limits.memory_bytes > capacity_.max_memory_bytes)
-    return api_fail(api::ApiErrorCode::kOverCapacity,
-                    "memory limit " + std::to_string(limits.memory_bytes) +
-                        " bytes does not fit: " + std::to_string(reserved_memory_) + " of " +
-                        std::to_string(capacity_.max_memory_bytes) +
-                        " bytes are already promised to live sandboxes",
-                    "limits.memory", "ask for less memory or destroy idle sandboxes");
-  if (capacity_.max_disk_bytes != 0 &&
-      reserved_disk_ + limits.disk_bytes > capacity_.max_disk_bytes)
-    return api_fail(api::ApiErrorCode::kInsufficientStorage,
-                    "disk limit " + std::to_string(limits.disk_bytes) +
-                        " bytes does not fit: " + std::to_string(reserved_disk_) + " of " +
-                        std::to_string(capacity_.max_disk_bytes) +
-                        " bytes are already promised to live sandboxes",
-                    "limits.disk", "ask for a smaller disk or destroy idle sandboxes");
-  return {};
+  entries_[entry->id] = Registered{entry, std::move(share)};
 }
 
-void SandboxRegistry::add(const std::shared_ptr<SandboxEntry>& entry) {
+void SandboxRegistry::remove(const std::string& id) {
   std::lock_guard lock(mu_);
-  entries_[entry->id] = entry;
-  reserved_memory_ += entry->spec.limits.memory_bytes;
-  reserved_disk_ += entry->spec.limits.disk_bytes;
-}
-
-void SandboxRegistry::remove(const std::string& id, const Limits& limits) {
-  std::lock_guard lock(mu_);
-  if (entries_.erase(id) > 0) {
-    reserved_memory_ -= std::min(reserved_memory_, limits.memory_bytes);
-    reserved_disk_ -= std::min(reserved_disk_, limits.disk_bytes);
-  }
-}
-
-std::uint64_t SandboxRegistry::reserved_memory() {
-  std::lock_guard lock(mu_);
-  return reserved_memory_;
-}
-
-std::uint64_t SandboxRegistry::reserved_disk() {
-  std::lock_guard lock(mu_);
-  return reserved_disk_;
+  entries_.erase(id);  // its Reservation gives the share back (the ledger's lock is a leaf)
 }
 
 // ---- idempotency keys ----------------------------------------------------------

@@ -17,8 +17,9 @@
 //   sandbox_monitor.cc    the monitor thread (zygote replies, init exits)
 //   sandbox_reaper.cc     the reaper thread (expiry, process timeouts)
 //   sandbox_reconcile.cc  reconcile after a restart (SandboxService::Reconciler)
-// The live entries, the capacity they hold and the idempotency keys' locks
-// are a SandboxRegistry (sandbox_registry.h).
+// The live entries, the capacity they hold (a CapacityLedger, reserved at
+// admission) and the idempotency keys' locks are a SandboxRegistry
+// (sandbox_registry.h).
 #pragma once
 
 #include <atomic>
@@ -142,6 +143,9 @@ class SandboxService {
   StateStore& store() { return store_; }
   MetricsRegistry& metrics() { return metrics_; }
   std::size_t live_count();
+  // The share of serve.capacity held now: live sandboxes and creates in
+  // progress (for the corral_capacity_reserved gauges).
+  CapacityLedger::Totals capacity_reserved() { return registry_.capacity().reserved(); }
   // Idempotency keys with a create in progress (their locks are dropped
   // when the last create using one ends): for tests and a gauge.
   std::size_t idempotency_locks_held();

@@ -41,6 +41,12 @@ ApiResult<api::SandboxInfo> SandboxService::destroy(std::string_view id, std::st
   bool failed = false;
   {
     std::lock_guard lock(e->mu);
+    // A create still making it ends first (C2: its capacity must not come
+    // back while it builds); bounded like the wait below.
+    if (!e->torn_down.wait_for(e->mu, std::chrono::seconds(30), [&] { return !e->building; }))
+      return api_fail(api::ApiErrorCode::kConflict,
+                      "sandbox \"" + std::string(id) + "\" is still being created", "",
+                      "retry the DELETE once its create has answered");
     if (e->tearing_down) {
       // Someone else (another DELETE, the reaper) is tearing it down: wait
       // for it, bounded, and report where it is.
@@ -199,7 +205,7 @@ api::SandboxInfo SandboxService::record_teardown(const std::shared_ptr<SandboxEn
     }
   }
   schedule_teardown_retry(e, cleaned ? 0 : attempt);
-  registry_.remove(std::string(id), e->spec.limits);
+  registry_.remove(std::string(id));  // gives its capacity back
   {
     std::lock_guard lock(e->mu);
     e->torn = true;

@@ -1,8 +1,7 @@
-// SandboxRegistry (src/daemon/sandbox_registry.h): capacity is counted
-// from the registered sandboxes' limits and given back when they go, a
-// create that does not fit is refused with the numbers, and an
-// idempotency key's lock serialises its creates and is forgotten when the
-// last one ends.
+// SandboxRegistry (src/daemon/sandbox_registry.h): a registered sandbox
+// holds its capacity share until it is removed (the ledger itself is
+// tests/unit/capacity_ledger_test.cc), and an idempotency key's lock
+// serialises its creates and is forgotten when the last one ends.
 #include "daemon/sandbox_registry.h"
 
 #include <gtest/gtest.h>
@@ -28,69 +27,58 @@ std::shared_ptr<SandboxEntry> entry(const std::string& id, std::uint64_t memory,
   return e;
 }
 
-Limits limits(std::uint64_t memory, std::uint64_t disk) {
-  Limits l;
-  l.memory_bytes = memory;
-  l.disk_bytes = disk;
-  return l;
+// Registers `e` with the share a create would have reserved for it.
+void admit(SandboxRegistry& registry, const std::shared_ptr<SandboxEntry>& e) {
+  auto share = registry.capacity().reserve(e->spec.limits);
+  ASSERT_TRUE(share) << share.error().message;
+  registry.add(e, std::move(*share));
 }
 
-TEST(SandboxRegistry, ReservesTheLimitsOfWhatItHoldsAndGivesThemBack) {
+TEST(SandboxRegistry, AnEntryHoldsItsShareUntilItIsRemoved) {
   SandboxRegistry registry({10, 1000, 500});
   auto a = entry("sb-a", 300, 100);
-  registry.add(a);
-  registry.add(entry("sb-b", 200, 50));
+  admit(registry, a);
+  admit(registry, entry("sb-b", 200, 50));
   EXPECT_EQ(registry.size(), 2u);
-  EXPECT_EQ(registry.reserved_memory(), 500u);
-  EXPECT_EQ(registry.reserved_disk(), 150u);
+  EXPECT_EQ(registry.capacity().reserved().sandboxes, 2u);
+  EXPECT_EQ(registry.capacity().reserved().memory_bytes, 500u);
+  EXPECT_EQ(registry.capacity().reserved().disk_bytes, 150u);
   EXPECT_EQ(registry.find("sb-a"), a);
   EXPECT_EQ(registry.find_by_address(a.get()), a);
   EXPECT_EQ(registry.find("sb-c"), nullptr);
 
-  registry.remove("sb-a", a->spec.limits);
+  registry.remove("sb-a");
   EXPECT_EQ(registry.size(), 1u);
-  EXPECT_EQ(registry.reserved_memory(), 200u);
-  EXPECT_EQ(registry.reserved_disk(), 50u);
+  EXPECT_EQ(registry.capacity().reserved().sandboxes, 1u);
+  EXPECT_EQ(registry.capacity().reserved().memory_bytes, 200u);
+  EXPECT_EQ(registry.capacity().reserved().disk_bytes, 50u);
   EXPECT_EQ(registry.find_by_address(a.get()), nullptr);
   // A second remove of the same id gives nothing back twice.
-  registry.remove("sb-a", a->spec.limits);
-  EXPECT_EQ(registry.reserved_memory(), 200u);
+  registry.remove("sb-a");
+  EXPECT_EQ(registry.capacity().reserved().memory_bytes, 200u);
+  // The entry may outlive its registration (a request still holds it):
+  // its share went with the registration, not with the last holder.
+  EXPECT_EQ(a.use_count(), 1);
 }
 
-TEST(SandboxRegistry, RefusesWhatDoesNotFitWithTheNumbers) {
-  SandboxRegistry registry({2, 1000, 500});
-  registry.add(entry("sb-a", 600, 100));
-  EXPECT_TRUE(registry.check_capacity(limits(400, 400)));
-
-  auto memory = registry.check_capacity(limits(401, 1));
-  ASSERT_FALSE(memory);
-  EXPECT_TRUE(memory.error().is(api::ApiErrorCode::kOverCapacity)) << memory.error().code;
-  EXPECT_EQ(memory.error().field, "limits.memory");
-  EXPECT_EQ(memory.error().message,
-            "memory limit 401 bytes does not fit: 600 of 1000 bytes are already promised to "
-            "live sandboxes");
-
-  auto disk = registry.check_capacity(limits(1, 401));
-  ASSERT_FALSE(disk);
-  EXPECT_TRUE(disk.error().is(api::ApiErrorCode::kInsufficientStorage)) << disk.error().code;
-  EXPECT_EQ(disk.error().field, "limits.disk");
-
-  registry.add(entry("sb-b", 1, 1));
-  auto count = registry.check_capacity(limits(1, 1));
-  ASSERT_FALSE(count);
-  EXPECT_TRUE(count.error().is(api::ApiErrorCode::kOverCapacity)) << count.error().code;
-  EXPECT_EQ(count.error().message,
-            "the daemon already runs 2 sandboxes, its limit (serve.capacity.max_sandboxes)");
-}
-
-TEST(SandboxRegistry, ZeroMemoryAndDiskCapacityMeanNoBound) {
-  SandboxRegistry registry({5, 0, 0});
-  registry.add(entry("sb-a", 1ULL << 40, 1ULL << 40));
-  EXPECT_TRUE(registry.check_capacity(limits(1ULL << 40, 1ULL << 40)));
+// A re-adopted sandbox is counted whether it fits or not, and a create
+// then sees it.
+TEST(SandboxRegistry, AReadoptedEntryCountsEvenOverTheBounds) {
+  SandboxRegistry registry({1, 1000, 500});
+  auto a = entry("sb-a", 2000, 100);
+  registry.add(a, registry.capacity().adopt(a->spec.limits));
+  auto b = entry("sb-b", 10, 10);
+  registry.add(b, registry.capacity().adopt(b->spec.limits));
+  EXPECT_EQ(registry.capacity().reserved().sandboxes, 2u);
+  EXPECT_EQ(registry.capacity().reserved().memory_bytes, 2010u);
+  EXPECT_FALSE(registry.capacity().reserve(b->spec.limits));
+  registry.remove("sb-a");
+  registry.remove("sb-b");
+  EXPECT_TRUE(registry.capacity().reserve(b->spec.limits));
 }
 
 TEST(SandboxRegistry, AKeyLockSerialisesItsCreatesAndIsForgottenAfterTheLast) {
-  SandboxRegistry registry({});
+  SandboxRegistry registry(CapacityLedger::Bounds{});
   std::atomic<int> inside{0};
   std::atomic<int> most{0};
   auto create = [&] {
