@@ -1,6 +1,7 @@
 // kill -9 of the daemon (issue 3, ADR 0003/0004): live sandboxes are
-// re-attached and keep working, with their background processes. The loop
-// of kills under a mixed workload is daemon_kill9_loop_test.cc.
+// re-attached and keep working, with their background processes, and an
+// acknowledged download keeps its audit record. The loop of kills under a
+// mixed workload is daemon_kill9_loop_test.cc.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -219,6 +220,40 @@ TEST(DaemonCrash, ReattachedSandboxKeepsWorking) {
   auto del = d.request("DELETE", "/v1/sandboxes/" + id).json();
   EXPECT_EQ(del.value("state", ""), "cleaned") << del.dump();
   EXPECT_TRUE(del["residue"].empty()) << del.dump();
+}
+
+// X1, docs/audit.md: no acknowledged operation loses its record. A client
+// that has a download's last byte has the whole file; the daemon may die
+// the next moment, so the file.read record must be written before that
+// byte is sent. The client kills the daemon as soon as it has the file,
+// again and again, and every download must have its record.
+TEST(DaemonCrash, ADownloadIsAuditedBeforeItsLastByteIsSent) {
+  TestDaemon d;
+  ASSERT_TRUE(d.ready()) << d.output();
+  const std::string id = d.create_sandbox();
+  ASSERT_FALSE(id.empty());
+  const std::string file = "/v1/sandboxes/" + id + "/files?path=/workspace/a.bin";
+  const std::string data(4096, 'a');
+  ASSERT_EQ(d.request("PUT", file, data, false, true,
+                      {{"content-type", "application/octet-stream"}})
+                .status,
+            201);
+  int unrecorded = 0;
+  std::size_t records = 0;
+  for (int i = 0; i < 20; ++i) {
+    HttpReply r = d.request("GET", file);
+    kill(d.pid(), SIGKILL);  // at once: the client has the file
+    ASSERT_EQ(r.status, 200) << r.body;
+    ASSERT_EQ(r.body, data);
+    ASSERT_TRUE(d.kill9());  // reaps it
+    const std::size_t now = d.audit_records("file.read").size();
+    unrecorded += now == records ? 1 : 0;
+    records = now;
+    ASSERT_TRUE(d.restart()) << d.output();
+  }
+  EXPECT_EQ(unrecorded, 0) << "of 20 downloads the client had whole, " << unrecorded
+                           << " have no file.read record after the kill";
+  EXPECT_EQ(records, 20u);
 }
 
 }  // namespace
