@@ -234,10 +234,10 @@ TEST(DaemonCrash, ADownloadIsAuditedBeforeItsLastByteIsSent) {
   ASSERT_FALSE(id.empty());
   const std::string file = "/v1/sandboxes/" + id + "/files?path=/workspace/a.bin";
   const std::string data(4096, 'a');
-  ASSERT_EQ(d.request("PUT", file, data, false, true,
-                      {{"content-type", "application/octet-stream"}})
-                .status,
-            201);
+  ASSERT_EQ(
+      d.request("PUT", file, data, false, true, {{"content-type", "application/octet-stream"}})
+          .status,
+      201);
   int unrecorded = 0;
   std::size_t records = 0;
   for (int i = 0; i < 20; ++i) {

@@ -35,22 +35,19 @@
 
 #include "base/paths.h"
 #include "base/sha256.h"
-#include "integration/kill9_ledger.h"
+#include "integration/kill9_loop.h"
 #include "store/state_store.h"
 #include "support/daemon_harness.h"
 #include "support/net_client.h"
 #include "support/net_world.h"
 #include "support/sandbox_harness.h"
 
-namespace corral::testing {
+namespace corral::testing::kill9 {
 namespace {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
 namespace F = finding;
-
-constexpr int kWorkers = 4;          // even: unix socket, odd: TCP
-constexpr std::size_t kPerWorker = 3;  // live sandboxes a worker keeps at most
 
 int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
@@ -68,29 +65,6 @@ int default_cycles() {
   return 30;
 }
 
-std::string tail_of(const std::string& text, std::size_t n = 3000) {
-  return text.size() > n ? "..." + text.substr(text.size() - n) : text;
-}
-
-std::string brief(const HttpReply& r) {
-  return std::to_string(r.status) + " " + tail_of(r.body, 400);
-}
-
-// The host interface holding IPv4 `address` ("" if none).
-std::string interface_with(const std::string& address) {
-  ifaddrs* all = nullptr;
-  if (address.empty() || getifaddrs(&all) != 0) return "";
-  std::string name;
-  for (ifaddrs* a = all; a != nullptr; a = a->ifa_next) {
-    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
-    char buf[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof buf);
-    if (address == buf) name = a->ifa_name;
-  }
-  freeifaddrs(all);
-  return name;
-}
-
 // What the host still holds of sandbox `id` (its cgroups, mounts naming
 // it, its lock file), read from the host, not through corral.
 std::vector<std::string> host_residue_of(const std::string& id) {
@@ -99,7 +73,8 @@ std::vector<std::string> host_residue_of(const std::string& id) {
        {"/sys/fs/cgroup/*/corral/" + id, "/sys/fs/cgroup/corral/" + id}) {
     glob_t g{};
     if (glob(pattern.c_str(), 0, nullptr, &g) == 0) {
-      for (size_t i = 0; i < g.gl_pathc; ++i) left.push_back(std::string("cgroup ") + g.gl_pathv[i]);
+      for (size_t i = 0; i < g.gl_pathc; ++i)
+        left.push_back(std::string("cgroup ") + g.gl_pathv[i]);
     }
     globfree(&g);
   }
@@ -123,359 +98,7 @@ bool link_left(const std::string& link) {
   close(fd);
   return free_slot;
 }
-
-std::string random_bytes(std::mt19937& rng, std::size_t n) {
-  std::string s(n, '\0');
-  for (auto& c : s) c = static_cast<char>(rng() & 0xff);
-  return s;
-}
-
-class Kill9Loop {
- public:
-  Kill9Loop(TestDaemon& d, NetWorld* world, unsigned seed)
-      : d_(d), world_(world), seed_(seed) {
-    ledger_.owned.resize(kWorkers);
-  }
-  void warm_up();
-  void run_cycle(int cycle);
-  void finish();
-  const Findings& findings() const { return findings_; }
-  int acknowledged() const { return acked_.load(); }
-  int dead_replays() const { return dead_replays_; }
-
- private:
-  // The workload (worker threads).
-  void work(int w, const std::atomic<bool>& stop);
-  void create(int w, std::mt19937& rng);
-  HttpReply send_create(const CreateFact& f, bool tcp);
-  void note_create_answer(const std::string& tag, const HttpReply& r, bool network, int w);
-  void exec(int w, const std::string& id);
-  void start_process(int w, const std::string& id, std::mt19937& rng);
-  void wait_process(int w, const std::string& id, std::mt19937& rng);
-  void upload(int w, const std::string& id, std::mt19937& rng);
-  void download(int w, const std::string& id, std::mt19937& rng);
-  void remove_file(int w, const std::string& id, std::mt19937& rng);
-  void replay_create(int w, const std::string& id);
-  void destroy(int w, const std::string& id);
-  bool tcp_of(int w) const { return w % 2 == 1; }
-  HttpReply call(int w, const std::string& method, const std::string& target,
-                 const std::string& body = {}, http::Headers headers = {}) {
-    return d_.request(method, target, body, tcp_of(w), true, std::move(headers));
-  }
-  void unexpected(int w, const std::string& what, const HttpReply& r) {
-    findings_.add(F::kAnswer, "cycle " + std::to_string(cycle_) + " worker " +
-                                  std::to_string(w) + ": " + what + " -> " + brief(r));
-  }
-  void disown(int w, const std::string& id);
-
-  // After each kill (no daemon running), and after each restart.
-  bool check_audit_after_kill();
-  void read_new_audit_records();
-  void check_audit_records();
-  void restart(bool torn);
-  int settle_in_doubt();  // returns how many creates were in doubt
-  void check_ledger();
-  void check_sandbox(const std::string& id, SandboxFact& f, const json& info);
-  void check_processes(const std::string& id, SandboxFact& f);
-  void check_cleaned(const std::string& id, SandboxFact& f, const json& info);
-  void check_network_traffic();
-  std::string at(const std::string& id) const {
-    return "cycle " + std::to_string(cycle_) + ", " + id;
-  }
-
-  TestDaemon& d_;
-  NetWorld* world_;
-  const unsigned seed_;
-  int cycle_ = 0;
-  Ledger ledger_;
-  Findings findings_;
-  std::atomic<int> next_n_{0};
-  std::atomic<int> acked_{0};
-  int dead_replays_ = 0;
-  std::mt19937 main_rng_{seed_};
-  // The audit log as read so far (it is appended only; rotation is off
-  // at this size).
-  std::uint64_t audit_offset_ = 0;
-  std::set<std::string> audit_created_, audit_destroyed_, audit_started_, audit_reconciled_;
-  std::set<std::string> audit_writes_, audit_reads_;  // "id path sha256"
-  std::set<std::string> audit_reported_;
-  std::map<std::string, json> listed_;                // the last GET ?all=true, by id
-};
-
-// ---------------------------------------------------------------------------
-// The workload.
-
-void Kill9Loop::work(int w, const std::atomic<bool>& stop) {
-  std::mt19937 rng(seed_ * 31 + static_cast<unsigned>(cycle_ * kWorkers + w));
-  while (!stop) {
-    std::vector<std::string> mine;
-    {
-      std::lock_guard lock(ledger_.mu);
-      mine = ledger_.owned[w];
-    }
-    const unsigned dice = rng() % 100;
-    if (mine.empty() || (mine.size() < kPerWorker && dice < 15)) {
-      create(w, rng);
-      continue;
-    }
-    const std::string id = mine[rng() % mine.size()];
-    if (dice < 15) destroy(w, id);  // full: make room
-    else if (dice < 28) exec(w, id);
-    else if (dice < 42) start_process(w, id, rng);
-    else if (dice < 52) wait_process(w, id, rng);
-    else if (dice < 68) upload(w, id, rng);
-    else if (dice < 80) download(w, id, rng);
-    else if (dice < 85) remove_file(w, id, rng);
-    else if (dice < 92) replay_create(w, id);
-    else destroy(w, id);
-  }
-}
-
-void Kill9Loop::create(int w, std::mt19937& rng) {
-  const int n = next_n_++;
-  const std::string tag = "k9-w" + std::to_string(w) + "-n" + std::to_string(n);
-  const bool network = world_ != nullptr && rng() % 4 == 0;
-  const bool keyed = rng() % 5 != 0;
-  json body{{"hostname", tag}, {"limits", {{"memory", "64Mi"}, {"disk", "16Mi"}}}};
-  if (network) body["network"] = {{"mode", "allowlist"}, {"allow", {"allowed.test"}}};
-  CreateFact f;
-  f.key = keyed ? "key-" + tag : "";
-  f.body = body.dump();
-  f.worker = w;
-  f.tcp = tcp_of(w);
-  {
-    std::lock_guard lock(ledger_.mu);
-    ledger_.creates[tag] = f;
-  }
-  // Some keyed creates are sent twice at the same moment, once on each
-  // listener: the daemon must make one sandbox of them.
-  const bool twice = keyed && rng() % 4 == 0;
-  HttpReply twin;
-  std::thread twin_thread;
-  if (twice) twin_thread = std::thread([&] { twin = send_create(f, !f.tcp); });
-  HttpReply r = send_create(f, f.tcp);
-  if (twice) twin_thread.join();
-  note_create_answer(tag, r, network, w);
-  if (twice) note_create_answer(tag, twin, network, w);
-}
-
-HttpReply Kill9Loop::send_create(const CreateFact& f, bool tcp) {
-  http::Headers headers;
-  if (!f.key.empty()) headers.push_back({"idempotency-key", f.key});
-  return d_.request("POST", "/v1/sandboxes", f.body, tcp, true, headers);
-}
-
-void Kill9Loop::note_create_answer(const std::string& tag, const HttpReply& r, bool network,
-                                   int w) {
-  const json j = r.json();
-  const std::string id = j.value("id", "");
-  std::lock_guard lock(ledger_.mu);
-  CreateFact& f = ledger_.creates[tag];
-  if (r.status == 0) {
-    f.unanswered = true;
-    return;
-  }
-  if ((r.status != 200 && r.status != 201) || id.empty()) {
-    findings_.add(F::kAnswer, "cycle " + std::to_string(cycle_) + ": create " + tag + " -> " +
-                                  brief(r));
-    return;
-  }
-  f.answered_ids.insert(id);
-  if (f.answered_ids.size() > 1) {
-    findings_.add(F::kDuplicate, "cycle " + std::to_string(cycle_) + ": key " + f.key +
-                                     " answered " + ::testing::PrintToString(f.answered_ids));
-  }
-  if (ledger_.sandboxes.count(id) != 0) return;
-  const std::string state = j.value("state", "");
-  if (state != "ready" && state != "running") return;  // a replay of a dead one
-  SandboxFact s;
-  s.tag = tag;
-  s.worker = w;
-  s.network = network;
-  if (network) {
-    s.link = interface_with(j["network"].is_object() ? j["network"].value("host_address", "")
-                                                     : std::string());
-    if (s.link.empty())
-      findings_.add(F::kAnswer, "cycle " + std::to_string(cycle_) + ": network sandbox " + id +
-                                    " has no host link: " + r.body);
-  }
-  ledger_.sandboxes[id] = s;
-  ledger_.owned[w].push_back(id);
-  ++acked_;
-}
-
-void Kill9Loop::exec(int w, const std::string& id) {
-  const std::string word = "e" + std::to_string(next_n_++);
-  HttpReply r = call(w, "POST", "/v1/sandboxes/" + id + "/exec",
-                     json{{"cmd", "echo " + word}}.dump());
-  if (r.status == 0) return;
-  if (r.status != 200 || r.json().value("stdout", "") != word + "\n")
-    return unexpected(w, "exec in " + id, r);
-  ++acked_;
-}
-
-void Kill9Loop::start_process(int w, const std::string& id, std::mt19937& rng) {
-  {
-    std::lock_guard lock(ledger_.mu);
-    if (ledger_.sandboxes[id].procs.size() >= 6) return exec(w, id);
-  }
-  const int n = next_n_++;
-  ProcFact p;
-  p.token = "p" + std::to_string(n);
-  p.exit_code = 1 + n % 60;
-  static const char* const kSleeps[] = {"0", "0.3", "3"};
-  const std::string cmd = "echo " + p.token + "; sleep " + kSleeps[rng() % 3] + "; exit " +
-                          std::to_string(p.exit_code);
-  HttpReply r = call(w, "POST", "/v1/sandboxes/" + id + "/processes", json{{"cmd", cmd}}.dump());
-  if (r.status == 0) return;
-  const std::string pid = r.json().value("id", "");
-  if (r.status != 201 || pid.empty()) return unexpected(w, "process start in " + id, r);
-  std::lock_guard lock(ledger_.mu);
-  ledger_.sandboxes[id].procs[pid] = p;
-  ++acked_;
-}
-
-void Kill9Loop::wait_process(int w, const std::string& id, std::mt19937& rng) {
-  std::string pid;
-  int expected = 0;
-  {
-    std::lock_guard lock(ledger_.mu);
-    auto& procs = ledger_.sandboxes[id].procs;
-    if (procs.empty()) return;
-    auto it = std::next(procs.begin(), static_cast<long>(rng() % procs.size()));
-    pid = it->first;
-    expected = it->second.exit_code;
-  }
-  HttpReply r =
-      call(w, "POST", "/v1/sandboxes/" + id + "/processes/" + pid + "/wait?timeout=0.2");
-  if (r.status == 0 || r.status == 408) return;
-  if (r.status == 404) {
-    findings_.add(F::kProcForgotten, at(id) + ": wait for " + pid + " -> " + brief(r));
-    std::lock_guard lock(ledger_.mu);
-    ledger_.sandboxes[id].procs.erase(pid);  // reported once
-    return;
-  }
-  const json j = r.json();
-  if (r.status != 200 || j.value("state", "") != "exited")
-    return unexpected(w, "wait for " + pid + " in " + id, r);
-  // A process that a restart lost has no exit code: nothing was promised.
-  if (j["exit_code"].is_null()) return;
-  if (j.value("exit_code", -1) != expected) return unexpected(w, "wait for " + pid, r);
-  std::lock_guard lock(ledger_.mu);
-  ledger_.sandboxes[id].procs[pid].seen_exit = expected;
-  ++acked_;
-}
-
-void Kill9Loop::upload(int w, const std::string& id, std::mt19937& rng) {
-  const std::string path = "/workspace/f" + std::to_string(next_n_++) + ".bin";
-  const std::string data = random_bytes(rng, 1 + rng() % 32768);
-  const std::string sha = sha256_hex(data);
-  HttpReply r = call(w, "PUT", "/v1/sandboxes/" + id + "/files?path=" + path, data,
-                     {{"content-type", "application/octet-stream"}});
-  if (r.status == 0) return;
-  const json j = r.json();
-  if (r.status != 201 || j.value("sha256", "") != sha ||
-      j.value("bytes", std::size_t{0}) != data.size()) {
-    if (r.status == 201 && !j.contains("sha256")) return;  // the answer broke off: in doubt
-    return unexpected(w, "upload of " + path + " to " + id, r);
-  }
-  std::lock_guard lock(ledger_.mu);
-  ledger_.sandboxes[id].files[path] = sha;
-  ++acked_;
-}
-
-void Kill9Loop::download(int w, const std::string& id, std::mt19937& rng) {
-  std::string path, sha;
-  {
-    std::lock_guard lock(ledger_.mu);
-    auto& files = ledger_.sandboxes[id].files;
-    if (files.empty()) return;
-    auto it = std::next(files.begin(), static_cast<long>(rng() % files.size()));
-    path = it->first;
-    sha = it->second;
-  }
-  HttpReply r = call(w, "GET", "/v1/sandboxes/" + id + "/files?path=" + path);
-  if (r.status == 0) return;
-  auto length = http::find_header(r.headers, "content-length");
-  if (r.status == 200 && length && std::to_string(r.body.size()) != *length) return;  // cut off
-  if (r.status != 200 || sha256_hex(r.body) != sha)
-    return findings_.add(F::kLost, "cycle " + std::to_string(cycle_) + ": download of " + path +
-                                       " from " + id + ": " + std::to_string(r.status) +
-                                       (r.status == 200 ? " with other bytes" : " " + r.body));
-  std::lock_guard lock(ledger_.mu);
-  ledger_.sandboxes[id].reads[path] = sha;
-  ++acked_;
-}
-
-void Kill9Loop::remove_file(int w, const std::string& id, std::mt19937& rng) {
-  std::string path;
-  {
-    std::lock_guard lock(ledger_.mu);
-    auto& files = ledger_.sandboxes[id].files;
-    if (files.empty()) return;
-    path = std::next(files.begin(), static_cast<long>(rng() % files.size()))->first;
-  }
-  HttpReply r = call(w, "DELETE", "/v1/sandboxes/" + id + "/files?path=" + path);
-  std::lock_guard lock(ledger_.mu);
-  SandboxFact& f = ledger_.sandboxes[id];
-  if (r.status == 0) {
-    f.files.erase(path);  // in doubt: neither kept nor gone for sure
-    return;
-  }
-  if (r.status != 200) return unexpected(w, "file delete of " + path + " in " + id, r);
-  f.files.erase(path);
-  f.reads.erase(path);
-  f.removed_files.insert(path);
-  ++acked_;
-}
-
-// The same keyed request again: the same sandbox, never a second one.
-void Kill9Loop::replay_create(int w, const std::string& id) {
-  CreateFact f;
-  {
-    std::lock_guard lock(ledger_.mu);
-    f = ledger_.creates[ledger_.sandboxes[id].tag];
-  }
-  if (f.key.empty()) return exec(w, id);
-  HttpReply r = send_create(f, tcp_of(w));
-  if (r.status == 0) return;
-  if (r.status != 200 || r.json().value("id", "") != id) {
-    findings_.add(r.status == 201 ? F::kDuplicate : F::kAnswer,
-                  "cycle " + std::to_string(cycle_) + ": replay of key " + f.key + " (" + id +
-                      ") -> " + brief(r));
-    return;
-  }
-  ++acked_;
-}
-
-void Kill9Loop::disown(int w, const std::string& id) {
-  auto& mine = ledger_.owned[w];
-  mine.erase(std::remove(mine.begin(), mine.end(), id), mine.end());
-}
-
-void Kill9Loop::destroy(int w, const std::string& id) {
-  HttpReply r = call(w, "DELETE", "/v1/sandboxes/" + id);
-  const json j = r.json();
-  std::lock_guard lock(ledger_.mu);
-  SandboxFact& f = ledger_.sandboxes[id];
-  disown(w, id);
-  if (r.status == 0) {
-    f.delete_unanswered = true;
-    return;
-  }
-  if (r.status == 200 && j.value("state", "") == "cleaned" && j["residue"].empty()) {
-    f.deleted = true;
-    ++acked_;
-    return;
-  }
-  if (r.status == 200 && j.value("state", "") == "failed") {
-    f.delete_failed = true;
-    findings_.add(F::kDestroyFailed, at(id) + ": " + tail_of(r.body, 600));
-    return;
-  }
-  f.delete_failed = true;  // no longer ours to check
-  unexpected(w, "DELETE " + id, r);
-}
+}  // namespace
 
 // ---------------------------------------------------------------------------
 // One cycle: work, kill, check the audit log, restart, check the ledger.
@@ -502,8 +125,7 @@ void Kill9Loop::run_cycle(int cycle) {
   // that kills every create before it is answered checks nothing.
   const int acked_before = acked_.load();
   std::this_thread::sleep_for(std::chrono::milliseconds(150 + main_rng_() % 550));
-  for (int i = 0; i < 200 && acked_.load() == acked_before; ++i)
-    std::this_thread::sleep_for(50ms);
+  for (int i = 0; i < 200 && acked_.load() == acked_before; ++i) std::this_thread::sleep_for(50ms);
   std::this_thread::sleep_for(std::chrono::milliseconds(main_rng_() % 200));
   ASSERT_TRUE(d_.kill9());
   stop = true;
@@ -565,6 +187,8 @@ void Kill9Loop::read_new_audit_records() {
     if (type == "sandbox.destroy") audit_destroyed_.insert(sb);
     if (type == "sandbox.reconcile_destroy") audit_reconciled_.insert(sb);
     if (type == "exec.start") audit_started_.insert(j.value("process", ""));
+    if (type == "exec.exit" && j.contains("exit_code"))
+      audit_exits_[j.value("process", "")] = j.value("exit_code", -1);
     if (type == "file.write" && j.value("outcome", "") == "ok")
       audit_writes_.insert(sb + " " + j.value("path", "") + " " + j.value("sha256", ""));
     if (type == "file.read" && j.value("outcome", "") == "ok")
@@ -577,8 +201,7 @@ void Kill9Loop::check_audit_records() {
   for (const auto& [id, f] : ledger_.sandboxes) {
     // Each missing record is reported once, in the cycle it was found.
     auto missing = [&](const std::string& what, const char* kind = F::kAuditMissing) {
-      if (audit_reported_.insert(id + " " + what).second)
-        findings_.add(kind, at(id) + ": " + what);
+      if (audit_reported_.insert(id + " " + what).second) findings_.add(kind, at(id) + ": " + what);
     };
     if (audit_created_.count(id) == 0) missing("sandbox.create");
     // A delete caught by a kill may have been finished by reconcile.
@@ -589,8 +212,13 @@ void Kill9Loop::check_audit_records() {
         missing("sandbox.destroy");
       }
     }
-    for (const auto& [pid, p] : f.procs)
+    for (const auto& [pid, p] : f.procs) {
       if (audit_started_.count(pid) == 0) missing("exec.start of " + pid);
+      // An exit a wait answered was recorded before the answer.
+      auto exit = audit_exits_.find(pid);
+      if (p.seen_exit && (exit == audit_exits_.end() || exit->second != *p.seen_exit))
+        missing("exec.exit of " + pid + " with exit code " + std::to_string(*p.seen_exit));
+    }
     for (const auto& [path, sha] : f.files)
       if (audit_writes_.count(id + " " + path + " " + sha) == 0) missing("file.write " + path);
     for (const auto& [path, sha] : f.reads)
@@ -609,8 +237,8 @@ void Kill9Loop::restart(bool torn) {
   std::ifstream in(log, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_EQ(truncate(log.c_str(), static_cast<off_t>(bytes.rfind('\n') + 1)), 0);
-  ASSERT_TRUE(d_.restart()) << "cycle " << cycle_ << ", after cutting the torn line: "
-                            << tail_of(d_.output(), 1500);
+  ASSERT_TRUE(d_.restart()) << "cycle " << cycle_
+                            << ", after cutting the torn line: " << tail_of(d_.output(), 1500);
 }
 
 // Requests that got no answer: a keyed create is retried with its key (the
@@ -639,8 +267,9 @@ int Kill9Loop::settle_in_doubt() {
                   r.status, code.c_str());
       continue;
     }
-    if (r.status == 0) findings_.add(F::kAnswer, "cycle " + std::to_string(cycle_) +
-                                                     ": retry of key " + f.key + ": " + r.body);
+    if (r.status == 0)
+      findings_.add(F::kAnswer,
+                    "cycle " + std::to_string(cycle_) + ": retry of key " + f.key + ": " + r.body);
     note_create_answer(tag, r, f.body.find("\"network\"") != std::string::npos, f.worker);
     const std::string state = answer.value("state", "");
     if (r.status == 200 && state != "ready" && state != "running") {
@@ -698,8 +327,8 @@ void Kill9Loop::check_ledger() {
   }
   for (const auto& [tag, ids] : by_tag) {
     if (ids.size() > 1)
-      findings_.add(F::kDuplicate, "cycle " + std::to_string(cycle_) + ": create " + tag +
-                                       " has " + ::testing::PrintToString(ids));
+      findings_.add(F::kDuplicate, "cycle " + std::to_string(cycle_) + ": create " + tag + " has " +
+                                       ::testing::PrintToString(ids));
   }
   for (auto& [id, f] : ledger_.sandboxes) {
     auto it = listed_.find(id);
@@ -736,8 +365,8 @@ void Kill9Loop::check_sandbox(const std::string& id, SandboxFact& f, const json&
     return;
   }
   const std::string base = "/v1/sandboxes/" + id;
-  HttpReply r = d_.request("POST", base + "/exec", json{{"cmd", "echo alive"}}.dump(),
-                           f.worker % 2 == 1);
+  HttpReply r =
+      d_.request("POST", base + "/exec", json{{"cmd", "echo alive"}}.dump(), f.worker % 2 == 1);
   if (r.json().value("stdout", "") != "alive\n")
     findings_.add(F::kLost, at(id) + ": exec after the restart -> " + brief(r));
   if (f.network && info["network"].is_null())
@@ -752,8 +381,8 @@ void Kill9Loop::check_sandbox(const std::string& id, SandboxFact& f, const json&
   for (const auto& path : f.removed_files) {
     HttpReply got = d_.request("GET", base + "/files/stat?path=" + path);
     if (got.status != 404)
-      findings_.add(F::kLost, at(id) + ": acknowledged file delete " + path + " undone: " +
-                                  brief(got));
+      findings_.add(F::kLost,
+                    at(id) + ": acknowledged file delete " + path + " undone: " + brief(got));
   }
   check_processes(id, f);
 }
@@ -786,13 +415,13 @@ void Kill9Loop::check_processes(const std::string& id, SandboxFact& f) {
     if (lost && p.seen_exit)
       findings_.add(F::kLost, at(id) + ": " + pid + seen + " is now lost: " + r.body);
     if (!lost && j.value("exit_code", -1) != p.exit_code)
-      findings_.add(F::kLost, at(id) + ": " + pid + " should exit " +
-                                  std::to_string(p.exit_code) + ": " + r.body);
+      findings_.add(F::kLost, at(id) + ": " + pid + " should exit " + std::to_string(p.exit_code) +
+                                  ": " + r.body);
     if (lost) continue;
     HttpReply out = d_.request("GET", base + "/" + pid + "/output");
     if (out.body.find(p.token) == std::string::npos)
-      findings_.add(F::kLost, at(id) + ": the output of " + pid + " lacks " + p.token + ": " +
-                                  brief(out));
+      findings_.add(F::kLost,
+                    at(id) + ": the output of " + pid + " lacks " + p.token + ": " + brief(out));
   }
   for (const auto& pid : forgotten) f.procs.erase(pid);
 }
@@ -810,9 +439,8 @@ void Kill9Loop::check_network_traffic() {
   if (id.empty()) return;
   json body{{"argv",
              {"/usr/bin/python3", "-c",
-              std::string(kNetClientPy) +
-                  "out('a', transparent_http('allowed.test'))\n"
-                  "out('b', transparent_http('denied.test'))\n"}},
+              std::string(kNetClientPy) + "out('a', transparent_http('allowed.test'))\n"
+                                          "out('b', transparent_http('denied.test'))\n"}},
             {"timeout", 30}};
   const json j = d_.request("POST", "/v1/sandboxes/" + id + "/exec", body.dump()).json();
   const std::string out = j.value("stdout", "") + j.value("stderr", "");
@@ -867,12 +495,13 @@ void Kill9Loop::finish() {
   }
 }
 
+namespace {
+
 TEST(DaemonCrash, Kill9LoopUnderMixedWorkloadOnBothListenersLosesAndLeavesNothing) {
   const int cycles = env_int("CORRAL_KILL9_CYCLES", default_cycles());
-  const unsigned seed = static_cast<unsigned>(
-      env_int("CORRAL_KILL9_SEED",
-              static_cast<int>(std::chrono::steady_clock::now().time_since_epoch().count() &
-                               0x7fffffff)));
+  const unsigned seed = static_cast<unsigned>(env_int(
+      "CORRAL_KILL9_SEED",
+      static_cast<int>(std::chrono::steady_clock::now().time_since_epoch().count() & 0x7fffffff)));
   std::printf("kill -9 loop: %d cycles, CORRAL_KILL9_SEED=%u\n", cycles, seed);
   // The test internet for the network sandboxes; without it (no root, no
   // `ip`), the loop runs without them and says so.
@@ -908,4 +537,4 @@ TEST(DaemonCrash, Kill9LoopUnderMixedWorkloadOnBothListenersLosesAndLeavesNothin
 }
 
 }  // namespace
-}  // namespace corral::testing
+}  // namespace corral::testing::kill9

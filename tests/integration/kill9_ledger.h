@@ -18,8 +18,8 @@ namespace corral::testing {
 
 // A background process whose start was acknowledged.
 struct ProcFact {
-  int exit_code = 0;           // what its command exits with
-  std::string token;           // what it prints on stdout
+  int exit_code = 0;             // what its command exits with
+  std::string token;             // what it prints on stdout
   std::optional<int> seen_exit;  // an acknowledged wait showed it ended with this code
 };
 
@@ -28,16 +28,16 @@ struct SandboxFact {
   std::string tag;  // the create's hostname: which request made it
   int worker = 0;
   bool network = false;
-  std::string link;  // host end (crl<n>) of a network sandbox
+  std::string link;                          // host end (crl<n>) of a network sandbox
   std::map<std::string, std::string> files;  // acknowledged uploads: path -> sha256
   std::set<std::string> removed_files;       // acknowledged file deletes
   std::map<std::string, std::string> reads;  // acknowledged downloads: path -> sha256
   std::map<std::string, ProcFact> procs;     // acknowledged starts, by process id
-  bool deleted = false;            // a DELETE answered `cleaned`
-  bool delete_unanswered = false;  // a DELETE got no answer
-  bool delete_failed = false;      // a DELETE answered `failed`
-  bool delete_retried = false;     // it was answered only when sent again after a kill
-  bool residue_checked = false;    // its host residue was looked for once it was cleaned
+  bool deleted = false;                      // a DELETE answered `cleaned`
+  bool delete_unanswered = false;            // a DELETE got no answer
+  bool delete_failed = false;                // a DELETE answered `failed`
+  bool delete_retried = false;               // it was answered only when sent again after a kill
+  bool residue_checked = false;              // its host residue was looked for once it was cleaned
 };
 
 // One create request (and its retries), by the tag in its hostname.
