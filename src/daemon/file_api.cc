@@ -197,17 +197,27 @@ void handle_file_download(ApiContext& ctx, ApiRequest& r) {
     return refuse(ctx, r, *t, "read", *path,
                   api::make_api_error(api::ApiErrorCode::kInternal, "fstat failed"));
   const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
+  Sha256 hash;
+  // The record of a whole read goes out before the last byte (before the
+  // head, for an empty file): a client that has the whole file has its
+  // record even if the daemon dies right after (X1, docs/audit.md).
+  auto record = [&](std::uint64_t bytes, bool complete) {
+    audit_file(ctx.sandboxes, t->sandbox->id, "read", *path,
+               {{"bytes", bytes}, {"sha256", Sha256::hex(hash.final())}, {"complete", complete}});
+  };
+  const bool head_only = r.head.method == "HEAD";
+  if (size == 0 && !head_only) record(0, true);
   if (!r.out.start(200, {{"content-type", "application/octet-stream"}}, size)) {
-    audit_file(ctx.sandboxes, t->sandbox->id, "read", *path, {{"bytes", 0}, {"complete", false}});
+    if (size != 0 || head_only)
+      audit_file(ctx.sandboxes, t->sandbox->id, "read", *path, {{"bytes", 0}, {"complete", false}});
     return;
   }
-  if (r.head.method == "HEAD") {
+  if (head_only) {
     // The size went out, none of the content: that is a stat.
     audit_file(ctx.sandboxes, t->sandbox->id, "stat", *path);
     (void)r.out.finish();
     return;
   }
-  Sha256 hash;
   std::uint64_t sent = 0;
   std::string buf(kBuffer, '\0');
   // Exactly the length announced: a file that grows meanwhile is cut there.
@@ -215,13 +225,20 @@ void handle_file_download(ApiContext& ctx, ApiRequest& r) {
     ssize_t n = read(fd->get(), buf.data(), std::min<std::uint64_t>(buf.size(), size - sent));
     if (n <= 0) break;
     hash.update(buf.data(), static_cast<size_t>(n));
-    if (!r.out.write(std::string_view(buf.data(), static_cast<size_t>(n)))) break;
+    const bool last = sent + static_cast<std::uint64_t>(n) == size;
+    if (last) record(size, true);
+    if (!r.out.write(std::string_view(buf.data(), static_cast<size_t>(n)))) {
+      if (last) return;  // recorded whole: the client may have all but the end
+      break;
+    }
     sent += static_cast<std::uint64_t>(n);
   }
-  if (sent == size) t->lease.settle();  // all sent: the record is left
-  audit_file(ctx.sandboxes, t->sandbox->id, "read", *path,
-             {{"bytes", sent}, {"sha256", Sha256::hex(hash.final())}, {"complete", sent == size}});
-  if (sent == size) (void)r.out.finish();
+  if (sent != size) {
+    record(sent, false);
+    return;
+  }
+  t->lease.settle();  // all sent, the record written: a teardown now waits for the end
+  (void)r.out.finish();
 }
 
 void handle_file_delete(ApiContext& ctx, ApiRequest& r) {
