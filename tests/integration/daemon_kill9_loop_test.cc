@@ -198,7 +198,10 @@ void Kill9Loop::read_new_audit_records() {
 
 void Kill9Loop::check_audit_records() {
   std::lock_guard lock(ledger_.mu);
-  for (const auto& [id, f] : ledger_.sandboxes) {
+  for (const auto& entry : ledger_.sandboxes) {
+    // Named, not a structured binding: clang 14 cannot capture those.
+    const auto& id = entry.first;
+    const auto& f = entry.second;
     // Each missing record is reported once, in the cycle it was found.
     auto missing = [&](const std::string& what, const char* kind = F::kAuditMissing) {
       if (audit_reported_.insert(id + " " + what).second) findings_.add(kind, at(id) + ": " + what);
