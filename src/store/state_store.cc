@@ -180,6 +180,23 @@ tl::unexpected<Error> no_sandbox(std::string_view id) {
                     "list the existing sandboxes with GET /v1/sandboxes");
 }
 
+// Why an UPDATE of a process that has not ended changed no row: there is
+// no such process, or it has ended.
+Status why_process_unchanged(sqlite3* h, StmtCache* cache, std::string_view id,
+                             const std::string& what) {
+  auto sel = Stmt::prepare(h, "SELECT state FROM processes WHERE id = ?1", cache);
+  if (!sel) return tl::unexpected<Error>(std::move(sel).error().wrap(what));
+  sel->bind(1, id);
+  auto row = sel->step("SELECT state");
+  if (!row) return tl::unexpected<Error>(std::move(row).error().wrap(what));
+  if (!*row) {
+    return make_error(ErrorCode::kNotFound, "process '" + std::string(id) + "' does not exist");
+  }
+  return make_error(ErrorCode::kInvalidArgument,
+                    what + ": it has already ended (" + sel->text(0) + ")",
+                    "an ended process is never updated again");
+}
+
 }  // namespace
 
 std::string_view process_state_name(ProcessState state) {
@@ -705,17 +722,7 @@ Status StateStore::set_process_host(std::string_view id, std::int64_t host_pid,
   upd->bind(1, id).bind(2, host_pid).bind(3, static_cast<std::int64_t>(host_start_time));
   CORRAL_TRY_CTX(upd->run("UPDATE processes"), what);
   if (sqlite3_changes(h) > 0) return ok();
-  auto sel = Stmt::prepare(h, "SELECT state FROM processes WHERE id = ?1", &db_->cache);
-  if (!sel) return tl::unexpected<Error>(std::move(sel).error().wrap(what));
-  sel->bind(1, id);
-  auto row = sel->step("SELECT state");
-  if (!row) return tl::unexpected<Error>(std::move(row).error().wrap(what));
-  if (!*row) {
-    return make_error(ErrorCode::kNotFound, "process '" + std::string(id) + "' does not exist");
-  }
-  return make_error(ErrorCode::kInvalidArgument,
-                    what + ": it has already ended (" + sel->text(0) + ")",
-                    "an ended process is never updated again");
+  return why_process_unchanged(h, &db_->cache, id, what);
 }
 
 Status StateStore::mark_process_timed_out(std::string_view id) {
@@ -731,17 +738,7 @@ Status StateStore::mark_process_timed_out(std::string_view id) {
   upd->bind(1, id);
   CORRAL_TRY_CTX(upd->run("UPDATE processes"), what);
   if (sqlite3_changes(h) > 0) return ok();
-  auto sel = Stmt::prepare(h, "SELECT state FROM processes WHERE id = ?1", &db_->cache);
-  if (!sel) return tl::unexpected<Error>(std::move(sel).error().wrap(what));
-  sel->bind(1, id);
-  auto row = sel->step("SELECT state");
-  if (!row) return tl::unexpected<Error>(std::move(row).error().wrap(what));
-  if (!*row) {
-    return make_error(ErrorCode::kNotFound, "process '" + std::string(id) + "' does not exist");
-  }
-  return make_error(ErrorCode::kInvalidArgument,
-                    what + ": it has already ended (" + sel->text(0) + ")",
-                    "an ended process is never updated again");
+  return why_process_unchanged(h, &db_->cache, id, what);
 }
 
 Result<std::vector<ProcessRecord>> StateStore::list_processes(std::string_view sandbox_id) {

@@ -317,9 +317,9 @@ void fork_bomb_then_kill(CgroupManager& m, const std::string& name) {
   child.start();
   ASSERT_EQ(child.read_report(), "go");
   // Wait (bounded) until the bomb has hit pids.max: slower builds (ASan)
-  // fork more slowly.
+  // fork more slowly, and slower still on a busy host (30 s at most).
   auto s = (*cg)->stats();
-  for (int i = 0; i < 200 && s && s->pids_max_hits == 0; ++i) {
+  for (int i = 0; i < 600 && s && s->pids_max_hits == 0; ++i) {
     ::usleep(50 * 1000);
     s = (*cg)->stats();
   }

@@ -20,6 +20,7 @@
 
 #include "store/state_store.h"
 #include "support/daemon_harness.h"
+#include "support/sandbox_harness.h"
 
 namespace corral::testing {
 namespace {
@@ -28,21 +29,6 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 
 constexpr bool kListeners[] = {false, true};  // via_tcp
-
-// /proc/<pid>/stat field 22 (start time in clock ticks since boot), or 0
-// when there is no such process: read from the host, not through corral.
-std::uint64_t host_start_time(std::int64_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto paren = text.rfind(')');
-  if (paren == std::string::npos) return 0;
-  std::istringstream rest(text.substr(paren + 2));
-  std::string field;
-  for (int i = 3; i <= 22; ++i) {
-    if (!(rest >> field)) return 0;
-  }
-  return std::strtoull(field.c_str(), nullptr, 10);
-}
 
 // The row the daemon stored for one process (read while it is down).
 std::optional<ProcessRecord> stored_process(const std::string& data_dir, const std::string& sandbox,

@@ -12,6 +12,7 @@
 #include "integration/kill9_ledger.h"
 #include "support/daemon_harness.h"
 #include "support/net_world.h"
+#include "support/sandbox_harness.h"
 
 namespace corral::testing::kill9 {
 
@@ -20,8 +21,6 @@ inline constexpr std::size_t kPerWorker = 3;  // live sandboxes a worker keeps a
 
 std::string tail_of(const std::string& text, std::size_t n = 3000);
 std::string brief(const HttpReply& r);  // status and the start of the body
-// The host interface holding IPv4 `address` ("" if none).
-std::string interface_with(const std::string& address);
 std::string random_bytes(std::mt19937& rng, std::size_t n);
 
 // The loop: the workload (kill9_workload.cc) and the cycle with its checks

@@ -2,8 +2,6 @@
 // the daemon is killed, and what it puts in the ledger. Only a 2xx answer
 // read whole is an acknowledgement; a request that got no answer (the
 // daemon died under it) is in doubt and settled after the restart.
-#include <arpa/inet.h>
-#include <ifaddrs.h>
 #include <netinet/in.h>
 
 #include <algorithm>
@@ -23,20 +21,6 @@ std::string tail_of(const std::string& text, std::size_t n) {
 
 std::string brief(const HttpReply& r) {
   return std::to_string(r.status) + " " + tail_of(r.body, 400);
-}
-
-std::string interface_with(const std::string& address) {
-  ifaddrs* all = nullptr;
-  if (address.empty() || getifaddrs(&all) != 0) return "";
-  std::string name;
-  for (ifaddrs* a = all; a != nullptr; a = a->ifa_next) {
-    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
-    char buf[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof buf);
-    if (address == buf) name = a->ifa_name;
-  }
-  freeifaddrs(all);
-  return name;
 }
 
 // What the host still holds of sandbox `id` (its cgroups, mounts naming

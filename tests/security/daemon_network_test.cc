@@ -3,9 +3,7 @@
 // against the test internet of tests/support/net_world.h and checked from
 // outside (what the world's servers saw, the audit log, /metrics, the
 // host's links). Traffic goes only to the world's own servers.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <unistd.h>
@@ -41,21 +39,6 @@ std::string run_client(TestDaemon& d, const std::string& id, const std::string& 
 }
 
 bool link_exists(const std::string& name) { return if_nametoindex(name.c_str()) != 0; }
-
-// The host interface that has IPv4 `address` ("" if none).
-std::string interface_with(const std::string& address) {
-  ifaddrs* all = nullptr;
-  if (getifaddrs(&all) != 0) return "";
-  std::string name;
-  for (ifaddrs* a = all; a != nullptr; a = a->ifa_next) {
-    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
-    char buf[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof buf);
-    if (address == buf) name = a->ifa_name;
-  }
-  freeifaddrs(all);
-  return name;
-}
 
 #define REQUIRE_WORLD(world)                                            \
   if (geteuid() != 0) CORRAL_SKIP_OR_FAIL("network tests run as root"); \

@@ -1,6 +1,8 @@
 #include "support/sandbox_harness.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <ifaddrs.h>
 #include <fcntl.h>
 #include <glob.h>
 #include <poll.h>
@@ -335,6 +337,33 @@ RunOutcome CorralProcess::wait(std::chrono::seconds timeout) {
     outcome.report = nlohmann::json::parse(report, nullptr, /*allow_exceptions=*/false);
   }
   return outcome;
+}
+
+std::uint64_t host_start_time(std::int64_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto paren = text.rfind(')');
+  if (paren == std::string::npos) return 0;
+  std::istringstream rest(text.substr(paren + 2));
+  std::string field;
+  for (int i = 3; i <= 22; ++i) {
+    if (!(rest >> field)) return 0;
+  }
+  return std::strtoull(field.c_str(), nullptr, 10);
+}
+
+std::string interface_with(const std::string& address) {
+  ifaddrs* all = nullptr;
+  if (address.empty() || getifaddrs(&all) != 0) return "";
+  std::string name;
+  for (ifaddrs* a = all; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    char buf[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof buf);
+    if (address == buf) name = a->ifa_name;
+  }
+  freeifaddrs(all);
+  return name;
 }
 
 std::vector<std::string> host_processes_matching(std::string_view needle, bool exact) {

@@ -103,6 +103,13 @@ class CorralProcess {
 // "PID: CMDLINE". The calling process is left out.
 std::vector<std::string> host_processes_matching(std::string_view needle, bool exact = false);
 
+// /proc/<pid>/stat field 22 (start time in clock ticks since boot), or 0
+// when there is no such process: read from the host, not through corral.
+std::uint64_t host_start_time(std::int64_t pid);
+
+// The host interface that has IPv4 `address` ("" if none, or `address` is "").
+std::string interface_with(const std::string& address);
+
 // Bytes available to unprivileged users on the file system holding `path`
 // (statvfs f_bavail * f_frsize); 0 if statvfs fails.
 std::uint64_t free_disk_bytes(const std::string& path);
