@@ -552,8 +552,12 @@ TEST(DaemonCapacity, DestroyDuringCreateKeepsTheCountRight) {
   const std::string small = body_of(Kind::kSmall, "");
   int caught = 0;
   for (int attempt = 0; attempt < 10; ++attempt) {
-    HttpReply created;
-    std::thread creator([&] { created = d.request("POST", "/v1/sandboxes", small); });
+    HttpReply created;  // read only after the join, or once `answered` says it is written
+    std::atomic<bool> answered{false};
+    std::thread creator([&] {
+      created = d.request("POST", "/v1/sandboxes", small);
+      answered = true;
+    });
     HttpReply deleted;
     for (int i = 0; i < 2000 && deleted.status == 0; ++i) {
       HttpReply r = d.request("GET", "/v1/sandboxes");
@@ -565,7 +569,7 @@ TEST(DaemonCapacity, DestroyDuringCreateKeepsTheCountRight) {
           break;
         }
       }
-      if (created.status != 0) break;
+      if (answered) break;
     }
     creator.join();
     if (deleted.status != 0) {
