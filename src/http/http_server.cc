@@ -141,6 +141,9 @@ void Server::Impl::refuse_without_descriptor(const Listener& listener, int accep
     spare_fd.reset();
     int fd = ::accept4(listener.fd.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd >= 0) {
+      // Counted before the answer: a client that has its 503 finds it in
+      // the stats (and /metrics).
+      no_descriptor.fetch_add(1);
       reject_overloaded(fd, "the server is out of file descriptors; retry later");
       ::close(fd);
       answered = true;
@@ -149,7 +152,6 @@ void Server::Impl::refuse_without_descriptor(const Listener& listener, int accep
   } else {
     spare_fd.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   }
-  if (answered) no_descriptor.fetch_add(1);
   if (options.warn) {
     std::uint64_t total = no_descriptor.load();
     auto now = io::Clock::now();

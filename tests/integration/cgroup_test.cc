@@ -306,7 +306,9 @@ TEST(CgroupReal, PidsLimitRefusesForks) {
 // Every process forks as fast as it can (up to pids.max): kill_all must
 // still leave nothing behind.
 void fork_bomb_then_kill(CgroupManager& m, const std::string& name) {
-  auto cg = m.create(name, {256u << 20, 1, 200});
+  // Memory enough that pids.max binds first: at 256 MiB an ASan build's
+  // 200 children hit the memory limit and stalled in reclaim.
+  auto cg = m.create(name, {1024u << 20, 1, 200});
   ASSERT_TRUE(cg) << cg.error().to_string();
   ScopeGuard cleanup([&] { (void)(*cg)->destroy(); });
   Child child([](int rep) -> int {
