@@ -79,7 +79,14 @@ extern "C" pid_t __wrap_fork() {
     }
   }
   const pid_t pid = __real_fork();
-  if (pid == 0 && has_other_threads()) __sanitizer_sandbox_on_notify(nullptr);
+  if (pid == 0 && has_other_threads()) {
+    __sanitizer_sandbox_on_notify(nullptr);
+    // The join returns when the thread's tid is cleared, a moment before
+    // the kernel drops it from the thread group; until then
+    // unshare(CLONE_NEWUSER) still sees two threads (EINVAL; seen in 2 of
+    // ~1000 TSan tests). Wait for it, bounded (1 s).
+    for (int i = 0; i < 1000 && has_other_threads(); ++i) usleep(1000);
+  }
   return pid;
 }
 
