@@ -77,7 +77,7 @@ fuzz-smoke: fuzz
 # `setarch -R` (ASLR off for them and the sandboxes they start).
 TSAN_TARGETS ?= corral corral_probe corral_unit_tests corral_integration_tests
 TSAN_TESTS   ?= ^(unit\.|integration\.(Daemon|Providers/SdkProvider\.|CliClient|NonUtf8))
-TSAN_SKIP    ?= StateStoreTest\.AcknowledgedWritesSurviveSigkill|DaemonCrash\.Kill9Loop|DaemonSetupTimeout
+TSAN_SKIP    ?= StateStoreTest\.AcknowledgedWritesSurviveSigkill|DaemonCrash\.Kill9Loop|DaemonSetupTimeout|DaemonLifecycle\.RequestTimeoutHasItsOwnCode
 $(TSAN_BUILD)/build.ninja: | deps
 	CC=clang-14 CXX=clang++-14 cmake -S . -B $(TSAN_BUILD) -G Ninja \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCORRAL_TSAN=ON
