@@ -20,6 +20,7 @@
 
 #include "base/result.h"
 #include "store/sandbox_state.h"
+#include "store/task_record.h"
 
 namespace corral {
 
@@ -176,6 +177,32 @@ class StateStore {
   // Live sandboxes (creating, initializing, ready, running) whose expires_at
   // is at or before `now_ms`: what the lifetime reaper destroys.
   Result<std::vector<SandboxRecord>> expired(std::int64_t now_ms);
+
+  // ---- Tasks (docs/tasks.md; implemented in task_table.cc) ----
+
+  // Stores a new task in kQueued with its submit transition row, or finds
+  // the one stored under `task.id`: the same request (canonical JSON
+  // equal) returns it (created=false), or, when it failed with a reason in
+  // kRetryableTaskReasons, moves it back to kQueued with attempt + 1
+  // (retried=true); another request is kAlreadyExists whose message names
+  // first_differing_field(). `task.request_json` must be JSON; it is
+  // stored in canonical form. Only id, ns, request_json, resolved_json and
+  // replay_of of `task` are used.
+  Result<TaskSubmitResult> submit_task(const TaskRecord& task);
+  Result<TaskRecord> get_task(std::string_view id);
+  Result<TaskPage> list_tasks(const TaskFilter& filter);
+  // Applies `update` in one transaction; returns the task as stored after.
+  // A status change not in task_transition_table() is kInvalidArgument.
+  Result<TaskRecord> update_task(std::string_view id, const TaskUpdate& update);
+  // Queued and running tasks, oldest first: what a restarted daemon resumes.
+  Result<std::vector<TaskRecord>> unfinished_tasks();
+  Result<std::vector<TaskTransitionRecord>> task_transitions(std::string_view id);
+  // Finished tasks whose finished_at is before `before_ms`, oldest first, at
+  // most `limit`: what the pruner removes.
+  Result<std::vector<TaskRecord>> finished_tasks_before(std::int64_t before_ms, std::size_t limit);
+  // Removes a finished task and its transition rows (kInvalidArgument for
+  // one that is not finished).
+  Status delete_task(std::string_view id);
 
   // "ok", or what PRAGMA integrity_check reports.
   Result<std::string> integrity_check();
