@@ -15,6 +15,7 @@
 
 #include "store/state_store.h"
 #include "support/daemon_harness.h"
+#include "support/stored_state.h"
 #include "support/sandbox_harness.h"
 
 namespace corral::testing {
@@ -22,22 +23,6 @@ namespace {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
-
-// The row the daemon stored for one process (read while it is down).
-std::optional<ProcessRecord> stored_process(const std::string& data_dir, const std::string& sandbox,
-                                            const std::string& pid) {
-  auto store = StateStore::open(data_dir + "/state.db");
-  if (!store) {
-    ADD_FAILURE() << store.error().message;
-    return std::nullopt;
-  }
-  auto procs = store->list_processes(sandbox);
-  if (!procs) return std::nullopt;
-  for (auto& p : *procs) {
-    if (p.id == pid) return p;
-  }
-  return std::nullopt;
-}
 
 std::string start_background(TestDaemon& d, const std::string& id, const std::string& body) {
   auto bg = d.request("POST", "/v1/sandboxes/" + id + "/processes", body);

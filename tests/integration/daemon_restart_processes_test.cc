@@ -20,6 +20,7 @@
 
 #include "store/state_store.h"
 #include "support/daemon_harness.h"
+#include "support/stored_state.h"
 #include "support/sandbox_harness.h"
 
 namespace corral::testing {
@@ -29,22 +30,6 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 
 constexpr bool kListeners[] = {false, true};  // via_tcp
-
-// The row the daemon stored for one process (read while it is down).
-std::optional<ProcessRecord> stored_process(const std::string& data_dir, const std::string& sandbox,
-                                            const std::string& pid) {
-  auto store = StateStore::open(data_dir + "/state.db");
-  if (!store) {
-    ADD_FAILURE() << store.error().message;
-    return std::nullopt;
-  }
-  auto procs = store->list_processes(sandbox);
-  if (!procs) return std::nullopt;
-  for (auto& p : *procs) {
-    if (p.id == pid) return p;
-  }
-  return std::nullopt;
-}
 
 // An integer field of a ProcessInfo, -1 when it is null or absent.
 int number(const json& info, const char* key) {
