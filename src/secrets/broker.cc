@@ -358,6 +358,34 @@ std::size_t SecretBroker::revoke_sandbox(std::string_view sandbox_id) {
   return n;
 }
 
+std::size_t SecretBroker::limit_sandbox(std::string_view sandbox_id,
+                                       std::chrono::system_clock::time_point deadline) {
+  std::vector<BrokerEvent> events;
+  std::size_t n = 0;
+  {
+    std::lock_guard lock(mu_);
+    const auto t = now();
+    auto it = by_sandbox_.find(std::string(sandbox_id));
+    if (it != by_sandbox_.end()) {
+      for (const std::string& h : it->second) {
+        auto e = tokens_.find(h);
+        if (e == tokens_.end() || e->second.state != State::kActive) continue;
+        Entry& entry = e->second;
+        if (deadline < entry.expiry) {
+          entry.expiry = deadline;
+          ++n;
+        }
+        if (t >= entry.expiry) {
+          mark_ended_locked(entry, State::kExpired, t);
+          events.push_back({entry.sandbox, entry.secret, "expired", "", "", "", hex_prefix(h), t});
+        }
+      }
+    }
+  }
+  emit(events);
+  return n;
+}
+
 bool SecretBroker::revoke(std::string_view token) {
   if (!looks_like_token(token)) return false;
   std::vector<BrokerEvent> events;
