@@ -38,35 +38,53 @@ std::string random_text(std::size_t n) {
   return s;
 }
 
-// A store of one key, "api", with a random value; mode 0600.
-struct OneSecretStore {
-  std::string dir, path, value = "v-" + random_text(32);
-  OneSecretStore() {
+// A store of two keys, "api" and "llm", with random values; mode 0600.
+struct TwoSecretStore {
+  std::string dir, path, api = "v-" + random_text(32), llm = "v-" + random_text(32);
+  TwoSecretStore() {
     char t[] = "/tmp/corral-revoke-test-XXXXXX";
     dir = ::mkdtemp(t);
     path = dir + "/secrets";
-    std::ofstream(path) << "api=" << value << "\n";
+    std::ofstream(path) << "api=" << api << "\nllm=" << llm << "\n";
     ::chmod(path.c_str(), 0600);
   }
-  ~OneSecretStore() { fs::remove_all(dir); }
+  ~TwoSecretStore() { fs::remove_all(dir); }
 };
 
-// From inside the sandbox: one plain-HTTP request to allowed.test with the
-// token as the bearer, after `delay` seconds. Prints "result <status>
-// <X-Corral-Refusal> <body>".
-const char* kCall = R"(
+// From inside the sandbox, after `delay` seconds, one request by each way
+// out that swaps tokens: plain HTTP through the proxy (secret "api", to
+// allowed.test:80), TLS interception (secret "llm", allowed.test:443) and
+// the gateway (service "llm", https://allowed.test/v1, secret "llm"). Each
+// path ends in the nonce. Prints "result <way> <status> <X-Corral-Refusal>
+// <body>" per request.
+const char* kCalls = R"(
 import os, sys, time, urllib.request, urllib.error
-time.sleep(float(sys.argv[2]))
-req = urllib.request.Request('http://allowed.test' + sys.argv[1],
-                             headers={'Authorization': 'Bearer ' + os.environ['API']})
-try:
-    r = urllib.request.urlopen(req, timeout=15)
-    print('result', r.status)
-except urllib.error.HTTPError as e:
-    print('result', e.code, e.headers.get('X-Corral-Refusal', ''), e.read().decode(errors='replace').strip())
-except Exception as e:
-    print('result ERR', type(e).__name__, e)
+n, delay = sys.argv[1], float(sys.argv[2])
+time.sleep(delay)
+def call(way, url, var, extra={}):
+    h = {'Authorization': 'Bearer ' + os.environ[var]}
+    h.update(extra)
+    try:
+        r = urllib.request.urlopen(urllib.request.Request(url, headers=h), timeout=15)
+        print('result', way, r.status)
+    except urllib.error.HTTPError as e:
+        print('result', way, e.code, e.headers.get('X-Corral-Refusal', ''),
+              e.read().decode(errors='replace').strip().replace('\n', ' '))
+    except Exception as e:
+        print('result', way, 'ERR', type(e).__name__, e)
+call('http', 'http://allowed.test/http-' + n, 'API')
+call('tls', 'https://allowed.test/tls-' + n, 'LLM')
+call('gateway', 'http://gateway.corral.internal/llm/gw-' + n, 'LLM',
+     {'X-Corral-Gateway-Token': os.environ['CORRAL_GATEWAY_TOKEN']})
 )";
+
+// The line of `way` in the script's output.
+std::string line_of(const std::string& out, const std::string& way) {
+  const std::string key = "result " + way + " ";
+  std::size_t at = out.find(key);
+  if (at == std::string::npos) return "<no line for " + way + "> " + out;
+  return out.substr(at, out.find('\n', at) - at);
+}
 
 class SecretRevocation : public ::testing::Test {
  protected:
@@ -75,28 +93,38 @@ class SecretRevocation : public ::testing::Test {
     auto world = NetWorld::create();
     ASSERT_TRUE(world.has_value()) << world.error().message;
     world_ = std::move(*world);
-    const std::string config = "serve:\n  secrets:\n    file: " + store_.path +
-                               "\n  network:\n    dns_servers: [\"" + world_->dns_endpoint() +
-                               "\"]\n    upstream_ca_file: " + world_->ca_pem_path() + "\n";
+    const std::string config =
+        "serve:\n  secrets:\n    file: " + store_.path + "\n  network:\n    dns_servers: [\"" +
+        world_->dns_endpoint() + "\"]\n    upstream_ca_file: " + world_->ca_pem_path() +
+        "\n    gateway:\n      - name: llm\n        url: https://allowed.test/v1\n"
+        "        methods: [GET]\n";
     daemon_ = std::make_unique<TestDaemon>(std::vector<std::string>{}, config);
     ASSERT_TRUE(daemon_->ready()) << daemon_->output();
   }
 
-  // A sandbox whose broker secret "api" may go to allowed.test:80.
+  // A sandbox with broker secret "api" for allowed.test:80 (plain HTTP) and
+  // "llm" for allowed.test:443 (intercepted, and the gateway's service).
   std::string create(const std::string& ttl = "") {
-    json secret{{"name", "api"},
-                {"tier", "high"},
-                {"hosts", json::array({{{"host", "allowed.test"}, {"port", 80}}})}};
-    if (!ttl.empty()) secret["ttl"] = ttl;
-    json body{{"network", {{"mode", "allowlist"}, {"allow", {"http://allowed.test:80"}}}},
-              {"secrets", json::array({secret})}};
+    json api{{"name", "api"},
+             {"tier", "high"},
+             {"hosts", json::array({{{"host", "allowed.test"}, {"port", 80}}})}};
+    json llm{{"name", "llm"},
+             {"tier", "high"},
+             {"hosts", json::array({{{"host", "allowed.test"}, {"intercept", true}}})}};
+    if (!ttl.empty()) api["ttl"] = llm["ttl"] = ttl;
+    json body{{"network",
+               {{"mode", "allowlist"},
+                {"allow", {"http://allowed.test:80", "allowed.test:443"}},
+                {"gateway", {"llm"}}}},
+              {"secrets", json::array({api, llm})}};
     HttpReply reply;
     std::string id = daemon_->create_sandbox(body.dump(), &reply);
     EXPECT_FALSE(id.empty()) << reply.body;
     return id;
   }
-  std::string call(const std::string& id, const std::string& path, double delay = 0) {
-    json body{{"argv", {"/usr/bin/python3", "-c", kCall, path, std::to_string(delay)}},
+  // Runs kCalls in the sandbox; the nonce ends every path.
+  std::string calls(const std::string& id, const std::string& nonce, double delay = 0) {
+    json body{{"argv", {"/usr/bin/python3", "-c", kCalls, nonce, std::to_string(delay)}},
               {"timeout", 60}};
     json r = daemon_->request("POST", "/v1/sandboxes/" + id + "/exec", body.dump()).json();
     return r.value("stdout", "") + r.value("stderr", "");
@@ -104,27 +132,49 @@ class SecretRevocation : public ::testing::Test {
   HttpReply revoke(const std::string& id, const std::string& body = "") {
     return daemon_->request("POST", "/v1/sandboxes/" + id + "/secrets/revoke", body);
   }
-  // Heads the upstream read whose request line names `path`.
-  int heads_for(const std::string& path) const {
+  // Every head the upstream's HTTP :80 and TLS :443 servers read.
+  std::vector<std::string> heads() const {
+    auto all = world_->http_request_heads();
+    for (auto& h : world_->tls_request_heads()) all.push_back(std::move(h));
+    return all;
+  }
+  // How many heads hold `nonce`, and how many of those hold a value.
+  int heads_with(const std::string& nonce) const {
     int n = 0;
-    for (const auto& h : world_->http_request_heads())
-      if (h.find(path) != std::string::npos) ++n;
+    for (const auto& h : heads()) n += h.find(nonce) != std::string::npos;
     return n;
   }
-  bool value_reached_upstream_in(const std::string& path) const {
-    for (const auto& h : world_->http_request_heads())
-      if (h.find(path) != std::string::npos &&
-          h.find(store_.value) != std::string::npos)
-        return true;
-    return false;
+  int values_with(const std::string& nonce) const {
+    int n = 0;
+    for (const auto& h : heads())
+      if (h.find(nonce) != std::string::npos &&
+          (h.find(store_.api) != std::string::npos || h.find(store_.llm) != std::string::npos))
+        ++n;
+    return n;
   }
-  bool refused_with(const std::string& reason) const {
-    for (const auto& ev : daemon_->wait_audit("secret.refused", 1))
-      if (ev.value("reason", "") == reason && ev.value("secret", "") == "api") return true;
+  // The three ways out were each refused, naming `why` first
+  // ("broker token revoked" / "broker token expired"), and nothing carrying
+  // the nonce reached the upstream.
+  void expect_refused_everywhere(const std::string& out, const std::string& nonce,
+                                 const std::string& why) {
+    EXPECT_NE(line_of(out, "http").find("403 secret_refused corral egress proxy: " + why),
+              std::string::npos)
+        << out;
+    EXPECT_NE(line_of(out, "tls").find("403  corral egress proxy: " + why), std::string::npos)
+        << out;
+    EXPECT_NE(line_of(out, "gateway").find("403 secret_refused {\"error\":\"secret_refused\""),
+              std::string::npos)
+        << out;
+    EXPECT_NE(line_of(out, "gateway").find(why), std::string::npos) << out;
+    EXPECT_EQ(heads_with(nonce), 0) << "nothing was forwarded";
+  }
+  bool refused_with(const std::string& reason, const std::string& secret) const {
+    for (const auto& ev : daemon_->wait_audit("secret.refused", 3))
+      if (ev.value("reason", "") == reason && ev.value("secret", "") == secret) return true;
     return false;
   }
 
-  OneSecretStore store_;
+  TwoSecretStore store_;
   std::unique_ptr<NetWorld> world_;
   std::unique_ptr<TestDaemon> daemon_;
 };
@@ -133,27 +183,27 @@ TEST_F(SecretRevocation, ARevokedTokenIsRefusedAtTheProxyAndNeverReachesTheUpstr
   const std::string id = create();
   ASSERT_FALSE(id.empty());
 
-  // Before: the upstream gets the value in place of the token.
-  const std::string before = "/before-" + random_text(8);
-  EXPECT_NE(call(id, before).find("result 200"), std::string::npos);
-  EXPECT_EQ(heads_for(before), 1);
-  EXPECT_TRUE(value_reached_upstream_in(before)) << "the swap works before revocation";
+  // Before: each way out swaps, and the upstream gets the values.
+  const std::string before = "before" + random_text(8);
+  const std::string out = calls(id, before);
+  for (const char* way : {"http", "tls", "gateway"})
+    EXPECT_NE(line_of(out, way).find(std::string("result ") + way + " 200"), std::string::npos)
+        << out;
+  EXPECT_EQ(heads_with(before), 3);
+  EXPECT_EQ(values_with(before), 3) << "the swap works before revocation";
 
   // The task ends; its sandbox is kept.
   HttpReply r = revoke(id);
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(r.json().value("revoked", -1), 1) << r.body;
-  EXPECT_GE(daemon_->wait_audit("secret.revoked", 1).size(), 1u);
+  EXPECT_EQ(r.json().value("revoked", -1), 2) << r.body;
+  EXPECT_GE(daemon_->wait_audit("secret.revoked", 2).size(), 2u);
 
-  const std::size_t heads_before = world_->http_request_heads().size();
-  const std::string after = "/after-" + random_text(8);
-  const std::string out = call(id, after);
-  EXPECT_NE(out.find("result 403 secret_refused corral egress proxy: broker token revoked"),
-            std::string::npos)
-      << out;
-  EXPECT_EQ(world_->http_request_heads().size(), heads_before) << "nothing was forwarded";
-  EXPECT_EQ(heads_for(after), 0);
-  EXPECT_TRUE(refused_with("revoked"));
+  const std::size_t heads_before = heads().size();
+  const std::string after = "after" + random_text(8);
+  expect_refused_everywhere(calls(id, after), after, "broker token revoked");
+  EXPECT_EQ(heads().size(), heads_before) << "the upstream counted no new request";
+  EXPECT_TRUE(refused_with("revoked", "api"));
+  EXPECT_TRUE(refused_with("revoked", "llm"));
   auto metrics = daemon_->request("GET", "/metrics");
   EXPECT_NE(metrics.body.find("corral_secret_refusals_total{reason=\"revoked\"}"),
             std::string::npos)
@@ -170,22 +220,20 @@ TEST_F(SecretRevocation, ARevokedTokenIsRefusedAtTheProxyAndNeverReachesTheUpstr
   json alive = daemon_->exec(id, "echo alive");
   EXPECT_NE(alive.value("stdout", "").find("alive"), std::string::npos) << alive.dump();
 
-  // A restarted daemon issues the sandbox a new token, revoked at once.
+  // A restarted daemon issues the sandbox new tokens, revoked at once.
   ASSERT_TRUE(daemon_->kill9());
   ASSERT_TRUE(daemon_->restart()) << daemon_->output();
   auto info = daemon_->request("GET", "/v1/sandboxes/" + id);
   ASSERT_EQ(info.json().value("state", ""), "ready") << info.body;
-  const std::size_t heads_restart = world_->http_request_heads().size();
-  const std::string late = "/after-restart-" + random_text(8);
-  const std::string late_out = call(id, late);
-  EXPECT_NE(late_out.find("result 403 secret_refused corral egress proxy: broker token revoked"),
-            std::string::npos)
-      << late_out;
-  EXPECT_EQ(world_->http_request_heads().size(), heads_restart);
+  const std::size_t heads_restart = heads().size();
+  const std::string late = "restart" + random_text(8);
+  expect_refused_everywhere(calls(id, late), late, "broker token revoked");
+  EXPECT_EQ(heads().size(), heads_restart);
 
-  // The value never reached the upstream after the revocation, in any head.
-  for (const std::string& path : {after, late}) EXPECT_FALSE(value_reached_upstream_in(path));
-  EXPECT_EQ(daemon_->output().find(store_.value), std::string::npos);
+  // The values never reached the upstream after the revocation.
+  EXPECT_EQ(values_with(after) + values_with(late), 0);
+  EXPECT_EQ(daemon_->output().find(store_.api), std::string::npos);
+  EXPECT_EQ(daemon_->output().find(store_.llm), std::string::npos);
 
   auto del = daemon_->request("DELETE", "/v1/sandboxes/" + id);
   EXPECT_EQ(del.json().value("state", ""), "cleaned") << del.body;
@@ -193,21 +241,19 @@ TEST_F(SecretRevocation, ARevokedTokenIsRefusedAtTheProxyAndNeverReachesTheUpstr
       << "the stored revocation goes with the sandbox";
 }
 
-// A token past its TTL: the same refusal, named "expired". The TTL is a
-// real 1 s (the unit tests drive the clock); the request waits 2 s inside.
+// Tokens past their TTL: the same refusals, named "expired". The TTL is a
+// real 1 s (the unit tests drive the clock); the requests wait 2 s inside.
 TEST_F(SecretRevocation, AnExpiredTokenIsRefusedAtTheProxyAndNeverReachesTheUpstream) {
   const std::string id = create("1s");
   ASSERT_FALSE(id.empty());
-  const std::size_t heads_before = world_->http_request_heads().size();
-  const std::string late = "/expired-" + random_text(8);
-  const std::string out = call(id, late, 2.0);
-  EXPECT_NE(out.find("result 403 secret_refused corral egress proxy: broker token expired"),
-            std::string::npos)
-      << out;
-  EXPECT_EQ(world_->http_request_heads().size(), heads_before) << "nothing was forwarded";
-  EXPECT_FALSE(value_reached_upstream_in(late));
-  EXPECT_TRUE(refused_with("expired"));
-  // Revoking an expired token's sandbox is no error (nothing left active).
+  const std::size_t heads_before = heads().size();
+  const std::string late = "expired" + random_text(8);
+  expect_refused_everywhere(calls(id, late, 2.0), late, "broker token expired");
+  EXPECT_EQ(heads().size(), heads_before) << "the upstream counted no new request";
+  EXPECT_EQ(values_with(late), 0);
+  EXPECT_TRUE(refused_with("expired", "api"));
+  EXPECT_TRUE(refused_with("expired", "llm"));
+  // Revoking a sandbox whose tokens expired is no error (none is active).
   HttpReply r = revoke(id);
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.json().value("revoked", -1), 0);
