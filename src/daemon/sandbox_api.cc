@@ -1,5 +1,6 @@
 // Handlers of /v1/sandboxes and /v1/sandboxes/{id}: create, list, inspect,
 // destroy, extend, network, and the revocation of its broker tokens.
+#include "base/json_text.h"
 #include "daemon/api_context.h"
 #include "daemon/sandbox_service.h"
 
@@ -94,7 +95,7 @@ void handle_revoke_secrets(ApiContext& ctx, ApiRequest& r) {
   auto revoked = ctx.sandboxes.revoke_secrets(r.params[0]);
   if (fail_if_error(r, revoked)) return;
   nlohmann::json out{{"id", r.params[0]}, {"revoked", *revoked}};
-  send_json(r.out, 200, out.dump());
+  send_json(r.out, 200, json_text(out));
 }
 
 }  // namespace corral::daemon

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "base/json_text.h"
 #include "jail/fs_util.h"
 
 namespace corral::daemon {
@@ -71,7 +72,7 @@ Status TokenLimits::put(const std::string& sandbox_id, const TokenLimit& limit) 
                             .count();
   j["revoked"] = limit.revoked;
   const std::string tmp = *path + ".tmp";
-  CORRAL_TRY(write_file(tmp, j.dump() + "\n", 0600));
+  CORRAL_TRY(write_file(tmp, json_text(j) + "\n", 0600));
   if (::rename(tmp.c_str(), path->c_str()) != 0) {
     Status st = errno_error("rename(" + tmp + ", " + *path + ")");
     ::unlink(tmp.c_str());
