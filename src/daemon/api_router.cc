@@ -27,6 +27,7 @@ const Route kRoutes[] = {
     {"DELETE", "/v1/sandboxes/{id}", handle_delete_sandbox},
     {"POST", "/v1/sandboxes/{id}/timeout", handle_extend_sandbox},
     {"PUT", "/v1/sandboxes/{id}/network", handle_set_network},
+    {"POST", "/v1/sandboxes/{id}/secrets/revoke", handle_revoke_secrets},
     {"POST", "/v1/sandboxes/{id}/exec", handle_exec},
     {"POST", "/v1/sandboxes/{id}/processes", handle_start_process},
     {"GET", "/v1/sandboxes/{id}/processes", handle_list_processes},

@@ -10,11 +10,13 @@ using nlohmann::json;
 
 namespace {
 
-// What an API request makes (a create injects, a destroy revokes and
-// wipes, an issued token expires once): not the sandbox's doing, so never
-// budgeted. Everything else that reaches submit() is.
-constexpr std::array<std::string_view, 5> kApiTriggered = {
-    "secret.inject", "secret.wipe", "secret.issued", "secret.revoked", "secret.expired"};
+// What an API request makes (a create injects, a destroy or a task's end
+// revokes and wipes, a task's start bounds the tokens, an issued token
+// expires once): not the sandbox's doing, so never budgeted. Everything
+// else that reaches submit() is.
+constexpr std::array<std::string_view, 6> kApiTriggered = {
+    "secret.inject",  "secret.wipe",    "secret.issued",
+    "secret.revoked", "secret.expired", "secret.lifetime"};
 
 }  // namespace
 

@@ -1,5 +1,6 @@
 // Handlers of /v1/sandboxes and /v1/sandboxes/{id}: create, list, inspect,
-// destroy, extend.
+// destroy, extend, network, and the revocation of its broker tokens.
+#include "base/json_text.h"
 #include "daemon/api_context.h"
 #include "daemon/sandbox_service.h"
 
@@ -77,6 +78,24 @@ void handle_set_network(ApiContext& ctx, ApiRequest& r) {
   auto info = ctx.sandboxes.set_network(r.params[0], *network);
   if (fail_if_error(r, info)) return;
   send_json(r.out, 200, api::to_json(*info));
+}
+
+// POST /v1/sandboxes/{id}/secrets/revoke (issue 15, S4): the sandbox's
+// broker tokens are refused from now on; the sandbox lives on. No body.
+void handle_revoke_secrets(ApiContext& ctx, ApiRequest& r) {
+  auto body = read_json_body(r, ctx.limits.max_json_body);
+  if (fail_if_error(r, body)) return;
+  if (!body->empty()) {
+    auto j = nlohmann::json::parse(*body, nullptr, false);
+    if (!j.is_object() || !j.empty())
+      return send_error(r.out, api::make_api_error(api::ApiErrorCode::kInvalidValue,
+                                                   "this route takes no body (or {})", "body",
+                                                   "send POST with an empty body"));
+  }
+  auto revoked = ctx.sandboxes.revoke_secrets(r.params[0]);
+  if (fail_if_error(r, revoked)) return;
+  nlohmann::json out{{"id", r.params[0]}, {"revoked", *revoked}};
+  send_json(r.out, 200, json_text(out));
 }
 
 }  // namespace corral::daemon

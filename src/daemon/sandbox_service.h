@@ -132,6 +132,15 @@ class SandboxService {
     return secrets_ != nullptr ? secrets_->secret_devices(id) : std::vector<dev_t>{};
   }
 
+  // Issue 15 (S4): bounds on sandbox `id`'s broker tokens while it lives
+  // (SecretService::revoke_tokens / limit_token_lifetime, in
+  // sandbox_secrets.cc). not_found (404) for an unknown id; a sandbox that
+  // has ended has its tokens revoked already (0). Both answer how many
+  // tokens they changed; both are idempotent.
+  ApiResult<std::size_t> revoke_secrets(std::string_view id);
+  ApiResult<std::size_t> limit_secret_lifetime(std::string_view id,
+                                               std::chrono::system_clock::time_point deadline);
+
   // Appends an audit record after everything the journal still holds.
   void audit_now(const nlohmann::json& event);
   // Appends it through the journal (in order, without waiting).

@@ -111,6 +111,8 @@ Status SecretService::start() {
       });
   if (auto st = mkdir_p(mounts_root(), 0700); !st)
     return tl::unexpected(st.error().wrap("creating " + mounts_root()));
+  if (auto st = limits_.open(); !st)
+    return tl::unexpected(st.error().wrap("creating " + limits_.dir()));
   auto watch = sec::SecretReadWatch::start([this](const sec::SecretRead& r) {
     metrics_.counter("corral_secret_reads_total", "Secret values used or read", {{"mode", "file"}})
         .inc();
@@ -354,9 +356,12 @@ Status SecretService::reattach(const std::string& id, const SandboxSpec& spec) {
   }
   if (in.mount && watch_) CORRAL_TRY(watch_->watch(id, in.mount->dir()));
   CORRAL_TRY(build_redaction(in));
-  std::lock_guard lock(mu_);
-  sandboxes_[id] = std::move(in);
-  return ok();
+  {
+    std::lock_guard lock(mu_);
+    sandboxes_[id] = std::move(in);
+  }
+  // The new tokens get the deadline or the revocation the old ones had.
+  return apply_stored_limit(id);
 }
 
 std::vector<std::string> SecretService::env(const std::string& id) const {
@@ -393,6 +398,10 @@ std::vector<std::string> SecretService::remove(const std::string& id) {
   }
   if (watch_) watch_->unwatch(id);
   std::vector<std::string> residue;
+  {
+    std::lock_guard lock(limits_mu_);
+    if (auto st = limits_.erase(id); !st) residue.push_back(st.error().message);
+  }
   if (auto st = sec::wipe_secret_mount(mount_dir(id)); !st) residue.push_back(st.error().message);
   if (in && in->resolved && !in->resolved->secrets.empty())
     audit(json{{"type", "secret.wipe"},

@@ -13,6 +13,10 @@
 //              values, broker tokens); never stored, never audited;
 //   remove()   at destroy: tokens revoked, the watch stopped, the files
 //              overwritten and unmounted; what is left is residue.
+//   limit_token_lifetime(), revoke_tokens()
+//              a task's bounds on its sandbox's broker tokens (issue 15,
+//              S4): a deadline, and revocation before the sandbox ends;
+//              both kept across a daemon restart (token_limits.h).
 //
 // Nothing here writes a value anywhere but into a sandbox: audit records
 // carry names, modes and token hashes.
@@ -31,6 +35,7 @@
 
 #include "base/result.h"
 #include "daemon/metrics.h"
+#include "daemon/token_limits.h"
 #include "secrets/audit_redactor.h"
 #include "secrets/broker.h"
 #include "secrets/redactor.h"
@@ -119,6 +124,19 @@ class SecretService {
   // its mount is found by its id. Nothing to do is no error.
   std::vector<std::string> remove(const std::string& id);
 
+  // Caps the expiry of sandbox `id`'s broker tokens at `deadline` (a
+  // task: its start + 1.5 x its timeout). Never lengthens a token's life:
+  // a secret's own shorter `ttl`, or an earlier deadline, stays. Tokens
+  // past it are expired at once. Kept across a daemon restart. Returns how
+  // many tokens were shortened; 0 for a sandbox without broker secrets.
+  Result<std::size_t> limit_token_lifetime(const std::string& id,
+                                           std::chrono::system_clock::time_point deadline);
+  // Revokes every broker token of sandbox `id` now, while the sandbox may
+  // live on (a task ended with keep_sandbox); they stay revoked after a
+  // daemon restart. Idempotent: returns how many were active (0 the second
+  // time). Env and file secrets are in the sandbox already: untouched.
+  Result<std::size_t> revoke_tokens(const std::string& id);
+
   // Why file-mode secrets cannot be served, if they cannot.
   std::optional<std::string> unavailable_reason() const;
 
@@ -129,6 +147,10 @@ class SecretService {
     std::vector<std::pair<std::string, secrets::SecretValue>> env;  // name, value or token
     std::shared_ptr<const secrets::RedactionSet> redaction;
   };
+  // Whether sandbox `id` was injected with a broker secret.
+  bool has_broker_secrets(const std::string& id) const;
+  // Applies what limit_token_lifetime / revoke_tokens stored (reattach).
+  Status apply_stored_limit(const std::string& id);
   // The sandbox's set: values of `resolved` and the tokens in `in.env`.
   Status build_redaction(Injected& in) const;
   void audit(nlohmann::json event) const;
@@ -147,6 +169,8 @@ class SecretService {
   std::shared_ptr<const secrets::AuditRedactor> audit_redactor_;
   std::string watch_error_;
   bool trust_ready_ = false;
+  TokenLimits limits_{data_dir_ + "/token-limits"};
+  std::mutex limits_mu_;  // one read-modify-write of a limit at a time; a leaf
 
   // The audit sink, shared with the broker's callback: the proxy may call
   // the broker after this service is gone (the network engine ends later),

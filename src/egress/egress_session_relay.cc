@@ -7,6 +7,7 @@
 #include "egress/tls_intercept.h"
 #include "secrets/reflection_guard.h"
 #include "secrets/secret_value.h"
+#include "secrets/token_swapper.h"
 
 namespace corral::net::egress_detail {
 
@@ -92,10 +93,12 @@ bool Session::swap_plain(const std::string& host, std::uint16_t port, std::strin
   if (r.outcome == secrets::SwapOutcome::kRefused) {
     ev_.secrets = r.secrets;
     std::string names = joined(r.secrets);
+    const std::string dest = host + ":" + std::to_string(port);
+    std::string stale = secrets::stale_token_refusal(r, dest);
     refuse(EgressRefusal::kSecretRefused,
-           "the token of secret " + names + " may not be sent to " + host + ":" +
-               std::to_string(port) + " in plain HTTP" +
-               (r.reason.empty() ? "" : " (" + r.reason + ")"),
+           !stale.empty() ? stale
+                          : "the token of secret " + names + " may not be sent to " + dest +
+                                " in plain HTTP" + (r.reason.empty() ? "" : " (" + r.reason + ")"),
            403);
     return false;
   }

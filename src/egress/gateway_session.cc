@@ -27,6 +27,7 @@
 #include "egress/tls_stream.h"
 #include "secrets/reflection_guard.h"
 #include "secrets/secret_value.h"
+#include "secrets/token_swapper.h"
 
 namespace corral::net {
 
@@ -526,10 +527,15 @@ class Gateway::Session {
     if (sr.outcome == secrets::SwapOutcome::kRefused) {
       std::string names;
       for (const auto& n : sr.secrets) names += (names.empty() ? "" : ", ") + n;
-      refuse(GatewayRefusal::kSecretRefused,
-             "the token of secret " + names + " may not be sent to gateway service \"" + svc.name +
-                 "\" (" + svc.host + ")" + (sr.reason.empty() ? "" : ": " + sr.reason),
-             "a broker token goes only to the hosts its secret names");
+      std::string stale = secrets::stale_token_refusal(sr, "gateway service \"" + svc.name + "\"");
+      if (!stale.empty())
+        refuse(GatewayRefusal::kSecretRefused, stale,
+               "a revoked or expired token is never valid again: a new sandbox gets new tokens");
+      else
+        refuse(GatewayRefusal::kSecretRefused,
+               "the token of secret " + names + " may not be sent to gateway service \"" +
+                   svc.name + "\" (" + svc.host + ")" + (sr.reason.empty() ? "" : ": " + sr.reason),
+               "a broker token goes only to the hosts its secret names");
       secrets::wipe(head_);
       return false;
     }

@@ -14,6 +14,7 @@
 #include "egress/tls_stream.h"
 #include "secrets/reflection_guard.h"
 #include "secrets/secret_value.h"
+#include "secrets/token_swapper.h"
 
 namespace corral::net {
 
@@ -380,9 +381,13 @@ InterceptResult Relay::run() {
       r_.outcome = InterceptOutcome::kSecretRefused;
       r_.reason = "a broker token (" + joined(sr.secrets) + ") may not be sent to " + s_.host +
                   (sr.reason.empty() ? "" : ": " + sr.reason);
+      std::string stale =
+          secrets::stale_token_refusal(sr, s_.host + ":" + std::to_string(s_.port));
       answer(client, r_, 403,
-             "the token of secret " + joined(sr.secrets) + " may not be sent to this host (" +
-                 s_.host + ")" + (sr.reason.empty() ? "" : ": " + sr.reason));
+             !stale.empty() ? stale
+                            : "the token of secret " + joined(sr.secrets) +
+                                  " may not be sent to this host (" + s_.host + ")" +
+                                  (sr.reason.empty() ? "" : ": " + sr.reason));
       secrets::wipe(head);
       return finish(&up);
     }

@@ -358,6 +358,34 @@ std::size_t SecretBroker::revoke_sandbox(std::string_view sandbox_id) {
   return n;
 }
 
+std::size_t SecretBroker::limit_sandbox(std::string_view sandbox_id,
+                                       std::chrono::system_clock::time_point deadline) {
+  std::vector<BrokerEvent> events;
+  std::size_t n = 0;
+  {
+    std::lock_guard lock(mu_);
+    const auto t = now();
+    auto it = by_sandbox_.find(std::string(sandbox_id));
+    if (it != by_sandbox_.end()) {
+      for (const std::string& h : it->second) {
+        auto e = tokens_.find(h);
+        if (e == tokens_.end() || e->second.state != State::kActive) continue;
+        Entry& entry = e->second;
+        if (deadline < entry.expiry) {
+          entry.expiry = deadline;
+          ++n;
+        }
+        if (t >= entry.expiry) {
+          mark_ended_locked(entry, State::kExpired, t);
+          events.push_back({entry.sandbox, entry.secret, "expired", "", "", "", hex_prefix(h), t});
+        }
+      }
+    }
+  }
+  emit(events);
+  return n;
+}
+
 bool SecretBroker::revoke(std::string_view token) {
   if (!looks_like_token(token)) return false;
   std::vector<BrokerEvent> events;
@@ -507,13 +535,14 @@ bool SecretBroker::intercepts(std::string_view sandbox, std::string_view host,
   std::lock_guard lock(mu_);
   auto it = by_sandbox_.find(std::string(sandbox));
   if (it == by_sandbox_.end()) return false;
-  // An expired token's hosts stay intercepted (until its tombstone goes):
-  // the request is then seen and refused as "expired", and audited, rather
-  // than meeting the real server's certificate in a blind tunnel. Revoked
-  // tokens belong to an ended sandbox.
+  // An expired or revoked token's hosts stay intercepted (until its
+  // tombstone goes): the request is then seen and refused as "expired" or
+  // "revoked", and audited, rather than carried in a blind tunnel to the
+  // real server. A sandbox kept after its task (issue 15, S4) still runs
+  // and may still send its revoked token.
   for (const std::string& h : it->second) {
     auto e = tokens_.find(h);
-    if (e == tokens_.end() || e->second.state == State::kRevoked) continue;
+    if (e == tokens_.end()) continue;
     for (const SecretHost& sh : e->second.hosts) {
       if (sh.intercept && sh.port == port && host_matches(sh.host, host)) return true;
     }

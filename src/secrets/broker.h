@@ -96,8 +96,16 @@ class SecretBroker : public TokenSwapper {
   // The same, with expiry = now + secret.ttl.
   Result<std::string> issue(std::string_view sandbox_id, const ResolvedSecret& secret);
 
-  // Revokes every token of the sandbox (at its end); how many.
+  // Revokes every token of the sandbox (at its end, or when its task ends
+  // and the sandbox is kept); how many were active. Idempotent: a second
+  // call revokes nothing and returns 0.
   std::size_t revoke_sandbox(std::string_view sandbox_id);
+  // Caps the expiry of every active token of the sandbox at `deadline`
+  // (issue 15, S4: a task's tokens end with the task's time). Never makes
+  // a token live longer. A token whose expiry is then reached is expired
+  // at once (one "expired" event each). Returns how many were shortened.
+  std::size_t limit_sandbox(std::string_view sandbox_id,
+                            std::chrono::system_clock::time_point deadline);
   // Revokes one token; false when it is unknown or already revoked.
   bool revoke(std::string_view token);
 

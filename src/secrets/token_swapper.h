@@ -62,6 +62,13 @@ struct SwapResult {
   std::vector<SwappedText> swapped;
 };
 
+// The refusal text for a token that was valid once and is no more
+// (revoked, expired), naming that plainly for the sandbox's program (issue
+// 15, S4): "broker token revoked: ...". Empty for every other refusal,
+// which the caller words itself. `destination` is where the request was
+// going ("host:port" or a gateway service).
+std::string stale_token_refusal(const SwapResult& result, std::string_view destination);
+
 class TokenSwapper {
  public:
   virtual ~TokenSwapper() = default;

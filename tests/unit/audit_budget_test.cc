@@ -30,8 +30,9 @@ const std::vector<std::string> kSandboxTriggered = {
     "some.future.kind",    // a type nobody classified: budgeted by default
 };
 // What API requests make (create, exec, destroy, token lifetime).
-const std::vector<std::string> kApiTriggered = {"secret.inject", "secret.wipe", "secret.issued",
-                                                "secret.revoked", "secret.expired"};
+const std::vector<std::string> kApiTriggered = {"secret.inject",  "secret.wipe",
+                                                "secret.issued",  "secret.revoked",
+                                                "secret.expired", "secret.lifetime"};
 
 struct Sink {
   std::mutex mu;

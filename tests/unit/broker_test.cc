@@ -363,8 +363,11 @@ TEST_F(BrokerTest, InterceptsOnlyHostsMarkedForIt) {
   EXPECT_FALSE(broker_.intercepts("sb-2", "api.example.com", 443));
   offset_ = 24 * 3600;  // expired: still intercepted, so a late use is refused
   EXPECT_TRUE(broker_.intercepts("sb-1", "api.example.com", 443));
+  // Revoked (a kept sandbox after its task, issue 15): still intercepted,
+  // so the late use is seen and refused rather than tunneled blind.
   broker_.revoke_sandbox("sb-1");
-  EXPECT_FALSE(broker_.intercepts("sb-1", "api.example.com", 443));
+  EXPECT_TRUE(broker_.intercepts("sb-1", "api.example.com", 443));
+  EXPECT_FALSE(broker_.intercepts("sb-1", "other.example.com", 443));
 }
 
 TEST_F(BrokerTest, RuntimeReadForLowAndMediumOnly) {
