@@ -233,25 +233,35 @@ Result<api::UploadResult> RemoteProvider::put_file_from(std::string_view id, std
 
 Result<std::uint64_t> RemoteProvider::get_file_to(std::string_view id, std::string_view path,
                                                   const ByteSink& sink) {
+  auto total = download(sandbox_path(id) + "/files?path=" + http::percent_encode(path), sink);
+  if (!total) return tl::unexpected(std::move(total).error().wrap("downloading " + std::string(path)));
+  return total;
+}
+
+Result<std::uint64_t> RemoteProvider::download(std::string_view target, const ByteSink& sink,
+                                               std::string* sha256_hex) {
   auto c = lease();
   if (!c) return tl::unexpected(std::move(c).error());
-  auto head = (*c)->send("GET", sandbox_path(id) + "/files?path=" + http::percent_encode(path),
-                         with_auth({}), {});
+  auto head = (*c)->send("GET", target, with_auth({}), {});
   if (!head) return tl::unexpected(std::move(head).error());
   if (head->status != 200) return tl::unexpected(read_error(**c, *head));
+  if (sha256_hex != nullptr) {
+    auto sent = head->header("x-corral-sha256");
+    *sha256_hex = sent ? std::string(*sent) : std::string();
+  }
   std::uint64_t total = 0;
   std::string buf(kReadChunk, '\0');
   for (;;) {
     auto n = (*c)->read_body(buf.data(), buf.size());
-    if (!n) return tl::unexpected(std::move(n).error().wrap("downloading " + std::string(path)));
+    if (!n) return tl::unexpected(std::move(n).error());
     if (*n == 0) break;
     if (auto st = sink(std::string_view(buf.data(), *n)); !st) return tl::unexpected(st.error());
     total += *n;
   }
   if (head->content_length && total != *head->content_length)
-    return make_error(ErrorCode::kSystem, "download of " + std::string(path) + " ended after " +
-                                              std::to_string(total) + " of " +
-                                              std::to_string(*head->content_length) + " bytes");
+    return make_error(ErrorCode::kSystem, "the download ended after " + std::to_string(total) +
+                                              " of " + std::to_string(*head->content_length) +
+                                              " bytes");
   return total;
 }
 

@@ -25,13 +25,13 @@ from .errors import (
     Unauthorized,
     Unavailable,
 )
-from .models import ExecResult, FileEntry, ProcessInfo, SandboxInfo
+from .models import ExecResult, FileEntry, ProcessInfo, SandboxInfo, TaskInfo, TaskOutput
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_URL", "Client", "Sandbox", "Process",
-    "ExecResult", "SandboxInfo", "ProcessInfo", "FileEntry",
+    "ExecResult", "SandboxInfo", "ProcessInfo", "FileEntry", "TaskInfo", "TaskOutput",
     "CorralError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "RequestTimeout", "Conflict",
     "SandboxExpired", "OverCapacity", "SetupFailed", "InternalError", "Unavailable",
     "InsufficientStorage", "ConnectionFailed",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import http.client
 import io
 import json
@@ -23,7 +24,7 @@ from .errors import (
     error_from_body,
     error_from_response,
 )
-from .models import ExecResult, FileEntry, ProcessInfo, SandboxInfo
+from .models import ExecResult, FileEntry, ProcessInfo, SandboxInfo, TaskInfo
 
 DEFAULT_URL = "unix:/run/corral/corral.sock"
 _CHUNK = 1 << 20  # upload/download buffer
@@ -341,6 +342,135 @@ class Client:
         """The sandbox with this id; raises NotFound when there is none."""
         doc = self._json("GET", f"/v1/sandboxes/{quote(sandbox_id, safe='')}")
         return Sandbox(self, SandboxInfo.from_json(doc))
+
+    # ---- tasks (docs/tasks.md) ----
+
+    def submit_task(self, task_id: str, command: Union[str, Iterable[str], None] = None,
+                    inputs: Optional[dict] = None, outputs: Optional[Iterable[Any]] = None,
+                    env: Optional[dict] = None, cwd: Optional[str] = None,
+                    stdin: Union[str, bytes, None] = None, timeout: Optional[Duration] = None,
+                    sandbox: Optional[dict] = None, **extra: Any) -> TaskInfo:
+        """POST /v1/tasks: submits a task, or finds the one with this id.
+
+        ``command`` is an argv list, or a string run by ``sh -c``.
+        ``inputs`` maps a path inside the sandbox to its content (str or
+        bytes) or to a dict as the API takes it ({"object": key, "sha256":
+        ...}). ``outputs`` are paths (required) or dicts ({"path", "required",
+        "max_size"}). Repeating the same call returns the stored task and
+        never runs the command again (D6); other fields under the same id
+        raise Conflict naming the first that differs.
+        """
+        body: dict = {"id": task_id}
+        if isinstance(command, str):
+            body["sh"] = command
+        elif command is not None:
+            body["command"] = list(command)
+        if sandbox is not None:
+            body["sandbox"] = sandbox
+        if inputs:
+            items = []
+            for path, value in inputs.items():
+                if isinstance(value, dict):
+                    items.append({"path": path, **value})
+                elif isinstance(value, str):
+                    items.append({"path": path, "content": value})
+                else:
+                    items.append({"path": path,
+                                  "content_b64": base64.b64encode(bytes(value)).decode("ascii")})
+            body["inputs"] = items
+        if outputs:
+            body["outputs"] = [o if isinstance(o, dict) else {"path": str(o)} for o in outputs]
+        if env:
+            body["env"] = env
+        if cwd is not None:
+            body["cwd"] = cwd
+        if stdin is not None:
+            _put_bytes(body, "stdin", stdin)
+        if timeout is not None:
+            body["timeout"] = _duration(timeout)
+        body.update(extra)
+        return TaskInfo.from_json(self._json("POST", "/v1/tasks", body=body))
+
+    def get_task(self, task_id: str, wait: Optional[Duration] = None) -> TaskInfo:
+        """GET /v1/tasks/{id}; with ``wait`` the daemon answers once the task
+        has finished or the wait (at most 60 s) has passed."""
+        query = {"wait": _duration(wait)} if wait is not None else None
+        seconds = _seconds(wait)
+        return TaskInfo.from_json(self._json(
+            "GET", f"/v1/tasks/{quote(task_id, safe='')}", query=query,
+            timeout=self._long_timeout(seconds) if seconds is not None else _UNSET))
+
+    def wait_task(self, task_id: str, timeout: Optional[float] = None) -> TaskInfo:
+        """Waits (long-polling) until the task has finished; ``timeout``
+        seconds at most (None: as long as it takes). Returns the task as it
+        is then, finished or not."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = 30.0 if deadline is None else min(30.0, deadline - time.monotonic())
+            task = self.get_task(task_id, wait=f"{max(0, int(left * 1000))}ms")
+            if task.finished or (deadline is not None and time.monotonic() >= deadline):
+                return task
+
+    def run_task(self, task_id: str, command: Union[str, Iterable[str], None] = None,
+                 wait_timeout: Optional[float] = None, **kwargs: Any) -> TaskInfo:
+        """submit_task, then wait_task: the finished task (see TaskInfo.ok)."""
+        self.submit_task(task_id, command, **kwargs)
+        return self.wait_task(task_id, wait_timeout)
+
+    def list_tasks(self, status: Union[str, Iterable[str], None] = None,
+                   created_after_ms: Optional[int] = None, created_before_ms: Optional[int] = None,
+                   limit: Optional[int] = None) -> "list[TaskInfo]":
+        """GET /v1/tasks, every page: newest first."""
+        query: dict = {}
+        if status is not None:
+            query["status"] = status if isinstance(status, str) else ",".join(status)
+        if created_after_ms is not None:
+            query["created_after"] = created_after_ms
+        if created_before_ms is not None:
+            query["created_before"] = created_before_ms
+        if limit is not None:
+            query["limit"] = limit
+        tasks: "list[TaskInfo]" = []
+        while True:
+            doc = self._json("GET", "/v1/tasks", query=query)
+            tasks.extend(TaskInfo.from_json(d) for d in doc.get("tasks", []))
+            cursor = doc.get("next_cursor")
+            if not cursor or (limit is not None and len(tasks) >= limit):
+                return tasks[:limit] if limit is not None else tasks
+            query["cursor"] = cursor
+
+    def cancel_task(self, task_id: str) -> TaskInfo:
+        """POST /v1/tasks/{id}/cancel: ends a queued or running task."""
+        return TaskInfo.from_json(self._json("POST", f"/v1/tasks/{quote(task_id, safe='')}/cancel"))
+
+    def task_output(self, task_id: str, index: int) -> bytes:
+        """The bytes of output ``index`` of a finished task."""
+        buf = io.BytesIO()
+        self.download_task_output(task_id, index, buf)
+        return buf.getvalue()
+
+    def download_task_output(self, task_id: str, index: int, fileobj: BinaryIO) -> int:
+        """Streams output ``index`` into ``fileobj``; returns its size."""
+        resp = self._open("GET", f"/v1/tasks/{quote(task_id, safe='')}/outputs/{int(index)}",
+                          headers={"Accept": "application/octet-stream"})
+        expected = resp.resp.getheader("X-Corral-Sha256")
+        digest = hashlib.sha256()
+        total = 0
+        try:
+            while True:
+                chunk = resp.read1(_CHUNK)
+                if not chunk:
+                    break
+                fileobj.write(chunk)
+                digest.update(chunk)
+                total += len(chunk)
+        finally:
+            resp.close()
+        if expected and digest.hexdigest() != expected.lower():
+            raise CorralError(0, "bad_response",
+                              f"output {index} of task {task_id}: sha256 {digest.hexdigest()} "
+                              f"differs from the stored {expected}")
+        return total
 
     def health(self) -> dict:
         """GET /healthz: {"status": "ok", "sandboxes": N}."""

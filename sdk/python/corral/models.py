@@ -158,3 +158,82 @@ class FileEntry:
             mtime_ms=int(doc.get("mtime_ms") or 0),
             link_target=read_text(doc, "link_target"),
         )
+
+
+def _ms(doc: dict, key: str) -> Optional[int]:
+    """A time as unix ms: ``key_ms`` (an int) or ``key`` (an int)."""
+    value = doc.get(key + "_ms", doc.get(key))
+    return int(value) if isinstance(value, (int, float)) else None
+
+
+@dataclass
+class TaskOutput:
+    """One collected output of a task: where it was, and what was stored."""
+
+    index: int
+    path: str
+    present: bool = False
+    size: int = 0
+    sha256: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, doc: dict, index: int) -> "TaskOutput":
+        return cls(index=int(doc.get("index", index)), path=str(doc.get("path", "")),
+                   present=bool(doc.get("present", False)), size=int(doc.get("size") or 0),
+                   sha256=doc.get("sha256"))
+
+
+FINISHED_TASK_STATUSES = ("succeeded", "failed", "timed_out", "cancelled")
+
+
+@dataclass
+class TaskInfo:
+    """A task (docs/tasks.md): its status, how it ended and its outputs."""
+
+    id: str
+    status: str
+    stage: str = ""
+    reason: Optional[str] = None
+    detail: Optional[str] = None
+    exit_code: Optional[int] = None
+    signal: Optional[int] = None
+    sandbox_id: Optional[str] = None
+    attempt: int = 1
+    replay_of: Optional[str] = None
+    outputs: list = field(default_factory=list)
+    snapshot_id: Optional[str] = None
+    snapshot_error: Optional[str] = None
+    created_at_ms: Optional[int] = None
+    started_at_ms: Optional[int] = None
+    finished_at_ms: Optional[int] = None
+    request: Optional[dict] = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED_TASK_STATUSES
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "succeeded"
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "TaskInfo":
+        return cls(
+            id=str(doc.get("id", "")),
+            status=str(doc.get("status", "")),
+            stage=str(doc.get("stage") or ""),
+            reason=doc.get("reason"),
+            detail=doc.get("detail"),
+            exit_code=doc.get("exit_code"),
+            signal=doc.get("signal"),
+            sandbox_id=doc.get("sandbox_id"),
+            attempt=int(doc.get("attempt") or 1),
+            replay_of=doc.get("replay_of"),
+            outputs=[TaskOutput.from_json(o, i) for i, o in enumerate(doc.get("outputs") or [])],
+            snapshot_id=doc.get("snapshot_id"),
+            snapshot_error=doc.get("snapshot_error"),
+            created_at_ms=_ms(doc, "created_at"),
+            started_at_ms=_ms(doc, "started_at"),
+            finished_at_ms=_ms(doc, "finished_at"),
+            request=doc.get("request"),
+        )

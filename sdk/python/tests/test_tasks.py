@@ -1,0 +1,77 @@
+"""Tasks through the Python SDK (issue 15 point 10; D6) against a real daemon."""
+
+import hashlib
+import io
+import uuid
+
+import pytest
+
+import corral
+
+
+def _id(prefix):
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def test_run_task_with_inputs_and_outputs(client):
+    data = bytes(range(256)) * 64
+    task = client.run_task(
+        _id("py-run"),
+        "wc -c < /workspace/in.bin > /workspace/out.txt; cat /workspace/note.txt >> /workspace/out.txt",
+        inputs={"/workspace/in.bin": data, "/workspace/note.txt": "note\n"},
+        outputs=["/workspace/out.txt"],
+        timeout="60s",
+        wait_timeout=120,
+    )
+    assert task.ok, task
+    assert task.exit_code == 0
+    assert task.finished_at_ms and task.created_at_ms and task.finished_at_ms >= task.created_at_ms
+    out = task.outputs[0]
+    body = client.task_output(task.id, 0)
+    assert body == b"16384\nnote\n"
+    assert out.present and out.size == len(body)
+    assert out.sha256 == hashlib.sha256(body).hexdigest()
+    buf = io.BytesIO()
+    assert client.download_task_output(task.id, 0, buf) == len(body)
+
+
+def test_repeat_returns_the_stored_task_and_other_body_conflicts(unix_client):
+    task_id = _id("py-idem")
+    first = unix_client.run_task(task_id, ["sh", "-c", "echo once"], wait_timeout=120)
+    again = unix_client.submit_task(task_id, ["sh", "-c", "echo once"])
+    assert again.status == first.status
+    assert again.attempt == first.attempt == 1
+    assert again.finished_at_ms == first.finished_at_ms
+    with pytest.raises(corral.Conflict) as err:
+        unix_client.submit_task(task_id, ["sh", "-c", "echo twice"])
+    assert "command" in str(err.value)
+
+
+def test_failed_task_says_why(unix_client):
+    task = unix_client.run_task(_id("py-fail"), "exit 3", outputs=["/workspace/none"],
+                                wait_timeout=120)
+    assert task.status == "failed"
+    assert task.exit_code == 3
+    assert task.reason
+
+
+def test_list_pages_through_every_task(unix_client):
+    ids = {unix_client.submit_task(_id("py-ls"), "true").id for _ in range(3)}
+    for task_id in ids:
+        unix_client.wait_task(task_id, 120)
+    listed = [t.id for t in unix_client.list_tasks(limit=None)]
+    assert ids <= set(listed)
+    assert len(listed) == len(set(listed))
+
+
+def test_cancel_ends_a_running_task(unix_client):
+    task_id = _id("py-cancel")
+    unix_client.submit_task(task_id, "sleep 300", timeout="10m")
+    unix_client.cancel_task(task_id)
+    task = unix_client.wait_task(task_id, 120)
+    assert task.status == "cancelled"
+
+
+def test_unknown_task_is_not_found(unix_client):
+    with pytest.raises(corral.NotFound):
+        unix_client.get_task(_id("py-none"))
