@@ -84,11 +84,19 @@ const char* const kOldTables[] = {
     "deadline_at, host_pid, host_start_time, timed_out FROM processes ORDER BY rowid",
 };
 
+// The fixture is in WAL mode (as the daemon left it): even a read-only
+// open would make -wal and -shm files beside it, so only copies are opened.
 TEST(TaskTableMigration, FixtureIsOfSchema4) {
   ASSERT_TRUE(std::filesystem::exists(kFixture)) << kFixture;
-  EXPECT_EQ(one(kFixture, "PRAGMA user_version"), "4")
+  TempDir dir;
+  std::string path = dir.file("state.db");
+  std::filesystem::copy_file(kFixture, path);
+  EXPECT_EQ(one(path, "PRAGMA user_version"), "4")
       << "the fixture was migrated in place; restore it from git";
-  EXPECT_EQ(one(kFixture, "SELECT count(*) FROM sqlite_master WHERE name = 'tasks'"), "0");
+  EXPECT_EQ(one(path, "PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(one(path, "SELECT count(*) FROM sqlite_master WHERE name = 'tasks'"), "0");
+  EXPECT_FALSE(std::filesystem::exists(kFixture + "-wal"))
+      << "something opened the fixture in place";
 }
 
 TEST(TaskTableMigration, Schema4DataDirOpensWithoutLoss) {
