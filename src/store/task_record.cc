@@ -23,7 +23,8 @@ constexpr TaskTransitionEdge kTaskTransitionTable[] = {
 };
 
 // Object keys that print as ".key" in a path; any other key prints as
-// ["key"] (JSON-quoted), so that a path names one field unambiguously.
+// ["key"] (JSON-quoted, non-ASCII escaped), so that a path names one field
+// unambiguously and stays printable ASCII in an error message.
 bool plain_key(std::string_view key) {
   if (key.empty()) return false;
   for (char c : key) {
@@ -36,7 +37,8 @@ bool plain_key(std::string_view key) {
 
 std::string key_path(const std::string& parent, const std::string& key) {
   if (plain_key(key)) return parent.empty() ? key : parent + "." + key;
-  return parent + "[" + Json(key).dump(-1, ' ', false, Json::error_handler_t::replace) + "]";
+  return parent + "[" +
+         Json(key).dump(-1, ' ', /*ensure_ascii=*/true, Json::error_handler_t::replace) + "]";
 }
 
 std::string dump_leaf(const Json& j) {
@@ -78,12 +80,18 @@ std::optional<std::string> first_difference(const Json& a, const Json& b, const 
 
 std::string_view task_status_name(TaskStatus status) {
   switch (status) {
-    case T::kQueued: return "queued";
-    case T::kRunning: return "running";
-    case T::kSucceeded: return "succeeded";
-    case T::kFailed: return "failed";
-    case T::kTimedOut: return "timed_out";
-    case T::kCancelled: return "cancelled";
+    case T::kQueued:
+      return "queued";
+    case T::kRunning:
+      return "running";
+    case T::kSucceeded:
+      return "succeeded";
+    case T::kFailed:
+      return "failed";
+    case T::kTimedOut:
+      return "timed_out";
+    case T::kCancelled:
+      return "cancelled";
   }
   return "unknown";
 }
@@ -99,15 +107,24 @@ bool is_finished(TaskStatus status) { return status != T::kQueued && status != T
 
 std::string_view task_stage_name(TaskStage stage) {
   switch (stage) {
-    case TaskStage::kNone: return "none";
-    case TaskStage::kCreate: return "create";
-    case TaskStage::kInitialize: return "initialize";
-    case TaskStage::kExecute: return "execute";
-    case TaskStage::kCollect: return "collect";
-    case TaskStage::kSnapshot: return "snapshot";
-    case TaskStage::kDestroy: return "destroy";
-    case TaskStage::kCleanup: return "cleanup";
-    case TaskStage::kDone: return "done";
+    case TaskStage::kNone:
+      return "none";
+    case TaskStage::kCreate:
+      return "create";
+    case TaskStage::kInitialize:
+      return "initialize";
+    case TaskStage::kExecute:
+      return "execute";
+    case TaskStage::kCollect:
+      return "collect";
+    case TaskStage::kSnapshot:
+      return "snapshot";
+    case TaskStage::kDestroy:
+      return "destroy";
+    case TaskStage::kCleanup:
+      return "cleanup";
+    case TaskStage::kDone:
+      return "done";
   }
   return "unknown";
 }

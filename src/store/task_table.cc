@@ -37,7 +37,8 @@ bool task_id_char(char c) {
 }
 
 bool valid_task_id(std::string_view id) {
-  return !id.empty() && id.size() <= kMaxTaskIdBytes && std::all_of(id.begin(), id.end(), task_id_char);
+  return !id.empty() && id.size() <= kMaxTaskIdBytes &&
+         std::all_of(id.begin(), id.end(), task_id_char);
 }
 
 Status check_task_id(std::string_view what, std::string_view id) {
@@ -93,9 +94,9 @@ Result<std::vector<TaskOutputRecord>> outputs_from_json(const std::string& text)
   if (a.is_discarded() || !a.is_array()) return bad_row("tasks", "outputs_json", text);
   std::vector<TaskOutputRecord> out;
   for (const Json& o : a) {
-    bool shaped = o.is_object() && o.size() == 5 && o.contains("path") &&
-                  o["path"].is_string() && o.contains("present") && o["present"].is_boolean() &&
-                  o.contains("size") && o["size"].is_number_unsigned() && o.contains("sha256") &&
+    bool shaped = o.is_object() && o.size() == 5 && o.contains("path") && o["path"].is_string() &&
+                  o.contains("present") && o["present"].is_boolean() && o.contains("size") &&
+                  o["size"].is_number_unsigned() && o.contains("sha256") &&
                   o["sha256"].is_string() && o.contains("object_key") &&
                   o["object_key"].is_string();
     if (!shaped) return bad_row("tasks", "outputs_json", text);
@@ -160,8 +161,8 @@ tl::unexpected<Error> no_task(std::string_view id) {
 
 // With the store's lock held.
 Result<std::optional<TaskRecord>> find_task(sqlite3* h, StmtCache* cache, std::string_view id) {
-  auto st = Stmt::prepare(h, std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE id = ?1",
-                          cache);
+  auto st =
+      Stmt::prepare(h, std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE id = ?1", cache);
   if (!st) return tl::unexpected<Error>(std::move(st).error());
   st->bind(1, id);
   auto rows = read_tasks(*st, "reading task " + std::string(id));
@@ -332,11 +333,11 @@ Result<TaskSubmitResult> StateStore::submit_task(const TaskRecord& task) {
     }
     if (prev.request_json != *request) {
       std::string field = first_differing_field(prev.request_json, *request);
-      return make_error(ErrorCode::kAlreadyExists,
-                        "task " + task.id + " exists with another request: field " + field +
-                            " differs",
-                        "a retry must resend the original request unchanged; a new request "
-                        "needs a new id");
+      return make_error(
+          ErrorCode::kAlreadyExists,
+          "task " + task.id + " exists with another request: field " + field + " differs",
+          "a retry must resend the original request unchanged; a new request "
+          "needs a new id");
     }
     if (!retryable(prev)) return TaskSubmitResult{std::move(prev), false, false};
     std::string why = "retry after " + *prev.reason;
@@ -382,9 +383,9 @@ Result<TaskRecord> StateStore::get_task(std::string_view id) {
 
 Result<TaskPage> StateStore::list_tasks(const TaskFilter& filter) {
   if (filter.limit < 1 || filter.limit > kMaxListLimit) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      "limit must be 1-" + std::to_string(kMaxListLimit) + ", got " +
-                          std::to_string(filter.limit));
+    return make_error(ErrorCode::kInvalidArgument, "limit must be 1-" +
+                                                       std::to_string(kMaxListLimit) + ", got " +
+                                                       std::to_string(filter.limit));
   }
   std::optional<CursorPosition> after;
   if (filter.cursor) {
@@ -463,8 +464,8 @@ Result<TaskRecord> StateStore::update_task(std::string_view id, const TaskUpdate
 
   if (update.status && *update.status != from) {
     TaskStatus to = *update.status;
-    std::string edge = std::string(task_status_name(from)) + " -> " +
-                       std::string(task_status_name(to));
+    std::string edge =
+        std::string(task_status_name(from)) + " -> " + std::string(task_status_name(to));
     if (to == TaskStatus::kQueued) {
       return make_error(ErrorCode::kInvalidArgument,
                         "task " + t.id + ": " + edge + " is taken only by a repeat submit",

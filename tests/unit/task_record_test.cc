@@ -2,19 +2,20 @@
 // transition table against the edges the docs promise, and
 // first_differing_field on a class of cases and on random documents
 // against a reference written another way.
+#include "store/task_record.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
-#include <variant>
 #include <set>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "store/state_store.h"
-#include "store/task_record.h"
 #include "task_test_support.h"
 
 namespace corral {
@@ -50,8 +51,8 @@ TEST(TaskRecordTest, NamesRoundTripAndUnknownNamesAreRefused) {
 
 // The edges the docs promise (docs/tasks.md), written out again here.
 const std::set<std::pair<T, T>> kExpectedEdges = {
-    {T::kQueued, T::kRunning},    {T::kQueued, T::kCancelled},  {T::kQueued, T::kFailed},
-    {T::kRunning, T::kSucceeded}, {T::kRunning, T::kFailed},    {T::kRunning, T::kTimedOut},
+    {T::kQueued, T::kRunning},    {T::kQueued, T::kCancelled}, {T::kQueued, T::kFailed},
+    {T::kRunning, T::kSucceeded}, {T::kRunning, T::kFailed},   {T::kRunning, T::kTimedOut},
     {T::kRunning, T::kCancelled}, {T::kFailed, T::kQueued},
 };
 
@@ -116,7 +117,8 @@ TEST(FirstDifferingField, NamesThePathOfTheFirstDifference) {
       {R"({"a b":1})", R"({"a b":2})", R"(["a b"])"},
       {R"({"":1})", R"({"":2})", R"([""])"},
       {R"({"q\"":1})", R"({"q\"":2})", R"(["q\""])"},
-      {R"({"ü":1})", R"({"ü":2})", R"(["ü"])"},
+      {R"({"ü":1})", R"({"ü":2})", R"(["\u00fc"])"},
+      {"{\"\x7f\":1}", "{\"\x7f\":2}", R"(["\u007f"])"},
       {R"({"x":{"[0]":1}})", R"({"x":{"[0]":2}})", R"(x["[0]"])"},
       // Not JSON.
       {"{", "{}", "(document)"},
@@ -168,7 +170,7 @@ std::string render(const std::vector<Step>& path) {
       if (std::regex_match(key, kPlain)) {
         out += (out.empty() ? "" : ".") + key;
       } else {
-        out += "[" + nlohmann::json(key).dump() + "]";
+        out += "[" + nlohmann::json(key).dump(-1, ' ', /*ensure_ascii=*/true) + "]";
       }
     }
   }
@@ -202,11 +204,15 @@ class RandomJson {
   nlohmann::json value(int depth) {
     int kind = pick(depth > 0 ? 8 : 5);
     switch (kind) {
-      case 0: return nullptr;
-      case 1: return pick(2) == 0;
-      case 2: return pick(3) == 0 ? nlohmann::json(1.0) : nlohmann::json(pick(3) - 1);
+      case 0:
+        return nullptr;
+      case 1:
+        return pick(2) == 0;
+      case 2:
+        return pick(3) == 0 ? nlohmann::json(1.0) : nlohmann::json(pick(3) - 1);
       case 3:
-      case 4: return key();
+      case 4:
+        return key();
       case 5:
       case 6: {
         nlohmann::json o = nlohmann::json::object();
@@ -228,17 +234,29 @@ class RandomJson {
       auto it = j.begin();
       std::advance(it, pick(static_cast<int>(j.size())));
       switch (pick(4)) {
-        case 0: j.erase(it); return;
-        case 1: j[key()] = value(1); return;
-        default: mutate(it.value(), depth + 1); return;
+        case 0:
+          j.erase(it);
+          return;
+        case 1:
+          j[key()] = value(1);
+          return;
+        default:
+          mutate(it.value(), depth + 1);
+          return;
       }
     }
     if (j.is_array() && !j.empty() && pick(3) != 0) {
       std::size_t i = static_cast<std::size_t>(pick(static_cast<int>(j.size())));
       switch (pick(4)) {
-        case 0: j.erase(i); return;
-        case 1: j.push_back(value(1)); return;
-        default: mutate(j[i], depth + 1); return;
+        case 0:
+          j.erase(i);
+          return;
+        case 1:
+          j.push_back(value(1));
+          return;
+        default:
+          mutate(j[i], depth + 1);
+          return;
       }
     }
     j = value(2);
@@ -247,8 +265,9 @@ class RandomJson {
  private:
   int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
   std::string key() {
-    static const char* const kKeys[] = {"a", "b", "B", "path", "A.B", "x y", "", "0", "é", "a-b"};
-    return kKeys[pick(10)];
+    static const char* const kKeys[] = {"a", "b", "B", "path", "A.B", "x y",
+                                        "",  "0", "é", "a-b",  "\x7f"};
+    return kKeys[pick(11)];
   }
   std::mt19937 rng_;
 };

@@ -1,14 +1,13 @@
 // Listing and pruning the task table (REQUIREMENTS.md D6): newest first
 // with filters, keyset pages that cover every task once while tasks are
 // added, forged cursors refused, unfinished tasks, prunable ones and delete.
-#include <cctype>
-#include <thread>
-
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "store/state_store.h"

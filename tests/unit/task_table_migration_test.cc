@@ -125,8 +125,7 @@ TEST(TaskTableMigration, Schema4DataDirOpensWithoutLoss) {
     EXPECT_EQ(ready->cgroup, "corral.slice/sb-ready");
     EXPECT_EQ(ready->runtime_json, R"({"init_pid":4242,"init_start_time":987654})");
     EXPECT_EQ(ready->expires_at_ms, 4102444900000);
-    EXPECT_EQ(store.get("sb-initializing")->spec_json,
-              R"({"env":{"GREETING":"grüß dich \"x\""}})");
+    EXPECT_EQ(store.get("sb-initializing")->spec_json, R"({"env":{"GREETING":"grüß dich \"x\""}})");
     EXPECT_EQ(store.transitions("sb-cleaned")->size(), 7u);
     EXPECT_EQ(store.get("sb-failed")->error, "image 'missing' not found");
     EXPECT_TRUE(*store.idempotency_key_released(*store.get("sb-failed")));
@@ -171,8 +170,7 @@ TEST(TaskTableMigration, Schema4DataDirOpensWithoutLoss) {
     EXPECT_EQ(store.task_transitions("after-upgrade")->size(), 2u);
   }
   EXPECT_EQ(one(path, "SELECT strict FROM pragma_table_list WHERE name = 'tasks'"), "1");
-  EXPECT_EQ(one(path, "SELECT strict FROM pragma_table_list WHERE name = 'task_transitions'"),
-            "1");
+  EXPECT_EQ(one(path, "SELECT strict FROM pragma_table_list WHERE name = 'task_transitions'"), "1");
 
   // Every old row as it was, but the two transitions written above.
   std::vector<std::vector<std::string>> after;

@@ -41,8 +41,8 @@ TEST(TaskTableTest, SchemaHasStrictTaskTables) {
   EXPECT_EQ(raw_sql(path, "SELECT strict FROM pragma_table_list WHERE name = 'tasks'"), "1");
   EXPECT_EQ(raw_sql(path, "SELECT strict FROM pragma_table_list WHERE name = 'task_transitions'"),
             "1");
-  for (const char* index : {"tasks_by_status", "tasks_by_created", "tasks_by_finished",
-                            "task_transitions_by_task"}) {
+  for (const char* index :
+       {"tasks_by_status", "tasks_by_created", "tasks_by_finished", "task_transitions_by_task"}) {
     EXPECT_EQ(raw_sql(path, std::string("SELECT count(*) FROM sqlite_master WHERE type = 'index' "
                                         "AND name = '") +
                                 index + "'"),
@@ -64,8 +64,8 @@ TEST(TaskTableTest, UpdateFollowsTheTableForEveryPairOfStatuses) {
       auto before = store.task_transitions(id);
       ASSERT_TRUE(before);
       auto r = store.update_task(id, to_status(to, "pair"));
-      std::string edge = std::string(task_status_name(from)) + " -> " +
-                         std::string(task_status_name(to));
+      std::string edge =
+          std::string(task_status_name(from)) + " -> " + std::string(task_status_name(to));
       auto after = store.get_task(id);
       ASSERT_TRUE(after);
       auto rows = store.task_transitions(id);
@@ -265,7 +265,8 @@ TEST(TaskTableTest, SameRequestReturnsTheStoredTask) {
 
   // Finished: still the stored result, never a new run.
   ASSERT_TRUE(store.update_task("build-42", to_status(T::kSucceeded)));
-  auto c = store.submit_task(request("build-42", R"({"env":{"B":"2","A":"1"},"command":["make"]})"));
+  auto c =
+      store.submit_task(request("build-42", R"({"env":{"B":"2","A":"1"},"command":["make"]})"));
   ASSERT_TRUE(c);
   EXPECT_FALSE(c->created);
   EXPECT_EQ(c->task.status, T::kSucceeded);

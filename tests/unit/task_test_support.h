@@ -60,8 +60,9 @@ inline StateStore open_or_die(const std::string& path) {
   return std::move(*s);
 }
 
-inline TaskRecord request(const std::string& id, const std::string& body = R"({"command":["true"]})",
-                   const std::string& ns = "default") {
+inline TaskRecord request(const std::string& id,
+                          const std::string& body = R"({"command":["true"]})",
+                          const std::string& ns = "default") {
   TaskRecord t;
   t.id = id;
   t.ns = ns;
