@@ -532,7 +532,10 @@ TEST(TaskTableTest, TwentyConcurrentRetriesStartOneAttempt) {
 // Submits tasks and moves each along running -> a finished status,
 // acknowledging each call on `fd` once it returned.
 [[noreturn]] void task_crash_child(const std::string& path, int iter, int fd) {
-  auto store = StateStore::open(path);
+  // Both durability levels: the daemon's default (process, synchronous=
+  // NORMAL) promises as much against a kill -9 as power-loss does.
+  auto store = StateStore::open(path, iter % 2 == 0 ? StateStore::Durability::kProcessCrash
+                                                    : StateStore::Durability::kPowerLoss);
   if (!store) _exit(3);
   auto ack = [&](const std::string& line) {
     std::string l = line + "\n";
