@@ -90,7 +90,7 @@ struct CreateResult {
 
 class StateStore {
  public:
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
   // What an acknowledged write survives. kPowerLoss: synchronous=FULL, every
   // commit is fsync'd before the call returns. kProcessCrash:
@@ -185,14 +185,26 @@ class StateStore {
   // equal) returns it (created=false), or, when it failed with a reason in
   // kRetryableTaskReasons, moves it back to kQueued with attempt + 1
   // (retried=true); another request is kAlreadyExists whose message names
-  // first_differing_field(). `task.request_json` must be JSON; it is
-  // stored in canonical form. Only id, ns, request_json, resolved_json and
-  // replay_of of `task` are used.
+  // first_differing_field() ("task X exists with another request: field
+  // outputs[0].max_size differs"). The id is unique across namespaces: a
+  // task of another namespace is kAlreadyExists ("exists in another
+  // namespace") without its request. A retry empties the per-attempt
+  // fields (stage, sandbox, process, result, outputs, snapshot, started /
+  // finished) and takes `task.resolved_json`; its transition row keeps the
+  // failure's reason. `task.id` must be 1-128 of [A-Za-z0-9._:-];
+  // `task.request_json` must be JSON; it is stored in canonical form. Only
+  // id, ns, request_json, resolved_json and replay_of of `task` are used.
   Result<TaskSubmitResult> submit_task(const TaskRecord& task);
-  Result<TaskRecord> get_task(std::string_view id);
+  Result<TaskRecord> get_task(std::string_view id);  // kNotFound for an unknown id
+  // Newest first by (created_at, id). A limit outside 1..1000, or a cursor
+  // this store did not make, is kInvalidArgument.
   Result<TaskPage> list_tasks(const TaskFilter& filter);
   // Applies `update` in one transaction; returns the task as stored after.
-  // A status change not in task_transition_table() is kInvalidArgument.
+  // A status change not in task_transition_table() is kInvalidArgument, and
+  // so is a move to queued (only submit_task starts an attempt); a status
+  // equal to the current one is no change. A change of status or of stage
+  // writes one transition row (a stage change alone: from == to). Fields
+  // of a finished task can still be set (a snapshot after the result).
   Result<TaskRecord> update_task(std::string_view id, const TaskUpdate& update);
   // Queued and running tasks, oldest first: what a restarted daemon resumes.
   Result<std::vector<TaskRecord>> unfinished_tasks();

@@ -157,7 +157,8 @@ struct TaskUpdate {
 };
 
 // The first field where two JSON documents differ, as a path
-// ("outputs[1].max_size", "command", "env.PATH"), or empty when they are
+// ("outputs[1].max_size", "command", "env.PATH"; a key that is not
+// [A-Za-z0-9_-]+ is quoted: env["A.B"]), or empty when they are
 // equal. Objects are compared key by key in sorted order, a key present in
 // one only counts as differing; arrays element by element, then by length.
 // Both must be valid JSON (otherwise "" is never returned: "(document)").
