@@ -19,6 +19,7 @@
 namespace corral::daemon {
 
 class SandboxService;
+class TaskService;
 
 struct ApiLimits {
   std::size_t max_json_body = 1 << 20;          // create, mkdir, ...
@@ -32,6 +33,7 @@ struct ApiContext {
   SandboxService& sandboxes;
   MetricsRegistry& metrics;
   ApiLimits limits;
+  TaskService* tasks = nullptr;  // null: the /v1/tasks routes answer 503
 };
 
 struct ApiRequest {
@@ -82,5 +84,12 @@ void handle_file_list(ApiContext& ctx, ApiRequest& r);
 void handle_file_stat(ApiContext& ctx, ApiRequest& r);
 void handle_file_mkdir(ApiContext& ctx, ApiRequest& r);
 void handle_file_rename(ApiContext& ctx, ApiRequest& r);
+
+void handle_submit_task(ApiContext& ctx, ApiRequest& r);  // task_api.cc
+void handle_list_tasks(ApiContext& ctx, ApiRequest& r);
+void handle_get_task(ApiContext& ctx, ApiRequest& r);
+void handle_cancel_task(ApiContext& ctx, ApiRequest& r);
+void handle_task_output(ApiContext& ctx, ApiRequest& r);
+void handle_task_log(ApiContext& ctx, ApiRequest& r);
 
 }  // namespace corral::daemon

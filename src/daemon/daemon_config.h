@@ -27,6 +27,7 @@
 
 #include "base/paths.h"
 #include "base/result.h"
+#include "daemon/task_config.h"
 #include "egress/gateway.h"
 #include "netns/network_policy.h"
 #include "secrets/secret_store.h"
@@ -128,6 +129,9 @@ struct DaemonConfig {
   // docs/secrets.md). Nothing set: an empty store (a spec that asks for a
   // secret is refused).
   secrets::SecretStoreConfig secrets;
+
+  // The task service (serve.tasks; docs/tasks.md).
+  daemon::TaskConfig tasks;
 
   // The base of every create (sandbox:); a request's fields go on top.
   SandboxSpec default_spec;

@@ -21,6 +21,7 @@
 #include "daemon/metrics.h"
 #include "daemon/sandbox_service.h"
 #include "daemon/secret_service.h"
+#include "daemon/task_service.h"
 #include "http/http_server.h"
 #include "jail/fs_util.h"
 #include "egress/cert_authority.h"
@@ -244,10 +245,16 @@ int serve(const ServeFlags& flags) {
         {{"resource", share.first}});
   }
   std::string reconciled = service.start();
+  // The object store of task inputs, outputs and logs (D5): a directory
+  // under the data dir unless serve.object_store says otherwise.
+  std::unique_ptr<objstore::ObjectStore> objects;
+  TaskService tasks(config.tasks, service, *store, objects.get(), metrics);
+  reconciled += "; " + tasks.start();
 
   ApiContext context{service, metrics, ApiLimits{}};
   context.limits.max_exec_output = config.max_exec_output_bytes;
   context.limits.max_upload = config.max_upload_bytes;
+  context.tasks = &tasks;
   ApiRouter router(context, *keys);
   auto fds = connection_budget(config, *nofile, network);
   if (!fds) return fail(fds.error().message, fds.error().hint);
@@ -288,6 +295,7 @@ int serve(const ServeFlags& flags) {
          describe(*nofile, *fds).c_str());
   fflush(stdout);
   server.run();
+  tasks.stop();
   service.stop();
   // The proxy's threads may still call the broker and report connections
   // until `network` goes; `service` goes first.
