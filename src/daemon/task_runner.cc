@@ -251,6 +251,11 @@ class TaskService::Runner {
     }
     auto spec = api::parse_create_sandbox_over(body, s_.sandboxes_.defaults());
     if (!spec) return fail("setup", "the sandbox spec: " + spec.error().message);
+    // The sandbox outlives the command's timeout and the stages after it:
+    // the reaper must not end it under a running task.
+    const std::chrono::milliseconds needed(timeout_ms() + s_.config_.initialize_timeout_ms +
+                                           s_.config_.collect_timeout_ms + 5 * 60'000);
+    if (spec->spec.limits.max_lifetime < needed) spec->spec.limits.max_lifetime = needed;
     auto made = s_.sandboxes_.create(*spec, idempotency_key(task_));
     s_.observe_stage(TaskStage::kCreate, Clock::now() - t0);
     if (!made) return fail("setup", "the sandbox could not be created: " + made.error().message);
@@ -450,6 +455,9 @@ class TaskService::Runner {
       return fail("timeout", "the command ran longer than its timeout of " +
                                  std::to_string(timeout_ms()) + " ms");
     if (!failure.empty()) return fail("setup", "the command could not start: " + failure);
+    if (!exit_code && !sig)
+      return fail("daemon_restart",
+                  "the daemon restarted while the command ran and its end was never observed");
     auto after = usage();
     if (sig && after && usage_before_ && after->oom_kills > usage_before_->oom_kills)
       return fail("oom", "the command was killed by the out-of-memory killer (signal " +
