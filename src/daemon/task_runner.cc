@@ -18,6 +18,12 @@
 
 namespace corral::daemon {
 
+// A failure of a stage: the task's reason and a sentence for people.
+struct StageFailure {
+  std::string reason;
+  std::string detail;
+};
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -29,8 +35,21 @@ std::string output_name(const std::string& pid, std::string_view stream) {
   return std::string(kOutputDir) + "/" + pid + "." + std::string(stream);
 }
 
-std::string idempotency_key(const TaskRecord& t) {
-  return "task:" + t.id + ":" + std::to_string(t.attempt);
+// Each create of a task's sandbox gets its own idempotency key, stored in
+// the task's resolved_json before the create: a restarted daemon finds
+// (and destroys) what a create it interrupted made, and its own create
+// never gets that sandbox back.
+std::string new_create_key(const TaskRecord& t) {
+  return "task:" + t.id + ":" + std::to_string(t.attempt) + ":" +
+         process_id_for(new_request_id()).substr(2, 8);
+}
+
+std::optional<std::string> stored_create_key(const TaskRecord& t) {
+  if (t.resolved_json.empty()) return std::nullopt;
+  auto j = nlohmann::json::parse(t.resolved_json, nullptr, false);
+  if (!j.is_object() || !j.contains("create_key") || !j["create_key"].is_string())
+    return std::nullopt;
+  return j["create_key"].get<std::string>();
 }
 
 // The final status a stored outcome stands for (reason empty: success).
@@ -48,11 +67,14 @@ std::string parent_of(const std::string& path) {
 
 }  // namespace
 
-// A failure of a stage: the task's reason and a sentence for people.
-struct StageFailure {
-  std::string reason;
-  std::string detail;
-};
+namespace {
+bool command_ended(const std::optional<StageFailure>& outcome) {
+  if (!outcome) return true;
+  for (const char* r : {"exit_code", "signal", "oom", "timeout", "disk_quota"})
+    if (outcome->reason == r) return true;
+  return false;
+}
+}  // namespace
 
 class TaskService::Runner {
  public:
@@ -82,8 +104,8 @@ class TaskService::Runner {
   void run_from_start() {
     if (!stage(TaskStage::kCreate) || !create()) return end_stages();
     if (!stage(TaskStage::kInitialize) || !initialize()) return end_stages();
-    if (!execute()) return end_stages();
-    collect();
+    const bool ran = execute();
+    if (ran || command_ended(outcome_) || active_->cancel) collect();
     end_stages();
   }
 
@@ -103,8 +125,7 @@ class TaskService::Runner {
                                   "or process did not survive; it is not run a second time"};
           return end_stages();
         }
-        if (!wait_command()) return end_stages();
-        collect();
+        if (wait_command() || command_ended(outcome_) || active_->cancel) collect();
         return end_stages();
       case TaskStage::kCollect:
         if (!reattach_sandbox()) {
@@ -235,7 +256,10 @@ class TaskService::Runner {
   void discard_leftover_sandbox() {
     std::optional<std::string> id = task_.sandbox_id;
     if (!id) {
-      if (auto found = s_.store_.find_by_idempotency_key(idempotency_key(task_)); found && *found)
+      auto key = stored_create_key(task_);
+      if (auto found = key ? s_.store_.find_by_idempotency_key(*key)
+                           : Result<std::optional<SandboxRecord>>(std::nullopt);
+          found && *found)
         id = (*found)->id;
     }
     if (id) (void)s_.sandboxes_.destroy(*id, "task " + task_.id + " restarts from its start");
@@ -256,7 +280,11 @@ class TaskService::Runner {
     const std::chrono::milliseconds needed(timeout_ms() + s_.config_.initialize_timeout_ms +
                                            s_.config_.collect_timeout_ms + 5 * 60'000);
     if (spec->spec.limits.max_lifetime < needed) spec->spec.limits.max_lifetime = needed;
-    auto made = s_.sandboxes_.create(*spec, idempotency_key(task_));
+    const std::string key = new_create_key(task_);
+    TaskUpdate keyed;
+    keyed.resolved_json = nlohmann::json{{"create_key", key}}.dump();
+    if (!update(keyed)) return false;
+    auto made = s_.sandboxes_.create(*spec, key);
     s_.observe_stage(TaskStage::kCreate, Clock::now() - t0);
     if (!made) return fail("setup", "the sandbox could not be created: " + made.error().message);
     TaskUpdate u;
@@ -496,10 +524,7 @@ class TaskService::Runner {
     if (!stage(TaskStage::kCollect)) return;
     const auto t0 = Clock::now();
     store_logs();
-    if (outcome_ && outcome_->reason != "exit_code" && outcome_->reason != "timeout" &&
-        outcome_->reason != "oom" && outcome_->reason != "signal" &&
-        outcome_->reason != "disk_quota")
-      return;
+    if (!command_ended(outcome_)) return;  // cancelled: its output is kept, not its files
     std::vector<TaskOutputRecord> records;
     std::optional<StageFailure> failure = collect_outputs(records);
     TaskUpdate u;

@@ -3,7 +3,7 @@
 // the idempotency key), waits there in `queued`, and is run by one of a
 // bounded pool of workers through its stages, each stored before it starts
 // so that a restarted daemon knows how far it got:
-//   create      SandboxService::create, idempotency key "task:<id>:<attempt>"
+//   create      SandboxService::create, with an idempotency key stored first
 //   initialize  inputs pushed through the sandbox's confined root, hashes verified
 //   execute     the command as a background process (its output on the
 //               sandbox's layer survives the daemon); process_id stored first
