@@ -309,6 +309,9 @@ class TaskService::Runner {
   bool initialize() {
     const auto t0 = Clock::now();
     const auto deadline = t0 + std::chrono::milliseconds(s_.config_.initialize_timeout_ms);
+    // Held while fds into the sandbox's root are open: a teardown waits.
+    auto lease = s_.sandboxes_.lease(sandbox_->id);
+    if (!lease) return fail("setup", "the sandbox went away: " + lease.error().message);
     auto root = open_sandbox_root(s_.sandboxes_, *sandbox_);
     if (!root) return fail("setup", "the sandbox's files: " + root.error().message);
     const uid_t owner = file_owner(*sandbox_);
@@ -375,7 +378,11 @@ class TaskService::Runner {
     return req_.timeout_ms.value_or(s_.config_.default_timeout_ms);
   }
 
-  bool execute() {
+  bool execute() { return start_command() && wait_command(); }
+
+  // Opens the command's output files on the layer (leased while they are
+  // open here) and spawns it; its process id is stored first.
+  bool start_command() {
     auto lease = s_.sandboxes_.lease(sandbox_->id);
     if (!lease) return fail("setup", "the sandbox went away: " + lease.error().message);
     const int layer = sandbox_->live->layer_root_fd();
@@ -421,7 +428,7 @@ class TaskService::Runner {
     stdin_w_ = std::move(stdin_w);
     fcntl(stdin_w_.get(), F_SETFL, fcntl(stdin_w_.get(), F_GETFL) | O_NONBLOCK);
     if (req_.stdin_data.empty()) stdin_w_.reset();
-    return wait_command();
+    return true;
   }
 
   bool reattach() {
@@ -537,6 +544,8 @@ class TaskService::Runner {
 
   std::optional<StageFailure> collect_outputs(std::vector<TaskOutputRecord>& records) {
     const auto deadline = Clock::now() + std::chrono::milliseconds(s_.config_.collect_timeout_ms);
+    auto lease = s_.sandboxes_.lease(sandbox_->id);
+    if (!lease) return StageFailure{"internal", "the sandbox went away: " + lease.error().message};
     auto root = open_sandbox_root(s_.sandboxes_, *sandbox_);
     if (!root) return StageFailure{"internal", "the sandbox's files: " + root.error().message};
     std::optional<StageFailure> first;
