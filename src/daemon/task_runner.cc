@@ -128,14 +128,16 @@ class TaskService::Runner {
         if (wait_command() || command_ended(outcome_) || active_->cancel) collect();
         return end_stages();
       case TaskStage::kCollect:
+        // The command's end is stored with this stage (wait_command).
+        outcome_from_stored();
         if (!reattach_sandbox()) {
-          outcome_ = StageFailure{"daemon_restart",
-                                  "the daemon restarted while outputs were collected, and the "
-                                  "sandbox did not survive"};
+          if (!outcome_)
+            outcome_ = StageFailure{"daemon_restart",
+                                    "the daemon restarted while outputs were collected, and the "
+                                    "sandbox did not survive"};
           return end_stages();
         }
-        outcome_from_stored();
-        if (!outcome_) collect();
+        if (command_ended(outcome_)) collect();
         return end_stages();
       default:
         outcome_from_stored();
@@ -480,35 +482,51 @@ class TaskService::Runner {
       timed_out = p.timed_out;
       if (p.phase == ProcessEntry::Phase::kFailed) failure = p.failure;
     }
+    judge_command(exit_code, sig, timed_out, killed, failure);
+    // Stored with its outcome: a daemon that dies from here on resumes at
+    // collect and ends the task with this result.
     TaskUpdate u;
     u.exit_code = exit_code;
     u.signal = sig;
     u.stage = TaskStage::kCollect;
-    if (!update(u)) return false;
-    if (active_->cancel) return fail("cancelled", "cancelled while the command ran");
-    if (timed_out || (killed && !active_->cancel))
-      return fail("timeout", "the command ran longer than its timeout of " +
-                                 std::to_string(timeout_ms()) + " ms");
-    if (!failure.empty()) return fail("setup", "the command could not start: " + failure);
-    if (!exit_code && !sig)
-      return fail("daemon_restart",
-                  "the daemon restarted while the command ran and its end was never observed");
-    auto after = usage();
-    if (sig && after && usage_before_ && after->oom_kills > usage_before_->oom_kills)
-      return fail("oom", "the command was killed by the out-of-memory killer (signal " +
-                             std::to_string(*sig) + ")");
-    if (sig) return fail("signal", "the command was ended by signal " + std::to_string(*sig));
-    if (exit_code && *exit_code != 0) {
-      if (after && sandbox_->live) {
-        const auto limit = sandbox_->spec.limits.disk_bytes;
-        if (limit > 0 && after->disk_bytes + (64 << 10) >= limit)
-          return fail("disk_quota", "the command exited " + std::to_string(*exit_code) +
-                                        " with the sandbox's disk full (" +
-                                        std::to_string(limit) + " bytes)");
-      }
-      return fail("exit_code", "the command exited " + std::to_string(*exit_code));
+    if (outcome_) {
+      u.reason = outcome_->reason;
+      u.detail = outcome_->detail;
     }
-    return true;
+    if (!update(u)) return false;
+    return !outcome_;
+  }
+
+  // The command's end as the task's outcome (outcome_ empty: success).
+  void judge_command(std::optional<int> exit_code, std::optional<int> sig, bool timed_out,
+                     bool killed, const std::string& failure) {
+    if (active_->cancel) {
+      fail("cancelled", "cancelled while the command ran");
+    } else if (timed_out || killed) {
+      fail("timeout", "the command ran longer than its timeout of " +
+                          std::to_string(timeout_ms()) + " ms");
+    } else if (!failure.empty()) {
+      fail("setup", "the command could not start: " + failure);
+    } else if (!exit_code && !sig) {
+      fail("daemon_restart",
+           "the daemon restarted while the command ran and its end was never observed");
+    } else if (sig) {
+      auto after = usage();
+      if (after && usage_before_ && after->oom_kills > usage_before_->oom_kills)
+        fail("oom", "the command was killed by the out-of-memory killer (signal " +
+                        std::to_string(*sig) + ")");
+      else
+        fail("signal", "the command was ended by signal " + std::to_string(*sig));
+    } else if (*exit_code != 0) {
+      auto after = usage();
+      const auto limit = sandbox_->spec.limits.disk_bytes;
+      if (after && limit > 0 && after->disk_bytes + (64 << 10) >= limit)
+        fail("disk_quota", "the command exited " + std::to_string(*exit_code) +
+                               " with the sandbox's disk full (" + std::to_string(limit) +
+                               " bytes)");
+      else
+        fail("exit_code", "the command exited " + std::to_string(*exit_code));
+    }
   }
 
   void write_stdin() {
