@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "api/api_error.h"
 #include "api/task_model.h"
 #include "store/task_record.h"
 
