@@ -11,8 +11,41 @@
 #include <utility>
 
 #include "store/sqlite.h"
+#include "store/state_db_internal.h"
 
 namespace corral {
+
+namespace store_detail {
+
+Result<std::string> canonical_json(std::string_view text, std::string_view what,
+                                   std::string_view hint) {
+  nlohmann::json j =
+      nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return make_error(ErrorCode::kInvalidArgument, std::string(what) + " is not valid JSON",
+                      std::string(hint));
+  }
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+Status check_id(std::string_view what, std::string_view id) {
+  if (id.empty() || id.size() > kMaxIdBytes) {
+    return make_error(ErrorCode::kInvalidArgument, std::string(what) + " id must be 1-" +
+                                                       std::to_string(kMaxIdBytes) +
+                                                       " bytes, got " + std::to_string(id.size()));
+  }
+  return ok();
+}
+
+tl::unexpected<Error> bad_row(std::string_view table, std::string_view column,
+                              std::string_view value) {
+  return make_error(ErrorCode::kInternal,
+                    "state store: " + std::string(table) + "." + std::string(column) +
+                        " holds unknown value '" + std::string(value) + "'",
+                    "the database was written by another program or a newer corral");
+}
+
+}  // namespace store_detail
 
 namespace {
 
@@ -24,7 +57,8 @@ using sqlite::pragma_text;
 using sqlite::Stmt;
 using sqlite::StmtCache;
 using sqlite::Txn;
-constexpr std::size_t kMaxIdBytes = 128;
+using store_detail::bad_row;
+using store_detail::check_id;
 constexpr std::size_t kMaxKeyBytes = 256;
 
 // Migrations[v] brings a database from user_version v to v + 1. Append only:
@@ -93,6 +127,54 @@ ALTER TABLE processes ADD COLUMN timed_out INTEGER NOT NULL DEFAULT 0 CHECK (tim
 UPDATE processes SET timed_out = 1
   WHERE state = 'exited' AND exit_code = 124 AND signal IS NOT NULL;
 )sql",
+    // 4 -> 5: the task state table (D6, issue 15) and its transitions. A
+    // task outlives its sandbox (sandbox_id is no foreign key); the stage
+    // has no CHECK so that a later stage needs no table rebuild (the store
+    // refuses unknown names when it reads them). outputs_json is an array
+    // of {path, present, size, sha256, object_key}.
+    R"sql(
+CREATE TABLE tasks (
+  id TEXT PRIMARY KEY NOT NULL,
+  ns TEXT NOT NULL,
+  status TEXT NOT NULL CHECK (status IN
+    ('queued','running','succeeded','failed','timed_out','cancelled')),
+  stage TEXT NOT NULL,
+  request_json TEXT NOT NULL,
+  resolved_json TEXT NOT NULL DEFAULT '',
+  exit_code INTEGER,
+  signal INTEGER,
+  reason TEXT,
+  detail TEXT,
+  sandbox_id TEXT,
+  process_id TEXT,
+  outputs_json TEXT NOT NULL DEFAULT '[]',
+  snapshot_id TEXT,
+  snapshot_error TEXT,
+  attempt INTEGER NOT NULL DEFAULT 1 CHECK (attempt >= 1),
+  replay_of TEXT,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  started_at INTEGER,
+  finished_at INTEGER,
+  CHECK ((finished_at IS NULL) = (status IN ('queued','running')))
+) STRICT;
+CREATE INDEX tasks_by_status ON tasks(status);
+CREATE INDEX tasks_by_created ON tasks(created_at, id);
+CREATE INDEX tasks_by_finished ON tasks(finished_at) WHERE finished_at IS NOT NULL;
+CREATE TABLE task_transitions (
+  id INTEGER PRIMARY KEY,
+  task_id TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+  from_status TEXT CHECK (from_status IN
+    ('queued','running','succeeded','failed','timed_out','cancelled')),
+  to_status TEXT NOT NULL CHECK (to_status IN
+    ('queued','running','succeeded','failed','timed_out','cancelled')),
+  stage TEXT NOT NULL,
+  attempt INTEGER NOT NULL CHECK (attempt >= 1),
+  at INTEGER NOT NULL,
+  reason TEXT NOT NULL
+) STRICT;
+CREATE INDEX task_transitions_by_task ON task_transitions(task_id, id);
+)sql",
 };
 static_assert(std::size(kMigrations) == StateStore::kSchemaVersion,
               "one migration per schema version");
@@ -100,32 +182,6 @@ static_assert(std::size(kMigrations) == StateStore::kSchemaVersion,
 constexpr const char* kSandboxColumns =
     "id, state, spec_json, idempotency_key, host_uid_base, cgroup, created_at, updated_at, "
     "expires_at, error, runtime_json";
-
-Result<std::string> canonical_json(std::string_view text) {
-  Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    return make_error(ErrorCode::kInvalidArgument, "spec_json is not valid JSON",
-                      "pass the sandbox spec serialized as JSON");
-  }
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
-
-Status check_id(std::string_view what, std::string_view id) {
-  if (id.empty() || id.size() > kMaxIdBytes) {
-    return make_error(ErrorCode::kInvalidArgument, std::string(what) + " id must be 1-" +
-                                                       std::to_string(kMaxIdBytes) +
-                                                       " bytes, got " + std::to_string(id.size()));
-  }
-  return ok();
-}
-
-tl::unexpected<Error> bad_row(std::string_view table, std::string_view column,
-                              std::string_view value) {
-  return make_error(ErrorCode::kInternal,
-                    "state store: " + std::string(table) + "." + std::string(column) +
-                        " holds unknown value '" + std::string(value) + "'",
-                    "the database was written by another program or a newer corral");
-}
 
 Result<SandboxRecord> read_sandbox(const Stmt& st) {
   SandboxRecord r;
@@ -220,17 +276,6 @@ std::optional<ProcessState> parse_process_state(std::string_view name) {
   }
   return std::nullopt;
 }
-
-struct StateStore::Db {
-  std::string path;
-  sqlite3* handle = nullptr;
-  std::mutex mu;  // one writer connection, shared by all threads
-  StmtCache cache;
-  ~Db() {
-    cache.clear();
-    sqlite3_close_v2(handle);
-  }
-};
 
 StateStore::StateStore(std::unique_ptr<Db> db) : db_(std::move(db)) {}
 StateStore::StateStore(StateStore&&) noexcept = default;
@@ -330,7 +375,8 @@ Result<CreateResult> StateStore::create_sandbox(std::string_view id, std::string
                           std::to_string(idempotency_key->size()),
                       "send a short unique key, such as a UUID, or none");
   }
-  auto spec = canonical_json(spec_json);
+  auto spec = store_detail::canonical_json(spec_json, "spec_json",
+                                           "pass the sandbox spec serialized as JSON");
   if (!spec) return tl::unexpected<Error>(std::move(spec).error());
 
   std::lock_guard lock(db_->mu);

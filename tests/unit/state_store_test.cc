@@ -519,7 +519,7 @@ TEST(StateStoreTest, MigratesFromSchema2) {
   ASSERT_EQ(raw_sql(path, "PRAGMA user_version"), "2");
   StateStore store = open_or_die(path);
   EXPECT_EQ(*store.pragma("user_version"), std::to_string(StateStore::kSchemaVersion));
-  EXPECT_EQ(StateStore::kSchemaVersion, 4);
+  EXPECT_EQ(StateStore::kSchemaVersion, 5);
   // The old rows are all there; the process has no host pid, start time or
   // deadline (its daemon did not record them).
   auto sb = store.get("sb-old");
@@ -644,7 +644,7 @@ PRAGMA user_version = 3;
   ASSERT_EQ(raw_sql(path, "PRAGMA user_version"), "3");
 
   StateStore store = open_or_die(path);
-  EXPECT_EQ(*store.pragma("user_version"), "4");
+  EXPECT_EQ(*store.pragma("user_version"), std::to_string(StateStore::kSchemaVersion));
   auto sb = store.get("sb-old");
   ASSERT_TRUE(sb) << sb.error().to_string();
   EXPECT_EQ(sb->state, S::kRunning);

@@ -1,0 +1,45 @@
+// What the state store's source files share (state_store.cc: sandboxes and
+// processes; task_table.cc: tasks): the connection, and the small helpers
+// every table's methods use. Internal to src/store: nothing else includes it.
+#pragma once
+
+#include <cstddef>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "base/result.h"
+#include "store/sqlite.h"
+#include "store/state_store.h"
+
+namespace corral {
+
+struct StateStore::Db {
+  std::string path;
+  sqlite3* handle = nullptr;
+  std::mutex mu;  // one writer connection, shared by all threads
+  sqlite::StmtCache cache;
+  ~Db() {
+    cache.clear();
+    sqlite3_close_v2(handle);
+  }
+};
+
+namespace store_detail {
+
+constexpr std::size_t kMaxIdBytes = 128;
+
+// `text` in canonical JSON (keys sorted, no spaces), or kInvalidArgument
+// "<what> is not valid JSON" with `hint`.
+Result<std::string> canonical_json(std::string_view text, std::string_view what,
+                                   std::string_view hint);
+
+// kInvalidArgument unless `id` is 1-kMaxIdBytes bytes.
+Status check_id(std::string_view what, std::string_view id);
+
+// A row holding a value this corral does not know (kInternal).
+tl::unexpected<Error> bad_row(std::string_view table, std::string_view column,
+                              std::string_view value);
+
+}  // namespace store_detail
+}  // namespace corral
