@@ -16,6 +16,10 @@
 #include "daemon/metrics.h"
 #include "http/http_server.h"
 
+namespace corral::objstore {
+class ObjectStore;
+}
+
 namespace corral::daemon {
 
 class SandboxService;
@@ -34,6 +38,9 @@ struct ApiContext {
   MetricsRegistry& metrics;
   ApiLimits limits;
   TaskService* tasks = nullptr;  // null: the /v1/tasks routes answer 503
+  // Task inputs, outputs and snapshots (serve.object_store; D5). Opened at
+  // start, so never null in a running daemon.
+  objstore::ObjectStore* objects = nullptr;
 };
 
 struct ApiRequest {

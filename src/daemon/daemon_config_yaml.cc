@@ -21,6 +21,7 @@
 #include <optional>
 
 #include "daemon/daemon_config.h"
+#include "daemon/object_store_config_yaml.h"
 #include "base/strings.h"
 #include "egress/firewall.h"
 #include "netns/net_slot.h"
@@ -36,11 +37,11 @@ constexpr std::size_t kMaxApiKeyEntries = 1024;
 constexpr std::size_t kMaxPathBytes = 4095;
 
 constexpr std::array<std::string_view, 2> kTopKeys = {"serve", "sandbox"};
-constexpr std::array<std::string_view, 16> kServeKeys = {
+constexpr std::array<std::string_view, 17> kServeKeys = {
     "listen",          "socket",        "data_dir",        "api_keys",   "capacity",
     "request_timeout", "setup_timeout", "max_exec_output", "max_upload", "mount_roots",
     "durability",      "network",       "secrets",         "audit",      "connections",
-    "tasks"};
+    "object_store",    "tasks"};
 constexpr std::array<std::string_view, 10> kTasksKeys = {
     "workers",  "default_timeout", "max_timeout",        "retention",       "max_body",
     "max_log",  "max_output_size", "initialize_timeout", "collect_timeout", "prune_interval"};
@@ -309,6 +310,9 @@ class ServeApplier : private YamlReader {
       if (e.value.IsNull()) return ok();
       CORRAL_TRY(expect_map(e, "a map of task settings (workers, default_timeout, ...)"));
       return for_each_entry(e.value, e.path, [&](const YamlEntry& t) { return apply_tasks(t); });
+    }
+    if (name == "object_store") {
+      return apply_object_store_config(*this, e, config_.object_store);
     }
     if (contains(kSandboxSettingKeys, name)) {
       return fail(e.line, e.path, "is a sandbox setting: put it in the top-level sandbox: map",

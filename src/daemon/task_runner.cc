@@ -613,7 +613,7 @@ class TaskService::Runner {
       auto stored = s_.objects_->put_fd(rec.object_key, fd->get(), options);
       if (!stored) {
         const Error& e = stored.error();
-        if (e.code == ErrorCode::kResourceExhausted && e.message.find("max") != std::string::npos)
+        if (e.code == ErrorCode::kResourceExhausted && e.message.find("over its limit") != std::string::npos)
           fail_output("output_too_large", e.message);
         else
           fail_output("storage_unavailable", "storing it: " + e.message);
