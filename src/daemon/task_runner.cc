@@ -609,7 +609,9 @@ class TaskService::Runner {
       rec.object_key = attempt_prefix(task_) + "/outputs/" + std::to_string(i);
       objstore::PutOptions options;
       options.max_size = max;
-      options.metadata = {{"task", task_.id}, {"path", o.path.substr(0, 512)}};
+      // Metadata is printable ASCII: the task and the output's index (its
+      // path may be any bytes).
+      options.metadata = {{"task", task_.id}, {"output", std::to_string(i)}};
       auto stored = s_.objects_->put_fd(rec.object_key, fd->get(), options);
       if (!stored) {
         const Error& e = stored.error();

@@ -301,6 +301,52 @@ TEST(DaemonTasks, ListingIsPagedNewestFirstAndFiltered) {
   EXPECT_EQ(d.request("GET", "/v1/tasks?colour=red").status, 400);
 }
 
+// The object store failing: the task ends storage_unavailable, and the
+// same request again runs attempt 2 once the store is back (D5, D6).
+TEST(DaemonTasks, AnUnusableObjectStoreFailsTheTaskAndTheSameIdRetries) {
+  TestDaemon d;
+  ASSERT_TRUE(d.ready()) << d.output();
+  // A file where the store keeps its tasks/ directory: every put under it fails.
+  const std::string blocker = d.data_dir() + "/objects/tasks";
+  ASSERT_TRUE(std::ofstream(blocker).good()) << blocker;
+  json body = task_body("s-1", "echo out > /workspace/o");
+  body["outputs"] = json::array({{{"path", "/workspace/o"}}});
+  ASSERT_EQ(d.request("POST", "/v1/tasks", body.dump()).status, 202);
+  json t = wait_task(d, "s-1");
+  EXPECT_EQ(t.value("status", ""), "failed") << t.dump();
+  EXPECT_EQ(t.value("reason", ""), "storage_unavailable") << t.dump();
+  ASSERT_EQ(unlink(blocker.c_str()), 0);
+  auto retry = d.request("POST", "/v1/tasks", body.dump());
+  ASSERT_EQ(retry.status, 202) << retry.body;
+  EXPECT_EQ(retry.json().value("attempt", 0), 2);
+  t = wait_task(d, "s-1");
+  EXPECT_EQ(t.value("status", ""), "succeeded") << t.dump();
+  EXPECT_EQ(t["outputs"][0].value("stored_at", ""), "tasks/s-1/2/outputs/0");
+  EXPECT_EQ(d.request("GET", "/v1/tasks/s-1/outputs/0").body, "out\n");
+  // A finished success is not retried.
+  EXPECT_EQ(d.request("POST", "/v1/tasks", body.dump()).status, 200);
+}
+
+// serve.tasks.retention: finished tasks go, with their stored objects.
+TEST(DaemonTasks, FinishedTasksArePrunedWithTheirOutputsAfterTheRetention) {
+  TestDaemon d({}, "serve:\n  tasks:\n    retention: 1s\n    prune_interval: 200ms\n");
+  ASSERT_TRUE(d.ready()) << d.output();
+  json body = task_body("p-1", "echo out > /workspace/o");
+  body["outputs"] = json::array({{{"path", "/workspace/o"}}});
+  ASSERT_EQ(d.request("POST", "/v1/tasks", body.dump()).status, 202);
+  EXPECT_EQ(wait_task(d, "p-1").value("status", ""), "succeeded");
+  int status = 200;
+  for (int i = 0; i < 300 && status == 200; ++i) {
+    usleep(50 * 1000);
+    status = d.request("GET", "/v1/tasks/p-1").status;
+  }
+  EXPECT_EQ(status, 404) << "the task was not pruned";
+  struct stat st;
+  EXPECT_NE(stat((d.data_dir() + "/objects/tasks/p-1").c_str(), &st), 0)
+      << "its stored objects were left";
+  EXPECT_FALSE(d.wait_audit("task.pruned", 1).empty());
+}
+
 TEST(DaemonTasks, BadBodiesAreRefusedNamingTheField) {
   TestDaemon d;
   ASSERT_TRUE(d.ready()) << d.output();
