@@ -207,7 +207,10 @@ ApiResult<TaskRecord> TaskService::cancel(const std::string& ns, std::string_vie
                           "task " + now->id + " is already " +
                               std::string(task_status_name(now->status)),
                           "status");
-        return std::move(*now);  // running but not here: a resume is about to take it
+        // Running but not held by a worker: a resume after a restart is
+        // queued for it; the worker that takes it sees the cancel.
+        cancel_requested_.insert(now->id);
+        return std::move(*now);
       }
       TaskUpdate u;
       u.status = TaskStatus::kCancelled;
@@ -270,6 +273,7 @@ void TaskService::worker_loop() {
       queue_.erase(it);
       queued_ids_.erase(id);
       a = std::make_shared<Active>();
+      if (cancel_requested_.erase(id) > 0) a->cancel = true;
       active_.emplace(id, a);
     }
     run_one(id);

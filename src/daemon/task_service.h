@@ -124,11 +124,12 @@ class TaskService {
   objstore::ObjectStore* objects_;
   MetricsRegistry& metrics_;
 
-  std::mutex mu_;  // guards queue_, queued_ids_, active_, stopping_
+  std::mutex mu_;  // guards queue_, queued_ids_, active_, cancel_requested_, stopping_
   std::condition_variable queue_cv_;
   std::deque<std::string> queue_;
   std::set<std::string> queued_ids_;
   std::map<std::string, std::shared_ptr<Active>> active_;
+  std::set<std::string> cancel_requested_;  // resumed tasks cancelled before a worker took them
   bool stopping_ = false;
   std::vector<std::thread> workers_;
   std::thread pruner_;
