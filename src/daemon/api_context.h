@@ -37,10 +37,10 @@ struct ApiContext {
   SandboxService& sandboxes;
   MetricsRegistry& metrics;
   ApiLimits limits;
-  TaskService* tasks = nullptr;  // null: the /v1/tasks routes answer 503
   // Task inputs, outputs and snapshots (serve.object_store; D5). Opened at
   // start, so never null in a running daemon.
   objstore::ObjectStore* objects = nullptr;
+  TaskService* tasks = nullptr;  // null: the /v1/tasks routes answer 503
 };
 
 struct ApiRequest {
