@@ -180,7 +180,7 @@ class TaskService::Runner {
       }
       if (!residue.empty())
         s_.sandboxes_.audit_async(
-            {{"event", "task.cleanup"}, {"task", task_.id}, {"residue", residue}});
+            {{"type", "task.cleanup"}, {"task", task_.id}, {"residue", residue}});
     }
     finish(residue);
   }
@@ -196,7 +196,6 @@ class TaskService::Runner {
     if (!residue.empty()) u.detail = (outcome_ ? outcome_->detail + "; " : std::string()) + residue;
     u.reason_for_transition = outcome_ ? outcome_->reason : "succeeded";
     if (auto after = s_.apply(task_, u); after) task_ = std::move(*after);
-    s_.observe_stage(TaskStage::kDone, std::chrono::milliseconds(0));
   }
 
   // ---- bookkeeping ---------------------------------------------------------
@@ -626,7 +625,7 @@ class TaskService::Runner {
       rec.present = true;
       rec.size = stored->size;
       rec.sha256 = stored->sha256;
-      s_.sandboxes_.audit_async({{"event", "task.output_stored"},
+      s_.sandboxes_.audit_async({{"type", "task.output_stored"},
                                  {"task", task_.id},
                                  {"attempt", task_.attempt},
                                  {"index", i},

@@ -146,7 +146,7 @@ ApiResult<TaskService::Submitted> TaskService::submit(const std::string& ns,
                     "task id \"" + record.id + "\" is taken; choose another id", "id");
   }
   if (submitted->created || submitted->retried) {
-    sandboxes_.audit_async({{"event", "task.submitted"},
+    sandboxes_.audit_async({{"type", "task.submitted"},
                             {"task", record.id},
                             {"ns", ns},
                             {"attempt", submitted->task.attempt},
@@ -297,7 +297,7 @@ Result<TaskRecord> TaskService::apply(const TaskRecord& before, const TaskUpdate
   auto after = store_.update_task(before.id, update);
   if (!after) return after;
   if (update.status && *update.status != before.status) {
-    nlohmann::json event = {{"event", "task.transition"},
+    nlohmann::json event = {{"type", "task.transition"},
                             {"task", before.id},
                             {"from", task_status_name(before.status)},
                             {"to", task_status_name(after->status)},
@@ -316,7 +316,7 @@ Result<TaskRecord> TaskService::apply(const TaskRecord& before, const TaskUpdate
       notify_finished();
     }
   } else if (update.stage && *update.stage != before.stage) {
-    sandboxes_.audit_async({{"event", "task.transition"},
+    sandboxes_.audit_async({{"type", "task.transition"},
                             {"task", before.id},
                             {"from", task_status_name(before.status)},
                             {"to", task_status_name(after->status)},
@@ -353,7 +353,7 @@ std::size_t TaskService::prune(std::int64_t now_ms) {
         if (!all) continue;
       }
       if (!store_.delete_task(t.id)) continue;
-      sandboxes_.audit_async({{"event", "task.pruned"}, {"task", t.id}, {"attempt", t.attempt}});
+      sandboxes_.audit_async({{"type", "task.pruned"}, {"task", t.id}, {"attempt", t.attempt}});
       ++removed;
     }
     if (removed == before) return removed;  // nothing more could go now
