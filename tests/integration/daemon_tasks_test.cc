@@ -223,14 +223,13 @@ TEST(DaemonTasks, HostileOutputsAreRefusedAndNothingOfTheHostIsStored) {
   }
 }
 
-// An input path through a symlink the image has lands inside the
-// sandbox's root, never on the host.
-TEST(DaemonTasks, AnInputThroughASymlinkStaysInTheSandbox) {
+// An input is written through the sandbox's confined root (F6): into the
+// sandbox's own /tmp, never onto the host's path of the same name.
+TEST(DaemonTasks, AnInputIsWrittenInsideTheSandboxNeverOnTheHost) {
   TestDaemon d;
   ASSERT_TRUE(d.ready()) << d.output();
   const std::string marker = "/tmp/corral-task-input-escape-" + std::to_string(getpid());
   json body = task_body("in-link", "cat " + marker);
-  // /tmp of the sandbox is its own; a host path of the same name must not appear.
   body["inputs"] = json::array({{{"path", marker}, {"content", "inside"}}});
   ASSERT_EQ(d.request("POST", "/v1/tasks", body.dump()).status, 202);
   json t = wait_task(d, "in-link");
