@@ -44,6 +44,7 @@ TEST(DaemonTasksRestart, ARunningCommandIsReattachedAndFinishesOnce) {
   ASSERT_EQ(d.request("POST", "/v1/tasks", body.dump()).status, 202);
   ASSERT_TRUE(wait_for_stage(d, "r-attach", "execute"));
   ASSERT_TRUE(d.kill9()) << d.output();
+  ASSERT_TRUE(d.restart()) << d.output();
   json t = wait_task(d, "r-attach");
   EXPECT_EQ(t.value("status", ""), "succeeded") << t.dump() << "\n" << d.output();
   EXPECT_EQ(t["outputs"][0].value("size", 0), 3);
@@ -67,6 +68,7 @@ TEST(DaemonTasksRestart, QueuedTasksRunAfterAKill) {
   // One worker: q-1.. wait in the store.
   EXPECT_EQ(d.request("GET", "/v1/tasks/q-3").json().value("status", ""), "queued");
   ASSERT_TRUE(d.kill9()) << d.output();
+  ASSERT_TRUE(d.restart()) << d.output();
   for (int i = 0; i < 4; ++i) {
     const std::string id = "q-" + std::to_string(i);
     json t = wait_task(d, id);
@@ -104,6 +106,7 @@ TEST(DaemonTasksRestart, Kill9AtRandomMomentsLosesNoTaskAndRunsNoneTwice) {
     }
     usleep(static_cast<useconds_t>(rng() % 1200) * 1000);
     ASSERT_TRUE(d.kill9()) << "cycle " << cycle << "\n" << d.output();
+    ASSERT_TRUE(d.restart()) << "cycle " << cycle << "\n" << d.output();
   }
   ASSERT_FALSE(acknowledged.empty());
   std::map<std::string, int> endings;
