@@ -73,7 +73,7 @@ TEST(DaemonTasksRestart, QueuedTasksRunAfterAKill) {
     const std::string id = "q-" + std::to_string(i);
     json t = wait_task(d, id);
     const std::string status = t.value("status", "");
-    EXPECT_TRUE(status == "succeeded" || t.value("reason", "") == "daemon_restart") << t.dump();
+    EXPECT_TRUE(status == "succeeded" || text(t, "reason") == "daemon_restart") << t.dump();
     EXPECT_LE(runs_of(root, id), 1) << id;
     if (status == "succeeded") {
       EXPECT_EQ(runs_of(root, id), 1) << id;
@@ -115,7 +115,7 @@ TEST(DaemonTasksRestart, Kill9AtRandomMomentsLosesNoTaskAndRunsNoneTwice) {
     json t = wait_task(d, id);
     ASSERT_FALSE(t.value("status", "").empty()) << "an acknowledged task was lost: " << t.dump();
     const std::string status = t.value("status", "");
-    const std::string reason = t.value("reason", "");
+    const std::string reason = text(t, "reason");
     ++endings[status + "/" + reason];
     const int runs = runs_of(root, id);
     EXPECT_LE(runs, 1) << "the command ran " << runs << " times";

@@ -50,6 +50,12 @@ inline nlohmann::json wait_task(TestDaemon& d, const std::string& id) {
   return t;
 }
 
+// A string field of a task, "" when it is null or absent (reason, detail).
+inline std::string text(const nlohmann::json& t, const char* key) {
+  auto it = t.find(key);
+  return it != t.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 inline std::string header(const HttpReply& r, std::string_view name) {
   auto v = http::find_header(r.headers, name);
   return v ? std::string(*v) : std::string();
