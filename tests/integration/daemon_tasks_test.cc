@@ -266,6 +266,34 @@ TEST(DaemonTasks, LongPollAnswersWhenTheTaskEnds) {
   EXPECT_EQ(d.request("GET", "/v1/tasks/lp-1?wait=soon").status, 400);
 }
 
+// GET .../log?follow=1 streams the command's output as it comes and ends
+// with the finished task.
+TEST(DaemonTasks, TheLogFollowsTheCommandToItsEnd) {
+  TestDaemon d;
+  ASSERT_TRUE(d.ready()) << d.output();
+  ASSERT_EQ(d.request("POST", "/v1/tasks",
+                      task_body("log-1", "echo one; sleep 1; echo two >&2; sleep 1; echo three")
+                          .dump())
+                .status,
+            202);
+  auto log = d.request("GET", "/v1/tasks/log-1/log?follow=1");
+  ASSERT_EQ(log.status, 200) << log.body;
+  std::vector<json> events;
+  std::istringstream lines(log.body);
+  for (std::string line; std::getline(lines, line);) events.push_back(json::parse(line));
+  std::string out, err;
+  for (const auto& e : events) {
+    if (e.value("type", "") == "stdout") out += e.value("data", "");
+    if (e.value("type", "") == "stderr") err += e.value("data", "");
+  }
+  EXPECT_EQ(out, "one\nthree\n") << log.body;
+  EXPECT_EQ(err, "two\n") << log.body;
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().value("type", ""), "exit") << log.body;
+  EXPECT_EQ(events.back()["task"].value("status", ""), "succeeded") << log.body;
+  EXPECT_EQ(d.request("GET", "/v1/tasks/nope/log").status, 404);
+}
+
 TEST(DaemonTasks, ListingIsPagedNewestFirstAndFiltered) {
   TestDaemon d;
   ASSERT_TRUE(d.ready()) << d.output();
