@@ -16,9 +16,14 @@
 #include "daemon/metrics.h"
 #include "http/http_server.h"
 
+namespace corral::objstore {
+class ObjectStore;
+}
+
 namespace corral::daemon {
 
 class SandboxService;
+class TaskService;
 
 struct ApiLimits {
   std::size_t max_json_body = 1 << 20;          // create, mkdir, ...
@@ -32,6 +37,10 @@ struct ApiContext {
   SandboxService& sandboxes;
   MetricsRegistry& metrics;
   ApiLimits limits;
+  // Task inputs, outputs and snapshots (serve.object_store; D5). Opened at
+  // start, so never null in a running daemon.
+  objstore::ObjectStore* objects = nullptr;
+  TaskService* tasks = nullptr;  // null: the /v1/tasks routes answer 503
 };
 
 struct ApiRequest {
@@ -83,5 +92,12 @@ void handle_file_list(ApiContext& ctx, ApiRequest& r);
 void handle_file_stat(ApiContext& ctx, ApiRequest& r);
 void handle_file_mkdir(ApiContext& ctx, ApiRequest& r);
 void handle_file_rename(ApiContext& ctx, ApiRequest& r);
+
+void handle_submit_task(ApiContext& ctx, ApiRequest& r);  // task_api.cc
+void handle_list_tasks(ApiContext& ctx, ApiRequest& r);
+void handle_get_task(ApiContext& ctx, ApiRequest& r);
+void handle_cancel_task(ApiContext& ctx, ApiRequest& r);
+void handle_task_output(ApiContext& ctx, ApiRequest& r);
+void handle_task_log(ApiContext& ctx, ApiRequest& r);
 
 }  // namespace corral::daemon

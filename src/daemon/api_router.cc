@@ -43,6 +43,12 @@ const Route kRoutes[] = {
     {"GET", "/v1/sandboxes/{id}/files/stat", handle_file_stat},
     {"POST", "/v1/sandboxes/{id}/files/mkdir", handle_file_mkdir},
     {"POST", "/v1/sandboxes/{id}/files/rename", handle_file_rename},
+    {"POST", "/v1/tasks", handle_submit_task},
+    {"GET", "/v1/tasks", handle_list_tasks},
+    {"GET", "/v1/tasks/{id}", handle_get_task},
+    {"POST", "/v1/tasks/{id}/cancel", handle_cancel_task},
+    {"GET", "/v1/tasks/{id}/outputs/{n}", handle_task_output},
+    {"GET", "/v1/tasks/{id}/log", handle_task_log},
 };
 
 // The segments of an absolute path, or nothing when one is empty: "//", a

@@ -21,6 +21,7 @@
 #include <optional>
 
 #include "daemon/daemon_config.h"
+#include "daemon/object_store_config_yaml.h"
 #include "base/strings.h"
 #include "egress/firewall.h"
 #include "netns/net_slot.h"
@@ -36,10 +37,14 @@ constexpr std::size_t kMaxApiKeyEntries = 1024;
 constexpr std::size_t kMaxPathBytes = 4095;
 
 constexpr std::array<std::string_view, 2> kTopKeys = {"serve", "sandbox"};
-constexpr std::array<std::string_view, 15> kServeKeys = {
+constexpr std::array<std::string_view, 17> kServeKeys = {
     "listen",          "socket",        "data_dir",        "api_keys",   "capacity",
     "request_timeout", "setup_timeout", "max_exec_output", "max_upload", "mount_roots",
-    "durability",      "network",       "secrets",         "audit",      "connections"};
+    "durability",      "network",       "secrets",         "audit",      "connections",
+    "object_store",    "tasks"};
+constexpr std::array<std::string_view, 10> kTasksKeys = {
+    "workers",  "default_timeout", "max_timeout",        "retention",       "max_body",
+    "max_log",  "max_output_size", "initialize_timeout", "collect_timeout", "prune_interval"};
 constexpr std::array<std::string_view, 5> kConnectionsKeys = {
     "tcp", "unix", "unauthenticated", "unauthenticated_per_peer", "unauthenticated_head_timeout"};
 constexpr std::array<std::string_view, 7> kAuditKeys = {
@@ -301,12 +306,48 @@ class ServeApplier : private YamlReader {
                     "corral secrets encrypt)");
       return ok();
     }
+    if (name == "tasks") {
+      if (e.value.IsNull()) return ok();
+      CORRAL_TRY(expect_map(e, "a map of task settings (workers, default_timeout, ...)"));
+      return for_each_entry(e.value, e.path, [&](const YamlEntry& t) { return apply_tasks(t); });
+    }
+    if (name == "object_store") {
+      return apply_object_store_config(*this, e, config_.object_store);
+    }
     if (contains(kSandboxSettingKeys, name)) {
       return fail(e.line, e.path, "is a sandbox setting: put it in the top-level sandbox: map",
                   "serve: holds the daemon's own settings; sandbox: the defaults of every "
                   "sandbox");
     }
     return unknown_key(e.line, e.path, name, serve_candidates(), kServeKeys);
+  }
+
+  // One entry of serve.tasks (docs/tasks.md).
+  Status apply_tasks(const YamlEntry& e) {
+    daemon::TaskConfig& t = config_.tasks;
+    if (e.name == "workers") {
+      CORRAL_TRY(read_into(e, "a number of workers (4)", parse_count, t.workers));
+      if (t.workers > 256) return fail(e.value_line, e.path, "must be at most 256");
+      return ok();
+    }
+    for (auto [key, field] : {std::pair{"default_timeout", &t.default_timeout_ms},
+                              std::pair{"max_timeout", &t.max_timeout_ms},
+                              std::pair{"retention", &t.retention_ms},
+                              std::pair{"initialize_timeout", &t.initialize_timeout_ms},
+                              std::pair{"collect_timeout", &t.collect_timeout_ms},
+                              std::pair{"prune_interval", &t.prune_interval_ms}}) {
+      if (e.name != key) continue;
+      std::chrono::milliseconds d{};
+      CORRAL_TRY(read_into(e, "a duration (10m, 168h)", parse_duration, d));
+      *field = d.count();
+      return ok();
+    }
+    for (auto [key, field] : {std::pair{"max_body", &t.max_body},
+                              std::pair{"max_log", &t.max_log},
+                              std::pair{"max_output_size", &t.max_output_size}}) {
+      if (e.name == key) return read_into(e, "a size (64Mi, 1Gi)", parse_size, *field);
+    }
+    return unknown_key(e, kTasksKeys, {{"timeout", "default_timeout"}, {"threads", "workers"}});
   }
 
   // One entry of serve.audit.

@@ -19,8 +19,10 @@
 #include "daemon/fd_budget.h"
 #include "daemon/log_redactor.h"
 #include "daemon/metrics.h"
+#include "daemon/object_store_open.h"
 #include "daemon/sandbox_service.h"
 #include "daemon/secret_service.h"
+#include "daemon/task_service.h"
 #include "http/http_server.h"
 #include "jail/fs_util.h"
 #include "egress/cert_authority.h"
@@ -201,6 +203,10 @@ int serve(const ServeFlags& flags) {
   });
   if (auto why = secrets.unavailable_reason())
     fprintf(stderr, "corral serve: warning: file-mode secrets are refused: %s\n", why->c_str());
+  // The object store (D5): a bad setting, or credentials missing from the
+  // secret store, stop the daemon here; an unreachable S3 service does not.
+  auto objects = open_object_store(config, secrets.store());
+  if (!objects) return fail(objects.error().message, objects.error().hint);
   // TLS interception's CA (broker hosts marked intercept): its key stays in
   // <data_dir>/ca; sandboxes that need it get the certificate only.
   std::shared_ptr<net::CertAuthority> ca;
@@ -244,10 +250,14 @@ int serve(const ServeFlags& flags) {
         {{"resource", share.first}});
   }
   std::string reconciled = service.start();
+  // Tasks (docs/tasks.md): their inputs, outputs and logs in the object store.
+  TaskService tasks(config.tasks, service, *store, objects->get(), metrics);
+  reconciled += "; " + tasks.start();
 
-  ApiContext context{service, metrics, ApiLimits{}};
+  ApiContext context{service, metrics, ApiLimits{}, objects->get()};
   context.limits.max_exec_output = config.max_exec_output_bytes;
   context.limits.max_upload = config.max_upload_bytes;
+  context.tasks = &tasks;
   ApiRouter router(context, *keys);
   auto fds = connection_budget(config, *nofile, network);
   if (!fds) return fail(fds.error().message, fds.error().hint);
@@ -288,6 +298,7 @@ int serve(const ServeFlags& flags) {
          describe(*nofile, *fds).c_str());
   fflush(stdout);
   server.run();
+  tasks.stop();
   service.stop();
   // The proxy's threads may still call the broker and report connections
   // until `network` goes; `service` goes first.

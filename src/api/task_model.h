@@ -1,0 +1,126 @@
+// Tasks on the wire (docs/tasks.md, REQUIREMENTS.md D6, C2, N7, F6): the
+// POST /v1/tasks body, its canonical form (what an idempotent repeat is
+// compared against) and the task as the API shows it. The same strictness
+// as api_model.h: unknown fields are refused by name, every count and size
+// is bounded, paths are absolute and normalized.
+//
+// Canonical form (to_canonical_json): every task-level field present, the
+// code's defaults filled in (required true, snapshot "on_failure",
+// keep_sandbox false, empty lists and maps), sizes in bytes and durations
+// in milliseconds, byte strings as text when UTF-8 (else *_b64). So `{}`
+// and the explicit defaults compare equal, and "10m" equals 600000 ms.
+// Defaults that come from the daemon's configuration (timeout, max_size)
+// stay null when the request leaves them out: a repeat is compared with
+// the first request, not with a configuration that may have changed in
+// between. "sandbox" is kept as sent (keys sorted by the store): its
+// defaults are the daemon's `sandbox:` config, applied when it runs.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/result.h"
+
+namespace corral::api {
+
+inline constexpr std::size_t kMaxTaskIdBytes = 128;
+inline constexpr std::size_t kMaxTaskInputs = 256;
+inline constexpr std::size_t kMaxTaskOutputs = 64;
+inline constexpr std::size_t kMaxTaskVolumes = 16;
+
+// 1..128 of [A-Za-z0-9._:-] (and not "." or "..": ids name object keys).
+bool valid_task_id(std::string_view id);
+
+struct TaskInput {
+  enum class Source { kContent, kObject, kVolume };
+  std::string path;  // absolute, normalized, inside the sandbox
+  Source source = Source::kContent;
+  std::string content;     // kContent: the bytes ("content" or "content_b64")
+  std::string object_key;  // kObject: an object-store key
+  std::string volume;      // kVolume
+  std::string volume_path;
+  std::optional<std::string> sha256;  // lowercase hex; verified before the command runs
+};
+
+struct TaskOutputSpec {
+  std::string path;  // absolute, normalized, inside the sandbox
+  bool required = true;
+  std::optional<std::uint64_t> max_size;  // empty: serve.tasks.max_output_size
+};
+
+struct TaskRequest {
+  std::string id;
+  // The POST /v1/sandboxes body for the task's sandbox, as JSON text
+  // ("{}" when absent); checked by the daemon against its defaults.
+  std::string sandbox_json = "{}";
+  std::vector<TaskInput> inputs;
+  std::vector<std::string> command;  // argv; empty when `sh` is given
+  std::optional<std::string> sh;     // run by /bin/sh -c
+  std::vector<std::pair<std::string, std::string>> env;
+  std::optional<std::string> cwd;
+  std::string stdin_data;
+  std::optional<std::int64_t> timeout_ms;  // empty: serve.tasks.default_timeout
+  std::vector<TaskOutputSpec> outputs;
+  // {volume, subpath, target, writable} objects as JSON text ("[]"), handed
+  // to the sandbox create as its "volumes".
+  std::string volumes_json = "[]";
+  std::string snapshot = "on_failure";  // on_failure | always | never
+  bool keep_sandbox = false;
+
+  // The argv to run: `command`, or {"/bin/sh", "-c", sh}.
+  std::vector<std::string> argv() const;
+};
+
+// POST /v1/tasks. `max_inline_bytes` bounds the inline inputs' bytes in all.
+Result<TaskRequest> parse_task_request(std::string_view body, std::uint64_t max_inline_bytes);
+// A request as stored (its canonical JSON): the same reader, without the
+// per-string bound of requests.
+Result<TaskRequest> parse_stored_task_request(std::string_view canonical_json);
+std::string to_canonical_json(const TaskRequest& request);
+
+// ---- the task as shown ---------------------------------------------------
+
+struct TaskOutputInfo {
+  std::size_t index = 0;
+  std::string path;
+  bool present = false;
+  std::uint64_t size = 0;
+  std::optional<std::string> sha256;
+  std::optional<std::string> stored_at;  // object-store key
+};
+
+struct TaskInfo {
+  std::string id;
+  std::string ns;
+  std::string status;  // queued, running, succeeded, failed, timed_out, cancelled
+  std::string stage;   // none, create, initialize, execute, collect, snapshot, destroy, cleanup, done
+  std::optional<std::string> reason;
+  std::optional<std::string> detail;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::optional<std::string> sandbox_id;
+  int attempt = 1;
+  std::optional<std::string> replay_of;
+  std::vector<TaskOutputInfo> outputs;
+  std::optional<std::string> snapshot_id;
+  std::optional<std::string> snapshot_error;
+  std::int64_t created_at_ms = 0;
+  std::optional<std::int64_t> started_at_ms;
+  std::optional<std::int64_t> finished_at_ms;
+  std::optional<std::string> request_json;  // canonical; GET of one task only
+};
+std::string to_json(const TaskInfo& task);
+// {"tasks": [...], "next_cursor": "..." | null}
+std::string to_json(const std::vector<TaskInfo>& tasks, const std::optional<std::string>& cursor);
+Result<TaskInfo> parse_task_info(std::string_view body);
+
+// "2026-12-01T10:00:00.123Z" (UTC) of unix milliseconds, and back (also
+// accepts a plain integer of unix milliseconds).
+std::string format_time_ms(std::int64_t unix_ms);
+Result<std::int64_t> parse_time_ms(std::string_view text);
+
+}  // namespace corral::api

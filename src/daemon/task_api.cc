@@ -1,0 +1,216 @@
+// Handlers of /v1/tasks (docs/tasks.md, docs/api.md "Tasks"): submit,
+// list, get (with ?wait= long-poll), cancel, output download, command log.
+#include <algorithm>
+#include <cctype>
+
+#include "api/base64.h"
+#include "base/sha256.h"
+#include "api/task_model.h"
+#include "daemon/api_context.h"
+#include "daemon/task_service.h"
+#include "spec/units.h"
+
+namespace corral::daemon {
+
+namespace {
+
+constexpr std::chrono::milliseconds kMaxWait{60'000};
+
+// The namespace a request acts in. Until API keys carry namespaces (issue
+// 15's volumes work adds ApiRequest::ns), every caller is in "default":
+// this is the one place that changes then.
+std::string request_ns(const ApiRequest&) { return "default"; }
+
+TaskService* tasks_or_fail(ApiContext& ctx, ApiRequest& r) {
+  if (ctx.tasks == nullptr)
+    send_error(r.out, api::make_api_error(api::ApiErrorCode::kUnavailable,
+                                          "this daemon runs no task service"));
+  return ctx.tasks;
+}
+
+std::string task_json(const TaskRecord& t, bool with_request) {
+  return api::to_json(TaskService::info_of(t, with_request));
+}
+
+// "?wait=30s" (or seconds), at most 60 s.
+std::optional<std::chrono::milliseconds> wait_param(ApiRequest& r) {
+  auto v = r.query_value("wait");
+  if (!v) return std::chrono::milliseconds(0);
+  if (*v == "0") return std::chrono::milliseconds(0);
+  auto d = parse_duration(*v);
+  if (!d) {
+    send_error(r.out, api::make_api_error(api::ApiErrorCode::kInvalidValue,
+                                          "wait: " + d.error().message, "wait",
+                                          "a duration such as 30s, at most 60s"));
+    return std::nullopt;
+  }
+  return std::min(*d, kMaxWait);
+}
+
+std::optional<std::uint64_t> parse_count(std::string_view s) {
+  if (s.empty() || s.size() > 9 ||
+      !std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit((unsigned char)c); }))
+    return std::nullopt;
+  return std::stoull(std::string(s));
+}
+
+}  // namespace
+
+void handle_submit_task(ApiContext& ctx, ApiRequest& r) {
+  TaskService* tasks = tasks_or_fail(ctx, r);
+  if (tasks == nullptr) return;
+  auto body = read_json_body(r, tasks->config().max_body);
+  if (!body) return send_error(r.out, body.error());
+  auto submitted = tasks->submit(request_ns(r), *body);
+  if (!submitted) return send_error(r.out, submitted.error());
+  const std::string json = task_json(submitted->task, true);
+  if (submitted->created || submitted->retried) {
+    (void)r.out.send(202,
+                     {{"content-type", "application/json"},
+                      {"location", "/v1/tasks/" + submitted->task.id}},
+                     json);
+    return;
+  }
+  (void)r.out.send(200,
+                   {{"content-type", "application/json"}, {"corral-task-replayed", "true"}},
+                   json);
+}
+
+void handle_list_tasks(ApiContext& ctx, ApiRequest& r) {
+  TaskService* tasks = tasks_or_fail(ctx, r);
+  if (tasks == nullptr) return;
+  TaskFilter filter;
+  filter.ns = request_ns(r);
+  auto bad = [&](std::string field, std::string message) {
+    send_error(r.out, api::make_api_error(api::ApiErrorCode::kInvalidValue,
+                                          field + ": " + message, field));
+  };
+  for (const auto& [key, value] : r.query) {
+    if (key == "status") {
+      std::size_t start = 0;
+      while (start <= value.size()) {
+        std::size_t comma = value.find(',', start);
+        std::string name = value.substr(start, comma == std::string::npos ? std::string::npos
+                                                                           : comma - start);
+        auto st = parse_task_status(name);
+        if (!st)
+          return bad("status", "\"" + name +
+                                   "\" is not a status (queued, running, succeeded, failed, "
+                                   "timed_out, cancelled)");
+        filter.statuses.push_back(*st);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+    } else if (key == "created_after" || key == "created_before") {
+      auto ms = api::parse_time_ms(value);
+      if (!ms) return bad(key, "is not a time (RFC 3339 UTC, or unix milliseconds)");
+      (key == "created_after" ? filter.created_after_ms : filter.created_before_ms) = *ms;
+    } else if (key == "limit") {
+      auto n = parse_count(value);
+      if (!n || *n < 1 || *n > 1000) return bad("limit", "is a count from 1 to 1000");
+      filter.limit = *n;
+    } else if (key == "cursor") {
+      filter.cursor = value;
+    } else {
+      return bad(key, "is not a filter of GET /v1/tasks (status, created_after, created_before, "
+                      "limit, cursor)");
+    }
+  }
+  auto page = tasks->list(filter);
+  if (!page) return send_error(r.out, page.error());
+  std::vector<api::TaskInfo> shown;
+  for (const auto& t : page->tasks) shown.push_back(TaskService::info_of(t, false));
+  send_json(r.out, 200, api::to_json(shown, page->next_cursor));
+}
+
+void handle_get_task(ApiContext& ctx, ApiRequest& r) {
+  TaskService* tasks = tasks_or_fail(ctx, r);
+  if (tasks == nullptr) return;
+  auto wait = wait_param(r);
+  if (!wait) return;
+  auto t = wait->count() > 0 ? tasks->wait(request_ns(r), r.params[0], *wait)
+                             : tasks->get(request_ns(r), r.params[0]);
+  if (!t) return send_error(r.out, t.error());
+  send_json(r.out, 200, task_json(*t, true));
+}
+
+void handle_cancel_task(ApiContext& ctx, ApiRequest& r) {
+  TaskService* tasks = tasks_or_fail(ctx, r);
+  if (tasks == nullptr) return;
+  auto t = tasks->cancel(request_ns(r), r.params[0]);
+  if (!t) return send_error(r.out, t.error());
+  send_json(r.out, 202, task_json(*t, false));
+}
+
+void handle_task_output(ApiContext& ctx, ApiRequest& r) {
+  TaskService* tasks = tasks_or_fail(ctx, r);
+  if (tasks == nullptr) return;
+  auto t = tasks->get(request_ns(r), r.params[0]);
+  if (!t) return send_error(r.out, t.error());
+  auto n = parse_count(r.params[1]);
+  if (!n || *n >= t->outputs.size() || !t->outputs[*n].present ||
+      t->outputs[*n].object_key.empty())
+    return send_error(r.out, api::make_api_error(
+                                 api::ApiErrorCode::kNotFound,
+                                 "task " + t->id + " has no stored output " + r.params[1], "",
+                                 "GET /v1/tasks/{id} lists its outputs and which are present"));
+  const TaskOutputRecord& o = t->outputs[*n];
+  if (tasks->objects() == nullptr)
+    return send_error(r.out, api::make_api_error(api::ApiErrorCode::kUnavailable,
+                                                 "this daemon has no object store"));
+  auto head = tasks->objects()->head(o.object_key);
+  if (!head) return send_error(r.out, api::to_api_error(head.error()));
+  if (head->sha256 != o.sha256)
+    return send_error(r.out, api::make_api_error(api::ApiErrorCode::kInternal,
+                                                 "output " + r.params[1] + " of task " + t->id +
+                                                     " changed in the object store since it was "
+                                                     "collected"));
+  Sha256::Digest digest{};
+  for (std::size_t i = 0; i < digest.size(); ++i)
+    digest[i] = static_cast<std::uint8_t>(std::stoi(o.sha256.substr(2 * i, 2), nullptr, 16));
+  const std::string b64 = api::base64_encode(
+      std::string_view(reinterpret_cast<const char*>(digest.data()), digest.size()));
+  (void)r.out.start(200,
+                    {{"content-type", "application/octet-stream"},
+                     {"digest", "sha-256=" + b64},
+                     {"x-corral-sha256", o.sha256}},
+                    head->size);
+  if (r.head.method == "HEAD") return;
+  auto sent = tasks->objects()->get(o.object_key, [&](std::span<const char> chunk) -> Status {
+    if (!r.out.write(std::string_view(chunk.data(), chunk.size())))
+      return make_error(ErrorCode::kSystem, "the client went away");
+    return ok();
+  });
+  if (sent) (void)r.out.finish();
+  // Otherwise the connection ends short of Content-Length: the client
+  // sees a truncated transfer, never a wrong body.
+}
+
+void handle_task_log(ApiContext& ctx, ApiRequest& r) {
+  TaskService* tasks = tasks_or_fail(ctx, r);
+  if (tasks == nullptr) return;
+  auto t = tasks->get(request_ns(r), r.params[0]);
+  if (!t) return send_error(r.out, t.error());
+  const bool follow = query_flag(r, "follow");
+  (void)r.out.start(200, {{"content-type", "application/x-ndjson"}, {"cache-control", "no-store"}},
+                    std::nullopt);
+  if (r.head.method == "HEAD") return;
+  auto emit = [&](std::string_view stream, std::string_view data) -> bool {
+    return r.out.write(api::exec_output_json(
+                           stream == "stdout" ? api::ExecEvent::kStdout : api::ExecEvent::kStderr,
+                           data) +
+                       "\n")
+        .has_value();
+  };
+  auto end = tasks->stream_log(request_ns(r), r.params[0], follow, emit,
+                               [&] { return r.out.peer_gone(); });
+  if (end) {
+    api::TaskInfo info = TaskService::info_of(*end, false);
+    std::string line = "{\"type\":\"" + std::string(is_finished(end->status) ? "exit" : "status") +
+                       "\",\"task\":" + api::to_json(info) + "}\n";
+    (void)r.out.write(line);
+  }
+  (void)r.out.finish();
+}
+
+}  // namespace corral::daemon
