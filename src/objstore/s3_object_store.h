@@ -61,8 +61,10 @@ class S3ObjectStore final : public ObjectStore {
   std::string object_url(std::string_view key) const;
   std::string shown(std::string_view key) const;
   // Sends `request`, again after connection errors and 5xx answers (at
-  // most max_attempts, with backoff); the last answer or error.
-  Result<S3Response> send(const S3Request& request, const std::string& shown, bool retry);
+  // most max_attempts, with backoff) while `may_retry` says so; the last
+  // answer or error.
+  Result<S3Response> send(const S3Request& request, const std::string& shown,
+                          const std::function<bool()>& may_retry);
   Result<ObjectInfo> put_seekable(std::string_view key, int fd, off_t offset,
                                   const PutOptions& options);
   Result<ObjectInfo> info_from_head(std::string_view key, const S3Response& response) const;

@@ -151,8 +151,9 @@ Result<S3Response> perform_s3_request(const S3Request& request, const S3Credenti
     }
     return next != nullptr;
   };
-  bool added = add_header("x-amz-content-sha256: " + request.payload_sha256) &&
-               add_header("Expect:");  // no 100-continue round trip
+  // (Not "Expect:" to drop 100-continue: libcurl 7.88 would sign the
+  // emptied header, and servers then compute another signature.)
+  bool added = add_header("x-amz-content-sha256: " + request.payload_sha256);
   for (const auto& h : request.headers) added = added && add_header(h);
   if (!added) return make_error(ErrorCode::kResourceExhausted, "curl_slist_append failed");
 
