@@ -256,9 +256,11 @@ Result<S3Response> S3ObjectStore::send(const S3Request& request, const std::stri
 }
 
 Status S3ObjectStore::probe() {
+  // A one-key list rather than a HEAD of the bucket: its error body names
+  // the reason (SignatureDoesNotMatch, NoSuchBucket, AccessDenied).
   S3Request request;
-  request.method = "HEAD";
-  request.url = config_.endpoint + "/" + config_.bucket;
+  request.url = config_.endpoint + "/" + config_.bucket +
+                "?list-type=2&max-keys=1&prefix=" + s3_query_encode(config_.prefix);
   request.timeout_ms = config_.timeout_ms;
   request.whole_request_timeout = true;
   std::string what = "checking S3 store " + describe();
@@ -266,7 +268,7 @@ Status S3ObjectStore::probe() {
   if (!response) return tl::unexpected(response.error());
   if (response->status / 100 == 2) return ok();
   auto e = s3_status_error(*response, what);
-  if (response->status == 404) {
+  if (response->status == 404) {  // NoSuchBucket: a setting to fix, not an outage
     e.code = ErrorCode::kNotFound;
     e.hint = "create the bucket, or fix serve.object_store.bucket";
   }

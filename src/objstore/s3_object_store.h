@@ -40,8 +40,9 @@ class S3ObjectStore final : public ObjectStore {
   // bytes, a region) without contacting the service.
   static Result<std::unique_ptr<S3ObjectStore>> open(S3Config config, S3Credentials credentials);
 
-  // One HEAD of the bucket: kPermissionDenied for refused credentials,
-  // kNotFound for a missing bucket, kUnavailable when unreachable.
+  // One list of at most one key, not retried: kPermissionDenied for
+  // refused credentials, kNotFound for a missing bucket, kUnavailable when
+  // unreachable.
   Status probe();
 
   std::string_view kind() const override { return "s3"; }

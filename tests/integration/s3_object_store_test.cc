@@ -148,6 +148,23 @@ TEST_F(S3ObjectStoreTest, AWrongSecretKeyIsRefusedAndStoresNothing) {
   EXPECT_EQ(server_->curl("HEAD", "/" + server_->bucket(), "", {}, "not-the-secret").status, 403);
 }
 
+TEST_F(S3ObjectStoreTest, AMissingBucketIsASettingToFix) {
+  S3Config config;
+  config.endpoint = server_->endpoint();
+  config.bucket = "no-such-bucket";
+  auto store = S3ObjectStore::open(config, S3Credentials(S3TestServer::kAccessKey,
+                                                         S3TestServer::kSecretKey));
+  ASSERT_TRUE(store.has_value());
+  auto probe = (*store)->probe();
+  ASSERT_FALSE(probe.has_value());
+  EXPECT_EQ(probe.error().code, ErrorCode::kNotFound);
+  EXPECT_NE(probe.error().message.find("NoSuchBucket"), std::string::npos) << probe.error().message;
+  // For a task it is the store being unusable, not a missing object.
+  auto put = (*store)->put_bytes("k", "x", {});
+  ASSERT_FALSE(put.has_value());
+  EXPECT_EQ(put.error().code, ErrorCode::kUnavailable) << put.error().to_string();
+}
+
 TEST_F(S3ObjectStoreTest, Sha256MismatchAndMaxSizeStoreNothing) {
   PutOptions wrong;
   wrong.expected_sha256 = sha256_hex("other");
@@ -279,7 +296,7 @@ TEST_F(S3ObjectStoreTest, FactoryTakesTheCredentialsFromTheSecretStoreByName) {
   config.prefix = prefix_;
   config.access_key_secret = "s3_id";
   config.secret_key_secret = "s3_key";
-  std::map<std::string, std::string> secrets = {{"s3_id", "S3RVER"}};
+  std::map<std::string, std::string> secrets = {{"s3_id", S3TestServer::kAccessKey}};
   SecretLookup lookup = [&](std::string_view name) -> std::optional<std::string> {
     auto it = secrets.find(std::string(name));
     if (it == secrets.end()) return std::nullopt;
@@ -288,7 +305,7 @@ TEST_F(S3ObjectStoreTest, FactoryTakesTheCredentialsFromTheSecretStoreByName) {
   auto missing = make_object_store(config, dir_, lookup);
   ASSERT_FALSE(missing.has_value());
   EXPECT_NE(missing.error().message.find("s3_key"), std::string::npos) << missing.error().message;
-  secrets["s3_key"] = "S3RVER";
+  secrets["s3_key"] = S3TestServer::kSecretKey;
   auto made = make_object_store(config, dir_, lookup);
   ASSERT_TRUE(made.has_value()) << made.error().to_string();
   EXPECT_EQ((*made)->kind(), "s3");

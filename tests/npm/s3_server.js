@@ -7,10 +7,13 @@
 'use strict';
 const S3rver = require('@20minutes/s3rver');
 
-const [directory, bucket] = process.argv.slice(2);
+const [directory, bucket, accessKey, secretKey] = process.argv.slice(2);
 if (!directory || !bucket) {
-  console.error('usage: node s3_server.js DIR BUCKET');
+  console.error('usage: node s3_server.js DIR BUCKET [ACCESS SECRET]');
   process.exit(2);
+}
+if (accessKey && secretKey) {
+  require('@20minutes/s3rver/lib/models/account').DUMMY_ACCOUNT.createKeyPair(accessKey, secretKey);
 }
 const server = new S3rver({
   address: '127.0.0.1',

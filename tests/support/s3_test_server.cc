@@ -56,7 +56,7 @@ Result<std::unique_ptr<S3TestServer>> S3TestServer::start(const std::string& buc
     // The server's list continuation tokens use DES, which OpenSSL 3 keeps
     // in its legacy provider.
     const char* argv[] = {node->c_str(), "--openssl-legacy-provider", script.c_str(), data.c_str(),
-                          bucket.c_str(), nullptr};
+                          bucket.c_str(), kAccessKey, kSecretKey, nullptr};
     execv(node->c_str(), const_cast<char* const*>(argv));
     _exit(127);
   }
