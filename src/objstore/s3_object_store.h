@@ -40,8 +40,9 @@ class S3ObjectStore final : public ObjectStore {
   // bytes, a region) without contacting the service.
   static Result<std::unique_ptr<S3ObjectStore>> open(S3Config config, S3Credentials credentials);
 
-  // One HEAD of the bucket: kPermissionDenied for refused credentials,
-  // kNotFound for a missing bucket, kUnavailable when unreachable.
+  // One list of at most one key, not retried: kPermissionDenied for
+  // refused credentials, kNotFound for a missing bucket, kUnavailable when
+  // unreachable.
   Status probe();
 
   std::string_view kind() const override { return "s3"; }
@@ -61,8 +62,10 @@ class S3ObjectStore final : public ObjectStore {
   std::string object_url(std::string_view key) const;
   std::string shown(std::string_view key) const;
   // Sends `request`, again after connection errors and 5xx answers (at
-  // most max_attempts, with backoff); the last answer or error.
-  Result<S3Response> send(const S3Request& request, const std::string& shown, bool retry);
+  // most max_attempts, with backoff) while `may_retry` says so; the last
+  // answer or error.
+  Result<S3Response> send(const S3Request& request, const std::string& shown,
+                          const std::function<bool()>& may_retry);
   Result<ObjectInfo> put_seekable(std::string_view key, int fd, off_t offset,
                                   const PutOptions& options);
   Result<ObjectInfo> info_from_head(std::string_view key, const S3Response& response) const;

@@ -1,27 +1,20 @@
 #include "objstore/s3_request.h"
 
-#include <curl/curl.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
-#include <mutex>
 
 #include "base/sha256.h"
+#include "objstore/curl_library.h"
 #include "base/strings.h"
 
 namespace corral::objstore {
 namespace {
 
 constexpr std::size_t kMaxKeptBody = 16u << 20;
-
-// curl_global_init is not thread-safe: once, before the first handle.
-void init_curl_once() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
 
 struct Exchange {
   const S3Request* request = nullptr;
@@ -103,10 +96,12 @@ int on_seek(void* user, curl_off_t offset, int origin) {
 }
 
 struct CurlDeleter {
-  void operator()(CURL* c) const { curl_easy_cleanup(c); }
+  const CurlLibrary* lib;
+  void operator()(CURL* c) const { lib->easy_cleanup(c); }
 };
 struct SlistDeleter {
-  void operator()(curl_slist* l) const { curl_slist_free_all(l); }
+  const CurlLibrary* lib;
+  void operator()(curl_slist* l) const { lib->slist_free_all(l); }
 };
 
 }  // namespace
@@ -134,75 +129,78 @@ std::string s3_query_encode(std::string_view text) {
 
 Result<S3Response> perform_s3_request(const S3Request& request, const S3Credentials& credentials,
                                       const std::string& region, const std::string& shown) {
-  init_curl_once();
-  std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
+  auto loaded = curl_library();
+  if (!loaded) return tl::unexpected(loaded.error());
+  const CurlLibrary* lib = *loaded;
+  std::unique_ptr<CURL, CurlDeleter> curl(lib->easy_init(), CurlDeleter{lib});
   if (!curl) return make_error(ErrorCode::kResourceExhausted, "curl_easy_init failed");
   CURL* c = curl.get();
   Exchange x;
   x.request = &request;
   char errbuf[CURL_ERROR_SIZE] = {};
 
-  std::unique_ptr<curl_slist, SlistDeleter> headers;
+  std::unique_ptr<curl_slist, SlistDeleter> headers(nullptr, SlistDeleter{lib});
   auto add_header = [&](const std::string& h) {
-    curl_slist* next = curl_slist_append(headers.get(), h.c_str());
+    curl_slist* next = lib->slist_append(headers.get(), h.c_str());
     if (next != nullptr) {
       (void)headers.release();
       headers.reset(next);
     }
     return next != nullptr;
   };
-  bool added = add_header("x-amz-content-sha256: " + request.payload_sha256) &&
-               add_header("Expect:");  // no 100-continue round trip
+  // (Not "Expect:" to drop 100-continue: libcurl 7.88 would sign the
+  // emptied header, and servers then compute another signature.)
+  bool added = add_header("x-amz-content-sha256: " + request.payload_sha256);
   for (const auto& h : request.headers) added = added && add_header(h);
   if (!added) return make_error(ErrorCode::kResourceExhausted, "curl_slist_append failed");
 
   std::string sigv4 = "aws:amz:" + region + ":s3";
-  curl_easy_setopt(c, CURLOPT_URL, request.url.c_str());
-  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4.c_str());
-  curl_easy_setopt(c, CURLOPT_USERNAME, credentials.access_key_id.c_str());
-  curl_easy_setopt(c, CURLOPT_PASSWORD, credentials.secret_access_key.c_str());
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
-  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-  curl_easy_setopt(c, CURLOPT_HEADERDATA, &x);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &x);
-  curl_easy_setopt(c, CURLOPT_FILETIME, 1L);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(request.timeout_ms));
+  lib->easy_setopt(c, CURLOPT_URL, request.url.c_str());
+  lib->easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  lib->easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+  lib->easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  lib->easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+  lib->easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4.c_str());
+  lib->easy_setopt(c, CURLOPT_USERNAME, credentials.access_key_id.c_str());
+  lib->easy_setopt(c, CURLOPT_PASSWORD, credentials.secret_access_key.c_str());
+  lib->easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
+  lib->easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+  lib->easy_setopt(c, CURLOPT_HEADERDATA, &x);
+  lib->easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+  lib->easy_setopt(c, CURLOPT_WRITEDATA, &x);
+  lib->easy_setopt(c, CURLOPT_FILETIME, 1L);
+  lib->easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(request.timeout_ms));
   // A transfer that moves nothing for the timeout has stalled.
-  curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-  curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME,
+  lib->easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  lib->easy_setopt(c, CURLOPT_LOW_SPEED_TIME,
                    std::max(1L, static_cast<long>((request.timeout_ms + 999) / 1000)));
   if (request.whole_request_timeout) {
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(request.timeout_ms));
+    lib->easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(request.timeout_ms));
   }
   if (request.method == "PUT") {
-    curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
-    curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(request.body_size));
-    curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
-    curl_easy_setopt(c, CURLOPT_READDATA, &x);
-    curl_easy_setopt(c, CURLOPT_SEEKFUNCTION, on_seek);
-    curl_easy_setopt(c, CURLOPT_SEEKDATA, &x);
+    lib->easy_setopt(c, CURLOPT_UPLOAD, 1L);
+    lib->easy_setopt(c, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(request.body_size));
+    lib->easy_setopt(c, CURLOPT_READFUNCTION, on_read);
+    lib->easy_setopt(c, CURLOPT_READDATA, &x);
+    lib->easy_setopt(c, CURLOPT_SEEKFUNCTION, on_seek);
+    lib->easy_setopt(c, CURLOPT_SEEKDATA, &x);
   } else if (request.method == "HEAD") {
-    curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    lib->easy_setopt(c, CURLOPT_NOBODY, 1L);
   } else if (request.method != "GET") {
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+    lib->easy_setopt(c, CURLOPT_CUSTOMREQUEST, request.method.c_str());
   }
 
-  CURLcode rc = curl_easy_perform(c);
+  CURLcode rc = lib->easy_perform(c);
   if (!x.failure) return tl::unexpected(std::move(x.failure).error());
   if (rc != CURLE_OK) {
-    std::string why = errbuf[0] != '\0' ? std::string(errbuf) : curl_easy_strerror(rc);
+    std::string why = errbuf[0] != '\0' ? std::string(errbuf) : lib->easy_strerror(rc);
     return make_error(ErrorCode::kUnavailable,
                       "S3 " + request.method + " " + shown + ": " + printable_ascii(why, 200),
                       "check that the object store's endpoint is reachable from this host");
   }
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &x.response.status);
+  lib->easy_getinfo(c, CURLINFO_RESPONSE_CODE, &x.response.status);
   long filetime = -1;
-  if (curl_easy_getinfo(c, CURLINFO_FILETIME, &filetime) == CURLE_OK && filetime >= 0) {
+  if (lib->easy_getinfo(c, CURLINFO_FILETIME, &filetime) == CURLE_OK && filetime >= 0) {
     x.response.modified_ms = static_cast<std::int64_t>(filetime) * 1000;
   }
   if (request.method == "PUT") x.response.uploaded_sha256 = Sha256::hex(x.upload_hash.final());

@@ -1,15 +1,19 @@
 // A real S3-compatible server on loopback for corral's object-store tests
 // (tests/integration/s3_object_store_test.cc): @20minutes/s3rver, which
 // verifies SigV4 signatures against its one key pair (S3RVER / S3RVER).
-// Usage: node s3_server.js DIR BUCKET; prints "PORT <n>" once it listens on
+// Usage: node --openssl-legacy-provider s3_server.js DIR BUCKET (its list
+// continuation tokens use DES, in OpenSSL 3's legacy provider); prints "PORT <n>" once it listens on
 // 127.0.0.1, and exits when its stdin closes (the test died or is done).
 'use strict';
 const S3rver = require('@20minutes/s3rver');
 
-const [directory, bucket] = process.argv.slice(2);
+const [directory, bucket, accessKey, secretKey] = process.argv.slice(2);
 if (!directory || !bucket) {
-  console.error('usage: node s3_server.js DIR BUCKET');
+  console.error('usage: node s3_server.js DIR BUCKET [ACCESS SECRET]');
   process.exit(2);
+}
+if (accessKey && secretKey) {
+  require('@20minutes/s3rver/lib/models/account').DUMMY_ACCOUNT.createKeyPair(accessKey, secretKey);
 }
 const server = new S3rver({
   address: '127.0.0.1',
