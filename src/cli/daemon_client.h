@@ -31,6 +31,7 @@ int inspect_command(const std::vector<std::string_view>& args);
 int exec_command(const std::vector<std::string_view>& args);
 int cp_command(const std::vector<std::string_view>& args);
 int rm_command(const std::vector<std::string_view>& args);
+int volume_command(const std::vector<std::string_view>& args);  // create|ls|rm
 
 // The daemon at `ep` (else $CORRAL_URL and $CORRAL_API_KEY).
 Result<std::unique_ptr<sdk::RemoteProvider>> connect(const Endpoint& ep);

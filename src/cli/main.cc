@@ -22,6 +22,7 @@ constexpr const char* kUsage =
     "  serve [options]                  run the daemon (HTTP API)\n"
     "  secrets keygen|encrypt|check     manage the daemon's secret store files\n"
     "  create|ls|inspect|exec|cp|rm     talk to the daemon (see `corral create --help`)\n"
+    "  volume create|ls|rm              the daemon's named persistent volumes\n"
     "  version                          print the version\n"
     "\n"
     "`corral <command> --help` describes each command.\n";
@@ -53,7 +54,7 @@ int main(int argc, char** argv) {
   if (verb == "serve") return corral::cli::serve_command(argc - 1, argv + 1);
   if (verb == "secrets") return corral::cli::secrets_command(argc - 1, argv + 1);
   if (verb == "create" || verb == "ls" || verb == "inspect" || verb == "exec" || verb == "cp" ||
-      verb == "rm")
+      verb == "rm" || verb == "volume")
     return corral::cli::client_command(argc, argv);
   if (verb == "version" || verb == "--version") {
     puts("corral 0.1.0");

@@ -16,6 +16,10 @@
 #include "daemon/metrics.h"
 #include "http/http_server.h"
 
+namespace corral::volume {
+class VolumeStore;
+}
+
 namespace corral::daemon {
 
 class SandboxService;
@@ -32,6 +36,7 @@ struct ApiContext {
   SandboxService& sandboxes;
   MetricsRegistry& metrics;
   ApiLimits limits;
+  volume::VolumeStore* volumes = nullptr;  // null: volumes are refused (503)
 };
 
 struct ApiRequest {
@@ -41,6 +46,10 @@ struct ApiRequest {
   http::ResponseWriter& out;
   std::vector<std::string> params;  // {id}, {pid} in route order
   std::vector<std::pair<std::string, std::string>> query;
+  // The caller's namespace (docs/api.md "Namespaces"): its API key's over
+  // TCP; on the root-only unix socket "default", or the one named by the
+  // X-Corral-Namespace header (an administrator acting for a namespace).
+  std::string ns = "default";
 
   std::optional<std::string> query_value(std::string_view name) const {
     for (const auto& [k, v] : query)
@@ -74,6 +83,15 @@ void handle_process_output(ApiContext& ctx, ApiRequest& r);
 void handle_process_stdin(ApiContext& ctx, ApiRequest& r);
 void handle_process_signal(ApiContext& ctx, ApiRequest& r);
 void handle_process_wait(ApiContext& ctx, ApiRequest& r);
+
+// The volume store's error as the API's (volume_api.cc): 400 naming
+// `field`, 403 (another namespace's), 404, 409 (exists, in use), 503, 507.
+api::ApiError volume_api_error(const Error& error, const std::string& field = {});
+
+void handle_create_volume(ApiContext& ctx, ApiRequest& r);
+void handle_list_volumes(ApiContext& ctx, ApiRequest& r);
+void handle_get_volume(ApiContext& ctx, ApiRequest& r);
+void handle_delete_volume(ApiContext& ctx, ApiRequest& r);
 
 void handle_file_upload(ApiContext& ctx, ApiRequest& r);
 void handle_file_download(ApiContext& ctx, ApiRequest& r);
