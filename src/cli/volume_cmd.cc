@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "spec/units.h"
+#include "base/json_text.h"
 #include "cli/daemon_client.h"
 
 namespace corral::cli {
@@ -45,10 +46,10 @@ int create(const std::vector<std::string_view>& args) {
   if (names.size() != 1) return flags.usage_error("give one volume NAME");
   if (!quota) return flags.usage_error("give the volume's size: --quota SIZE (e.g. 1Gi)");
   nlohmann::json body{{"name", names[0]}, {"quota", *quota}};
-  if (auto bad = non_utf8_field(ojson::parse(body.dump()), "")) return flags.usage_error(*bad);
+  if (auto bad = non_utf8_field(ojson::parse(json_text(body)), "")) return flags.usage_error(*bad);
   auto provider = connect(flags.endpoint());
   if (!provider) return command_failure(provider.error());
-  auto reply = (*provider)->call("POST", "/v1/volumes", body.dump());
+  auto reply = (*provider)->call("POST", "/v1/volumes", json_text(body));
   if (!reply) return command_failure(reply.error());
   auto j = nlohmann::json::parse(*reply, nullptr, false);
   printf("%s\t%s\n", names[0].c_str(), j.is_object() ? sizes(j).c_str() : "");

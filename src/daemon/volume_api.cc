@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/json_reader.h"
+#include "base/json_text.h"
 #include "daemon/api_context.h"
 #include "daemon/sandbox_service.h"
 #include "spec/units.h"
@@ -100,7 +101,7 @@ void handle_create_volume(ApiContext& ctx, ApiRequest& r) {
                                  {"quota", made->quota}});
   (void)r.out.send(201,
                    {{"content-type", "application/json"}, {"location", "/v1/volumes/" + name}},
-                   volume_json(*made, true).dump());
+                   json_text(volume_json(*made, true)));
 }
 
 void handle_list_volumes(ApiContext& ctx, ApiRequest& r) {
@@ -108,7 +109,7 @@ void handle_list_volumes(ApiContext& ctx, ApiRequest& r) {
   if (store == nullptr) return;
   json list = json::array();
   for (const auto& v : store->list(r.ns)) list.push_back(volume_json(v, false));
-  send_json(r.out, 200, json{{"volumes", std::move(list)}}.dump());
+  send_json(r.out, 200, json_text(json{{"volumes", std::move(list)}}));
 }
 
 void handle_get_volume(ApiContext& ctx, ApiRequest& r) {
@@ -116,7 +117,7 @@ void handle_get_volume(ApiContext& ctx, ApiRequest& r) {
   if (store == nullptr) return;
   auto v = store->get(r.ns, r.params[0]);
   if (!v) return send_error(r.out, volume_api_error(v.error()));
-  send_json(r.out, 200, volume_json(*v, true).dump());
+  send_json(r.out, 200, json_text(volume_json(*v, true)));
 }
 
 void handle_delete_volume(ApiContext& ctx, ApiRequest& r) {

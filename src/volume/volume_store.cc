@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/fs.h"
+#include "base/json_text.h"
 #include "base/random.h"
 #include "base/strings.h"
 #include "base/subprocess.h"
@@ -124,7 +125,7 @@ Status VolumeStore::save(const std::string& name, const Volume& v) const {
          {"quota", v.quota},
          {"created_ms", v.created_ms},
          {"users", std::vector<std::string>(v.users.begin(), v.users.end())}};
-  return write_atomic(root_ + "/store/" + name, "volume.json", j.dump() + "\n");
+  return write_atomic(root_ + "/store/" + name, "volume.json", json_text(j) + "\n");
 }
 
 Status VolumeStore::mount_volume(const std::string& name, Volume& v) {
