@@ -355,7 +355,11 @@ ApiResult<SandboxService::Created> SandboxService::Creation::build() {
   }
   if (auto st = stage_volumes(factory_spec); !st) {
     unstage_volumes();
-    return fail(api::ApiErrorCode::kSetupFailed, "volumes: " + st.error().message,
+    // A sub-path removed since it was checked: the request's, not ours.
+    const bool gone = st.error().sys_errno == ENOENT;
+    return fail(gone ? api::ApiErrorCode::kInvalidValue : api::ApiErrorCode::kSetupFailed,
+                "volumes: " + st.error().message +
+                    (gone ? " (the sub-path was removed while the sandbox was being created)" : ""),
                 st.error().hint, "volumes");
   }
   SetupFailure failure;

@@ -216,7 +216,9 @@ TEST_F(Volumes, SymlinkSwappedDuringCreatesNeverLeadsOut) {
     HttpReply r;
     std::string id = sandbox_with(json::array({{{"volume", "swap"}, {"subpath", "s"}, {"target", "/data"}}}), &r);
     if (id.empty()) {
-      EXPECT_EQ(r.status, 400) << r.body;
+      // Refused at the check (a symlink, 400), or the checked directory was
+      // deleted before init could attach it (ENOENT): closed either way.
+      EXPECT_TRUE(r.status == 400 || r.body.find("ENOENT") != std::string::npos) << r.body;
       ++refused;
       continue;
     }
