@@ -21,12 +21,28 @@ constexpr const char* kVolumeUsage =
     "Named persistent volumes of your namespace: each one a file system of its\n"
     "own whose size is its quota. Sandboxes mount them with \"volumes\" in their\n"
     "create (docs/volumes.md); their data outlives sandboxes and daemon restarts.\n"
-    "A volume in use by a sandbox cannot be removed.\n"
+    "A volume in use by a sandbox cannot be removed.\n";
+
+// One usage text per verb: ClientFlags checks that each shows only its flags.
+constexpr const char* kCreateUsage =
+    "usage: corral volume create NAME --quota SIZE\n"
+    "\n"
+    "Creates a volume of your namespace.\n"
     "\n"
     "options:\n"
-    "  --quota SIZE         create: the volume's size (16Mi up to the daemon's\n"
-    "                       serve.volumes.max_quota), e.g. 1Gi\n"
-    "  --json               ls: the daemon's answer as JSON\n";
+    "  --quota SIZE         the volume's size (16Mi up to the daemon's\n"
+    "                       serve.volumes.max_quota), e.g. 1Gi\n";
+constexpr const char* kLsUsage =
+    "usage: corral volume ls [--json]\n"
+    "\n"
+    "Lists your namespace's volumes.\n"
+    "\n"
+    "options:\n"
+    "  --json               the daemon's answer as JSON\n";
+constexpr const char* kRmUsage =
+    "usage: corral volume rm NAME...\n"
+    "\n"
+    "Removes volumes (refused while a sandbox uses one).\n";
 
 std::string sizes(const nlohmann::json& v) {
   return format_size(v.value("used_bytes", std::uint64_t{0})) + " / " +
@@ -34,7 +50,7 @@ std::string sizes(const nlohmann::json& v) {
 }
 
 int create(const std::vector<std::string_view>& args) {
-  ClientFlags flags(kVolumeUsage);
+  ClientFlags flags(kCreateUsage);
   std::vector<std::string> names;
   std::optional<std::string> quota;
   flags.option("--quota", quota);
@@ -57,7 +73,7 @@ int create(const std::vector<std::string_view>& args) {
 }
 
 int ls(const std::vector<std::string_view>& args) {
-  ClientFlags flags(kVolumeUsage);
+  ClientFlags flags(kLsUsage);
   bool as_json = false;
   flags.flag({"--json"}, as_json);
   if (auto status = flags.parse(args)) return *status;
@@ -77,7 +93,7 @@ int ls(const std::vector<std::string_view>& args) {
 }
 
 int rm(const std::vector<std::string_view>& args) {
-  ClientFlags flags(kVolumeUsage);
+  ClientFlags flags(kRmUsage);
   std::vector<std::string> names;
   flags.positional([&](std::string_view a) -> Refusal {
     names.emplace_back(a);

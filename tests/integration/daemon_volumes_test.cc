@@ -14,6 +14,7 @@
 
 #include "base/sha256.h"
 #include "support/daemon_harness.h"
+#include "support/sandbox_harness.h"
 #include "support/skip.h"
 
 namespace corral::testing {
@@ -303,6 +304,18 @@ TEST_F(Volumes, RemoveIsRefusedWhileMountedAndLeavesNothing) {
   EXPECT_NE(::stat(image.c_str(), &st), 0) << "the image is left";
   EXPECT_EQ(mountinfo().find(d().data_dir() + "/volumes/mnt/default/gone"), std::string::npos);
   EXPECT_EQ(host_sh("losetup -j '" + image + "'"), "") << "a loop device is left";
+}
+
+// corral volume create|ls|rm over the unix socket.
+TEST_F(Volumes, CliCreateListRemove) {
+  const std::string cli = "CORRAL_URL=" + d().unix_url() + " " + corral_bin() + " volume ";
+  EXPECT_EQ(host_sh(cli + "create cli-vol --quota 20Mi >/dev/null; echo $?"), "0\n");
+  EXPECT_NE(host_sh(cli + "ls").find("cli-vol\t"), std::string::npos);
+  EXPECT_EQ(host_sh(cli + "create cli-vol --quota 20Mi 2>&1 >/dev/null | head -1"),
+            "corral: error: volume \"cli-vol\" exists\n");
+  EXPECT_EQ(host_sh(cli + "create cli-bad --quota 1Mi >/dev/null 2>&1; echo $?"), "1\n");
+  EXPECT_EQ(host_sh(cli + "rm cli-vol; echo $?"), "cli-vol\n0\n");
+  EXPECT_EQ(d().request("GET", "/v1/volumes/cli-vol").status, 404);
 }
 
 }  // namespace
