@@ -41,6 +41,7 @@ constexpr std::array<ErrorCodeInfo, kApiErrorCodeCount> kErrorCodes = {{
     {ApiErrorCode::kUnavailable, "unavailable", 503},
     {ApiErrorCode::kNetworkUnavailable, "network_unavailable", 503},
     {ApiErrorCode::kInsufficientStorage, "insufficient_storage", 507},
+    {ApiErrorCode::kForbidden, "forbidden", 403},
 }};
 
 constexpr bool rows_in_enum_order() {

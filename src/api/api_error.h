@@ -40,14 +40,15 @@ enum class ApiErrorCode {
   kUnavailable,           // unavailable 503
   kNetworkUnavailable,    // network_unavailable 503
   kInsufficientStorage,   // insufficient_storage 507
+  kForbidden,             // forbidden 403: another namespace's resource (volumes)
 };
 // One more than the last enumerator: api_error.cc checks at compile time
 // that its table has this many rows, in the enum's order. A new code goes
-// last and takes kInsufficientStorage's place here; the switches over the
+// last and takes kForbidden's place here; the switches over the
 // enum without a default (sdk's code_of, api_error_code_test.cc) make the
 // build name every place that must decide about it.
 inline constexpr std::size_t kApiErrorCodeCount =
-    static_cast<std::size_t>(ApiErrorCode::kInsufficientStorage) + 1;
+    static_cast<std::size_t>(ApiErrorCode::kForbidden) + 1;
 
 struct ErrorCodeInfo {
   ApiErrorCode id;

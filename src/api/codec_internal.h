@@ -31,6 +31,7 @@ json::Json secrets_json(const std::vector<SecretSpec>& secrets);
 Result<std::vector<SecretSpec>> read_secrets(const json::Json& v, const std::string& path,
                                              const json::Ctx& ctx);
 json::Json mounts_json(const std::vector<MountSpec>& mounts);
+json::Json volumes_json(const std::vector<VolumeMountSpec>& volumes);
 json::Json spec_json(const SandboxSpec& s);
 Result<SandboxSpec> read_spec(const json::Json& v, std::string path, const json::Ctx& ctx);
 

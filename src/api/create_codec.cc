@@ -10,6 +10,7 @@
 #include "api/codec_internal.h"
 #include "api/json_writer.h"
 #include "spec/mount_arg.h"
+#include "spec/volume_ref.h"
 
 namespace corral::api {
 
@@ -142,13 +143,65 @@ Result<std::vector<MountSpec>> read_mounts(const Json& v, const std::string& pat
   return mounts;
 }
 
+// "volumes": [{"volume", "subpath", "target", "writable"}] (docs/volumes.md).
+Result<std::vector<VolumeMountSpec>> read_volumes(const Json& v, const std::string& path) {
+  const Ctx& ctx = kRequest;
+  constexpr const char* kShape = "an object {\"volume\", \"subpath\", \"target\", \"writable\"}";
+  if (!v.is_array()) return wrong_type(path, std::string("an array of ") + kShape, v);
+  if (v.size() > kMaxMounts) {
+    return fail(
+        ApiErrorCode::kInvalidValue, path,
+        "more than " + std::to_string(kMaxMounts) + " volumes (" + std::to_string(v.size()) + ")");
+  }
+  std::vector<VolumeMountSpec> volumes;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    std::string item_path = index_path(path, i);
+    auto obj = open_object(v[i], item_path, ctx, {"volume", "subpath", "target", "writable"}, kShape);
+    if (!obj) return tl::unexpected<Error>(obj.error());
+    VolumeMountSpec vm;
+    const Json* name = obj->get("volume");
+    const Json* target = obj->get("target");
+    if (name == nullptr)
+      return fail(ApiErrorCode::kInvalidValue, obj->at("volume"), "is missing (a volume's name)");
+    if (target == nullptr)
+      return fail(ApiErrorCode::kInvalidValue, obj->at("target"),
+                  "is missing (the path inside the sandbox, such as /data)");
+    auto n = read_string(*name, obj->at("volume"), ctx);
+    if (!n) return tl::unexpected<Error>(n.error());
+    if (!is_valid_volume_name(*n))
+      return fail(ApiErrorCode::kInvalidValue, obj->at("volume"),
+                  quote_for_message(*n) + " is not a volume name ([a-z0-9][a-z0-9._-]{0,62})");
+    if (const Json* sub = obj->get("subpath")) {
+      auto text = read_string(*sub, obj->at("subpath"), ctx);
+      if (!text) return tl::unexpected<Error>(text.error());
+      auto normalized = normalize_volume_subpath(*text);
+      if (!normalized) return fail_with(obj->at("subpath"), normalized.error());
+      vm.subpath = std::move(*normalized);
+    }
+    auto dst = read_string(*target, obj->at("target"), ctx);
+    if (!dst) return tl::unexpected<Error>(dst.error());
+    auto normalized = normalize_mount_target(*dst);
+    if (!normalized) return fail_with(obj->at("target"), normalized.error());
+    CORRAL_TRY(read_into(*obj, "writable", vm.writable, any_bool()));
+    vm.volume = std::move(*n);
+    vm.target = std::move(*normalized);
+    for (const VolumeMountSpec& earlier : volumes) {
+      if (earlier.target == vm.target)
+        return fail(ApiErrorCode::kInvalidValue, obj->at("target"),
+                    "a second volume on " + quote_for_message(vm.target));
+    }
+    volumes.push_back(std::move(vm));
+  }
+  return volumes;
+}
+
 Result<CreateSandboxRequest> parse_create(std::string_view body, const SandboxSpec* base) {
   const Ctx& ctx = kRequest;
   auto doc = parse_json(body, ctx);
   if (!doc) return tl::unexpected<Error>(doc.error());
   auto obj = open_object(*doc, "", ctx,
-                         {"image", "limits", "max_lifetime", "env", "mounts", "workdir", "hostname",
-                          "root", "network", "secrets", "expected_duration"});
+                         {"image", "limits", "max_lifetime", "env", "mounts", "volumes", "workdir",
+                          "hostname", "root", "network", "secrets", "expected_duration"});
   if (!obj) return tl::unexpected<Error>(obj.error());
   CreateSandboxRequest request;
   if (base != nullptr) request.spec = *base;
@@ -182,6 +235,19 @@ Result<CreateSandboxRequest> parse_create(std::string_view body, const SandboxSp
     auto m = read_mounts(*mounts, obj->at("mounts"));
     if (!m) return tl::unexpected<Error>(m.error());
     s.mounts = std::move(*m);
+  }
+  if (const Json* volumes = obj->get("volumes")) {
+    auto v = read_volumes(*volumes, obj->at("volumes"));
+    if (!v) return tl::unexpected<Error>(v.error());
+    s.volumes = std::move(*v);
+    // A volume and a host mount on one target: the second would hide the first.
+    for (const VolumeMountSpec& vm : s.volumes) {
+      for (const MountSpec& m : s.mounts) {
+        if (m.target == vm.target)
+          return fail(ApiErrorCode::kInvalidValue, obj->at("volumes"),
+                      "a volume and a mount both on " + quote_for_message(vm.target));
+      }
+    }
   }
   if (const Json* workdir = obj->get("workdir")) {
     auto dir = read_string(*workdir, obj->at("workdir"), ctx);
@@ -256,6 +322,7 @@ std::string to_json(const CreateSandboxRequest& request) {
   }
   j["env"] = std::move(env);
   j["mounts"] = mounts_json(s.mounts);
+  if (!s.volumes.empty()) j["volumes"] = volumes_json(s.volumes);
   j["workdir"] = s.workdir;
   j["hostname"] = s.hostname;
   j["root"] = s.root;

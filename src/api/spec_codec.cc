@@ -148,6 +148,19 @@ Json mounts_json(const std::vector<MountSpec>& mounts) {
   return list;
 }
 
+Json volumes_json(const std::vector<VolumeMountSpec>& volumes) {
+  Json list = Json::array();
+  for (const auto& v : volumes) {
+    Json vj = Json::object();
+    vj["volume"] = v.volume;
+    vj["subpath"] = v.subpath;
+    vj["target"] = v.target;
+    vj["writable"] = v.writable;
+    list.push_back(std::move(vj));
+  }
+  return list;
+}
+
 Json spec_json(const SandboxSpec& s) {
   Json j = Json::object();
   j["image"] = s.image;
@@ -163,6 +176,7 @@ Json spec_json(const SandboxSpec& s) {
   j["limits"] = std::move(limits);
   j["env"] = env_json(s.env);
   j["mounts"] = mounts_json(s.mounts);
+  if (!s.volumes.empty()) j["volumes"] = volumes_json(s.volumes);
   j["workdir"] = s.workdir;
   j["hostname"] = s.hostname;
   j["root"] = s.root;
@@ -177,8 +191,8 @@ Json spec_json(const SandboxSpec& s) {
 // the spec came through the API).
 Result<SandboxSpec> read_spec(const Json& v, std::string path, const Ctx& ctx) {
   auto obj = open_object(v, std::move(path), ctx,
-                         {"image", "argv", "limits", "env", "mounts", "workdir", "hostname", "root",
-                          "network", "secrets", "expected_duration_ms"});
+                         {"image", "argv", "limits", "env", "mounts", "volumes", "workdir", "hostname",
+                          "root", "network", "secrets", "expected_duration_ms"});
   if (!obj) return tl::unexpected<Error>(obj.error());
   SandboxSpec s;
   CORRAL_TRY(read_into(*obj, "image", s.image, any_string(ctx)));
@@ -228,6 +242,21 @@ Result<SandboxSpec> read_spec(const Json& v, std::string path, const Ctx& ctx) {
       CORRAL_TRY(read_into(*m, "target", mount.target, any_string(ctx)));
       CORRAL_TRY(read_into(*m, "writable", mount.writable, any_bool()));
       s.mounts.push_back(std::move(mount));
+    }
+  }
+  if (const Json* vv = obj->get("volumes")) {
+    std::string vpath = obj->at("volumes");
+    if (!vv->is_array()) return wrong_type(vpath, "an array of volume mounts", *vv);
+    for (std::size_t i = 0; i < vv->size(); ++i) {
+      auto m = open_object((*vv)[i], index_path(vpath, i), ctx,
+                           {"volume", "subpath", "target", "writable"});
+      if (!m) return tl::unexpected<Error>(m.error());
+      VolumeMountSpec vm;
+      CORRAL_TRY(read_into(*m, "volume", vm.volume, any_string(ctx)));
+      CORRAL_TRY(read_into(*m, "subpath", vm.subpath, any_string(ctx)));
+      CORRAL_TRY(read_into(*m, "target", vm.target, any_string(ctx)));
+      CORRAL_TRY(read_into(*m, "writable", vm.writable, any_bool()));
+      s.volumes.push_back(std::move(vm));
     }
   }
   CORRAL_TRY(read_into(*obj, "workdir", s.workdir, any_string(ctx)));

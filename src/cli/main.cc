@@ -23,6 +23,7 @@ constexpr const char* kUsage =
     "  secrets keygen|encrypt|check     manage the daemon's secret store files\n"
     "  create|ls|inspect|exec|cp|rm     talk to the daemon (see `corral create --help`)\n"
     "  task run|get|ls|cancel|replay|outputs  tasks of the daemon (`corral task --help`)\n"
+    "  volume create|ls|rm              the daemon's named persistent volumes\n"
     "  version                          print the version\n"
     "\n"
     "`corral <command> --help` describes each command.\n";
@@ -54,7 +55,7 @@ int main(int argc, char** argv) {
   if (verb == "serve") return corral::cli::serve_command(argc - 1, argv + 1);
   if (verb == "secrets") return corral::cli::secrets_command(argc - 1, argv + 1);
   if (verb == "create" || verb == "ls" || verb == "inspect" || verb == "exec" || verb == "cp" ||
-      verb == "rm" || verb == "task")
+      verb == "rm" || verb == "task" || verb == "volume")
     return corral::cli::client_command(argc, argv);
   if (verb == "version" || verb == "--version") {
     puts("corral 0.1.0");

@@ -19,6 +19,9 @@
 namespace corral::objstore {
 class ObjectStore;
 }
+namespace corral::volume {
+class VolumeStore;
+}
 
 namespace corral::daemon {
 
@@ -41,6 +44,7 @@ struct ApiContext {
   // start, so never null in a running daemon.
   objstore::ObjectStore* objects = nullptr;
   TaskService* tasks = nullptr;  // null: the /v1/tasks routes answer 503
+  volume::VolumeStore* volumes = nullptr;  // null: volumes are refused (503)
 };
 
 struct ApiRequest {
@@ -50,6 +54,10 @@ struct ApiRequest {
   http::ResponseWriter& out;
   std::vector<std::string> params;  // {id}, {pid} in route order
   std::vector<std::pair<std::string, std::string>> query;
+  // The caller's namespace (docs/api.md "Namespaces"): its API key's over
+  // TCP; on the root-only unix socket "default", or the one named by the
+  // X-Corral-Namespace header (an administrator acting for a namespace).
+  std::string ns = "default";
 
   std::optional<std::string> query_value(std::string_view name) const {
     for (const auto& [k, v] : query)
@@ -84,6 +92,15 @@ void handle_process_output(ApiContext& ctx, ApiRequest& r);
 void handle_process_stdin(ApiContext& ctx, ApiRequest& r);
 void handle_process_signal(ApiContext& ctx, ApiRequest& r);
 void handle_process_wait(ApiContext& ctx, ApiRequest& r);
+
+// The volume store's error as the API's (volume_api.cc): 400 naming
+// `field`, 403 (another namespace's), 404, 409 (exists, in use), 503, 507.
+api::ApiError volume_api_error(const Error& error, const std::string& field = {});
+
+void handle_create_volume(ApiContext& ctx, ApiRequest& r);
+void handle_list_volumes(ApiContext& ctx, ApiRequest& r);
+void handle_get_volume(ApiContext& ctx, ApiRequest& r);
+void handle_delete_volume(ApiContext& ctx, ApiRequest& r);
 
 void handle_file_upload(ApiContext& ctx, ApiRequest& r);
 void handle_file_download(ApiContext& ctx, ApiRequest& r);

@@ -157,42 +157,80 @@ bool ApiKeys::valid_key(std::string_view key) {
   return true;
 }
 
-Result<ApiKeys> ApiKeys::load(const std::vector<std::string>& sha256_hex_hashes,
-                              const std::vector<std::string>& key_files) {
-  ApiKeys keys;
+Status ApiKeys::add(const std::string& ns, const std::vector<std::string>& sha256_hex_hashes,
+                   const std::vector<std::string>& key_files, const std::string& where) {
+  std::vector<Sha256::Digest> added;
   for (std::size_t i = 0; i < sha256_hex_hashes.size(); ++i) {
     Sha256::Digest digest{};
     if (!parse_digest(sha256_hex_hashes[i], digest)) {
       return make_error(ErrorCode::kInvalidArgument,
-                        "api_keys.sha256[" + std::to_string(i) +
+                        where + "sha256[" + std::to_string(i) +
                             "]: " + quote_for_message(sha256_hex_hashes[i]) +
                             " is not a SHA-256 digest (expected 64 hex digits)",
                         "make one with: printf %s \"$KEY\" | sha256sum");
     }
-    keys.digests_.push_back(digest);
+    added.push_back(digest);
   }
   for (const std::string& file : key_files) {
-    CORRAL_TRY_CTX(load_key_file(file, keys.digests_), "loading API keys");
+    CORRAL_TRY_CTX(load_key_file(file, added), "loading API keys");
   }
+  for (const Sha256::Digest& d : added) {
+    bool known = false;  // listed twice for one namespace: kept once
+    for (std::size_t i = 0; i < digests_.size(); ++i) {
+      if (digests_[i] != d) continue;
+      if (namespaces_[i] != ns)
+        return make_error(ErrorCode::kInvalidArgument,
+                          "loading API keys: one key is in namespaces " + namespaces_[i] +
+                              " and " + ns,
+                          "a key belongs to one namespace: give each namespace its own keys");
+      known = true;
+    }
+    if (known) continue;
+    digests_.push_back(d);
+    namespaces_.push_back(ns);
+  }
+  return ok();
+}
+
+Result<ApiKeys> ApiKeys::load(const std::vector<std::string>& sha256_hex_hashes,
+                              const std::vector<std::string>& key_files) {
+  ApiKeys keys;
+  CORRAL_TRY(keys.add(std::string(kDefaultNamespace), sha256_hex_hashes, key_files, "api_keys."));
   return keys;
 }
 
+Status ApiKeys::add_namespace(const std::string& name,
+                              const std::vector<std::string>& sha256_hex_hashes,
+                              const std::vector<std::string>& key_files) {
+  return add(name, sha256_hex_hashes, key_files, "api_keys.namespaces[" + name + "].");
+}
+
 bool ApiKeys::verify(std::string_view presented_key) const {
+  return namespace_of(presented_key).has_value();
+}
+
+std::optional<std::string> ApiKeys::namespace_of(std::string_view presented_key) const {
   Sha256 h;
   h.update(presented_key);
   const Sha256::Digest presented = h.final();
   // Every byte of every digest, no branch on the data: `diff` is zero only
   // for equal digests, and (diff - 1) >> 31 turns that into 1 without a
-  // comparison the compiler could make into an early exit.
+  // comparison the compiler could make into an early exit. The index of the
+  // match is picked with a mask, not a branch.
   unsigned found = 0;
-  for (const Sha256::Digest& stored : digests_) {
+  std::size_t index = 0;
+  for (std::size_t k = 0; k < digests_.size(); ++k) {
+    const Sha256::Digest& stored = digests_[k];
     unsigned diff = 0;
     for (std::size_t i = 0; i < stored.size(); ++i) {
       diff |= static_cast<unsigned>(stored[i] ^ presented[i]);
     }
-    found |= (diff - 1u) >> 31;  // diff is in 0..255
+    const unsigned match = (diff - 1u) >> 31;  // diff is in 0..255
+    index |= k & (std::size_t{0} - match);
+    found |= match;
   }
-  return found != 0;
+  if (found == 0) return std::nullopt;
+  return namespaces_[index];
 }
 
 Result<std::string> ApiKeys::parse_bearer(std::string_view header) {

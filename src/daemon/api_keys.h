@@ -8,11 +8,16 @@
 // symlink), owned by root or by the daemon's effective uid, and readable and
 // writable by its owner only (chmod 600).
 //
+// Every key belongs to a namespace (docs/api.md "Namespaces"): the keys
+// above to "default", those of `serve.api_keys.namespaces` to theirs. One
+// key in two namespaces is refused when loading.
+//
 // A key is 16 to 256 printable ASCII characters without spaces. The keys
 // corral makes (generate_into) are "crl_" and 64 hex digits (256 bits from
 // base/random.h).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +39,16 @@ class ApiKeys {
   // never a key).
   static Result<ApiKeys> load(const std::vector<std::string>& sha256_hex_hashes,
                               const std::vector<std::string>& key_files);
+
+  // The keys of one more namespace (`name`), checked as load() checks.
+  Status add_namespace(const std::string& name, const std::vector<std::string>& sha256_hex_hashes,
+                       const std::vector<std::string>& key_files);
+
+  static constexpr std::string_view kDefaultNamespace = "default";
+
+  // The namespace of the key, or nullopt when no stored digest matches;
+  // compared as verify() does.
+  std::optional<std::string> namespace_of(std::string_view presented_key) const;
 
   // True when sha256(presented_key) equals one of the stored digests. Takes
   // the same time whichever digest matches and wherever digests differ: every
@@ -63,7 +78,11 @@ class ApiKeys {
   static bool valid_key(std::string_view key);
 
  private:
+  Status add(const std::string& ns, const std::vector<std::string>& sha256_hex_hashes,
+             const std::vector<std::string>& key_files, const std::string& where);
+
   std::vector<Sha256::Digest> digests_;
+  std::vector<std::string> namespaces_;  // namespaces_[i] owns digests_[i]
 };
 
 }  // namespace corral

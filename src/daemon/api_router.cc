@@ -6,6 +6,7 @@
 #include "daemon/api_keys.h"
 #include "daemon/metrics.h"
 #include "daemon/sandbox_service.h"
+#include "spec/volume_ref.h"
 
 namespace corral::daemon {
 
@@ -49,6 +50,10 @@ const Route kRoutes[] = {
     {"POST", "/v1/tasks/{id}/cancel", handle_cancel_task},
     {"GET", "/v1/tasks/{id}/outputs/{n}", handle_task_output},
     {"GET", "/v1/tasks/{id}/log", handle_task_log},
+    {"POST", "/v1/volumes", handle_create_volume},
+    {"GET", "/v1/volumes", handle_list_volumes},
+    {"GET", "/v1/volumes/{name}", handle_get_volume},
+    {"DELETE", "/v1/volumes/{name}", handle_delete_volume},
 };
 
 // The segments of an absolute path, or nothing when one is empty: "//", a
@@ -109,6 +114,34 @@ bool ApiRouter::authenticated(const http::Peer& peer, const http::RequestHead& h
   return key && keys_.verify(*key);
 }
 
+ApiResult<std::string> ApiRouter::caller_namespace(const http::Peer& peer,
+                                                   const http::RequestHead& head) const {
+  auto asked = head.header("x-corral-namespace");
+  if (peer.kind != http::Peer::kTcp) {
+    // Root on the 0600 socket may act for any namespace (an admin feature).
+    if (!asked) return std::string(ApiKeys::kDefaultNamespace);
+    if (!is_valid_volume_name(*asked))
+      return api_fail(api::ApiErrorCode::kInvalidValue,
+                      "X-Corral-Namespace is not a namespace name ([a-z0-9][a-z0-9._-]{0,62})",
+                      "X-Corral-Namespace");
+    return std::string(*asked);
+  }
+  std::optional<std::string> ns;
+  if (auto header = head.header("authorization"); header) {
+    if (auto key = ApiKeys::parse_bearer(*header); key) ns = keys_.namespace_of(*key);
+  }
+  if (!ns)  // authenticated() let it through: a key was checked
+    return api_fail(api::ApiErrorCode::kUnauthorized, "this route needs an API key");
+  // Over TCP the key decides; a header naming another namespace is refused
+  // rather than ignored, so a client that expects it learns it has no effect.
+  if (asked && *asked != *ns)
+    return api_fail(api::ApiErrorCode::kForbidden,
+                    "X-Corral-Namespace is honoured on the unix socket only; this key belongs to "
+                    "namespace " + *ns,
+                    "X-Corral-Namespace", "leave the header out, or use a key of that namespace");
+  return std::move(*ns);
+}
+
 void ApiRouter::handle(const http::Peer& peer, const http::RequestHead& head,
                        http::BodyReader& body, http::ResponseWriter& out) {
   ctx_.metrics.counter("corral_http_requests_total", "HTTP requests received").inc();
@@ -150,7 +183,12 @@ void ApiRouter::handle(const http::Peer& peer, const http::RequestHead& head,
         out, api::make_api_error(api::ApiErrorCode::kInvalidValue, query.error().message, "query"));
     return;
   }
-  ApiRequest r{peer, head, body, out, std::move(params), *query};
+  auto ns = caller_namespace(peer, head);
+  if (!ns) {
+    send_error(out, ns.error());
+    return;
+  }
+  ApiRequest r{peer, head, body, out, std::move(params), *query, std::move(*ns)};
   handler(ctx_, r);
 }
 

@@ -39,6 +39,9 @@ class ApiRouter {
                        std::vector<std::string>* params);
 
  private:
+  // The caller's namespace (ApiRequest::ns), or the error to answer.
+  ApiResult<std::string> caller_namespace(const http::Peer& peer,
+                                          const http::RequestHead& head) const;
   ApiContext& ctx_;
   const ApiKeys& keys_;
 };

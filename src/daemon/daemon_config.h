@@ -49,6 +49,20 @@ struct DaemonConfig {
   // paths resolved against the config file's directory). See ApiKeys.
   std::vector<std::string> api_key_sha256;
   std::vector<std::string> api_key_files;
+  // Keys of other namespaces than "default" (serve.api_keys.namespaces;
+  // docs/api.md "Namespaces"): a caller's namespace is its key's.
+  struct ApiKeyNamespace {
+    std::string name;
+    std::vector<std::string> sha256;
+    std::vector<std::string> files;
+  };
+  std::vector<ApiKeyNamespace> api_key_namespaces;
+
+  // Named persistent volumes (serve.volumes; docs/volumes.md).
+  struct Volumes {
+    std::uint64_t max_quota = 16 * kGiB;   // one volume
+    std::uint64_t max_total = 256 * kGiB;  // the sum of all volumes' quotas
+  } volumes;
 
   // Capacity (serve.capacity): creates beyond these are refused, never
   // oversold (C2). Sums over live sandboxes of their limits.

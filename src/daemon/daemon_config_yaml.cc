@@ -28,6 +28,7 @@
 #include "egress/upstream_resolver.h"
 #include "spec/config_file.h"
 #include "spec/units.h"
+#include "spec/volume_ref.h"
 #include "spec/yaml_reader.h"
 
 namespace corral {
@@ -37,11 +38,11 @@ constexpr std::size_t kMaxApiKeyEntries = 1024;
 constexpr std::size_t kMaxPathBytes = 4095;
 
 constexpr std::array<std::string_view, 2> kTopKeys = {"serve", "sandbox"};
-constexpr std::array<std::string_view, 17> kServeKeys = {
+constexpr std::array<std::string_view, 18> kServeKeys = {
     "listen",          "socket",        "data_dir",        "api_keys",   "capacity",
     "request_timeout", "setup_timeout", "max_exec_output", "max_upload", "mount_roots",
     "durability",      "network",       "secrets",         "audit",      "connections",
-    "object_store",    "tasks"};
+    "object_store",    "tasks", "volumes"};
 constexpr std::array<std::string_view, 10> kTasksKeys = {
     "workers",  "default_timeout", "max_timeout",        "retention",       "max_body",
     "max_log",  "max_output_size", "initialize_timeout", "collect_timeout", "prune_interval"};
@@ -68,7 +69,8 @@ Result<std::uint16_t> parse_port(std::string_view text) {
                       quote_for_message(text) + " is not a port (1-65535)");
   return static_cast<std::uint16_t>(value);
 }
-constexpr std::array<std::string_view, 2> kApiKeysKeys = {"sha256", "files"};
+constexpr std::array<std::string_view, 3> kApiKeysKeys = {"sha256", "files", "namespaces"};
+constexpr std::array<std::string_view, 2> kVolumesKeys = {"max_quota", "max_total"};
 constexpr std::array<std::string_view, 3> kCapacityKeys = {"max_sandboxes", "memory", "disk"};
 
 template <std::size_t N>
@@ -239,8 +241,13 @@ class ServeApplier : private YamlReader {
     }
     if (name == "api_keys") {
       if (e.value.IsNull()) return ok();
-      CORRAL_TRY(expect_map(e, "a map (sha256, files)"));
+      CORRAL_TRY(expect_map(e, "a map (sha256, files, namespaces)"));
       return for_each_entry(e.value, e.path, [&](const YamlEntry& k) { return apply_api_key(k); });
+    }
+    if (name == "volumes") {
+      if (e.value.IsNull()) return ok();
+      CORRAL_TRY(expect_map(e, "a map (max_quota, max_total)"));
+      return for_each_entry(e.value, e.path, [&](const YamlEntry& v) { return apply_volumes(v); });
     }
     if (name == "capacity") {
       if (e.value.IsNull()) return ok();
@@ -641,8 +648,45 @@ class ServeApplier : private YamlReader {
     return unknown_key(k, kTemplateKeys, {{"rules", "allow"}});
   }
 
-  // One entry of serve.api_keys.
+  // One entry of serve.api_keys: the default namespace's keys, and
+  // `namespaces`, the keys of the others (docs/config.md).
   Status apply_api_key(const YamlEntry& e) {
+    if (e.name == "namespaces") {
+      config_.api_key_namespaces.clear();
+      return for_each_map_item(
+          e, "namespaces", "name, sha256, files",
+          "each namespace: {name: team-a, files: [/etc/corral/team-a.keys]}",
+          [&](const YAML::Node& item, const std::string& path, int line) -> Status {
+            DaemonConfig::ApiKeyNamespace ns;
+            CORRAL_TRY(for_each_entry(item, path, [&](const YamlEntry& k) -> Status {
+              if (k.name == "name")
+                return read_into(
+                    k, "a namespace name ([a-z0-9][a-z0-9._-]{0,62})",
+                    [](std::string_view v) -> Result<std::string> {
+                      if (is_valid_volume_name(v)) return std::string(v);
+                      return make_error(ErrorCode::kInvalidArgument,
+                                        quote_for_message(v) + " is not a namespace name");
+                    },
+                    ns.name);
+              if (k.name == "namespaces") return unknown_key(k, kApiKeysKeys);
+              return apply_key_list(k, ns.sha256, ns.files);
+            }));
+            if (ns.name.empty()) return fail(line, path, "has no name");
+            if (ns.sha256.empty() && ns.files.empty())
+              return fail(line, path, "has no keys (sha256 or files)");
+            for (const auto& earlier : config_.api_key_namespaces) {
+              if (earlier.name == ns.name) return fail(line, path, "a second namespace " + ns.name);
+            }
+            config_.api_key_namespaces.push_back(std::move(ns));
+            return ok();
+          });
+    }
+    return apply_key_list(e, config_.api_key_sha256, config_.api_key_files);
+  }
+
+  // sha256 or files, of the default namespace or of one in `namespaces`.
+  Status apply_key_list(const YamlEntry& e, std::vector<std::string>& sha256,
+                        std::vector<std::string>& key_files) {
     if (e.name == "sha256") {
       auto digests = list(e, "SHA-256 digests (64 hex digits)", [](std::string& item) -> Status {
         std::string digest = item;
@@ -662,7 +706,7 @@ class ServeApplier : private YamlReader {
         return ok();
       });
       if (!digests) return tl::unexpected<Error>(digests.error());
-      config_.api_key_sha256 = std::move(*digests);
+      sha256 = std::move(*digests);
       return ok();
     }
     if (e.name == "files") {
@@ -673,12 +717,20 @@ class ServeApplier : private YamlReader {
         return ok();
       });
       if (!files) return tl::unexpected<Error>(files.error());
-      config_.api_key_files = std::move(*files);
+      key_files = std::move(*files);
       return ok();
     }
     return unknown_key(
         e, kApiKeysKeys,
         {{"hashes", "sha256"}, {"sha256sum", "sha256"}, {"key_files", "files"}, {"keys", "files"}});
+  }
+
+  // One entry of serve.volumes (docs/volumes.md).
+  Status apply_volumes(const YamlEntry& e) {
+    if (e.name == "max_quota" || e.name == "max_total")
+      return read_into(e, "a size (10Gi)", parse_size,
+                       e.name == "max_quota" ? config_.volumes.max_quota : config_.volumes.max_total);
+    return unknown_key(e, kVolumesKeys, {{"quota", "max_quota"}, {"total", "max_total"}});
   }
 
   // One entry of serve.capacity.

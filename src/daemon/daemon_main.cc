@@ -13,6 +13,7 @@
 #include "base/error_output.h"
 #include "base/paths.h"
 #include "daemon/api_keys.h"
+#include "volume/volume_store.h"
 #include "daemon/api_router.h"
 #include "daemon/audit_budget.h"
 #include "daemon/daemon_config.h"
@@ -185,6 +186,10 @@ int serve(const ServeFlags& flags) {
   if (!key_note) return fail(key_note.error().message, key_note.error().hint);
   auto keys = ApiKeys::load(config.api_key_sha256, config.api_key_files);
   if (!keys) return fail(keys.error().message, keys.error().hint);
+  for (const auto& ns : config.api_key_namespaces) {
+    if (auto st = keys->add_namespace(ns.name, ns.sha256, ns.files); !st)
+      return fail(st.error().message, st.error().hint);
+  }
 
   auto cgroups = CgroupManager::detect();
   if (!cgroups) return fail(cgroups.error().message, cgroups.error().hint);
@@ -249,12 +254,18 @@ int serve(const ServeFlags& flags) {
         },
         {{"resource", share.first}});
   }
-  std::string reconciled = service.start();
+  // Volumes (docs/volumes.md): mounted again before the API serves.
+  volume::VolumeStore volumes(config.data_dir,
+                              {config.volumes.max_quota, config.volumes.max_total});
+  const std::string volume_note = volumes.start();
+  service.set_volumes(&volumes);
+  std::string reconciled = service.start() + "; " + volume_note;
   // Tasks (docs/tasks.md): their inputs, outputs and logs in the object store.
   TaskService tasks(config.tasks, service, *store, objects->get(), metrics);
   reconciled += "; " + tasks.start();
 
   ApiContext context{service, metrics, ApiLimits{}, objects->get()};
+  context.volumes = &volumes;
   context.limits.max_exec_output = config.max_exec_output_bytes;
   context.limits.max_upload = config.max_upload_bytes;
   context.tasks = &tasks;
@@ -300,6 +311,7 @@ int serve(const ServeFlags& flags) {
   server.run();
   tasks.stop();
   service.stop();
+  volumes.stop();
   // The proxy's threads may still call the broker and report connections
   // until `network` goes; `service` goes first.
   secrets.set_audit({});

@@ -31,7 +31,7 @@ void handle_create_sandbox(ApiContext& ctx, ApiRequest& r) {
                                                    "Idempotency-Key"));
     key = std::string(*k);
   }
-  auto created = ctx.sandboxes.create(*request, key);
+  auto created = ctx.sandboxes.create(*request, key, r.ns);
   if (fail_if_error(r, created)) return;
   send_json(r.out, created->created ? 201 : 200, api::to_json(created->info));
 }

@@ -9,11 +9,13 @@
 #include <nlohmann/json.hpp>
 
 #include "base/json_text.h"
+#include "daemon/api_context.h"
 #include "daemon/sandbox_service.h"
 #include "daemon/sandbox_service_internal.h"
 #include "image/image_store.h"
 #include "jail/sandbox_planner.h"
 #include "jail/stage.h"
+#include "volume/volume_store.h"
 
 namespace corral::daemon {
 
@@ -24,10 +26,11 @@ using nlohmann::json;
 class SandboxService::Creation {
  public:
   Creation(SandboxService& service, const api::CreateSandboxRequest& request,
-           std::optional<std::string> idempotency_key)
+           std::optional<std::string> idempotency_key, std::string ns)
       : s_(service),
         spec_(request.spec),
         key_(std::move(idempotency_key)),
+        ns_(std::move(ns)),
         options_(long_lived_options(service.limits_)) {}
 
   // The create has ended, however: a destroy that waits for it may go on.
@@ -47,6 +50,7 @@ class SandboxService::Creation {
  private:
   // Before anything is reserved: the request's own mistakes.
   ApiResult<void> check_mounts();
+  ApiResult<void> open_volumes();
   ApiResult<void> resolve_network();
   ApiResult<void> resolve_secrets();
   ApiResult<void> resolve_image();
@@ -56,6 +60,8 @@ class SandboxService::Creation {
   void register_entry();
   // After the entry is registered: a failure from here on is the sandbox's.
   ApiResult<Created> build();
+  Status stage_volumes(SandboxSpec& factory_spec);
+  void unstage_volumes();
   ApiResult<Created> fail(api::ApiErrorCode code, std::string message, std::string hint,
                           std::string field);
   ApiResult<Created> created();
@@ -71,6 +77,12 @@ class SandboxService::Creation {
   const Clock::time_point t0_ = Clock::now();
   SandboxSpec spec_;
   const std::optional<std::string> key_;
+  const std::string ns_;
+  // The volumes' sub-paths, opened and checked before anything is reserved,
+  // and their binds for the factory (docs/volumes.md).
+  std::vector<UniqueFd> volume_fds_;
+  std::vector<std::string> volume_binds_;
+  bool volumes_acquired_ = false;
   std::optional<net::NetworkPolicy> policy_;
   std::shared_ptr<secrets::ResolvedSecrets> resolved_secrets_;
   RunOptions options_;
@@ -85,13 +97,15 @@ class SandboxService::Creation {
 };
 
 ApiResult<SandboxService::Created> SandboxService::create(
-    const api::CreateSandboxRequest& request, std::optional<std::string> idempotency_key) {
-  return Creation(*this, request, std::move(idempotency_key)).run();
+    const api::CreateSandboxRequest& request, std::optional<std::string> idempotency_key,
+    const std::string& ns) {
+  return Creation(*this, request, std::move(idempotency_key), ns).run();
 }
 
 ApiResult<SandboxService::Created> SandboxService::Creation::run() {
   spec_.argv.clear();
   if (auto st = check_mounts(); !st) return tl::unexpected(st.error());
+  if (auto st = open_volumes(); !st) return tl::unexpected(st.error());
   if (auto st = resolve_network(); !st) return tl::unexpected(st.error());
   if (auto st = resolve_secrets(); !st) return tl::unexpected(st.error());
   if (auto st = resolve_image(); !st) return tl::unexpected(st.error());
@@ -131,6 +145,56 @@ ApiResult<void> SandboxService::Creation::check_mounts() {
                       "mount source \"" + m.source + "\" must be an absolute host path", "mounts");
   }
   return {};
+}
+
+// Each volume's sub-path, resolved now, before anything is reserved: a
+// volume of another namespace is 403, a missing one 404, a sub-path that
+// is missing or goes through a symlink 400 (volume_api_error).
+ApiResult<void> SandboxService::Creation::open_volumes() {
+  if (spec_.volumes.empty()) return {};
+  if (s_.volumes_ == nullptr)
+    return api_fail(api::ApiErrorCode::kUnavailable, "this daemon serves no volumes", "volumes",
+                    "see the daemon's start-up log");
+  for (std::size_t i = 0; i < spec_.volumes.size(); ++i) {
+    const VolumeMountSpec& v = spec_.volumes[i];
+    const std::string field = "volumes[" + std::to_string(i) + "]";
+    auto fd = s_.volumes_->open_subpath(ns_, v.volume, v.subpath);
+    if (!fd) {
+      const bool about_subpath = fd.error().code == ErrorCode::kInvalidArgument;
+      return tl::unexpected(
+          volume_api_error(fd.error(), field + (about_subpath ? ".subpath" : ".volume")));
+    }
+    volume_fds_.push_back(std::move(*fd));
+  }
+  return {};
+}
+
+// The checked directories, bound by their fds under the daemon's own
+// binds directory, which the factory is given as a mount root: a path the
+// sandbox could change never lies between the check and the mount.
+Status SandboxService::Creation::stage_volumes(SandboxSpec& factory_spec) {
+  if (spec_.volumes.empty()) return ok();
+  for (const VolumeMountSpec& v : spec_.volumes) CORRAL_TRY(s_.volumes_->acquire(ns_, v.volume, id_));
+  volumes_acquired_ = true;
+  for (std::size_t i = 0; i < spec_.volumes.size(); ++i) {
+    auto bind = s_.volumes_->stage_bind(volume_fds_[i].get(), id_ + "-" + std::to_string(i));
+    if (!bind) return tl::unexpected(bind.error());
+    volume_binds_.push_back(*bind);
+    factory_spec.mounts.push_back(
+        MountSpec{*bind, spec_.volumes[i].target, spec_.volumes[i].writable});
+  }
+  options_.mount_roots.push_back(s_.volumes_->binds_root());
+  return ok();
+}
+
+void SandboxService::Creation::unstage_volumes() {
+  for (const std::string& bind : volume_binds_) s_.volumes_->unstage_bind(bind);
+  volume_binds_.clear();
+  volume_fds_.clear();
+  if (volumes_acquired_) {
+    for (const VolumeMountSpec& v : spec_.volumes) s_.volumes_->creation_done(v.volume, id_);
+    volumes_acquired_ = false;
+  }
 }
 
 // The network policy, also before anything is reserved: a wrong rule or
@@ -289,9 +353,20 @@ ApiResult<SandboxService::Created> SandboxService::Creation::build() {
     options_.mount_roots.push_back(s_.secrets_->mounts_root());
     options_.mount_roots.push_back(s_.secrets_->trust_root());
   }
+  if (auto st = stage_volumes(factory_spec); !st) {
+    unstage_volumes();
+    // A sub-path removed since it was checked: the request's, not ours.
+    const bool gone = st.error().sys_errno == ENOENT;
+    return fail(gone ? api::ApiErrorCode::kInvalidValue : api::ApiErrorCode::kSetupFailed,
+                "volumes: " + st.error().message +
+                    (gone ? " (the sub-path was removed while the sandbox was being created)" : ""),
+                st.error().hint, "volumes");
+  }
   SetupFailure failure;
   auto made =
       s_.factory_.create(factory_spec, options_, expires_, &failure, s_.limits_.setup_timeout);
+  // The sandbox holds its own mounts of the volumes now (or never will).
+  unstage_volumes();
   if (!made && made.error().code == ErrorCode::kUnavailable)
     return fail(api::ApiErrorCode::kUnavailable, made.error().message, made.error().hint, "");
   if (!made && made.error().code == ErrorCode::kTimeout)  // the factory stage's timeout

@@ -54,6 +54,10 @@
 #include "store/audit_log.h"
 #include "store/state_store.h"
 
+namespace corral::volume {
+class VolumeStore;
+}
+
 namespace corral::daemon {
 
 // Process ids are "p-" + the 16 hex digits of the spawn request id, so a
@@ -90,8 +94,15 @@ class SandboxService {
     api::SandboxInfo info;
     bool created = false;  // false: the idempotency key named an earlier create
   };
+  // `ns`: the caller's namespace, whose volumes the spec may mount.
   ApiResult<Created> create(const api::CreateSandboxRequest& request,
-                            std::optional<std::string> idempotency_key);
+                            std::optional<std::string> idempotency_key,
+                            const std::string& ns = "default");
+  // The named volumes creates may mount (docs/volumes.md); unset: a spec
+  // with volumes is refused. Set before the API serves.
+  void set_volumes(volume::VolumeStore* volumes) { volumes_ = volumes; }
+  // True while the registry holds the sandbox (alive, or being torn down).
+  bool registered(std::string_view id) { return entry(id) != nullptr; }
   ApiResult<api::SandboxInfo> get(std::string_view id);
   ApiResult<std::vector<api::SandboxInfo>> list();
   ApiResult<api::SandboxInfo> destroy(std::string_view id, std::string_view reason);
@@ -219,6 +230,7 @@ class SandboxService {
   MetricsRegistry& metrics_;
   NetworkService* network_;
   SecretService* secrets_;
+  volume::VolumeStore* volumes_ = nullptr;
 
   // The live entries, their capacity reservations and the idempotency
   // keys' locks; its mutex is taken after any entry's or process's mu

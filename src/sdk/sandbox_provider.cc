@@ -25,6 +25,7 @@ ErrorCode code_of(api::ApiErrorCode api_code) {
       return ErrorCode::kInvalidArgument;
     case ApiErrorCode::kPathEscape:
     case ApiErrorCode::kSecretFile:
+    case ApiErrorCode::kForbidden:
     case ApiErrorCode::kUnauthorized:
       return ErrorCode::kPermissionDenied;
     case ApiErrorCode::kIdempotencyMismatch:

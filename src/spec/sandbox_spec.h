@@ -40,6 +40,17 @@ struct MountSpec {
   bool writable = false;  // read-only unless asked
 };
 
+// A named persistent volume of the caller's namespace made visible inside
+// (D2, F4; docs/volumes.md): only `subpath` of it (relative, confined to the
+// volume, "" or "." for all of it), read-only unless asked. The daemon
+// resolves it; `corral run` has no volumes.
+struct VolumeMountSpec {
+  std::string volume;     // [a-z0-9][a-z0-9._-]{0,62}
+  std::string subpath;    // normalized: no "..", no leading '/', "" = the volume's root
+  std::string target;     // absolute path inside the sandbox
+  bool writable = false;  // read-only unless asked
+};
+
 // Network policy (ADR 0005, N1-N4): a mode, optionally a named template,
 // and rules in the grammar of net/network_policy.h. `allow_domains` is the
 // design source's own form: each domain is an http+tls rule.
@@ -84,6 +95,7 @@ struct SandboxSpec {
   std::vector<std::pair<std::string, std::string>> env;  // added to the default env
   std::string workdir = "/workspace";
   std::vector<MountSpec> mounts;
+  std::vector<VolumeMountSpec> volumes;  // daemon only (docs/volumes.md)
   std::string image;  // empty: the embedded host base
   bool root = false;  // uid 0 inside with the documented small capability set
   std::string hostname = "sandbox";

@@ -50,6 +50,8 @@ PRIVILEGED = {
                                 "partial tree",
     "src/runtime/sandbox_factory.cc": "forks the daemon's factory process before any thread exists",
     "src/secrets/secret_mount.cc": "mounts a sandbox's secrets tmpfs on the host and unmounts it",
+    "src/volume/loop_mount.cc": "mounts a volume's loop-attached ext4 image on the host, binds a "
+                                "checked sub-path by its fd for a create, and unmounts them",
 }
 
 

@@ -39,6 +39,8 @@ std::pair<std::string_view, int> expected_row(ApiErrorCode id) {
       return {"unauthorized", 401};
     case ApiErrorCode::kSecretFile:
       return {"secret_file", 403};
+    case ApiErrorCode::kForbidden:
+      return {"forbidden", 403};
     case ApiErrorCode::kNotFound:
       return {"not_found", 404};
     case ApiErrorCode::kMethodNotAllowed:

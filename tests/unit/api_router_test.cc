@@ -79,7 +79,8 @@ TEST(ApiRouter, KnownPathsRouteWithTheirParameters) {
     if (info.pattern == "/healthz" || info.pattern == "/metrics") continue;  // before routing
     std::string path = info.pattern;
     for (auto [from, to] :
-         {std::pair<std::string, std::string>{"{id}", "sb-0123"}, {"{pid}", "p-4567"}}) {
+         {std::pair<std::string, std::string>{"{id}", "sb-0123"}, {"{pid}", "p-4567"},
+          {"{name}", "vol-1"}}) {
       if (auto at = path.find(from); at != std::string::npos) path.replace(at, from.size(), to);
     }
     SCOPED_TRACE(info.method + " " + path);
@@ -90,6 +91,7 @@ TEST(ApiRouter, KnownPathsRouteWithTheirParameters) {
     std::vector<std::string> expected;
     if (info.pattern.find("{id}") != std::string::npos) expected.push_back("sb-0123");
     if (info.pattern.find("{pid}") != std::string::npos) expected.push_back("p-4567");
+    if (info.pattern.find("{name}") != std::string::npos) expected.push_back("vol-1");
     EXPECT_EQ(r.params, expected);
   }
 }
@@ -154,7 +156,8 @@ TEST(ApiRouter, HeadRoutesToTheGetHandler) {
     if (info.method != "GET" || info.pattern == "/healthz" || info.pattern == "/metrics") continue;
     std::string path = info.pattern;
     for (auto [from, to] :
-         {std::pair<std::string, std::string>{"{id}", "sb-0123"}, {"{pid}", "p-4567"}}) {
+         {std::pair<std::string, std::string>{"{id}", "sb-0123"}, {"{pid}", "p-4567"},
+          {"{name}", "vol-1"}}) {
       if (auto at = path.find(from); at != std::string::npos) path.replace(at, from.size(), to);
     }
     SCOPED_TRACE(path);
