@@ -458,9 +458,11 @@ Json task_json(const TaskInfo& t) {
   j["outputs"] = std::move(outputs);
   j["snapshot_id"] = nullable(t.snapshot_id);
   j["snapshot_error"] = nullable(t.snapshot_error);
-  j["created_at"] = format_time_ms(t.created_at_ms);
-  j["started_at"] = t.started_at_ms ? Json(format_time_ms(*t.started_at_ms)) : Json(nullptr);
-  j["finished_at"] = t.finished_at_ms ? Json(format_time_ms(*t.finished_at_ms)) : Json(nullptr);
+  // Unix milliseconds, as every other time of the API (created_at_ms of a
+  // sandbox, started_at_ms of a process).
+  j["created_at_ms"] = t.created_at_ms;
+  j["started_at_ms"] = t.started_at_ms ? Json(*t.started_at_ms) : Json(nullptr);
+  j["finished_at_ms"] = t.finished_at_ms ? Json(*t.finished_at_ms) : Json(nullptr);
   if (t.started_at_ms && t.finished_at_ms)
     j["duration_ms"] = *t.finished_at_ms - *t.started_at_ms;
   else
@@ -475,10 +477,8 @@ Json task_json(const TaskInfo& t) {
 Result<std::optional<std::int64_t>> read_time_field(const Obj& obj, std::string_view key) {
   const Json* v = obj.get(key);
   if (v == nullptr || v->is_null()) return std::optional<std::int64_t>();
-  if (!v->is_string()) return wrong_type(obj.at(key), "a time string", *v);
-  auto ms = parse_time_ms(v->get<std::string>());
-  if (!ms) return fail(ApiErrorCode::kInvalidValue, obj.at(key), "is not an RFC 3339 time");
-  return std::optional<std::int64_t>(*ms);
+  if (!v->is_number_integer()) return wrong_type(obj.at(key), "unix milliseconds", *v);
+  return std::optional<std::int64_t>(v->get<std::int64_t>());
 }
 
 Result<TaskInfo> read_task_info(const Json& doc, std::string_view path, const Ctx& ctx) {
@@ -507,13 +507,13 @@ Result<TaskInfo> read_task_info(const Json& doc, std::string_view path, const Ct
   CORRAL_TRY(read_into(*obj, "attempt", t.attempt, [](const Json& v, std::string_view p) {
     return read_int(v, p, 0, 1 << 30);
   }));
-  auto created = read_time_field(*obj, "created_at");
+  auto created = read_time_field(*obj, "created_at_ms");
   if (!created) return tl::unexpected<Error>(created.error());
   t.created_at_ms = created->value_or(0);
-  auto started = read_time_field(*obj, "started_at");
+  auto started = read_time_field(*obj, "started_at_ms");
   if (!started) return tl::unexpected<Error>(started.error());
   t.started_at_ms = *started;
-  auto finished = read_time_field(*obj, "finished_at");
+  auto finished = read_time_field(*obj, "finished_at_ms");
   if (!finished) return tl::unexpected<Error>(finished.error());
   t.finished_at_ms = *finished;
   if (const Json* outs = obj->get("outputs"); outs != nullptr && outs->is_array()) {

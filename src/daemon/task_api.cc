@@ -19,7 +19,7 @@ constexpr std::chrono::milliseconds kMaxWait{60'000};
 // The namespace a request acts in. Until API keys carry namespaces (issue
 // 15's volumes work adds ApiRequest::ns), every caller is in "default":
 // this is the one place that changes then.
-std::string request_ns(const ApiRequest&) { return "default"; }
+std::string request_ns(const ApiRequest& r) { return r.ns; }
 
 TaskService* tasks_or_fail(ApiContext& ctx, ApiRequest& r) {
   if (ctx.tasks == nullptr)

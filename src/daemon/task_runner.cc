@@ -152,6 +152,9 @@ class TaskService::Runner {
     if (active_->cancel && (!outcome_ || outcome_->reason != "timeout"))
       outcome_ = StageFailure{"cancelled", "cancelled through POST /v1/tasks/{id}/cancel"};
     store_outcome(TaskStage::kSnapshot);
+    // S4: the task is over, so are its tokens (idempotent; a destroy
+    // revokes them again).
+    if (sandbox_) (void)s_.sandboxes_.revoke_secrets(sandbox_->id);
     const bool failed = outcome_.has_value();
     if (sandbox_ && req_.snapshot != "never" && (failed || req_.snapshot == "always")) {
       const auto t0 = Clock::now();
@@ -285,7 +288,7 @@ class TaskService::Runner {
     TaskUpdate keyed;
     keyed.resolved_json = nlohmann::json{{"create_key", key}}.dump();
     if (!update(keyed)) return false;
-    auto made = s_.sandboxes_.create(*spec, key);
+    auto made = s_.sandboxes_.create(*spec, key, task_.ns);
     s_.observe_stage(TaskStage::kCreate, Clock::now() - t0);
     if (!made) return fail("setup", "the sandbox could not be created: " + made.error().message);
     TaskUpdate u;
@@ -294,6 +297,12 @@ class TaskService::Runner {
     auto live = s_.sandboxes_.live(made->info.id);
     if (!live) return fail("setup", "the new sandbox is gone: " + live.error().message);
     sandbox_ = *live;
+    // S4: the task's broker tokens live 1.5 times its timeout at most, and
+    // are revoked when it ends (end_stages), even in a kept sandbox.
+    const auto deadline = std::chrono::system_clock::now() +
+                          std::chrono::milliseconds(timeout_ms() + timeout_ms() / 2);
+    if (auto limited = s_.sandboxes_.limit_secret_lifetime(sandbox_->id, deadline); !limited)
+      return fail("setup", "bounding the sandbox's broker tokens: " + limited.error().message);
     return !active_->cancel;
   }
 
