@@ -22,6 +22,7 @@ constexpr const char* kUsage =
     "  serve [options]                  run the daemon (HTTP API)\n"
     "  secrets keygen|encrypt|check     manage the daemon's secret store files\n"
     "  create|ls|inspect|exec|cp|rm     talk to the daemon (see `corral create --help`)\n"
+    "  snapshot ls|get|rm ...           the daemon's failure snapshots\n"
     "  version                          print the version\n"
     "\n"
     "`corral <command> --help` describes each command.\n";
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
   if (verb == "doctor") return corral::cli::doctor_command(argc - 1, argv + 1);
   if (verb == "serve") return corral::cli::serve_command(argc - 1, argv + 1);
   if (verb == "secrets") return corral::cli::secrets_command(argc - 1, argv + 1);
+  if (verb == "snapshot") return corral::cli::snapshot_command(argc - 1, argv + 1);
   if (verb == "create" || verb == "ls" || verb == "inspect" || verb == "exec" || verb == "cp" ||
       verb == "rm")
     return corral::cli::client_command(argc, argv);

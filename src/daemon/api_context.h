@@ -19,6 +19,7 @@
 namespace corral::daemon {
 
 class SandboxService;
+class SnapshotService;
 
 struct ApiLimits {
   std::size_t max_json_body = 1 << 20;          // create, mkdir, ...
@@ -32,6 +33,8 @@ struct ApiContext {
   SandboxService& sandboxes;
   MetricsRegistry& metrics;
   ApiLimits limits;
+  // Failure snapshots (D4); null when the daemon has no object store.
+  SnapshotService* snapshots = nullptr;
 };
 
 struct ApiRequest {
@@ -82,5 +85,11 @@ void handle_file_list(ApiContext& ctx, ApiRequest& r);
 void handle_file_stat(ApiContext& ctx, ApiRequest& r);
 void handle_file_mkdir(ApiContext& ctx, ApiRequest& r);
 void handle_file_rename(ApiContext& ctx, ApiRequest& r);
+
+void handle_list_snapshots(ApiContext& ctx, ApiRequest& r);
+void handle_get_snapshot(ApiContext& ctx, ApiRequest& r);
+void handle_delete_snapshot(ApiContext& ctx, ApiRequest& r);
+void handle_download_snapshot(ApiContext& ctx, ApiRequest& r);
+void handle_snapshot_sandbox(ApiContext& ctx, ApiRequest& r);
 
 }  // namespace corral::daemon

@@ -42,6 +42,11 @@ const Route kRoutes[] = {
     {"GET", "/v1/sandboxes/{id}/files/stat", handle_file_stat},
     {"POST", "/v1/sandboxes/{id}/files/mkdir", handle_file_mkdir},
     {"POST", "/v1/sandboxes/{id}/files/rename", handle_file_rename},
+    {"POST", "/v1/sandboxes/{id}/snapshot", handle_snapshot_sandbox},
+    {"GET", "/v1/snapshots", handle_list_snapshots},
+    {"GET", "/v1/snapshots/{id}", handle_get_snapshot},
+    {"DELETE", "/v1/snapshots/{id}", handle_delete_snapshot},
+    {"GET", "/v1/snapshots/{id}/archive", handle_download_snapshot},
 };
 
 // The segments of an absolute path, or nothing when one is empty: "//", a

@@ -255,4 +255,28 @@ Result<std::uint64_t> RemoteProvider::get_file_to(std::string_view id, std::stri
   return total;
 }
 
+Result<std::uint64_t> RemoteProvider::download(std::string_view target, const ByteSink& sink,
+                                               http::Headers* response_headers) {
+  auto c = lease();
+  if (!c) return tl::unexpected(std::move(c).error());
+  auto head = (*c)->send("GET", target, with_auth({}), {});
+  if (!head) return tl::unexpected(std::move(head).error());
+  if (head->status != 200) return tl::unexpected(read_error(**c, *head));
+  if (response_headers) *response_headers = head->headers;
+  std::uint64_t total = 0;
+  std::string buf(kReadChunk, '\0');
+  for (;;) {
+    auto n = (*c)->read_body(buf.data(), buf.size());
+    if (!n) return tl::unexpected(std::move(n).error());
+    if (*n == 0) break;
+    if (auto st = sink(std::string_view(buf.data(), *n)); !st) return tl::unexpected(st.error());
+    total += *n;
+  }
+  if (head->content_length && total != *head->content_length)
+    return make_error(ErrorCode::kSystem, "the download ended after " + std::to_string(total) +
+                                              " of " + std::to_string(*head->content_length) +
+                                              " bytes");
+  return total;
+}
+
 }  // namespace corral::sdk

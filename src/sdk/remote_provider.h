@@ -62,6 +62,12 @@ class RemoteProvider : public SandboxProvider {
   Result<std::string> call(std::string_view method, std::string_view target,
                            std::string_view json_body = {}, const http::Headers& headers = {});
 
+  // GET of a byte resource (a snapshot archive, ...) into `sink`; the
+  // answer's headers in `response_headers` if given. An answer shorter than
+  // its Content-Length is an error.
+  Result<std::uint64_t> download(std::string_view target, const ByteSink& sink,
+                                 http::Headers* response_headers = nullptr);
+
   const http::Endpoint& endpoint() const { return endpoint_; }
 
  private:

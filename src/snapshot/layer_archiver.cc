@@ -204,6 +204,9 @@ class Walker {
       skip(shown, std::string("vanished (") + std::string(errno_name(errno)) + ")");
       return ok();
     }
+    dev_t dev = makedev(st.stx.stx_dev_major, st.stx.stx_dev_minor);
+    for (dev_t sealed : request_.sealed_devices)
+      if (dev == sealed) return ok();  // the secrets tmpfs: not even its name
     mode_t type = st.stx.stx_mode & S_IFMT;
     if (type == S_IFDIR) {
       if (crosses_mount(dir_st, st)) {

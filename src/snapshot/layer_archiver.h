@@ -21,6 +21,8 @@
 // fields (task, reason, env secret NAMES), what was skipped and why.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -72,6 +74,9 @@ struct ArchiveRequest {
   // Where the redacted content of one file waits for its tar header
   // (an O_TMPFILE there; nothing stays behind).
   std::string scratch_dir = "/tmp";
+  // File systems never archived, not even by name (the secrets tmpfs, by
+  // device, whatever path reaches it).
+  std::vector<dev_t> sealed_devices;
   // JSON object members added to the manifest as they are ("task",
   // "reason", "env_secret_names", ...): the caller's, already valid JSON
   // text without the braces. Redacted too.

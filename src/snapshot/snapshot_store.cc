@@ -33,6 +33,14 @@ std::string random_id() {
   return id;
 }
 
+bool valid_label(std::string_view s) {
+  if (s.empty() || s.size() > 128) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '.' || c == '_' || c == ':' || c == '-';
+  });
+}
+
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
@@ -182,6 +190,11 @@ Status SnapshotStore::load() {
 }
 
 Result<SnapshotInfo> SnapshotStore::take(const SnapshotRequest& request) {
+  // They go into object metadata (printable ASCII) and audit records.
+  if (!request.task.empty() && !valid_label(request.task))
+    return make_error(ErrorCode::kInvalidArgument, "a snapshot's task must be 1-128 of [A-Za-z0-9._:-]");
+  if (!valid_label(request.reason))
+    return make_error(ErrorCode::kInvalidArgument, "a snapshot's reason must be 1-128 of [A-Za-z0-9._:-]");
   auto fail = [&](Error e) -> Result<SnapshotInfo> {
     if (events_.failed) events_.failed(request, e);
     return tl::unexpected(std::move(e));
@@ -192,6 +205,7 @@ Result<SnapshotInfo> SnapshotStore::take(const SnapshotRequest& request) {
   ArchiveRequest archive;
   archive.sources = request.sources;
   archive.redaction = request.redaction;
+  archive.sealed_devices = request.sealed_devices;
   archive.limits = config_.limits;
   archive.scratch_dir = config_.scratch_dir;
   archive.manifest_fields = manifest_fields(request);

@@ -79,6 +79,7 @@ struct SnapshotRequest {
   std::vector<std::string> env_secret_names;  // names only, never values
   std::vector<ArchiveSource> sources;
   std::shared_ptr<const secrets::RedactionSet> redaction;
+  std::vector<dev_t> sealed_devices;  // layer_archiver.h
 };
 
 // What the daemon audits and counts. Each may be empty.
