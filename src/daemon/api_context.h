@@ -16,6 +16,10 @@
 #include "daemon/metrics.h"
 #include "http/http_server.h"
 
+namespace corral::objstore {
+class ObjectStore;
+}
+
 namespace corral::daemon {
 
 class SandboxService;
@@ -33,6 +37,9 @@ struct ApiContext {
   SandboxService& sandboxes;
   MetricsRegistry& metrics;
   ApiLimits limits;
+  // Task inputs, outputs and snapshots (serve.object_store; D5). Opened at
+  // start, so never null in a running daemon.
+  objstore::ObjectStore* objects = nullptr;
   // Failure snapshots (D4); null when the daemon has no object store.
   SnapshotService* snapshots = nullptr;
 };

@@ -12,6 +12,7 @@
 //     request_timeout: 30s
 //     max_exec_output: 64Mi
 //     max_upload: auto
+//     object_store: {kind: local}  # or s3 (daemon/object_store_config_yaml.h)
 //   sandbox:                     # the defaults of every sandbox, exactly the
 //     memory_limit: 2Gi          # map `corral run --config` reads
 //
@@ -29,6 +30,7 @@
 #include "base/result.h"
 #include "egress/gateway.h"
 #include "netns/network_policy.h"
+#include "objstore/object_store_config.h"
 #include "secrets/secret_store.h"
 #include "spec/sandbox_spec.h"
 
@@ -128,6 +130,11 @@ struct DaemonConfig {
   // docs/secrets.md). Nothing set: an empty store (a spec that asks for a
   // secret is refused).
   secrets::SecretStoreConfig secrets;
+
+  // Where task inputs, outputs and failure snapshots are kept
+  // (serve.object_store; D5, docs/config.md): a local directory (default
+  // <data_dir>/objects) or an S3 bucket. Opened at start.
+  objstore::ObjectStoreConfig object_store;
 
   // The base of every create (sandbox:); a request's fields go on top.
   SandboxSpec default_spec;

@@ -21,6 +21,7 @@
 #include <optional>
 
 #include "daemon/daemon_config.h"
+#include "daemon/object_store_config_yaml.h"
 #include "base/strings.h"
 #include "egress/firewall.h"
 #include "netns/net_slot.h"
@@ -36,10 +37,11 @@ constexpr std::size_t kMaxApiKeyEntries = 1024;
 constexpr std::size_t kMaxPathBytes = 4095;
 
 constexpr std::array<std::string_view, 2> kTopKeys = {"serve", "sandbox"};
-constexpr std::array<std::string_view, 15> kServeKeys = {
+constexpr std::array<std::string_view, 16> kServeKeys = {
     "listen",          "socket",        "data_dir",        "api_keys",   "capacity",
     "request_timeout", "setup_timeout", "max_exec_output", "max_upload", "mount_roots",
-    "durability",      "network",       "secrets",         "audit",      "connections"};
+    "durability",      "network",       "secrets",         "audit",      "connections",
+    "object_store"};
 constexpr std::array<std::string_view, 5> kConnectionsKeys = {
     "tcp", "unix", "unauthenticated", "unauthenticated_per_peer", "unauthenticated_head_timeout"};
 constexpr std::array<std::string_view, 7> kAuditKeys = {
@@ -300,6 +302,9 @@ class ServeApplier : private YamlReader {
                     "an encrypted store needs its key: give both (corral secrets keygen, "
                     "corral secrets encrypt)");
       return ok();
+    }
+    if (name == "object_store") {
+      return apply_object_store_config(*this, e, config_.object_store);
     }
     if (contains(kSandboxSettingKeys, name)) {
       return fail(e.line, e.path, "is a sandbox setting: put it in the top-level sandbox: map",

@@ -19,6 +19,7 @@
 #include "daemon/fd_budget.h"
 #include "daemon/log_redactor.h"
 #include "daemon/metrics.h"
+#include "daemon/object_store_open.h"
 #include "daemon/sandbox_service.h"
 #include "daemon/secret_service.h"
 #include "http/http_server.h"
@@ -201,6 +202,10 @@ int serve(const ServeFlags& flags) {
   });
   if (auto why = secrets.unavailable_reason())
     fprintf(stderr, "corral serve: warning: file-mode secrets are refused: %s\n", why->c_str());
+  // The object store (D5): a bad setting, or credentials missing from the
+  // secret store, stop the daemon here; an unreachable S3 service does not.
+  auto objects = open_object_store(config, secrets.store());
+  if (!objects) return fail(objects.error().message, objects.error().hint);
   // TLS interception's CA (broker hosts marked intercept): its key stays in
   // <data_dir>/ca; sandboxes that need it get the certificate only.
   std::shared_ptr<net::CertAuthority> ca;
@@ -245,7 +250,7 @@ int serve(const ServeFlags& flags) {
   }
   std::string reconciled = service.start();
 
-  ApiContext context{service, metrics, ApiLimits{}};
+  ApiContext context{service, metrics, ApiLimits{}, objects->get()};
   context.limits.max_exec_output = config.max_exec_output_bytes;
   context.limits.max_upload = config.max_upload_bytes;
   ApiRouter router(context, *keys);

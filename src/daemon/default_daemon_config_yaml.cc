@@ -55,6 +55,12 @@ serve:
     # env_prefix: CORRAL_SECRET_         every variable with this prefix (key: the rest, lower case)
     # encrypted_file: /etc/corral/secrets.enc   from corral secrets encrypt
     # key_file: /etc/corral/secrets.key         from corral secrets keygen
+  object_store:                 # task inputs, outputs, snapshots (docs/config.md, object_store)
+    kind: local                 # or s3
+    # path: /var/lib/corral/objects      (default: <data_dir>/objects, mode 0700)
+    # s3: endpoint: https://s3.example.com, bucket: corral, prefix: prod/, region: us-east-1,
+    #     access_key_secret: s3_access_key, secret_key_secret: s3_secret_key (secret-store names)
+    timeout: 30s                # connect, and any stall of a transfer (s3)
 sandbox:                        # defaults of every sandbox, as for corral run --config
   cpu_limit: "2"
   memory_limit: "2Gi"

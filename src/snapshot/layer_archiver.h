@@ -1,5 +1,5 @@
 // The failure snapshot's archiver (REQUIREMENTS.md D4): a sandbox's
-// writable layer as tar + zstd (libarchive, ADR 0021), with every secret
+// writable layer as tar + zstd (libarchive, ADR 0012), with every secret
 // filtered out on the way. User guide: docs/snapshots.md.
 //
 // The tree is hostile: the sandbox wrote it. So
