@@ -22,6 +22,7 @@
 
 #include "daemon/daemon_config.h"
 #include "daemon/object_store_config_yaml.h"
+#include "daemon/snapshot_config_yaml.h"
 #include "base/strings.h"
 #include "egress/firewall.h"
 #include "netns/net_slot.h"
@@ -37,11 +38,11 @@ constexpr std::size_t kMaxApiKeyEntries = 1024;
 constexpr std::size_t kMaxPathBytes = 4095;
 
 constexpr std::array<std::string_view, 2> kTopKeys = {"serve", "sandbox"};
-constexpr std::array<std::string_view, 16> kServeKeys = {
+constexpr std::array<std::string_view, 17> kServeKeys = {
     "listen",          "socket",        "data_dir",        "api_keys",   "capacity",
     "request_timeout", "setup_timeout", "max_exec_output", "max_upload", "mount_roots",
     "durability",      "network",       "secrets",         "audit",      "connections",
-    "object_store"};
+    "object_store",    "snapshots"};
 constexpr std::array<std::string_view, 5> kConnectionsKeys = {
     "tcp", "unix", "unauthenticated", "unauthenticated_per_peer", "unauthenticated_head_timeout"};
 constexpr std::array<std::string_view, 7> kAuditKeys = {
@@ -306,6 +307,7 @@ class ServeApplier : private YamlReader {
     if (name == "object_store") {
       return apply_object_store_config(*this, e, config_.object_store);
     }
+    if (name == "snapshots") return apply_snapshot_config(*this, e, config_.snapshots);
     if (contains(kSandboxSettingKeys, name)) {
       return fail(e.line, e.path, "is a sandbox setting: put it in the top-level sandbox: map",
                   "serve: holds the daemon's own settings; sandbox: the defaults of every "

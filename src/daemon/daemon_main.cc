@@ -20,6 +20,7 @@
 #include "daemon/log_redactor.h"
 #include "daemon/metrics.h"
 #include "daemon/object_store_open.h"
+#include "daemon/snapshot_service.h"
 #include "daemon/sandbox_service.h"
 #include "daemon/secret_service.h"
 #include "http/http_server.h"
@@ -250,7 +251,15 @@ int serve(const ServeFlags& flags) {
   }
   std::string reconciled = service.start();
 
-  ApiContext context{service, metrics, ApiLimits{}, objects->get()};
+  snapshot::SnapshotConfig snapshot_config = config.snapshots;
+  snapshot_config.scratch_dir = config.data_dir;
+  SnapshotService snapshots(service, **objects, snapshot_config, metrics);
+  // An object store that cannot be read now does not stop the daemon: the
+  // sweeper reads the snapshots again on its next round.
+  if (auto started = snapshots.start(); !started)
+    fprintf(stderr, "corral serve: warning: %s\n", started.error().to_string().c_str());
+
+  ApiContext context{service, metrics, ApiLimits{}, objects->get(), &snapshots};
   context.limits.max_exec_output = config.max_exec_output_bytes;
   context.limits.max_upload = config.max_upload_bytes;
   ApiRouter router(context, *keys);

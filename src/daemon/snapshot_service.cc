@@ -94,8 +94,8 @@ SnapshotService::SnapshotService(SandboxService& sandboxes, objstore::ObjectStor
 }
 
 Status SnapshotService::start() {
+  store_->start_sweeper();  // it retries a load that fails here
   CORRAL_TRY_CTX(store_->load(), "loading the failure snapshots");
-  store_->start_sweeper();
   return ok();
 }
 
@@ -109,10 +109,9 @@ ApiResult<snapshot::SnapshotInfo> SnapshotService::take_sandbox(
   request.task = std::move(task);
   request.reason = std::move(reason);
   request.sandbox = entry->id;
-  // Names only: the sandbox's secrets as it sees them (its env variable or
-  // its name), and the caller's.
-  for (const auto& s : entry->spec.secrets)
-    env_secret_names.push_back(s.env_var.empty() ? s.name : s.env_var);
+  // Names only: the sandbox's secrets (whatever their mode), and the
+  // caller's.
+  for (const auto& s : entry->spec.secrets) env_secret_names.push_back(s.name);
   std::sort(env_secret_names.begin(), env_secret_names.end());
   env_secret_names.erase(std::unique(env_secret_names.begin(), env_secret_names.end()),
                          env_secret_names.end());

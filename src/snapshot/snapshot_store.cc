@@ -146,6 +146,9 @@ SnapshotStore::~SnapshotStore() {
 }
 
 Status SnapshotStore::load() {
+  // No take between its archive and its .json while this decides what is
+  // an orphan.
+  std::lock_guard<std::mutex> take_lock(take_mutex_);
   auto objects = store_.list(kPrefix);
   if (!objects) return tl::unexpected(objects.error().wrap("listing snapshots"));
   std::map<std::string, SnapshotInfo> index;
@@ -183,9 +186,11 @@ Status SnapshotStore::load() {
     if (valid_snapshot_id(id) && index.count(id) == 0) (void)store_.remove(a);  // take cut short
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  index_ = std::move(index);
+  // Snapshots taken since start (before this load) stay in the index.
+  for (auto& [id, s] : index) index_.emplace(id, std::move(s));
   total_bytes_ = 0;
   for (const auto& [id, s] : index_) total_bytes_ += s.size;
+  loaded_ = true;
   return ok();
 }
 
@@ -364,6 +369,12 @@ Result<objstore::ObjectInfo> SnapshotStore::download(std::string_view id,
 }
 
 std::size_t SnapshotStore::sweep() {
+  bool loaded;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    loaded = loaded_;
+  }
+  if (!loaded) (void)load();  // the store could not be read at start
   std::vector<std::string> expired;
   std::int64_t t = now();
   {

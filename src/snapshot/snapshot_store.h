@@ -103,7 +103,8 @@ class SnapshotStore {
   SnapshotStore& operator=(const SnapshotStore&) = delete;
 
   // Reads the index from the store: every snapshots/<id>.json; an archive
-  // without its .json (a take cut short by a crash) is removed.
+  // without its .json (a take cut short by a crash) is removed. sweep()
+  // calls it until it succeeds once.
   Status load();
 
   Result<SnapshotInfo> take(const SnapshotRequest& request);
@@ -141,6 +142,7 @@ class SnapshotStore {
   mutable std::mutex mutex_;  // index_ and total_bytes_
   std::map<std::string, SnapshotInfo> index_;  // by id
   std::uint64_t total_bytes_ = 0;
+  bool loaded_ = false;  // load() succeeded once
   std::mutex sweeper_mutex_;
   std::condition_variable sweeper_wake_;
   bool stopping_ = false;
