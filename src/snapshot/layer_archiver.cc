@@ -23,6 +23,7 @@ namespace {
 
 constexpr std::size_t kChunk = 256 * 1024;
 constexpr std::size_t kMaxListedSkips = 1000;
+constexpr std::size_t kMemoryHold = 4 << 20;
 
 struct ArchiveCloser {
   void operator()(archive* a) const { archive_write_free(a); }
@@ -55,6 +56,11 @@ class Walker {
     if (archive_write_set_filter_option(writer_.get(), "zstd", "compression-level",
                                         level.c_str()) != ARCHIVE_OK)
       return archive_failure("zstd compression-level");
+    // zstd's own worker threads: compression overlaps the walk.
+    if (request_.limits.zstd_threads > 1) {
+      std::string threads = std::to_string(request_.limits.zstd_threads);
+      (void)archive_write_set_filter_option(writer_.get(), "zstd", "threads", threads.c_str());
+    }
     // Whole blocks are written as they fill; no padding of the last one
     // beyond what tar needs.
     archive_write_set_bytes_in_last_block(writer_.get(), 1);
@@ -277,8 +283,20 @@ class Walker {
     return ok();
   }
 
+  // The redacted content stays in memory up to kMemoryHold bytes (most
+  // files), and only a larger file goes through the scratch file.
   Status to_scratch(std::string_view bytes) {
     if (bytes.empty()) return ok();
+    if (!spilled_ && held_.size() + bytes.size() <= kMemoryHold) {
+      held_.append(bytes);
+      return ok();
+    }
+    if (!spilled_) {
+      CORRAL_TRY(scratch_file());
+      spilled_ = true;
+      if (!held_.empty()) CORRAL_TRY(write_all(scratch_.get(), held_, "snapshot scratch file"));
+      held_.clear();
+    }
     return write_all(scratch_.get(), bytes, "snapshot scratch file");
   }
 
@@ -300,7 +318,8 @@ class Walker {
       skip(shown, "changed while read");
       return ok();
     }
-    CORRAL_TRY(scratch_file());
+    held_.clear();
+    spilled_ = false;
     std::optional<secrets::RedactStream> stream;
     if (request_.redaction != nullptr && !request_.redaction->empty())
       stream.emplace(request_.redaction);
@@ -343,17 +362,24 @@ class Walker {
               ") reached: files cut short");
       skip(shown, "cut at the byte budget");
     }
-    off_t size = lseek(scratch_.get(), 0, SEEK_CUR);
-    if (size < 0 || lseek(scratch_.get(), 0, SEEK_SET) != 0) return errno_error("lseek(scratch)");
+    off_t size = static_cast<off_t>(held_.size());
+    if (spilled_) {
+      size = lseek(scratch_.get(), 0, SEEK_CUR);
+      if (size < 0 || lseek(scratch_.get(), 0, SEEK_SET) != 0) return errno_error("lseek(scratch)");
+    }
     auto e = entry_for(redacted(shown), opened);
     archive_entry_set_size(e.get(), size);
     CORRAL_TRY(write_header(e.get()));
-    for (off_t done = 0; done < size;) {
-      ssize_t n = read(scratch_.get(), buf_.data(), buf_.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return errno_error("read(scratch)");
-      CORRAL_TRY(write_data(buf_.data(), static_cast<std::size_t>(n)));
-      done += n;
+    if (!spilled_) {
+      CORRAL_TRY(write_data(held_.data(), held_.size()));
+    } else {
+      for (off_t done = 0; done < size;) {
+        ssize_t n = read(scratch_.get(), buf_.data(), buf_.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return errno_error("read(scratch)");
+        CORRAL_TRY(write_data(buf_.data(), static_cast<std::size_t>(n)));
+        done += n;
+      }
     }
     report_.files++;
     return ok();
@@ -363,6 +389,8 @@ class Walker {
   ArchiveReport& report_;
   std::unique_ptr<archive, ArchiveCloser> writer_;
   UniqueFd scratch_;
+  std::string held_;      // the current file's redacted content, if small
+  bool spilled_ = false;  // ... else it is in scratch_
   std::string buf_;
   bool stopped_ = false;
 };

@@ -39,6 +39,7 @@ struct ArchiveLimits {
   std::uint64_t max_total_bytes = 1ull << 30;  // file content read, all files
   std::uint32_t max_path = 4096;         // bytes of an archived path
   int zstd_level = 3;
+  int zstd_threads = 2;  // 1: compress on the walking thread
 };
 
 // One directory of the layer and where its content goes in the archive:

@@ -254,9 +254,23 @@ TEST_F(LayerArchiverTest, HardLinksAreArchivedAsCopiesWithinTheBudget) {
   EXPECT_LE(report.content_bytes, 5000u);
 }
 
+// A file larger than what is held in memory (4 MiB) goes through the
+// scratch file: the same bytes come out, a secret across the spill point
+// included.
+TEST_F(LayerArchiverTest, LargeFilesGoThroughTheScratchFile) {
+  std::string big(6 << 20, 'z');
+  big.replace((4 << 20) - 7, kSecret.size(), kSecret);
+  put("big", big);
+  auto m = archive();
+  std::string expected = big;
+  expected.replace((4 << 20) - 7, kSecret.size(), "[REDACTED:API_TOKEN]");
+  EXPECT_EQ(m["rootfs/big"].content.size(), expected.size());
+  EXPECT_TRUE(m["rootfs/big"].content == expected);
+}
+
 TEST_F(LayerArchiverTest, UnwritableScratchIsAnError) {
   ArchiveRequest req;
-  put("f", "x");
+  put("f", std::string(5 << 20, 'x'));  // over what is held in memory
   req.sources.push_back({root_.get(), "rootfs/", {}});
   req.scratch_dir = "/nonexistent-corral-scratch";
   UniqueFd out(open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
