@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/fs.h"
+#include "base/json_text.h"
 #include "base/sha256.h"
 #include "base/unique_fd.h"
 #include "cli/commands.h"
@@ -65,7 +66,7 @@ int ls(sdk::RemoteProvider& daemon, const std::string& task, std::size_t limit, 
                                                             : std::string();
   } while (!cursor.empty() && all.size() < limit);
   if (as_json) {
-    printf("%s\n", all.dump(2).c_str());
+    printf("%s\n", json_text(all, 2).c_str());
     return 0;
   }
   printf("%-37s %-24s %-14s %12s %-20s %s\n", "ID", "TASK", "REASON", "SIZE", "CREATED",
