@@ -104,7 +104,7 @@ ApiResult<snapshot::SnapshotInfo> SnapshotService::take_sandbox(
     std::vector<std::string> env_secret_names) {
   auto layer = open_writable_layer(sandboxes_, sandbox_id);
   if (!layer) return tl::unexpected(layer.error());
-  const auto& entry = layer->lease.sandbox();
+  const std::shared_ptr<SandboxEntry> entry = layer->lease.sandbox();
   snapshot::SnapshotRequest request;
   request.task = std::move(task);
   request.reason = std::move(reason);
@@ -128,8 +128,17 @@ ApiResult<snapshot::SnapshotInfo> SnapshotService::take_sandbox(
   request.sources.push_back({layer->upper.get(), "rootfs/", {"run/secrets", "tmp", "dev/shm"}});
   request.sources.push_back({layer->tmp.get(), "rootfs/tmp/", {}});
   request.sources.push_back({layer->shm.get(), "rootfs/dev/shm/", {}});
-  auto taken = store_->take(request);
-  if (!taken) return api_fail(taken.error().wrap("snapshot of sandbox " + entry->id));
+  auto archived = store_->archive(request);
+  const std::string id = entry->id;
+  // The layer is read: the sandbox may go while the archive is uploaded.
+  request.sources.clear();
+  layer->upper.reset();
+  layer->tmp.reset();
+  layer->shm.reset();
+  layer->lease.release();
+  if (!archived) return api_fail(archived.error().wrap("snapshot of sandbox " + id));
+  auto taken = store_->store(request, std::move(*archived));
+  if (!taken) return api_fail(taken.error().wrap("snapshot of sandbox " + id));
   return *taken;
 }
 

@@ -8,6 +8,8 @@
 //   corral_snapshots_deleted_total{why="expired"|"quota"|"api"}
 //   corral_snapshot_bytes   (all stored snapshots)
 //
+// The layer is read under the lease; the lease is let go before the upload.
+//
 // For the task service: when a task fails, call
 //   take_sandbox(task.sandbox_id, task.id, task.reason, secret_names)
 // while the sandbox still lives (before its destroy). A failure is the

@@ -195,29 +195,43 @@ Status SnapshotStore::load() {
 }
 
 Result<SnapshotInfo> SnapshotStore::take(const SnapshotRequest& request) {
+  auto archived = archive(request);
+  if (!archived) return tl::unexpected(archived.error());
+  return store(request, std::move(*archived));
+}
+
+Result<SnapshotStore::Archived> SnapshotStore::archive(const SnapshotRequest& request) {
+  auto fail = [&](Error e) -> Result<Archived> {
+    if (events_.failed) events_.failed(request, e);
+    return tl::unexpected(std::move(e));
+  };
   // They go into object metadata (printable ASCII) and audit records.
   if (!request.task.empty() && !valid_label(request.task))
     return make_error(ErrorCode::kInvalidArgument, "a snapshot's task must be 1-128 of [A-Za-z0-9._:-]");
   if (!valid_label(request.reason))
     return make_error(ErrorCode::kInvalidArgument, "a snapshot's reason must be 1-128 of [A-Za-z0-9._:-]");
-  auto fail = [&](Error e) -> Result<SnapshotInfo> {
-    if (events_.failed) events_.failed(request, e);
-    return tl::unexpected(std::move(e));
-  };
   int raw = open(config_.scratch_dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
   if (raw < 0) return fail(errno_error("open(" + config_.scratch_dir + ", O_TMPFILE)").value());
-  UniqueFd out(raw);
-  ArchiveRequest archive;
-  archive.sources = request.sources;
-  archive.redaction = request.redaction;
-  archive.sealed_devices = request.sealed_devices;
-  archive.limits = config_.limits;
-  archive.scratch_dir = config_.scratch_dir;
-  archive.manifest_fields = manifest_fields(request);
-  auto report = archive_layer(archive, out.get());
+  Archived out{UniqueFd(raw), {}};
+  ArchiveRequest req;
+  req.sources = request.sources;
+  req.redaction = request.redaction;
+  req.sealed_devices = request.sealed_devices;
+  req.limits = config_.limits;
+  req.scratch_dir = config_.scratch_dir;
+  req.manifest_fields = manifest_fields(request);
+  auto report = archive_layer(req, out.file.get());
   if (!report) return fail(report.error().wrap("archiving the writable layer"));
-  auto stored = store_archive(request, out.get(), *report);
-  if (!stored) return fail(stored.error());
+  out.report = std::move(*report);
+  return out;
+}
+
+Result<SnapshotInfo> SnapshotStore::store(const SnapshotRequest& request, Archived archived) {
+  auto stored = store_archive(request, archived.file.get(), archived.report);
+  if (!stored) {
+    if (events_.failed) events_.failed(request, stored.error());
+    return stored;
+  }
   if (events_.created) events_.created(*stored);
   return stored;
 }

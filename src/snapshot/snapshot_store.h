@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "base/unique_fd.h"
 #include "objstore/object_store.h"
 #include "snapshot/layer_archiver.h"
 
@@ -108,6 +109,16 @@ class SnapshotStore {
   Status load();
 
   Result<SnapshotInfo> take(const SnapshotRequest& request);
+  // take() in two steps, so that a caller can let go of the layer (a
+  // sandbox's lease) before the upload: archive() reads the sources into a
+  // scratch file, store() puts it in the object store. Each reports its
+  // failure to events.failed.
+  struct Archived {
+    UniqueFd file;
+    ArchiveReport report;
+  };
+  Result<Archived> archive(const SnapshotRequest& request);
+  Result<SnapshotInfo> store(const SnapshotRequest& request, Archived archived);
   Result<SnapshotInfo> get(std::string_view id) const;
   // `task` empty: all. `limit` 1..1000. `cursor` from a previous page.
   Result<SnapshotPage> list(std::string_view task, std::size_t limit,
