@@ -14,4 +14,7 @@ int client_command(int argc, char** argv);  // corral create|ls|inspect|exec|cp|
 // corral secrets keygen|encrypt|check (the daemon's secret store files)
 int secrets_command(int argc, char** argv);
 
+// corral snapshot ls|get|rm (the daemon's failure snapshots, D4)
+int snapshot_command(int argc, char** argv);
+
 }  // namespace corral::cli

@@ -24,6 +24,7 @@ constexpr const char* kUsage =
     "  create|ls|inspect|exec|cp|rm     talk to the daemon (see `corral create --help`)\n"
     "  task run|get|ls|cancel|replay|outputs  tasks of the daemon (`corral task --help`)\n"
     "  volume create|ls|rm              the daemon's named persistent volumes\n"
+    "  snapshot ls|get|rm ...           the daemon's failure snapshots\n"
     "  version                          print the version\n"
     "\n"
     "`corral <command> --help` describes each command.\n";
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
   if (verb == "doctor") return corral::cli::doctor_command(argc - 1, argv + 1);
   if (verb == "serve") return corral::cli::serve_command(argc - 1, argv + 1);
   if (verb == "secrets") return corral::cli::secrets_command(argc - 1, argv + 1);
+  if (verb == "snapshot") return corral::cli::snapshot_command(argc - 1, argv + 1);
   if (verb == "create" || verb == "ls" || verb == "inspect" || verb == "exec" || verb == "cp" ||
       verb == "rm" || verb == "task" || verb == "volume")
     return corral::cli::client_command(argc, argv);

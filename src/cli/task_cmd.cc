@@ -229,14 +229,15 @@ Status save_output(sdk::RemoteProvider& daemon, const std::string& id, std::size
     return errno_error("open(" + dest + ")", errno,
                        errno == EEXIST ? "remove it or pick another --output-dir" : "");
   Sha256 digest;
-  std::string sent;
+  http::Headers headers;
   auto total = daemon.download(
       task_path(id) + "/outputs/" + std::to_string(n),
       [&](std::string_view data) -> Status {
         digest.update(data);
         return write_all(fd.get(), data, dest);
       },
-      &sent);
+      &headers);
+  const std::string sent(http::find_header(headers, "x-corral-sha256").value_or(""));
   if (!total || (!sent.empty() && Sha256::hex(digest.final()) != sent)) {
     ::unlink(dest.c_str());
     if (!total) return tl::unexpected(std::move(total).error().wrap("output " + std::to_string(n)));

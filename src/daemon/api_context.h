@@ -27,6 +27,7 @@ namespace corral::daemon {
 
 class SandboxService;
 class TaskService;
+class SnapshotService;
 
 struct ApiLimits {
   std::size_t max_json_body = 1 << 20;          // create, mkdir, ...
@@ -45,6 +46,8 @@ struct ApiContext {
   objstore::ObjectStore* objects = nullptr;
   TaskService* tasks = nullptr;  // null: the /v1/tasks routes answer 503
   volume::VolumeStore* volumes = nullptr;  // null: volumes are refused (503)
+  // Failure snapshots (D4); null when the daemon has no object store.
+  SnapshotService* snapshots = nullptr;
 };
 
 struct ApiRequest {
@@ -116,5 +119,10 @@ void handle_get_task(ApiContext& ctx, ApiRequest& r);
 void handle_cancel_task(ApiContext& ctx, ApiRequest& r);
 void handle_task_output(ApiContext& ctx, ApiRequest& r);
 void handle_task_log(ApiContext& ctx, ApiRequest& r);
+void handle_list_snapshots(ApiContext& ctx, ApiRequest& r);
+void handle_get_snapshot(ApiContext& ctx, ApiRequest& r);
+void handle_delete_snapshot(ApiContext& ctx, ApiRequest& r);
+void handle_download_snapshot(ApiContext& ctx, ApiRequest& r);
+void handle_snapshot_sandbox(ApiContext& ctx, ApiRequest& r);
 
 }  // namespace corral::daemon

@@ -54,6 +54,11 @@ const Route kRoutes[] = {
     {"GET", "/v1/volumes", handle_list_volumes},
     {"GET", "/v1/volumes/{name}", handle_get_volume},
     {"DELETE", "/v1/volumes/{name}", handle_delete_volume},
+    {"POST", "/v1/sandboxes/{id}/snapshot", handle_snapshot_sandbox},
+    {"GET", "/v1/snapshots", handle_list_snapshots},
+    {"GET", "/v1/snapshots/{id}", handle_get_snapshot},
+    {"DELETE", "/v1/snapshots/{id}", handle_delete_snapshot},
+    {"GET", "/v1/snapshots/{id}/archive", handle_download_snapshot},
 };
 
 // The segments of an absolute path, or nothing when one is empty: "//", a

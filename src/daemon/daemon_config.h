@@ -32,6 +32,7 @@
 #include "egress/gateway.h"
 #include "netns/network_policy.h"
 #include "objstore/object_store_config.h"
+#include "snapshot/snapshot_store.h"
 #include "secrets/secret_store.h"
 #include "spec/sandbox_spec.h"
 
@@ -152,6 +153,10 @@ struct DaemonConfig {
   // (serve.object_store; D5, docs/config.md): a local directory (default
   // <data_dir>/objects) or an S3 bucket. Opened at start.
   objstore::ObjectStoreConfig object_store;
+
+  // Failure snapshots (serve.snapshots; D4, docs/snapshots.md): retention,
+  // quota, the archiver's bounds. scratch_dir is set to data_dir at start.
+  snapshot::SnapshotConfig snapshots;
 
   // The base of every create (sandbox:); a request's fields go on top.
   SandboxSpec default_spec;

@@ -21,6 +21,7 @@
 #include "daemon/log_redactor.h"
 #include "daemon/metrics.h"
 #include "daemon/object_store_open.h"
+#include "daemon/snapshot_service.h"
 #include "daemon/sandbox_service.h"
 #include "daemon/secret_service.h"
 #include "daemon/task_service.h"
@@ -260,12 +261,22 @@ int serve(const ServeFlags& flags) {
   const std::string volume_note = volumes.start();
   service.set_volumes(&volumes);
   std::string reconciled = service.start() + "; " + volume_note;
-  // Tasks (docs/tasks.md): their inputs, outputs and logs in the object store.
+  snapshot::SnapshotConfig snapshot_config = config.snapshots;
+  snapshot_config.scratch_dir = config.data_dir;
+  SnapshotService snapshots(service, **objects, snapshot_config, metrics);
+  // An object store that cannot be read now does not stop the daemon: the
+  // sweeper reads the snapshots again on its next round.
+  if (auto started = snapshots.start(); !started)
+    fprintf(stderr, "corral serve: warning: %s\n", started.error().to_string().c_str());
+  // Tasks (docs/tasks.md): their inputs, outputs and logs in the object
+  // store, their failure snapshots through the snapshot service.
   TaskService tasks(config.tasks, service, *store, objects->get(), metrics);
+  tasks.set_snapshots(&snapshots);
   reconciled += "; " + tasks.start();
 
   ApiContext context{service, metrics, ApiLimits{}, objects->get()};
   context.volumes = &volumes;
+  context.snapshots = &snapshots;
   context.limits.max_exec_output = config.max_exec_output_bytes;
   context.limits.max_upload = config.max_upload_bytes;
   context.tasks = &tasks;

@@ -72,6 +72,13 @@ serve:
     # s3: endpoint: https://s3.example.com, bucket: corral, prefix: prod/, region: us-east-1,
     #     access_key_secret: s3_access_key, secret_key_secret: s3_secret_key (secret-store names)
     timeout: 30s                # connect, and any stall of a transfer (s3)
+  snapshots:                    # failure snapshots of tasks (docs/snapshots.md)
+    retention: 168h             # kept 7 days, then deleted by the sweeper
+    quota: 10Gi                 # all snapshots together; the oldest are evicted first
+    sweep_interval: 1m
+    max_files: 100000           # entries archived per snapshot (more: partial)
+    max_depth: 64               # directory levels
+    max_bytes: 1Gi              # file content read per snapshot
 sandbox:                        # defaults of every sandbox, as for corral run --config
   cpu_limit: "2"
   memory_limit: "2Gi"

@@ -13,6 +13,7 @@
 #include "base/sha256.h"
 #include "daemon/file_ops.h"
 #include "daemon/sandbox_service.h"
+#include "daemon/snapshot_service.h"
 #include "daemon/task_service.h"
 #include "secrets/redactor.h"
 
@@ -158,13 +159,17 @@ class TaskService::Runner {
     const bool failed = outcome_.has_value();
     if (sandbox_ && req_.snapshot != "never" && (failed || req_.snapshot == "always")) {
       const auto t0 = Clock::now();
-      auto snap = take_failure_snapshot(
-          s_.sandboxes_, s_.objects_,
-          SnapshotRequest{task_, sandbox_->id, failed ? outcome_->reason : std::string()});
       TaskUpdate u;
-      if (snap && *snap) u.snapshot_id = **snap;
-      if (!snap) u.snapshot_error = snap.error().message;
-      if (snap && !*snap) u.snapshot_error = "no snapshot was taken";
+      if (s_.snapshots_ == nullptr) {
+        u.snapshot_error = "this daemon has no snapshot service";
+      } else {
+        // D4: the layer while the sandbox lives; the task's result stands
+        // whatever happens here (a failure is its snapshot_error).
+        auto snap = s_.snapshots_->take_sandbox(sandbox_->id, task_.id,
+                                                failed ? outcome_->reason : "succeeded", {});
+        if (snap) u.snapshot_id = snap->id;
+        else u.snapshot_error = snap.error().message;
+      }
       update(u);
       s_.observe_stage(TaskStage::kSnapshot, Clock::now() - t0);
     }

@@ -406,11 +406,4 @@ api::TaskInfo TaskService::info_of(const TaskRecord& t, bool with_request) {
   return info;
 }
 
-Result<std::optional<std::string>> take_failure_snapshot(SandboxService&, objstore::ObjectStore*,
-                                                         const SnapshotRequest&) {
-  // Filled by the snapshot service (issue 15 point 7): until it is merged,
-  // no snapshot is taken and snapshot_error says why.
-  return make_error(ErrorCode::kUnavailable, "this daemon has no snapshot service");
-}
-
 }  // namespace corral::daemon

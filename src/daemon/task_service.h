@@ -9,7 +9,7 @@
 //               sandbox's layer survives the daemon); process_id stored first
 //   collect     outputs read through the confined root, hashed, stored in the
 //               object store at tasks/<id>/<attempt>/outputs/<n>
-//   snapshot    take_failure_snapshot() (the snapshot service's hook)
+//   snapshot    SnapshotService::take_sandbox (on failure, or always)
 //   destroy     the sandbox is destroyed (unless keep_sandbox)
 //   cleanup     the destroy's residue recorded
 // Every transition is stored (update_task), audited (task.transition) and
@@ -50,6 +50,7 @@
 namespace corral::daemon {
 
 class SandboxService;
+class SnapshotService;
 struct ProcessEntry;
 
 class TaskService {
@@ -88,6 +89,9 @@ class TaskService {
                                    const LogSink& emit, const std::function<bool()>& gone);
 
   objstore::ObjectStore* objects() const { return objects_; }
+  // Where failure snapshots go (D4); unset: a failed task records
+  // snapshot_error "this daemon has no snapshot service". Before start().
+  void set_snapshots(SnapshotService* snapshots) { snapshots_ = snapshots; }
   const TaskConfig& config() const { return config_; }
   // Removes finished tasks older than the retention, with their stored
   // objects; returns how many. Run by the pruner thread; public for tests.
@@ -123,6 +127,7 @@ class TaskService {
   StateStore& store_;
   objstore::ObjectStore* objects_;
   MetricsRegistry& metrics_;
+  SnapshotService* snapshots_ = nullptr;
 
   std::mutex mu_;  // guards queue_, queued_ids_, active_, cancel_requested_, stopping_
   std::condition_variable queue_cv_;
@@ -142,18 +147,5 @@ class TaskService {
   std::array<std::mutex, 64> submit_locks_;  // per-id submit guard, striped
   std::atomic<std::int64_t> queued_{0}, running_{0};
 };
-
-// The hook the snapshot service fills (issue 15 point 7, on its own
-// branch): archive the failed task's writable layer. Returns the snapshot
-// id, or an error that is recorded as snapshot_error. Until that service
-// is merged it takes no snapshot and says so.
-struct SnapshotRequest {
-  const TaskRecord& task;
-  std::string sandbox_id;
-  std::string reason;
-};
-Result<std::optional<std::string>> take_failure_snapshot(SandboxService& sandboxes,
-                                                         objstore::ObjectStore* objects,
-                                                         const SnapshotRequest& request);
 
 }  // namespace corral::daemon

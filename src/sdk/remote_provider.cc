@@ -239,16 +239,13 @@ Result<std::uint64_t> RemoteProvider::get_file_to(std::string_view id, std::stri
 }
 
 Result<std::uint64_t> RemoteProvider::download(std::string_view target, const ByteSink& sink,
-                                               std::string* sha256_hex) {
+                                               http::Headers* response_headers) {
   auto c = lease();
   if (!c) return tl::unexpected(std::move(c).error());
   auto head = (*c)->send("GET", target, with_auth({}), {});
   if (!head) return tl::unexpected(std::move(head).error());
   if (head->status != 200) return tl::unexpected(read_error(**c, *head));
-  if (sha256_hex != nullptr) {
-    auto sent = head->header("x-corral-sha256");
-    *sha256_hex = sent ? std::string(*sent) : std::string();
-  }
+  if (response_headers) *response_headers = head->headers;
   std::uint64_t total = 0;
   std::string buf(kReadChunk, '\0');
   for (;;) {

@@ -62,11 +62,11 @@ class RemoteProvider : public SandboxProvider {
   Result<std::string> call(std::string_view method, std::string_view target,
                            std::string_view json_body = {}, const http::Headers& headers = {});
 
-  // GET `target` (a download route: a file, a task's output, a snapshot's
-  // archive) streamed to `sink`, with bounded memory. Returns the byte
-  // count; *sha256_hex gets the X-Corral-Sha256 header ("" without one).
+  // GET of a byte resource (a snapshot archive, ...) into `sink`; the
+  // answer's headers in `response_headers` if given. An answer shorter than
+  // its Content-Length is an error.
   Result<std::uint64_t> download(std::string_view target, const ByteSink& sink,
-                                 std::string* sha256_hex = nullptr);
+                                 http::Headers* response_headers = nullptr);
 
   const http::Endpoint& endpoint() const { return endpoint_; }
 
