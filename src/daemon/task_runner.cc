@@ -10,6 +10,7 @@
 
 #include <cstring>
 
+#include "base/json_text.h"
 #include "base/sha256.h"
 #include "daemon/file_ops.h"
 #include "daemon/sandbox_service.h"
@@ -291,7 +292,7 @@ class TaskService::Runner {
     if (spec->spec.limits.max_lifetime < needed) spec->spec.limits.max_lifetime = needed;
     const std::string key = new_create_key(task_);
     TaskUpdate keyed;
-    keyed.resolved_json = nlohmann::json{{"create_key", key}}.dump();
+    keyed.resolved_json = json_text(nlohmann::json{{"create_key", key}});
     if (!update(keyed)) return false;
     auto made = s_.sandboxes_.create(*spec, key, task_.ns);
     s_.observe_stage(TaskStage::kCreate, Clock::now() - t0);

@@ -226,6 +226,11 @@ ApiResult<TaskRecord> TaskService::cancel(const std::string& ns, std::string_vie
     }
     a = it->second;
   }
+  // Its runner may have stored the end already and not yet let go of it.
+  if (is_finished(t->status))
+    return api_fail(api::ApiErrorCode::kConflict,
+                    "task " + t->id + " is already " + std::string(task_status_name(t->status)),
+                    "status");
   a->cancel = true;
   std::shared_ptr<ProcessEntry> p;
   {

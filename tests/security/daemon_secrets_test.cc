@@ -5,6 +5,7 @@
 // (the state database included) and the temp dirs. Values are random per
 // test; the tests pass them to the sandbox only through the store.
 #include <fcntl.h>
+#include <ctime>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -64,8 +65,12 @@ struct SecretFile {
 
 // Every regular file under `root`, on `root`'s own file system, whose
 // bytes contain `needle`. Other mounts are not entered: /tmp may hold other
-// tests' sandboxes with /proc mounted (reading /proc/kmsg blocks).
-std::vector<std::string> files_containing(const std::string& root, const std::string& needle) {
+// tests' sandboxes with /proc mounted (reading /proc/kmsg blocks). Files
+// whose status last changed before `since` (unix seconds) are not read: a
+// leak during the test changes its file's ctime, and an unrelated big tree
+// left in /tmp (an old build) would make the scan take minutes.
+std::vector<std::string> files_containing(const std::string& root, const std::string& needle,
+                                          std::time_t since = 0) {
   std::vector<std::string> hits;
   struct stat root_st {};
   if (::lstat(root.c_str(), &root_st) != 0) return hits;
@@ -80,6 +85,7 @@ std::vector<std::string> files_containing(const std::string& root, const std::st
       continue;
     }
     if (!S_ISREG(st.st_mode) || st.st_size > (64 << 20)) continue;
+    if (st.st_ctime < since) continue;
     int fd = ::open(it->path().c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) continue;
     std::string data(static_cast<std::size_t>(st.st_size), '\0');
@@ -132,6 +138,7 @@ std::vector<std::string> split_writer(const std::string& var) {
 }
 
 TEST(DaemonSecrets, EnvAndFileSecretsReachTheSandboxButNeverLeaveIt) {
+  const std::time_t test_start = ::time(nullptr) - 1;
   SecretFile store({"api", "db", "unused"});
   TestDaemon d({}, store.config());
   ASSERT_TRUE(d.ready()) << d.output();
@@ -236,8 +243,9 @@ TEST(DaemonSecrets, EnvAndFileSecretsReachTheSandboxButNeverLeaveIt) {
   for (const auto& [key, value] : store.values) {
     for (const std::string& root :
          {d.data_dir(), std::string("/run/corral"), std::string("/dev/shm")})
-      EXPECT_TRUE(files_containing(root, value).empty()) << key << " found under " << root;
-    for (const auto& hit : files_containing("/tmp", value))
+      EXPECT_TRUE(files_containing(root, value, test_start).empty())
+          << key << " found under " << root;
+    for (const auto& hit : files_containing("/tmp", value, test_start))
       EXPECT_EQ(hit, store.path) << key << " found in " << hit;
     EXPECT_EQ(d.output().find(value), std::string::npos);
   }

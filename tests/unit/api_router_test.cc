@@ -80,7 +80,7 @@ TEST(ApiRouter, KnownPathsRouteWithTheirParameters) {
     std::string path = info.pattern;
     for (auto [from, to] :
          {std::pair<std::string, std::string>{"{id}", "sb-0123"}, {"{pid}", "p-4567"},
-          {"{name}", "vol-1"}}) {
+          {"{name}", "vol-1"}, {"{n}", "3"}}) {
       if (auto at = path.find(from); at != std::string::npos) path.replace(at, from.size(), to);
     }
     SCOPED_TRACE(info.method + " " + path);
@@ -92,6 +92,7 @@ TEST(ApiRouter, KnownPathsRouteWithTheirParameters) {
     if (info.pattern.find("{id}") != std::string::npos) expected.push_back("sb-0123");
     if (info.pattern.find("{pid}") != std::string::npos) expected.push_back("p-4567");
     if (info.pattern.find("{name}") != std::string::npos) expected.push_back("vol-1");
+    if (info.pattern.find("{n}") != std::string::npos) expected.push_back("3");
     EXPECT_EQ(r.params, expected);
   }
 }
@@ -157,7 +158,7 @@ TEST(ApiRouter, HeadRoutesToTheGetHandler) {
     std::string path = info.pattern;
     for (auto [from, to] :
          {std::pair<std::string, std::string>{"{id}", "sb-0123"}, {"{pid}", "p-4567"},
-          {"{name}", "vol-1"}}) {
+          {"{name}", "vol-1"}, {"{n}", "3"}}) {
       if (auto at = path.find(from); at != std::string::npos) path.replace(at, from.size(), to);
     }
     SCOPED_TRACE(path);
