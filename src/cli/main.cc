@@ -22,7 +22,7 @@ constexpr const char* kUsage =
     "  serve [options]                  run the daemon (HTTP API)\n"
     "  secrets keygen|encrypt|check     manage the daemon's secret store files\n"
     "  create|ls|inspect|exec|cp|rm     talk to the daemon (see `corral create --help`)\n"
-    "  task run|get|ls|cancel|replay|outputs  tasks of the daemon (`corral task --help`)\n"
+    "  task run|get|ls|cancel|outputs   tasks of the daemon (`corral task --help`)\n"
     "  volume create|ls|rm              the daemon's named persistent volumes\n"
     "  snapshot ls|get|rm ...           the daemon's failure snapshots\n"
     "  version                          print the version\n"

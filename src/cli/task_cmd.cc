@@ -1,4 +1,4 @@
-// corral task run|get|ls|cancel|replay|outputs: tasks of the daemon
+// corral task run|get|ls|cancel|outputs: tasks of the daemon
 // (docs/tasks.md, docs/cli.md "Tasks"; REQUIREMENTS.md D6, T2). A task is
 // submitted under an id the client chooses, so running the same `corral
 // task run` again after a crash or a timeout never runs the command twice:
@@ -39,7 +39,6 @@ constexpr const char* kTaskUsage =
     "       corral task get ID [--wait DURATION] [--json]\n"
     "       corral task ls [--status S[,S...]] [--limit N] [--json]\n"
     "       corral task cancel ID [--json]\n"
-    "       corral task replay ID [--network] [--json]\n"
     "       corral task outputs ID [N...] [--output-dir DIR]\n"
     "\n"
     "Tasks run a command once in a fresh sandbox: inputs pushed in, outputs\n"
@@ -102,16 +101,6 @@ constexpr const char* kCancelUsage =
     "Ends a queued or running task: its command is killed, its status is cancelled.\n"
     "\n"
     "options:\n"
-    "  --json               the API's JSON\n";
-
-constexpr const char* kReplayUsage =
-    "usage: corral task replay ID [--network] [--json]\n"
-    "\n"
-    "Runs a finished task again in a fresh sandbox, under a new id linked to it,\n"
-    "from its stored inputs (T2). The replay has no network unless --network.\n"
-    "\n"
-    "options:\n"
-    "  --network            keep the original task's network policy\n"
     "  --json               the API's JSON\n";
 
 constexpr const char* kOutputsUsage =
@@ -470,14 +459,12 @@ int list_tasks(const std::vector<std::string_view>& args) {
   return 0;
 }
 
-// cancel ID, replay ID: a POST on the task; prints the task it answers.
-int post_on_task(const std::vector<std::string_view>& args, const char* action) {
-  const bool replay = std::string_view(action) == "replay";
-  ClientFlags flags(replay ? kReplayUsage : kCancelUsage);
+// cancel ID: a POST on the task; prints the task it answers.
+int cancel_task(const std::vector<std::string_view>& args) {
+  ClientFlags flags(kCancelUsage);
   std::string id;
-  bool as_json = false, network = false;
+  bool as_json = false;
   flags.flag({"--json"}, as_json);
-  if (replay) flags.flag({"--network"}, network);
   flags.positional([&](std::string_view a) -> Refusal {
     if (!id.empty()) return "one task ID at a time";
     id = a;
@@ -487,9 +474,7 @@ int post_on_task(const std::vector<std::string_view>& args, const char* action) 
   if (id.empty()) return flags.usage_error("which task? give its ID");
   auto daemon = connect(flags.endpoint());
   if (!daemon) return command_failure(daemon.error());
-  std::string body;
-  if (replay) body = network ? R"({"network":"original"})" : "{}";
-  auto reply = (*daemon)->call("POST", task_path(id) + "/" + action, body);
+  auto reply = (*daemon)->call("POST", task_path(id) + "/cancel");
   if (!reply) return command_failure(reply.error());
   auto task = parse_reply(*reply);
   if (as_json || !task) return print_json(reply);
@@ -540,11 +525,10 @@ int task_command(const std::vector<std::string_view>& args) {
   if (sub == "run") return run_task(rest);
   if (sub == "get") return get_task(rest);
   if (sub == "ls") return list_tasks(rest);
-  if (sub == "cancel") return post_on_task(rest, "cancel");
-  if (sub == "replay") return post_on_task(rest, "replay");
+  if (sub == "cancel") return cancel_task(rest);
   if (sub == "outputs") return task_outputs(rest);
   return usage_error("unknown task command \"" + std::string(sub) +
-                         "\": run, get, ls, cancel, replay or outputs",
+                         "\": run, get, ls, cancel or outputs",
                      kTaskUsage);
 }
 

@@ -1,5 +1,7 @@
 #include "store/task_record.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 namespace corral {
@@ -147,7 +149,31 @@ bool task_transition_allowed(TaskStatus from, TaskStatus to) {
   return false;
 }
 
+// How deep `text` nests arrays and objects (brackets inside strings do not
+// count). Scanned before parsing: the comparison and nlohmann's dump
+// recurse once per level.
+int nesting_depth(std::string_view text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 std::string first_differing_field(std::string_view a_json, std::string_view b_json) {
+  if (nesting_depth(a_json) > kMaxCompareDepth || nesting_depth(b_json) > kMaxCompareDepth)
+    return "(document)";
   Json a = Json::parse(a_json.begin(), a_json.end(), nullptr, /*allow_exceptions=*/false);
   Json b = Json::parse(b_json.begin(), b_json.end(), nullptr, /*allow_exceptions=*/false);
   if (a.is_discarded() || b.is_discarded()) return "(document)";

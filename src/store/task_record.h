@@ -161,7 +161,12 @@ struct TaskUpdate {
 // [A-Za-z0-9_-]+ is quoted: env["A.B"]), or empty when they are
 // equal. Objects are compared key by key in sorted order, a key present in
 // one only counts as differing; arrays element by element, then by length.
-// Both must be valid JSON (otherwise "" is never returned: "(document)").
+// Both must be valid JSON (otherwise "" is never returned: "(document)"),
+// nested at most kMaxCompareDepth deep (deeper: "(document)", never equal;
+// the API's reader refuses requests nested deeper than 32 long before).
+inline constexpr int kMaxCompareDepth = 64;
 std::string first_differing_field(std::string_view a_json, std::string_view b_json);
+// How deep `text` nests arrays and objects.
+int nesting_depth(std::string_view text);
 
 }  // namespace corral

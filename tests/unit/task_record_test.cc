@@ -298,3 +298,22 @@ TEST(FirstDifferingField, AgreesWithAReferenceOnRandomDocuments) {
 
 }  // namespace
 }  // namespace corral
+
+namespace corral {
+namespace {
+
+// The comparison recurses once per level: documents nested deeper than it
+// takes are never equal and never parsed (a request's own reader stops at
+// 32 levels long before).
+TEST(FirstDiffDepth, DocumentsDeeperThanTheBoundAreRefusedWhole) {
+  auto nested = [](int levels) { return std::string(levels, '[') + std::string(levels, ']'); };
+  EXPECT_EQ(nesting_depth(nested(kMaxCompareDepth)), kMaxCompareDepth);
+  EXPECT_EQ(nesting_depth(R"({"a":"[[[[","b":[1]})"), 2) << "brackets in strings do not count";
+  EXPECT_EQ(first_differing_field(nested(kMaxCompareDepth), nested(kMaxCompareDepth)), "");
+  EXPECT_EQ(first_differing_field(nested(kMaxCompareDepth + 1), nested(kMaxCompareDepth + 1)),
+            "(document)");
+  EXPECT_EQ(first_differing_field(nested(100000), "{}"), "(document)");
+}
+
+}  // namespace
+}  // namespace corral
