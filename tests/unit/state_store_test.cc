@@ -2,6 +2,7 @@
 // every pair of states against transition_allowed(), atomicity of a failed
 // transition, durability when the writer is SIGKILLed at random moments,
 // and use from several threads.
+#include "support/temp_dir.h"
 #include "store/state_store.h"
 
 #include <fcntl.h>
@@ -30,22 +31,9 @@ namespace {
 
 using S = SandboxState;
 
-class TempDir {
+class TempDir : public ::corral::testing::TempDir {
  public:
-  TempDir() {
-    std::string tmpl = "/tmp/corral-store-unit-XXXXXX";
-    char* d = mkdtemp(tmpl.data());
-    EXPECT_NE(d, nullptr);
-    path_ = d != nullptr ? d : "/nonexistent";
-  }
-  ~TempDir() {
-    std::string cmd = "rm -rf '" + path_ + "'";
-    (void)std::system(cmd.c_str());
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
+  TempDir() : ::corral::testing::TempDir("corral-store-unit") {}
 };
 
 // Runs one SQL statement on a second, raw connection (as another process

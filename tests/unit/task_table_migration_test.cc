@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "support/temp_dir.h"
 #include "store/state_store.h"
 
 namespace corral {
@@ -22,22 +23,9 @@ using S = SandboxState;
 const std::string kFixture =
     std::string(CORRAL_TEST_SOURCE_DIR) + "/tests/fixtures/state-v4/state.db";
 
-class TempDir {
+class TempDir : public ::corral::testing::TempDir {
  public:
-  TempDir() {
-    std::string tmpl = "/tmp/corral-task-migration-XXXXXX";
-    char* d = mkdtemp(tmpl.data());
-    EXPECT_NE(d, nullptr);
-    path_ = d != nullptr ? d : "/nonexistent";
-  }
-  ~TempDir() {
-    std::string cmd = "rm -rf '" + path_ + "'";
-    (void)std::system(cmd.c_str());
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
+  TempDir() : ::corral::testing::TempDir("corral-task-migration") {}
 };
 
 // Every row of `sql`'s result, each column with its SQLite type, on a

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "support/temp_dir.h"
 #include "store/state_store.h"
 #include "store/task_record.h"
 
@@ -16,22 +17,9 @@ namespace corral::task_test {
 
 using T = TaskStatus;
 
-class TempDir {
+class TempDir : public ::corral::testing::TempDir {
  public:
-  TempDir() {
-    std::string tmpl = "/tmp/corral-task-unit-XXXXXX";
-    char* d = mkdtemp(tmpl.data());
-    EXPECT_NE(d, nullptr);
-    path_ = d != nullptr ? d : "/nonexistent";
-  }
-  ~TempDir() {
-    std::string cmd = "rm -rf '" + path_ + "'";
-    (void)std::system(cmd.c_str());
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
+  TempDir() : ::corral::testing::TempDir("corral-task-unit") {}
 };
 
 inline std::string raw_sql(const std::string& path, const std::string& sql) {
