@@ -28,6 +28,7 @@
 
 #include "jail/cgroup.h"
 #include "support/daemon_harness.h"
+#include "support/proc_files.h"
 #include "support/sandbox_harness.h"
 #include "support/skip.h"
 
@@ -73,23 +74,10 @@ std::string describe(const HttpReply& r) {
 
 // ---- what the host shows ---------------------------------------------------------------
 
-// /proc/<pid>/stat's parent pid, or 0.
-pid_t parent_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto paren = text.rfind(')');
-  if (paren == std::string::npos) return 0;
-  std::istringstream rest(text.substr(paren + 2));
-  std::string state;
-  pid_t ppid = 0;
-  rest >> state >> ppid;
-  return ppid;
-}
-
 bool descends_from(pid_t pid, pid_t ancestor) {
   for (int depth = 0; pid > 1 && depth < 64; ++depth) {
     if (pid == ancestor) return true;
-    pid = parent_of(pid);
+    pid = proc_parent(pid);
   }
   return false;
 }

@@ -2,6 +2,7 @@
 // serve` that a TestDaemon starts dies with the test process, so a test
 // run that is aborted or killed leaks no daemon.
 #include "support/daemon_harness.h"
+#include "support/proc_files.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -58,23 +59,14 @@ std::set<pid_t> children_of_self() {
     char* end = nullptr;
     const long pid = std::strtol(e->d_name, &end, 10);
     if (end == e->d_name || *end != '\0') continue;
-    std::ifstream in(std::string("/proc/") + e->d_name + "/stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    // "pid (comm) state ppid ...": comm may hold anything, ") " ends it.
-    const std::size_t close = stat.rfind(") ");
-    if (close == std::string::npos) continue;
-    std::istringstream fields(stat.substr(close + 2));
-    std::string state;
-    long ppid = 0;
-    if (fields >> state >> ppid && ppid == self) out.insert(static_cast<pid_t>(pid));
+    if (proc_parent(static_cast<pid_t>(pid)) == self) out.insert(static_cast<pid_t>(pid));
   }
   closedir(proc);
   return out;
 }
 
 std::string describe(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
-  std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string cmd = read_proc_text("/proc/" + std::to_string(pid) + "/cmdline");
   std::replace(cmd.begin(), cmd.end(), '\0', ' ');
   return std::to_string(pid) + " (" + cmd + ")";
 }

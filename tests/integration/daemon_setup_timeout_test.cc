@@ -14,6 +14,7 @@
 
 #include "jail/cgroup.h"
 #include "support/daemon_harness.h"
+#include "support/proc_files.h"
 #include "support/sandbox_harness.h"
 
 namespace corral::testing {
@@ -26,15 +27,8 @@ pid_t child_named(pid_t parent, const std::string& name) {
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
     const std::string pid = entry.path().filename();
     if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "stat");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const auto open = text.find('('), close = text.rfind(')');
-    if (open == std::string::npos || close == std::string::npos) continue;
-    std::istringstream rest(text.substr(close + 2));
-    std::string state;
-    pid_t ppid = 0;
-    rest >> state >> ppid;
-    if (ppid == parent && text.substr(open + 1, close - open - 1) == name) return std::stoi(pid);
+    const ProcStat stat = proc_stat(std::stoi(pid));
+    if (proc_parent(std::stoi(pid)) == parent && stat.comm == name) return std::stoi(pid);
   }
   return -1;
 }

@@ -1,5 +1,7 @@
 #include "support/sandbox_harness.h"
 
+#include "support/proc_files.h"
+
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <ifaddrs.h>
@@ -340,16 +342,7 @@ RunOutcome CorralProcess::wait(std::chrono::seconds timeout) {
 }
 
 std::uint64_t host_start_time(std::int64_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto paren = text.rfind(')');
-  if (paren == std::string::npos) return 0;
-  std::istringstream rest(text.substr(paren + 2));
-  std::string field;
-  for (int i = 3; i <= 22; ++i) {
-    if (!(rest >> field)) return 0;
-  }
-  return std::strtoull(field.c_str(), nullptr, 10);
+  return proc_start_time(static_cast<pid_t>(pid));
 }
 
 std::string interface_with(const std::string& address) {
