@@ -9,6 +9,7 @@
 #include "api/codec_internal.h"
 #include "api/json_writer.h"
 #include "api/task_model.h"
+#include "base/sha256.h"
 #include "base/strings.h"
 
 namespace corral::api {
@@ -71,18 +72,43 @@ Result<std::optional<std::string>> read_sha256(const Obj& obj) {
   return std::optional<std::string>(std::move(*s));
 }
 
+// A stored request's inline input: the hash and size of bytes the state
+// store keeps (task_model.h).
+Status read_stored_content(const Obj& obj, TaskInput& in) {
+  auto hash = read_string(*obj.get("content_sha256"), obj.at("content_sha256"), obj.ctx());
+  if (!hash) return tl::unexpected<Error>(hash.error());
+  if (!is_hex64(*hash))
+    return fail(ApiErrorCode::kInvalidValue, obj.at("content_sha256"), "is not a SHA-256 digest");
+  const Json* size = obj.get("content_size");
+  if (size == nullptr || !size->is_number_unsigned())
+    return fail(ApiErrorCode::kInvalidValue, obj.at("content_size"), "is not a byte count");
+  in.content_sha256 = std::move(*hash);
+  in.content_size = size->get<std::uint64_t>();
+  return ok();
+}
+
 Result<TaskInput> read_input(const Json& v, const std::string& path, const Ctx& ctx,
                              std::uint64_t& inline_left) {
-  auto obj = open_object(
-      v, path, ctx,
-      {"path", "content", "content_b64", "object", "volume", "volume_path", "sha256"},
-      "an object {\"path\", and one of \"content\", \"content_b64\", \"object\", \"volume\"}");
+  // Only a stored request names its bytes by hash; a request sends them.
+  const bool stored = &ctx == &kStored;
+  constexpr std::string_view kExpected =
+      "an object {\"path\", and one of \"content\", \"content_b64\", \"object\", \"volume\"}";
+  auto obj = stored ? open_object(v, path, ctx,
+                                  {"path", "content", "content_b64", "object", "volume",
+                                   "volume_path", "sha256", "content_sha256", "content_size"},
+                                  kExpected)
+                    : open_object(v, path, ctx,
+                                  {"path", "content", "content_b64", "object", "volume",
+                                   "volume_path", "sha256"},
+                                  kExpected);
   if (!obj) return tl::unexpected<Error>(obj.error());
   TaskInput in;
   auto p = read_task_path(*obj, "path");
   if (!p) return tl::unexpected<Error>(p.error());
   in.path = std::move(*p);
-  const bool has_content = obj->get("content") != nullptr || obj->get("content_b64") != nullptr;
+  const bool has_stored = stored && obj->get("content_sha256") != nullptr;
+  const bool has_content = has_stored || obj->get("content") != nullptr ||
+                           obj->get("content_b64") != nullptr;
   const bool has_object = obj->get("object") != nullptr;
   const bool has_volume = obj->get("volume") != nullptr;
   if (int(has_content) + int(has_object) + int(has_volume) != 1)
@@ -91,10 +117,15 @@ Result<TaskInput> read_input(const Json& v, const std::string& path, const Ctx& 
                 "object-store key) or \"volume\" with \"volume_path\"");
   if (!has_volume && obj->get("volume_path") != nullptr)
     return fail(ApiErrorCode::kInvalidValue, obj->at("volume_path"), "is only for a volume input");
-  if (has_content) {
+  if (has_stored) {
+    CORRAL_TRY(read_stored_content(*obj, in));
+  } else if (has_content) {
     auto bytes = read_bytes(*obj, "content", static_cast<std::size_t>(inline_left));
     if (!bytes) return tl::unexpected<Error>(bytes.error());
     in.content = std::move(**bytes);
+    in.content_held = true;
+    in.content_sha256 = sha256_hex(in.content);
+    in.content_size = in.content.size();
     inline_left -= in.content.size();
   } else if (has_object) {
     auto key = read_string(*obj->get("object"), obj->at("object"), ctx);
@@ -298,7 +329,8 @@ Json input_json(const TaskInput& in) {
   j["path"] = in.path;
   switch (in.source) {
     case TaskInput::Source::kContent:
-      put_bytes(j, "content", in.content);
+      j["content_sha256"] = in.content_sha256;
+      j["content_size"] = in.content_size;
       break;
     case TaskInput::Source::kObject:
       j["object"] = in.object_key;

@@ -7,7 +7,8 @@
 // Canonical form (to_canonical_json): every task-level field present, the
 // code's defaults filled in (required true, snapshot "on_failure",
 // keep_sandbox false, empty lists and maps), sizes in bytes and durations
-// in milliseconds, byte strings as text when UTF-8 (else *_b64). So `{}`
+// in milliseconds, byte strings as text when UTF-8 (else *_b64), an inline
+// input's bytes as their "content_sha256" and "content_size". So `{}`
 // and the explicit defaults compare equal, and "10m" equals 600000 ms.
 // Defaults that come from the daemon's configuration (timeout, max_size)
 // stay null when the request leaves them out: a repeat is compared with
@@ -39,7 +40,15 @@ struct TaskInput {
   enum class Source { kContent, kObject, kVolume };
   std::string path;  // absolute, normalized, inside the sandbox
   Source source = Source::kContent;
-  std::string content;     // kContent: the bytes ("content" or "content_b64")
+  // kContent: the bytes ("content" or "content_b64") when held here: a
+  // request as received holds them; a stored request (canonical form) has
+  // only their hash and size, and the state store keeps the bytes beside
+  // the task (StateStore::task_input_content), so a task's row and every
+  // answer stay small however large its inputs are.
+  std::string content;
+  bool content_held = false;
+  std::string content_sha256;  // kContent: lowercase hex of the bytes
+  std::uint64_t content_size = 0;
   std::string object_key;  // kObject: an object-store key
   std::string volume;      // kVolume
   std::string volume_path;

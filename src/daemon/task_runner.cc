@@ -361,7 +361,15 @@ class TaskService::Runner {
       return ok();
     };
     if (in.source == api::TaskInput::Source::kContent) {
-      if (auto st = sink(std::span<const char>(in.content.data(), in.content.size())); !st)
+      std::string_view bytes = in.content;
+      Result<TaskInputContent> stored;
+      if (!in.content_held) {
+        stored = s_.store_.task_input_content(task_.id, i);
+        if (!stored)
+          return fail("input_missing", where + ": its stored bytes: " + stored.error().message);
+        bytes = stored->bytes;
+      }
+      if (auto st = sink(std::span<const char>(bytes.data(), bytes.size())); !st)
         return fail("disk_quota", where + ": " + st.error().message);
     } else {
       if (s_.objects_ == nullptr)
@@ -380,6 +388,13 @@ class TaskService::Runner {
       }
     }
     const std::string actual = Sha256::hex(hash.final());
+    // The state store's copy is what was submitted (bytes from a damaged
+    // database are not the client's input to run).
+    if (in.source == api::TaskInput::Source::kContent && actual != in.content_sha256) {
+      (void)root.remove(in.path);
+      return fail("internal", where + ": its stored bytes do not match the sha256 they were "
+                              "submitted with");
+    }
     if (in.sha256 && *in.sha256 != actual) {
       (void)root.remove(in.path);
       return fail("input_mismatch",
@@ -682,7 +697,10 @@ class TaskService::Runner {
         redactor->finish(clean);
         kept.append(std::string_view(clean).substr(0, s_.config_.max_log - kept.size()));
       }
-      (void)s_.objects_->put_bytes(attempt_prefix(task_) + "/log/" + stream, kept, {});
+      // No object for a stream without output (the log reads a missing one
+      // as empty): each stored object costs the store several fsyncs.
+      if (!kept.empty())
+        (void)s_.objects_->put_bytes(attempt_prefix(task_) + "/log/" + stream, kept, {});
     }
   }
 

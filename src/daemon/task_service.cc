@@ -125,8 +125,16 @@ ApiResult<TaskService::Submitted> TaskService::submit(const std::string& ns,
   record.id = request->id;
   record.ns = ns;
   record.request_json = api::to_canonical_json(*request);
+  // Inline inputs' bytes are stored beside the row; the canonical request
+  // names them by hash (task_model.h).
+  std::vector<TaskInputContent> contents;
+  for (std::size_t i = 0; i < request->inputs.size(); ++i) {
+    api::TaskInput& in = request->inputs[i];
+    if (in.source == api::TaskInput::Source::kContent && in.content_held)
+      contents.push_back({i, in.content_sha256, std::move(in.content)});
+  }
   std::lock_guard guard(submit_lock(record.id));
-  auto submitted = store_.submit_task(record);
+  auto submitted = store_.submit_task(record, contents);
   if (!submitted) {
     if (submitted.error().code != ErrorCode::kAlreadyExists) return api_fail(submitted.error());
     auto stored = store_.get_task(record.id);
@@ -135,6 +143,9 @@ ApiResult<TaskService::Submitted> TaskService::submit(const std::string& ns,
                       "task id \"" + record.id + "\" is taken; choose another id", "id");
     std::string field = stored ? first_differing_field(stored->request_json, record.request_json)
                                : std::string();
+    // Bytes are compared by their hash; the client sent "content".
+    for (std::string_view hashed : {".content_sha256", ".content_size"})
+      if (field.ends_with(hashed)) field.replace(field.size() - hashed.size(), hashed.size(), ".content");
     return api_fail(api::ApiErrorCode::kConflict,
                     "task " + record.id + " exists with another request" +
                         (field.empty() ? std::string() : ": field " + field + " differs"),

@@ -94,6 +94,11 @@ class Stmt {
     sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
     return *this;
   }
+  // Bytes as a BLOB (text() reads them back whole, NULs included).
+  Stmt& bind_blob(int i, std::string_view v) {
+    sqlite3_bind_blob64(s_, i, v.data(), v.size(), SQLITE_TRANSIENT);
+    return *this;
+  }
   Stmt& bind(int i, std::int64_t v) {
     sqlite3_bind_int64(s_, i, v);
     return *this;
@@ -124,7 +129,9 @@ class Stmt {
 
   bool is_null(int c) const { return sqlite3_column_type(s_, c) == SQLITE_NULL; }
   std::string text(int c) const {
-    const unsigned char* p = sqlite3_column_text(s_, c);
+    const unsigned char* p = sqlite3_column_type(s_, c) == SQLITE_BLOB
+                                 ? static_cast<const unsigned char*>(sqlite3_column_blob(s_, c))
+                                 : sqlite3_column_text(s_, c);
     int n = sqlite3_column_bytes(s_, c);
     return p != nullptr ? std::string(reinterpret_cast<const char*>(p), static_cast<std::size_t>(n))
                         : std::string();

@@ -143,6 +143,18 @@ CREATE TABLE task_transitions (
 ) STRICT;
 CREATE INDEX task_transitions_by_task ON task_transitions(task_id, id);
 )sql",
+    // 5 -> 6: the bytes of a task's inline inputs, beside its row rather
+    // than inside request_json: the row stays small (it is read at every
+    // transition and answer) and replay (T2) finds the stored copies.
+    R"sql(
+CREATE TABLE task_inputs (
+  task_id TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+  idx INTEGER NOT NULL CHECK (idx >= 0),
+  sha256 TEXT NOT NULL CHECK (length(sha256) = 64),
+  content BLOB NOT NULL,
+  PRIMARY KEY (task_id, idx)
+) STRICT;
+)sql",
 };
 static_assert(std::size(kMigrations) == StateStore::kSchemaVersion,
               "one migration per schema version");

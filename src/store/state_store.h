@@ -90,7 +90,7 @@ struct CreateResult {
 
 class StateStore {
  public:
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
 
   // What an acknowledged write survives. kPowerLoss: synchronous=FULL, every
   // commit is fsync'd before the call returns. kProcessCrash:
@@ -194,7 +194,14 @@ class StateStore {
   // failure's reason. `task.id` must be 1-128 of [A-Za-z0-9._:-];
   // `task.request_json` must be JSON; it is stored in canonical form. Only
   // id, ns, request_json, resolved_json and replay_of of `task` are used.
-  Result<TaskSubmitResult> submit_task(const TaskRecord& task);
+  // `inputs`: the bytes of the request's inline inputs, stored with a new
+  // task in the same transaction (a repeat or a retry keeps the first ones,
+  // which its equal request names by the same sha256).
+  Result<TaskSubmitResult> submit_task(const TaskRecord& task,
+                                       const std::vector<TaskInputContent>& inputs = {});
+  // The bytes of inline input `index` of a task, as submitted; kNotFound
+  // when the task has none there.
+  Result<TaskInputContent> task_input_content(std::string_view id, std::size_t index);
   Result<TaskRecord> get_task(std::string_view id);  // kNotFound for an unknown id
   // Newest first by (created_at, id). A limit outside 1..1000, or a cursor
   // this store did not make, is kInvalidArgument.

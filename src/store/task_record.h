@@ -106,6 +106,13 @@ struct TaskTransitionRecord {
   std::string reason;
 };
 
+// The bytes of one inline input of a task (StateStore::submit_task).
+struct TaskInputContent {
+  std::size_t index = 0;  // its place in the request's inputs
+  std::string sha256;     // lowercase hex of `bytes`
+  std::string bytes;
+};
+
 struct TaskSubmitResult {
   TaskRecord task;
   // false: the id was submitted before with the same request; `task` is

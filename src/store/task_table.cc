@@ -297,8 +297,15 @@ Result<CursorPosition> decode_cursor(std::string_view cursor) {
 
 }  // namespace
 
-Result<TaskSubmitResult> StateStore::submit_task(const TaskRecord& task) {
+Result<TaskSubmitResult> StateStore::submit_task(const TaskRecord& task,
+                                                 const std::vector<TaskInputContent>& inputs) {
   CORRAL_TRY(check_task_id("task id", task.id));
+  for (const TaskInputContent& in : inputs) {
+    if (in.sha256.size() != 64 || in.index > INT32_MAX)
+      return make_error(ErrorCode::kInvalidArgument,
+                        "task " + task.id + ": input " + std::to_string(in.index) +
+                            " needs its sha256 (64 hex digits)");
+  }
   if (task.ns.empty() || task.ns.size() > kMaxNsBytes) {
     return make_error(ErrorCode::kInvalidArgument,
                       "task namespace must be 1-" + std::to_string(kMaxNsBytes) + " bytes");
@@ -367,6 +374,15 @@ Result<TaskSubmitResult> StateStore::submit_task(const TaskRecord& task) {
   ins->bind(4, task_stage_name(t.stage)).bind(5, t.request_json).bind(6, t.resolved_json);
   ins->bind(7, std::int64_t{t.attempt}).bind(8, t.replay_of).bind(9, now);
   CORRAL_TRY_CTX(ins->run("INSERT INTO tasks"), what);
+  for (const TaskInputContent& in : inputs) {
+    auto put = Stmt::prepare(
+        h, "INSERT INTO task_inputs (task_id, idx, sha256, content) VALUES (?1, ?2, ?3, ?4)",
+        &db_->cache);
+    if (!put) return tl::unexpected<Error>(std::move(put).error().wrap(what));
+    put->bind(1, t.id).bind(2, static_cast<std::int64_t>(in.index)).bind(3, in.sha256);
+    put->bind_blob(4, in.bytes);
+    CORRAL_TRY_CTX(put->run("INSERT INTO task_inputs"), what);
+  }
   auto tid = insert_transition(h, &db_->cache, t, std::nullopt, "submitted");
   if (!tid) return tl::unexpected<Error>(std::move(tid).error().wrap(what));
   CORRAL_TRY_CTX(txn.commit(), what);
@@ -566,6 +582,26 @@ Result<std::vector<TaskRecord>> StateStore::finished_tasks_before(std::int64_t b
   return read_tasks(*st, "listing finished tasks");
 }
 
+Result<TaskInputContent> StateStore::task_input_content(std::string_view id, std::size_t index) {
+  CORRAL_TRY(check_task_id("task id", id));
+  std::lock_guard lock(db_->mu);
+  auto sel = Stmt::prepare(db_->handle,
+                           "SELECT sha256, content FROM task_inputs WHERE task_id = ?1 AND idx = ?2",
+                           &db_->cache);
+  if (!sel) return tl::unexpected<Error>(std::move(sel).error());
+  sel->bind(1, id).bind(2, static_cast<std::int64_t>(std::min<std::size_t>(index, INT64_MAX)));
+  auto row = sel->step("SELECT task_inputs");
+  if (!row) return tl::unexpected<Error>(std::move(row).error());
+  if (!*row)
+    return make_error(ErrorCode::kNotFound, "task " + std::string(id) + " has no stored input " +
+                                                std::to_string(index));
+  TaskInputContent c;
+  c.index = index;
+  c.sha256 = sel->text(0);
+  c.bytes = sel->text(1);
+  return c;
+}
+
 Status StateStore::delete_task(std::string_view id) {
   CORRAL_TRY(check_task_id("task id", id));
   std::string what = "deleting task " + std::string(id);
@@ -587,7 +623,7 @@ Status StateStore::delete_task(std::string_view id) {
                       what + ": it is " + status_name + "; only a finished task is deleted",
                       "cancel it first, or wait until it finishes");
   }
-  // The transition rows go with it (ON DELETE CASCADE).
+  // The transition and input rows go with it (ON DELETE CASCADE).
   auto del = Stmt::prepare(h, "DELETE FROM tasks WHERE id = ?1", &db_->cache);
   if (!del) return tl::unexpected<Error>(std::move(del).error().wrap(what));
   del->bind(1, id);

@@ -95,6 +95,17 @@ TEST(DaemonTasks, RepeatsReturnTheStoredTaskAndTheCommandRunsOnce) {
   EXPECT_EQ(conflict.status, 409) << conflict.body;
   EXPECT_EQ(conflict.json()["error"].value("field", ""), "timeout_ms") << conflict.body;
   EXPECT_NE(conflict.json()["error"].value("message", "").find("timeout_ms"), std::string::npos);
+  // Inline bytes are compared by their hash, and named as the client sent them.
+  json inputs = body;
+  inputs["inputs"] = json::array({{{"path", "/workspace/in"}, {"content", "one"}}});
+  inputs["id"] = "once-2";
+  ASSERT_EQ(d.request("POST", "/v1/tasks", inputs.dump()).status, 202);
+  EXPECT_EQ(d.request("POST", "/v1/tasks", inputs.dump()).status, 200);
+  inputs["inputs"][0]["content"] = "two";
+  auto bytes = d.request("POST", "/v1/tasks", inputs.dump());
+  EXPECT_EQ(bytes.status, 409) << bytes.body;
+  EXPECT_EQ(bytes.json()["error"].value("field", ""), "inputs[0].content") << bytes.body;
+  EXPECT_EQ(wait_task(d, "once-2").value("status", ""), "succeeded");
   d.stop();
   host_sh("rm -rf '" + root + "'");
 }

@@ -165,6 +165,44 @@ TEST(TaskCodec, StoredFormReadsBackToTheSameRequest) {
   EXPECT_EQ(back->stdin_data, std::string("\0\xff", 2));
 }
 
+// An inline input's bytes are not in the stored request: it names them by
+// hash and size (the state store keeps them, StateStore::task_input_content),
+// so the row read at every transition and answer stays small. Other bytes
+// give another hash; a request cannot claim a hash in place of bytes.
+TEST(TaskCodec, StoredFormNamesInlineBytesByTheirHash) {
+  const std::string big(1 << 16, 'q');
+  auto r = parse(R"({"id": "t", "command": ["true"], "inputs": [{"path": "/a", "content": ")" +
+                 big + R"("}]})");
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->inputs[0].content_held);
+  EXPECT_EQ(r->inputs[0].content_size, big.size());
+  EXPECT_EQ(r->inputs[0].content_sha256.size(), 64u);
+  const std::string canonical = to_canonical_json(*r);
+  EXPECT_LT(canonical.size(), 1024u) << "the bytes are not in the canonical form";
+  EXPECT_EQ(canonical.find("qqqq"), std::string::npos);
+  auto back = parse_stored_task_request(canonical);
+  ASSERT_TRUE(back) << back.error().to_string();
+  EXPECT_FALSE(back->inputs[0].content_held);
+  EXPECT_TRUE(back->inputs[0].content.empty());
+  EXPECT_EQ(back->inputs[0].content_sha256, r->inputs[0].content_sha256);
+  EXPECT_EQ(back->inputs[0].content_size, big.size());
+  EXPECT_EQ(to_canonical_json(*back), canonical);
+
+  auto other = parse(R"({"id": "t", "command": ["true"], "inputs": [{"path": "/a", "content": ")" +
+                     big + R"(x"}]})");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(first_differing_field(canonical, to_canonical_json(*other)), "inputs[0].content_sha256");
+
+  for (const char* claim : {R"("content_sha256": ")" "0000000000000000000000000000000000000000000000000000000000000000" R"(", "content_size": 1)",
+                            R"("content": "x", "content_size": 1)"}) {
+    const std::string body = std::string(R"({"id": "t", "command": ["true"], "inputs": [{"path": "/a", )") +
+                             claim + "}]}";
+    auto refused = parse(body);
+    ASSERT_FALSE(refused) << body;
+    EXPECT_EQ(to_api_error(refused.error()).code, "unknown_field") << body;
+  }
+}
+
 TEST(TaskCodec, TaskInfoRoundTrip) {
   TaskInfo t;
   t.id = "x";

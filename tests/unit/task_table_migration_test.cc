@@ -101,7 +101,7 @@ TEST(TaskTableMigration, Schema4DataDirOpensWithoutLoss) {
     auto opened = StateStore::open(path);
     ASSERT_TRUE(opened) << opened.error().to_string();
     StateStore& store = *opened;
-    EXPECT_EQ(*store.pragma("user_version"), "5");
+    EXPECT_EQ(*store.pragma("user_version"), std::to_string(StateStore::kSchemaVersion));
     EXPECT_EQ(*store.integrity_check(), "ok");
 
     // What the old rows say, read through today's store.
@@ -189,15 +189,15 @@ TEST(TaskTableMigration, NewerSchemaIsStillRefused) {
   {
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version = 6", nullptr, nullptr, nullptr), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version = 7", nullptr, nullptr, nullptr), SQLITE_OK);
     sqlite3_close(db);
   }
   auto newer = StateStore::open(path);
   ASSERT_FALSE(newer);
   EXPECT_EQ(newer.error().code, ErrorCode::kUnavailable);
-  EXPECT_NE(newer.error().message.find("schema version 6"), std::string::npos)
+  EXPECT_NE(newer.error().message.find("schema version 7"), std::string::npos)
       << newer.error().message;
-  EXPECT_EQ(one(path, "PRAGMA user_version"), "6");
+  EXPECT_EQ(one(path, "PRAGMA user_version"), "7");
   EXPECT_EQ(one(path, "SELECT count(*) FROM sandboxes"), "8");
 }
 

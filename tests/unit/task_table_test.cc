@@ -37,10 +37,11 @@ TEST(TaskTableTest, SchemaHasStrictTaskTables) {
   TempDir dir;
   std::string path = dir.file("state.db");
   { StateStore store = open_or_die(path); }
-  EXPECT_EQ(raw_sql(path, "PRAGMA user_version"), "5");
+  EXPECT_EQ(raw_sql(path, "PRAGMA user_version"), "6");
   EXPECT_EQ(raw_sql(path, "SELECT strict FROM pragma_table_list WHERE name = 'tasks'"), "1");
   EXPECT_EQ(raw_sql(path, "SELECT strict FROM pragma_table_list WHERE name = 'task_transitions'"),
             "1");
+  EXPECT_EQ(raw_sql(path, "SELECT strict FROM pragma_table_list WHERE name = 'task_inputs'"), "1");
   for (const char* index :
        {"tasks_by_status", "tasks_by_created", "tasks_by_finished", "task_transitions_by_task"}) {
     EXPECT_EQ(raw_sql(path, std::string("SELECT count(*) FROM sqlite_master WHERE type = 'index' "
@@ -272,6 +273,42 @@ TEST(TaskTableTest, SameRequestReturnsTheStoredTask) {
   EXPECT_EQ(c->task.status, T::kSucceeded);
   EXPECT_EQ(c->task.attempt, 1);
   EXPECT_EQ(store.task_transitions("build-42")->size(), 3u);
+}
+
+// Inline inputs' bytes live beside the row (schema 6): stored with a new
+// task in its transaction, any bytes (NULs, 0xff) read back whole, kept by
+// a repeat, gone with the task.
+TEST(TaskTableTest, InlineInputBytesAreStoredBesideTheTask) {
+  TempDir dir;
+  StateStore store = open_or_die(dir.file("state.db"));
+  const std::string bytes = std::string("a\0b\xff", 4) + std::string(1 << 20, 'z');
+  std::vector<TaskInputContent> inputs = {{0, std::string(64, 'a'), bytes},
+                                          {2, std::string(64, 'b'), ""}};
+  auto a = store.submit_task(request("in-1"), inputs);
+  ASSERT_TRUE(a) << a.error().to_string();
+  auto got = store.task_input_content("in-1", 0);
+  ASSERT_TRUE(got) << got.error().to_string();
+  EXPECT_EQ(got->bytes, bytes);
+  EXPECT_EQ(got->sha256, std::string(64, 'a'));
+  ASSERT_TRUE(store.task_input_content("in-1", 2));
+  EXPECT_EQ(store.task_input_content("in-1", 2)->bytes, "");
+  EXPECT_EQ(store.task_input_content("in-1", 1).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(store.task_input_content("nobody", 0).error().code, ErrorCode::kNotFound);
+
+  // A repeat keeps the first bytes (its equal request names the same hashes).
+  auto b = store.submit_task(request("in-1"), {{0, std::string(64, 'c'), "other"}});
+  ASSERT_TRUE(b);
+  EXPECT_FALSE(b->created);
+  EXPECT_EQ(store.task_input_content("in-1", 0)->bytes, bytes);
+
+  // A bad hash is refused, nothing stored.
+  auto bad = store.submit_task(request("in-2"), {{0, "short", "x"}});
+  EXPECT_FALSE(bad);
+  EXPECT_EQ(store.get_task("in-2").error().code, ErrorCode::kNotFound);
+
+  ASSERT_TRUE(store.update_task("in-1", to_status(T::kCancelled)));
+  ASSERT_TRUE(store.delete_task("in-1"));
+  EXPECT_EQ(raw_sql(dir.file("state.db"), "SELECT count(*) FROM task_inputs"), "0");
 }
 
 TEST(TaskTableTest, AnotherRequestIsAConflictNamingTheFirstDifferingField) {
