@@ -13,7 +13,9 @@ Result<std::unique_ptr<objstore::ObjectStore>> open_object_store(
     if (value == nullptr) return std::nullopt;
     return std::string(value->view());
   };
-  auto store = objstore::make_object_store(config.object_store, config.data_dir, lookup);
+  objstore::ObjectStoreConfig settings = config.object_store;
+  settings.power_loss_durable = config.power_loss_durable;  // serve.durability
+  auto store = objstore::make_object_store(settings, config.data_dir, lookup);
   if (!store) return tl::unexpected(store.error().wrap("config: serve.object_store"));
   if ((*store)->kind() == "s3") {
     auto* s3 = static_cast<objstore::S3ObjectStore*>(store->get());

@@ -60,7 +60,8 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 
 }  // namespace
 
-Result<std::unique_ptr<LocalObjectStore>> LocalObjectStore::open(const std::string& root) {
+Result<std::unique_ptr<LocalObjectStore>> LocalObjectStore::open(const std::string& root,
+                                                                 bool power_loss_durable) {
   if (root.empty() || root.front() != '/') {
     return make_error(ErrorCode::kInvalidArgument,
                       "object store path " + quote_for_message(root) + " is not absolute");
@@ -80,11 +81,16 @@ Result<std::unique_ptr<LocalObjectStore>> LocalObjectStore::open(const std::stri
     CORRAL_TRY(remove_tree_at(tmp_fd->get(), name, root + "/" + kTmpDir + "/" + name));
   }
   return std::unique_ptr<LocalObjectStore>(
-      new LocalObjectStore(root, std::move(*root_fd), std::move(*tmp_fd)));
+      new LocalObjectStore(root, std::move(*root_fd), std::move(*tmp_fd), power_loss_durable));
 }
 
-LocalObjectStore::LocalObjectStore(std::string root, UniqueFd root_fd, UniqueFd tmp_fd)
-    : root_(std::move(root)), root_fd_(std::move(root_fd)), tmp_fd_(std::move(tmp_fd)) {}
+LocalObjectStore::LocalObjectStore(std::string root, UniqueFd root_fd, UniqueFd tmp_fd, bool sync)
+    : root_(std::move(root)),
+      root_fd_(std::move(root_fd)),
+      tmp_fd_(std::move(tmp_fd)),
+      sync_(sync) {}
+
+int LocalObjectStore::durable_sync(int fd) const { return sync_ ? fsync(fd) : 0; }
 
 std::string LocalObjectStore::shown(std::string_view key) const {
   return "object " + std::string(key) + " in local store " + root_;
@@ -118,7 +124,7 @@ Result<LocalObjectStore::KeyPath> LocalObjectStore::open_key_path(std::string_vi
     for (int attempt = 0; attempt < 8; ++attempt) {
       if (create) {
         if (mkdirat(parent, segment.c_str(), 0700) == 0) {
-          fsync(parent);  // the new directory's name is durable before a put commits under it
+          durable_sync(parent);  // the new directory's name is durable before a put commits under it
         } else if (errno != EEXIST) {
           return write_error("mkdir(" + so_far + ")", errno);
         }
@@ -270,7 +276,7 @@ Result<ObjectInfo> LocalObjectStore::put_stream(std::string_view key, const Chun
                       "putting " + shown(key) + ": the content's sha256 is " + sha256 +
                           ", not the expected " + **expected + "; nothing stored");
   }
-  if (fsync(out.get()) != 0) return write_error("putting " + shown(key) + ": fsync", errno);
+  if (durable_sync(out.get()) != 0) return write_error("putting " + shown(key) + ": fsync", errno);
   out.reset();
 
   ObjectInfo info;
@@ -289,7 +295,7 @@ Result<ObjectInfo> LocalObjectStore::put_stream(std::string_view key, const Chun
                            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!meta_out) return write_error("putting " + shown(key) + ": create meta", errno);
   ScopeGuard drop_meta([&] { unlinkat(tmp_fd_.get(), meta_tmp.c_str(), 0); });
-  if (!write_all(meta_out.get(), json_text(meta)) || fsync(meta_out.get()) != 0) {
+  if (!write_all(meta_out.get(), json_text(meta)) || durable_sync(meta_out.get()) != 0) {
     return write_error("putting " + shown(key) + ": write meta", errno);
   }
   meta_out.reset();
@@ -320,7 +326,7 @@ Status LocalObjectStore::commit(std::string_view key, const std::string& data_tm
       if (!old || old->sha256 != sha256) unlinkat(dir, data.c_str(), 0);
       return write_error("putting " + shown(key) + ": rename meta", err);
     }
-    fsync(dir);
+    durable_sync(dir);
     if (old && old->sha256 != sha256) {
       unlinkat(dir, data_name(path->leaf, old->sha256).c_str(), 0);
     }
@@ -398,7 +404,7 @@ Status LocalObjectStore::remove(std::string_view key) {
     return errno_error("removing " + shown(key));
   }
   unlinkat(dir, data_name(path->leaf, meta->sha256).c_str(), 0);
-  fsync(dir);
+  durable_sync(dir);
   prune_empty_dirs(*path);
   return ok();
 }

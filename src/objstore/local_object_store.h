@@ -7,7 +7,8 @@
 // the key alphabet, so these names never collide with a key's directories
 // ("a" and "a/b" can both exist). "~tmp/" holds puts under way.
 //
-// A put streams into ~tmp (hashing as it writes), fsyncs, renames the
+// A put streams into ~tmp (hashing as it writes), fsyncs (power-loss
+// durability only: see open), renames the
 // content into place and then the meta file over the old one: the meta file
 // is the commit point, so a reader sees the old object or the new one,
 // whole, and a put that fails or is killed leaves the old object. Every
@@ -30,7 +31,13 @@ class LocalObjectStore final : public ObjectStore {
  public:
   // Opens the store at `root`, creating it (mode 0700, parents too) if
   // needed, and removes the temp files of puts a crash interrupted.
-  static Result<std::unique_ptr<LocalObjectStore>> open(const std::string& root);
+  // `power_loss_durable`: a put or remove fsyncs its files and directories
+  // before it returns, so it survives a power loss; otherwise it survives a
+  // crash or kill -9 of the process (renames are atomic, the page cache
+  // keeps the bytes), the daemon's default durability (serve.durability,
+  // ADR 0003), and costs no fsync.
+  static Result<std::unique_ptr<LocalObjectStore>> open(const std::string& root,
+                                                        bool power_loss_durable = true);
 
   std::string_view kind() const override { return "local"; }
   std::string describe() const override { return root_; }
@@ -54,7 +61,9 @@ class LocalObjectStore final : public ObjectStore {
     std::string leaf;
   };
 
-  LocalObjectStore(std::string root, UniqueFd root_fd, UniqueFd tmp_fd);
+  LocalObjectStore(std::string root, UniqueFd root_fd, UniqueFd tmp_fd, bool sync);
+  // fsync(fd) when the store is power-loss durable; 0 (done) otherwise.
+  int durable_sync(int fd) const;
 
   Result<ObjectInfo> put_stream(std::string_view key, const ChunkSource& source,
                                 const PutOptions& options);
@@ -72,6 +81,7 @@ class LocalObjectStore final : public ObjectStore {
   std::string root_;
   UniqueFd root_fd_;
   UniqueFd tmp_fd_;
+  bool sync_ = true;
   // Puts and removes of one key are serialized (striped by the key's hash):
   // replacing the meta file and deleting the content it replaced is one step.
   std::array<std::mutex, 64> locks_;

@@ -34,6 +34,9 @@ struct ObjectStoreConfig {
   std::string secret_key_secret;
   // Connecting, and any stall of a transfer, longer than this fails it.
   std::int64_t timeout_ms = 30'000;
+  // kLocal: fsync every put and remove (LocalObjectStore::open). Not a key
+  // of its own: the daemon sets it from serve.durability.
+  bool power_loss_durable = true;
 };
 
 std::string_view kind_name(ObjectStoreConfig::Kind kind);

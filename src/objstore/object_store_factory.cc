@@ -13,7 +13,7 @@ Result<std::unique_ptr<ObjectStore>> make_object_store(const ObjectStoreConfig& 
                                                        const SecretLookup& secrets) {
   if (config.kind == ObjectStoreConfig::Kind::kLocal) {
     std::string path = config.path.empty() ? data_dir + "/objects" : config.path;
-    auto store = LocalObjectStore::open(path);
+    auto store = LocalObjectStore::open(path, config.power_loss_durable);
     if (!store) return tl::unexpected(store.error().wrap("opening the object store"));
     return std::unique_ptr<ObjectStore>(std::move(*store));
   }

@@ -302,6 +302,44 @@ TEST_F(LocalObjectStoreTest, AKilledPutLeavesTheOldObjectAndItsTempIsSweptOnOpen
   EXPECT_EQ(tmp_entries(), 0u);
 }
 
+// serve.durability: process (the default): no fsync, and still every put
+// that returned survives a SIGKILL of its process right after, and a put
+// cut short leaves the old object (renames are atomic; the page cache
+// keeps the bytes).
+TEST_F(LocalObjectStoreTest, AProcessDurableStoreKeepsWhatItAcknowledgedThroughAKill) {
+  ASSERT_TRUE(store_->put_bytes("cut", "old content", {}).has_value());
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(p[1]);
+    auto store = LocalObjectStore::open(root_, /*power_loss_durable=*/false);
+    if (!store) ::_exit(2);
+    for (int i = 0; i < 20; ++i) {
+      const std::string key = "acked/" + std::to_string(i);
+      if (!(*store)->put_bytes(key, std::string(1000 + i, char('a' + i)), {})) ::_exit(3);
+    }
+    (void)(*store)->put_fd("cut", p[0], {});  // waits for bytes that never come
+    ::_exit(0);
+  }
+  ::close(p[0]);
+  std::string chunk(1 << 20, 'n');
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(::write(p[1], chunk.data(), chunk.size()) > 0);
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ::close(p[1]);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the child failed before the kill: " << status;
+  auto reopened = LocalObjectStore::open(root_, false);
+  ASSERT_TRUE(reopened.has_value());
+  store_ = std::move(*reopened);
+  for (int i = 0; i < 20; ++i)
+    EXPECT_EQ(get_bytes("acked/" + std::to_string(i)), std::string(1000 + i, char('a' + i))) << i;
+  EXPECT_EQ(get_bytes("cut"), "old content");
+  EXPECT_EQ(tmp_entries(), 0u);
+}
+
 TEST_F(LocalObjectStoreTest, ReadersRacingAWriterSeeOneWholeObject) {
   const std::string a(300 * 1024, 'a');
   const std::string b(200 * 1024, 'b');
