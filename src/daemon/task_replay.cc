@@ -342,7 +342,7 @@ ApiResult<TaskService::Submitted> TaskService::replay(const std::string& ns, std
   record.resolved_json = json_text(json{{"replay",
                                          {{"of", orig->id},
                                           {"of_attempt", orig->attempt},
-                                          {"request", json::parse(canonical)},
+                                          {"request", json::parse(canonical, nullptr, false)},
                                           {"from_snapshot", snap ? json(*snap) : json(nullptr)}}}});
   auto submitted = store_.submit_task(record);
   if (!submitted) {
@@ -359,7 +359,7 @@ ApiResult<TaskService::Submitted> TaskService::replay(const std::string& ns, std
                             {"original", orig->id},
                             {"original_attempt", orig->attempt},
                             {"ns", ns},
-                            {"network", json::parse(canonical)["network"]},
+                            {"network", json::parse(canonical, nullptr, false)["network"]},
                             {"from_snapshot", snap ? json(*snap) : json(nullptr)}});
     enqueue(new_id);
   }

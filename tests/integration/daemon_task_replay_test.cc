@@ -169,6 +169,21 @@ TEST(DaemonTaskReplay, AFailedTaskReplaysWithByteIdenticalInputs) {
   EXPECT_EQ(post_replay(d, "rp-in", json::object(), 202).value("id", ""), "rp-in-replay-2");
   EXPECT_EQ(wait_task(d, "rp-in-replay-2")["exit_code"], 7);
 
+  // The CLI: `corral task replay ID --id NEW --wait` exits as `task run`
+  // does (the command's status), and finds the same replay when repeated.
+  RunOutcome cli = run_corral({"task", "replay", "--url", d.unix_url(), "rp-in", "--id",
+                               "rp-in-cli", "--wait", "--json"});
+  EXPECT_EQ(cli.exit_code, 7) << cli.out << cli.err;
+  json shown = json::parse(cli.out, nullptr, false);
+  EXPECT_EQ(shown.value("replay_of", ""), "rp-in") << cli.out;
+  EXPECT_EQ(shown.value("status", ""), "failed") << cli.out;
+  cli = run_corral({"task", "replay", "--url", d.unix_url(), "rp-in", "--id", "rp-in-cli"});
+  EXPECT_EQ(cli.exit_code, 0) << cli.err;
+  EXPECT_NE(cli.err.find("rp-in-cli replays rp-in"), std::string::npos) << cli.err;
+  EXPECT_EQ(run_corral({"task", "replay", "--url", d.unix_url(), "rp-in", "--network", "open"})
+                .exit_code,
+            2);
+
   // A kept copy changed at rest: the replay refuses to run on it.
   ASSERT_TRUE(objects->put_bytes("tasks/rp-in/1/inputs/1", "tampered", {}).has_value());
   post_replay(d, "rp-in", json{{"id", "rp-in-tampered"}}, 202);
@@ -217,8 +232,8 @@ TEST(DaemonTaskReplay, RefusalsIdempotencyAndNamespaces) {
   EXPECT_EQ(replayed.value("status", ""), "succeeded") << replayed.dump();
   EXPECT_EQ(replayed["request"].value("timeout_ms", 0), 30000);
   int replays = 0;
-  for (const json& t : d.request("GET", "/v1/tasks?limit=1000").json()["tasks"])
-    replays += t.value("replay_of", json()).is_string();
+  const json listed = d.request("GET", "/v1/tasks?limit=1000").json();
+  for (const json& t : listed["tasks"]) replays += t.value("replay_of", json()).is_string();
   EXPECT_EQ(replays, 1);
 
   // Another namespace: not found, as GET of the task; its own id space.
