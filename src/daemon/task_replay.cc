@@ -270,10 +270,10 @@ ApiResult<TaskService::Submitted> TaskService::replay(const std::string& ns, std
   create.spec.argv.clear();
   // Exactly the original's environment: a variable the daemon's defaults
   // gained since is removed.
-  for (const auto& [name, value] : sandboxes_.defaults().env)
+  for (const auto& var : sandboxes_.defaults().env)
     if (std::none_of(spec->env.begin(), spec->env.end(),
-                     [&](const auto& var) { return var.first == name; }))
-      create.env_unset.push_back(name);
+                     [&](const auto& kept_var) { return kept_var.first == var.first; }))
+      create.env_unset.push_back(var.first);
   req.sandbox_json = api::to_json(create);
   req.volumes_json = "[]";  // in the resolved spec already
   req.inputs = std::move(*inputs);

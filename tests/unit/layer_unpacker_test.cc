@@ -24,6 +24,8 @@ namespace corral::snapshot {
 namespace {
 
 struct Member {
+  Member(std::string n, mode_t t, std::string c = {}, std::string l = {}, bool h = false)
+      : name(std::move(n)), type(t), content(std::move(c)), link(std::move(l)), hardlink(h) {}
   std::string name;
   mode_t type = AE_IFREG;
   std::string content;
@@ -154,7 +156,7 @@ TEST(LayerUnpacker, MemberNamesBecomeSandboxPathsOnlyWhenSafe) {
 
 TEST(LayerUnpacker, BoundsStopTheUnpack) {
   std::vector<Member> many;
-  for (int i = 0; i < 20; ++i) many.push_back({"rootfs/f" + std::to_string(i), AE_IFREG, "0123456789"});
+  for (int i = 0; i < 20; ++i) many.emplace_back("rootfs/f" + std::to_string(i), AE_IFREG, "0123456789");
   {
     UniqueFd fd = write_archive(many);
     Seen seen;
