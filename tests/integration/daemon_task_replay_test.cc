@@ -376,6 +376,9 @@ TEST(DaemonTaskReplay, SecretsAreKeptByNameNeverByValue) {
                           d.request("GET", "/v1/tasks?limit=1000").body;
     d.stop();
     for (const auto& [name, value] : values) {
+      std::vector<std::string> control;  // the scan finds a value where it is
+      files_holding(dir, value, control);
+      EXPECT_EQ(control.size(), 1u) << name;
       EXPECT_EQ(answers.find(value), std::string::npos) << name << " in an API answer";
       EXPECT_EQ(d.output().find(value), std::string::npos) << name << " in the daemon's output";
       // The state db (and its WAL), the audit log, the object store (input
