@@ -236,6 +236,15 @@ TEST(DaemonTaskReplay, RefusalsIdempotencyAndNamespaces) {
   for (const json& t : listed["tasks"]) replays += t.value("replay_of", json()).is_string();
   EXPECT_EQ(replays, 1);
 
+  // A task whose sandbox could not be made kept no copy of its inputs:
+  // 409 naming the input.
+  json unmade = task_body("rp-unmade", "true");
+  unmade["sandbox"]["image"] = "no-such-image-for-replay";
+  unmade["inputs"] = json::array({{{"path", "/workspace/a"}, {"content", "a"}}});
+  ASSERT_EQ(d.request("POST", "/v1/tasks", unmade.dump()).status, 202);
+  ASSERT_EQ(wait_task(d, "rp-unmade").value("reason", ""), "setup");
+  EXPECT_EQ(error_field(post_replay(d, "rp-unmade", json::object(), 409)), "inputs[0]");
+
   // Another namespace: not found, as GET of the task; its own id space.
   http::Headers as_b = {{"authorization", std::string("Bearer ") + kKeyB}};
   HttpReply b = d.request("POST", "/v1/tasks/rp-ok/replay", "{}", true, false, as_b);
