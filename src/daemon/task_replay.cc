@@ -203,6 +203,87 @@ ApiResult<std::vector<api::TaskInput>> kept_inputs(const TaskRecord& orig,
   return inputs;
 }
 
+// The replay's request: the original's, on its resolved sandbox spec with
+// the chosen network and exactly its environment, its inputs read from the
+// kept copies, its timeout (or the override).
+ApiResult<api::TaskRequest> replay_request(const TaskRecord& orig, const json& kept,
+                                           const api::TaskReplayRequest& rr,
+                                           const SandboxSpec& defaults,
+                                           std::int64_t max_timeout_ms) {
+  auto orig_req = api::parse_stored_task_request(orig.request_json);
+  if (!orig_req) return api_fail(orig_req.error().wrap("the stored request of " + orig.id));
+  auto spec = api::spec_from_json(json_text(kept["sandbox"]));
+  if (!spec) return api_fail(spec.error().wrap("the resolved sandbox spec of " + orig.id));
+
+  // The same image, or no replay: another image is another experiment.
+  const json image_now = image_identity(spec->image);
+  if (kept.contains("image") && kept["image"].value("digest", "") != image_now.value("digest", ""))
+    return tl::unexpected(conflict(
+        "the image \"" + spec->image + "\" is not the one task " + orig.id +
+            " ran on (made " + kept["image"].value("created", std::string("?")) + ", now " +
+            image_now.value("created", std::string("absent")) + ")",
+        "image", "submit the task again as a new task to run it on today's image"));
+
+  switch (rr.network) {
+    case api::TaskReplayRequest::Network::kNone:
+      spec->network = NetworkSpec{};
+      break;
+    case api::TaskReplayRequest::Network::kAsOriginal:
+      break;
+    case api::TaskReplayRequest::Network::kExplicit:
+      spec->network = rr.network_spec;
+      break;
+  }
+  auto inputs = kept_inputs(orig, *orig_req, kept);
+  if (!inputs) return tl::unexpected(inputs.error());
+
+  api::TaskRequest req = std::move(*orig_req);
+  api::CreateSandboxRequest create;
+  create.spec = *spec;
+  create.spec.argv.clear();
+  // Exactly the original's environment: a variable the daemon's defaults
+  // gained since is removed.
+  for (const auto& var : defaults.env)
+    if (std::none_of(spec->env.begin(), spec->env.end(),
+                     [&](const auto& kept_var) { return kept_var.first == var.first; }))
+      create.env_unset.push_back(var.first);
+  req.sandbox_json = api::to_json(create);
+  req.volumes_json = "[]";  // in the resolved spec already
+  req.inputs = std::move(*inputs);
+  if (rr.timeout_ms) req.timeout_ms = rr.timeout_ms;
+  else if (kept.contains("timeout_ms") && kept["timeout_ms"].is_number_integer())
+    req.timeout_ms = kept["timeout_ms"].get<std::int64_t>();
+  if (req.timeout_ms && *req.timeout_ms > max_timeout_ms)
+    return api_fail(api::ApiErrorCode::kInvalidValue,
+                    "timeout: at most " + std::to_string(max_timeout_ms / 1000) +
+                        " s (serve.tasks.max_timeout)",
+                    "timeout");
+  if (auto checked = api::parse_create_sandbox_over(req.sandbox_json, defaults); !checked) {
+    api::ApiError e = api::to_api_error(checked.error());
+    return tl::unexpected(conflict("this daemon refuses the sandbox task " + orig.id +
+                                       " ran in: " + e.message,
+                                   e.field.empty() ? "network" : e.field));
+  }
+  return req;
+}
+
+// The snapshot a from_snapshot replay starts from; none when not asked.
+ApiResult<std::optional<std::string>> replay_snapshot(const TaskRecord& orig, bool wanted,
+                                                    SnapshotService* snapshots) {
+  if (!wanted) return std::optional<std::string>();
+  if (!orig.snapshot_id)
+    return tl::unexpected(conflict(
+        "task " + orig.id + " has no failure snapshot" +
+            (orig.snapshot_error ? ": " + *orig.snapshot_error
+                                  : std::string(" (it succeeded, or its snapshot mode is never)")),
+        "from_snapshot", "replay it without from_snapshot"));
+  if (snapshots == nullptr || !snapshots->store().get(*orig.snapshot_id))
+    return tl::unexpected(conflict("the snapshot " + *orig.snapshot_id + " of task " +
+                                       orig.id + " is gone (expired or deleted)",
+                                   "from_snapshot", "replay it without from_snapshot"));
+  return orig.snapshot_id;
+}
+
 }  // namespace
 
 ApiResult<TaskService::Submitted> TaskService::replay(const std::string& ns, std::string_view id,
@@ -223,75 +304,10 @@ ApiResult<TaskService::Submitted> TaskService::replay(const std::string& ns, std
                                        " kept nothing to replay: it ended before its sandbox was "
                                        "made, or an older daemon ran it",
                                    "id", "submit it again as a new task"));
-  auto orig_req = api::parse_stored_task_request(orig->request_json);
-  if (!orig_req) return api_fail(orig_req.error().wrap("the stored request of " + orig->id));
-  auto spec = api::spec_from_json(json_text(kept["sandbox"]));
-  if (!spec) return api_fail(spec.error().wrap("the resolved sandbox spec of " + orig->id));
-
-  std::optional<std::string> snap;
-  if (rr->from_snapshot) {
-    if (!orig->snapshot_id)
-      return tl::unexpected(conflict(
-          "task " + orig->id + " has no failure snapshot" +
-              (orig->snapshot_error ? ": " + *orig->snapshot_error
-                                    : std::string(" (it succeeded, or its snapshot mode is never)")),
-          "from_snapshot", "replay it without from_snapshot"));
-    if (snapshots_ == nullptr || !snapshots_->store().get(*orig->snapshot_id))
-      return tl::unexpected(conflict("the snapshot " + *orig->snapshot_id + " of task " +
-                                         orig->id + " is gone (expired or deleted)",
-                                     "from_snapshot", "replay it without from_snapshot"));
-    snap = orig->snapshot_id;
-  }
-  // The same image, or no replay: another image is another experiment.
-  const json image_now = image_identity(spec->image);
-  if (kept.contains("image") && kept["image"].value("digest", "") != image_now.value("digest", ""))
-    return tl::unexpected(conflict(
-        "the image \"" + spec->image + "\" is not the one task " + orig->id +
-            " ran on (made " + kept["image"].value("created", std::string("?")) + ", now " +
-            image_now.value("created", std::string("absent")) + ")",
-        "image", "submit the task again as a new task to run it on today's image"));
-
-  switch (rr->network) {
-    case api::TaskReplayRequest::Network::kNone:
-      spec->network = NetworkSpec{};
-      break;
-    case api::TaskReplayRequest::Network::kAsOriginal:
-      break;
-    case api::TaskReplayRequest::Network::kExplicit:
-      spec->network = rr->network_spec;
-      break;
-  }
-  auto inputs = kept_inputs(*orig, *orig_req, kept);
-  if (!inputs) return tl::unexpected(inputs.error());
-
-  api::TaskRequest req = std::move(*orig_req);
-  api::CreateSandboxRequest create;
-  create.spec = *spec;
-  create.spec.argv.clear();
-  // Exactly the original's environment: a variable the daemon's defaults
-  // gained since is removed.
-  for (const auto& var : sandboxes_.defaults().env)
-    if (std::none_of(spec->env.begin(), spec->env.end(),
-                     [&](const auto& kept_var) { return kept_var.first == var.first; }))
-      create.env_unset.push_back(var.first);
-  req.sandbox_json = api::to_json(create);
-  req.volumes_json = "[]";  // in the resolved spec already
-  req.inputs = std::move(*inputs);
-  if (rr->timeout_ms) req.timeout_ms = rr->timeout_ms;
-  else if (kept.contains("timeout_ms") && kept["timeout_ms"].is_number_integer())
-    req.timeout_ms = kept["timeout_ms"].get<std::int64_t>();
-  if (req.timeout_ms && *req.timeout_ms > config_.max_timeout_ms)
-    return api_fail(api::ApiErrorCode::kInvalidValue,
-                    "timeout: at most " + std::to_string(config_.max_timeout_ms / 1000) +
-                        " s (serve.tasks.max_timeout)",
-                    "timeout");
-  if (auto checked = api::parse_create_sandbox_over(req.sandbox_json, sandboxes_.defaults());
-      !checked) {
-    api::ApiError e = api::to_api_error(checked.error());
-    return tl::unexpected(conflict("this daemon refuses the sandbox task " + orig->id +
-                                       " ran in: " + e.message,
-                                   e.field.empty() ? "network" : e.field));
-  }
+  auto req = replay_request(*orig, kept, *rr, sandboxes_.defaults(), config_.max_timeout_ms);
+  if (!req) return tl::unexpected(req.error());
+  auto snap = replay_snapshot(*orig, rr->from_snapshot, snapshots_);
+  if (!snap) return tl::unexpected(snap.error());
 
   const std::string canonical = api::to_canonical_json(*rr);
   // One replay submission at a time: the default id's "next free N" and
@@ -333,17 +349,17 @@ ApiResult<TaskService::Submitted> TaskService::replay(const std::string& ns, std
     }
     if (existing.error().code != ErrorCode::kNotFound) return api_fail(existing.error());
   }
-  req.id = new_id;
+  req->id = new_id;
   TaskRecord record;
   record.id = new_id;
   record.ns = ns;
   record.replay_of = orig->id;
-  record.request_json = api::to_canonical_json(req);
+  record.request_json = api::to_canonical_json(*req);
   record.resolved_json = json_text(json{{"replay",
                                          {{"of", orig->id},
                                           {"of_attempt", orig->attempt},
                                           {"request", json::parse(canonical, nullptr, false)},
-                                          {"from_snapshot", snap ? json(*snap) : json(nullptr)}}}});
+                                          {"from_snapshot", *snap ? json(**snap) : json(nullptr)}}}});
   auto submitted = store_.submit_task(record);
   if (!submitted) {
     if (submitted.error().code == ErrorCode::kAlreadyExists)
@@ -360,7 +376,7 @@ ApiResult<TaskService::Submitted> TaskService::replay(const std::string& ns, std
                             {"original_attempt", orig->attempt},
                             {"ns", ns},
                             {"network", json::parse(canonical, nullptr, false)["network"]},
-                            {"from_snapshot", snap ? json(*snap) : json(nullptr)}});
+                            {"from_snapshot", *snap ? json(**snap) : json(nullptr)}});
     enqueue(new_id);
   }
   return Submitted{std::move(submitted->task), submitted->created, submitted->retried};
