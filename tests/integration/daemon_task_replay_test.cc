@@ -253,6 +253,41 @@ TEST(DaemonTaskReplay, RefusalsIdempotencyAndNamespaces) {
   EXPECT_EQ(wait_task(d, "rp-run").value("status", ""), "cancelled");
 }
 
+// The image is part of what a task ran on: a replay on an image that was
+// rebuilt since (here its image.json says another creation time) is 409
+// naming the image. corral images carry no content digest; the task keeps
+// their identity (docs/tasks.md "What a task keeps").
+TEST(DaemonTaskReplay, AnImageRebuiltSinceIsRefused) {
+  TestDaemon d;
+  ASSERT_TRUE(d.ready()) << d.output();
+  // An image the store lists (its root file system empty: the task's
+  // sandbox cannot start, which does not matter here).
+  const std::string image = d.data_dir() + "/images/replayimg";
+  ASSERT_EQ(host_sh("mkdir -p '" + image + "/rootfs' && echo ok"), "ok\n");
+  auto write_meta = [&](const std::string& created) {
+    std::ofstream(image + "/image.json")
+        << json{{"name", "replayimg"}, {"source", "test"}, {"created", created},
+                {"size_bytes", 4096}}.dump();
+  };
+  write_meta("2026-12-01T10:00:00Z");
+  json body = task_body("rp-img", "true");
+  body["sandbox"]["image"] = "replayimg";
+  ASSERT_EQ(d.request("POST", "/v1/tasks", body.dump()).status, 202);
+  json t = wait_task(d, "rp-img");
+  ASSERT_TRUE(text(t, "status") == "failed" || text(t, "status") == "succeeded") << t.dump();
+  ASSERT_TRUE(t["resolved"]["image"].is_object()) << t.dump();
+  EXPECT_EQ(t["resolved"]["image"].value("created", ""), "2026-12-01T10:00:00Z");
+  const std::string digest = t["resolved"]["image"].value("digest", "");
+  EXPECT_EQ(digest.rfind("sha256:", 0), 0u) << t.dump();
+
+  write_meta("2026-12-02T08:00:00Z");  // rebuilt
+  json refused = post_replay(d, "rp-img", json::object(), 409);
+  EXPECT_EQ(error_field(refused), "image") << refused.dump();
+  write_meta("2026-12-01T10:00:00Z");  // the same again
+  post_replay(d, "rp-img", json{{"id", "rp-img-same"}}, 202);
+  wait_task(d, "rp-img-same");
+}
+
 // From the failure snapshot: what the failed command wrote is there before
 // the replay's command runs; without it, the replay starts clean.
 TEST(DaemonTaskReplay, FromSnapshotStartsFromTheFailedTasksFiles) {
