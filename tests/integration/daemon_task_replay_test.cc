@@ -4,9 +4,10 @@
 // again in a fresh sandbox from those copies (byte-identical inputs even
 // after the original object changed; a tampered copy is input_mismatch),
 // with network none unless asked, optionally from the failure snapshot's
-// files. Refusals (running, unknown, unknown field, another namespace),
-// idempotency of an explicit id, and no secret value in anything the
-// daemon keeps (state db, audit log, object store, API answers).
+// files, refused on an image rebuilt since. Refusals (running, unknown,
+// unknown field, nothing kept, another namespace), idempotency of an
+// explicit id, the CLI, and no secret value in anything the daemon keeps
+// (state db, audit log, object store, API answers).
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
