@@ -503,6 +503,10 @@ Json task_json(const TaskInfo& t) {
     auto req = parse_json(*t.request_json, kStored);
     if (req) j["request"] = std::move(*req);
   }
+  if (t.resolved_json && !t.resolved_json->empty()) {
+    auto resolved = parse_json(*t.resolved_json, kStored);
+    if (resolved) j["resolved"] = std::move(*resolved);
+  }
   return j;
 }
 
@@ -566,6 +570,8 @@ Result<TaskInfo> read_task_info(const Json& doc, std::string_view path, const Ct
   }
   if (const Json* req = obj->get("request"); req != nullptr && req->is_object())
     t.request_json = dump(*req);
+  if (const Json* res = obj->get("resolved"); res != nullptr && res->is_object())
+    t.resolved_json = dump(*res);
   return t;
 }
 

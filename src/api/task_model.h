@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "spec/sandbox_spec.h"
 
 namespace corral::api {
 
@@ -91,6 +92,28 @@ Result<TaskRequest> parse_task_request(std::string_view body, std::uint64_t max_
 Result<TaskRequest> parse_stored_task_request(std::string_view canonical_json);
 std::string to_canonical_json(const TaskRequest& request);
 
+// ---- replay (T2) ----------------------------------------------------------
+
+// POST /v1/tasks/{id}/replay (docs/tasks.md "Replay"); every field optional,
+// an empty body is {}:
+//   {"id": "<new id>",                       // default: {id}-replay-N, the next free N
+//    "network": "none" | "as_original" | {...a create's network object...},
+//    "from_snapshot": false,                  // the failure snapshot's files first
+//    "timeout": "10m" | 600}                  // default: the original's timeout
+struct TaskReplayRequest {
+  enum class Network { kNone, kAsOriginal, kExplicit };
+  std::optional<std::string> id;
+  Network network = Network::kNone;
+  NetworkSpec network_spec;  // kExplicit only
+  bool from_snapshot = false;
+  std::optional<std::int64_t> timeout_ms;
+};
+Result<TaskReplayRequest> parse_task_replay(std::string_view body);
+// Canonical: every field present ("id" null when not given, "network" a
+// word or the object, "timeout_ms" in milliseconds or null); what a repeat
+// with the same explicit id is compared against.
+std::string to_canonical_json(const TaskReplayRequest& request);
+
 // ---- the task as shown ---------------------------------------------------
 
 struct TaskOutputInfo {
@@ -121,6 +144,9 @@ struct TaskInfo {
   std::optional<std::int64_t> started_at_ms;
   std::optional<std::int64_t> finished_at_ms;
   std::optional<std::string> request_json;  // canonical; GET of one task only
+  // What replay keeps (resolved spec, image, input copies, secret names;
+  // never a secret's value); GET of one task only.
+  std::optional<std::string> resolved_json;
 };
 std::string to_json(const TaskInfo& task);
 // {"tasks": [...], "next_cursor": "..." | null}

@@ -1,4 +1,4 @@
-// corral task run|get|ls|cancel|outputs: tasks of the daemon
+// corral task run|get|ls|cancel|replay|outputs: tasks of the daemon
 // (docs/tasks.md, docs/cli.md "Tasks"; REQUIREMENTS.md D6, T2). A task is
 // submitted under an id the client chooses, so running the same `corral
 // task run` again after a crash or a timeout never runs the command twice:
@@ -39,6 +39,8 @@ constexpr const char* kTaskUsage =
     "       corral task get ID [--wait DURATION] [--json]\n"
     "       corral task ls [--status S[,S...]] [--limit N] [--json]\n"
     "       corral task cancel ID [--json]\n"
+    "       corral task replay ID [--id NEW] [--network none|as_original] [--from-snapshot]\n"
+    "                             [--timeout DURATION] [--wait] [--json]\n"
     "       corral task outputs ID [N...] [--output-dir DIR]\n"
     "\n"
     "Tasks run a command once in a fresh sandbox: inputs pushed in, outputs\n"
@@ -46,6 +48,26 @@ constexpr const char* kTaskUsage =
     "`corral task run --id ID` again finds the stored task and never runs the\n"
     "command a second time; the same id with another command is refused.\n"
     "`corral task SUBCOMMAND --help` describes each.\n";
+
+constexpr const char* kReplayUsage =
+    "usage: corral task replay ID [--id NEW] [--network none|as_original] [--from-snapshot]\n"
+    "                             [--timeout DURATION] [--wait] [--json]\n"
+    "\n"
+    "Runs finished task ID again in a fresh sandbox (T2, docs/tasks.md \"Replay\"):\n"
+    "the same resolved sandbox spec, image, command and environment, its inputs\n"
+    "read from the copies the task kept (their sha256 checked). The replay is a\n"
+    "new task whose replay_of is ID; prints it, or waits for its end with --wait.\n"
+    "\n"
+    "options:\n"
+    "  --id NEW             the replay's id; default ID-replay-N (the next free N).\n"
+    "                       The same --id again returns that replay, never a second run\n"
+    "  --network MODE       none (the default: no network at all) or as_original\n"
+    "  --from-snapshot      start from the failure snapshot's files (as archived,\n"
+    "                       secrets redacted), then push the inputs\n"
+    "  --timeout DURATION   the command's timeout; default the original's\n"
+    "  --wait               wait for the replay's end; the exit status is then\n"
+    "                       the one of `corral task run`\n"
+    "  --json               print the task as JSON\n";
 
 constexpr const char* kRunUsage =
     "usage: corral task run [options] -- CMD [ARG...]\n"
@@ -482,6 +504,57 @@ int cancel_task(const std::vector<std::string_view>& args) {
   return 0;
 }
 
+// replay ID: a POST on the task; the new task is printed, or waited for.
+int replay_task(const std::vector<std::string_view>& args) {
+  ClientFlags flags(kReplayUsage);
+  std::string id;
+  ojson body = ojson::object();
+  bool as_json = false, wait = false;
+  flags.option("--id", [&](const std::string& v) -> Refusal {
+    body["id"] = v;
+    return std::nullopt;
+  });
+  flags.option("--network", [&](const std::string& v) -> Refusal {
+    if (v != "none" && v != "as_original")
+      return "--network is none or as_original, not \"" + v + "\"";
+    body["network"] = v;
+    return std::nullopt;
+  });
+  flags.flag({"--from-snapshot"}, [&] { body["from_snapshot"] = true; });
+  flags.option("--timeout", [&](const std::string& v) -> Refusal {
+    if (auto d = parse_duration(v); !d) return refused("--timeout", d.error());
+    body["timeout"] = v;
+    return std::nullopt;
+  });
+  flags.flag({"--wait"}, wait);
+  flags.flag({"--json"}, as_json);
+  flags.positional([&](std::string_view a) -> Refusal {
+    if (!id.empty()) return "one task ID at a time";
+    id = a;
+    return std::nullopt;
+  });
+  if (auto status = flags.parse(args)) return *status;
+  if (id.empty()) return flags.usage_error("which task? give its ID");
+  if (auto bad = non_utf8_field(body, ""))
+    return flags.usage_error(not_text_message("the request's " + json_text(ojson(*bad))));
+  auto daemon = connect(flags.endpoint());
+  if (!daemon) return command_failure(daemon.error());
+  auto reply = (*daemon)->call("POST", task_path(id) + "/replay", json_text(body));
+  if (!reply) return command_failure(reply.error());
+  auto task = parse_reply(*reply);
+  if (!task) return command_failure(Error{ErrorCode::kInternal, "the daemon's answer is not a task", "", 0});
+  const std::string replay_id = str_or(*task, "id");
+  fprintf(stderr, "corral: task %s replays %s\n", replay_id.c_str(), id.c_str());
+  if (wait) {
+    auto done = wait_for(**daemon, replay_id, -1, true);
+    if (!done) return command_failure(done.error());
+    task = std::move(*done);
+  }
+  if (as_json) printf("%s\n", json_text(*task, 2).c_str());
+  else print_task(*task);
+  return wait ? status_of(*task) : 0;
+}
+
 int task_outputs(const std::vector<std::string_view>& args) {
   ClientFlags flags(kOutputsUsage);
   std::string id, dir = ".";
@@ -526,9 +599,10 @@ int task_command(const std::vector<std::string_view>& args) {
   if (sub == "get") return get_task(rest);
   if (sub == "ls") return list_tasks(rest);
   if (sub == "cancel") return cancel_task(rest);
+  if (sub == "replay") return replay_task(rest);
   if (sub == "outputs") return task_outputs(rest);
   return usage_error("unknown task command \"" + std::string(sub) +
-                         "\": run, get, ls, cancel or outputs",
+                         "\": run, get, ls, cancel, replay or outputs",
                      kTaskUsage);
 }
 

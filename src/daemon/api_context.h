@@ -117,6 +117,7 @@ void handle_submit_task(ApiContext& ctx, ApiRequest& r);  // task_api.cc
 void handle_list_tasks(ApiContext& ctx, ApiRequest& r);
 void handle_get_task(ApiContext& ctx, ApiRequest& r);
 void handle_cancel_task(ApiContext& ctx, ApiRequest& r);
+void handle_replay_task(ApiContext& ctx, ApiRequest& r);
 void handle_task_output(ApiContext& ctx, ApiRequest& r);
 void handle_task_log(ApiContext& ctx, ApiRequest& r);
 void handle_list_snapshots(ApiContext& ctx, ApiRequest& r);

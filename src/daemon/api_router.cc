@@ -48,6 +48,7 @@ const Route kRoutes[] = {
     {"GET", "/v1/tasks", handle_list_tasks},
     {"GET", "/v1/tasks/{id}", handle_get_task},
     {"POST", "/v1/tasks/{id}/cancel", handle_cancel_task},
+    {"POST", "/v1/tasks/{id}/replay", handle_replay_task},
     {"GET", "/v1/tasks/{id}/outputs/{n}", handle_task_output},
     {"GET", "/v1/tasks/{id}/log", handle_task_log},
     {"POST", "/v1/volumes", handle_create_volume},

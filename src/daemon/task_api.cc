@@ -15,6 +15,8 @@ namespace corral::daemon {
 namespace {
 
 constexpr std::chrono::milliseconds kMaxWait{60'000};
+// A replay's body is a few options (a network object at most).
+constexpr std::size_t kMaxReplayBody = 1 << 20;
 
 // The namespace a request acts in. Until API keys carry namespaces (issue
 // 15's volumes work adds ApiRequest::ns), every caller is in "default":
@@ -68,6 +70,28 @@ void handle_submit_task(ApiContext& ctx, ApiRequest& r) {
     (void)r.out.send(202,
                      {{"content-type", "application/json"},
                       {"location", "/v1/tasks/" + submitted->task.id}},
+                     json);
+    return;
+  }
+  (void)r.out.send(200,
+                   {{"content-type", "application/json"}, {"corral-task-replayed", "true"}},
+                   json);
+}
+
+// POST /v1/tasks/{id}/replay (T2; docs/tasks.md "Replay"): 202 with the
+// new task, 200 for a repeat of the same explicit id and body.
+void handle_replay_task(ApiContext& ctx, ApiRequest& r) {
+  TaskService* tasks = tasks_or_fail(ctx, r);
+  if (tasks == nullptr) return;
+  auto body = read_json_body(r, kMaxReplayBody);
+  if (!body) return send_error(r.out, body.error());
+  auto replayed = tasks->replay(request_ns(r), r.params[0], *body);
+  if (!replayed) return send_error(r.out, replayed.error());
+  const std::string json = task_json(replayed->task, true);
+  if (replayed->created || replayed->retried) {
+    (void)r.out.send(202,
+                     {{"content-type", "application/json"},
+                      {"location", "/v1/tasks/" + replayed->task.id}},
                      json);
     return;
   }

@@ -15,6 +15,7 @@
 #include "daemon/file_ops.h"
 #include "daemon/sandbox_service.h"
 #include "daemon/snapshot_service.h"
+#include "daemon/task_replay.h"
 #include "daemon/task_service.h"
 #include "secrets/redactor.h"
 
@@ -93,6 +94,8 @@ class TaskService::Runner {
       return finish();
     }
     req_ = std::move(*request);
+    resolved_ = nlohmann::json::parse(task_.resolved_json, nullptr, false);
+    if (!resolved_.is_object()) resolved_ = nlohmann::json::object();
     if (task_.status == TaskStatus::kQueued) {
       if (!to(TaskStatus::kRunning, TaskStage::kCreate, "a worker took it")) return;
       return run_from_start();
@@ -285,15 +288,18 @@ class TaskService::Runner {
     }
     auto spec = api::parse_create_sandbox_over(body, s_.sandboxes_.defaults());
     if (!spec) return fail("setup", "the sandbox spec: " + spec.error().message);
+    // T2: what a replay needs, before the sandbox exists (docs/tasks.md
+    // "Replay"): the spec as the defaults made it (secret names, never
+    // values), before the lifetime is raised for this task.
+    record_for_replay(*spec);
     // The sandbox outlives the command's timeout and the stages after it:
     // the reaper must not end it under a running task.
     const std::chrono::milliseconds needed(timeout_ms() + s_.config_.initialize_timeout_ms +
                                            s_.config_.collect_timeout_ms + 5 * 60'000);
     if (spec->spec.limits.max_lifetime < needed) spec->spec.limits.max_lifetime = needed;
     const std::string key = new_create_key(task_);
-    TaskUpdate keyed;
-    keyed.resolved_json = json_text(nlohmann::json{{"create_key", key}});
-    if (!update(keyed)) return false;
+    resolved_["create_key"] = key;
+    if (!store_resolved()) return false;
     auto made = s_.sandboxes_.create(*spec, key, task_.ns);
     s_.observe_stage(TaskStage::kCreate, Clock::now() - t0);
     if (!made) return fail("setup", "the sandbox could not be created: " + made.error().message);
@@ -331,15 +337,85 @@ class TaskService::Runner {
     auto root = open_sandbox_root(s_.sandboxes_, *sandbox_);
     if (!root) return fail("setup", "the sandbox's files: " + root.error().message);
     const uid_t owner = file_owner(*sandbox_);
+    if (!restore_snapshot(*root, owner)) return false;
+    nlohmann::json kept = nlohmann::json::array();
     for (std::size_t i = 0; i < req_.inputs.size(); ++i) {
       if (active_->cancel) return false;
       if (auto late = deadline_passed(TaskStage::kInitialize, deadline); !late.empty())
         return fail("setup", late);
       if (!push_input(*root, owner, i)) return false;
+      auto copy = keep_input_copy(*root, i);
+      if (!copy) return false;
+      kept.push_back(std::move(*copy));
     }
+    resolved_["inputs"] = std::move(kept);
+    if (!store_resolved()) return false;
     s_.observe_stage(TaskStage::kInitialize, Clock::now() - t0);
     return true;
   }
+
+  // T2: a copy of input `i` as the command will see it (task_replay.h).
+  std::optional<nlohmann::json> keep_input_copy(const ConfinedRoot& root, std::size_t i) {
+    const api::TaskInput& in = req_.inputs[i];
+    auto kept = daemon::keep_input_copy(s_.objects_,
+                                        attempt_prefix(task_) + "/inputs/" + std::to_string(i),
+                                        task_.id, i, in, root, input_sha_, input_size_);
+    if (kept) return std::move(*kept);
+    const std::string where = "inputs[" + std::to_string(i) + "] (" + in.path + "): ";
+    const Error& e = kept.error();
+    if (e.code == ErrorCode::kInvalidArgument) fail("input_mismatch", where + e.message);
+    else if (e.code == ErrorCode::kUnavailable) fail("storage_unavailable", where + e.message);
+    else if (e.code == ErrorCode::kResourceExhausted) fail("storage_unavailable", where + e.message);
+    else fail("setup", where + e.message);
+    return std::nullopt;
+  }
+
+  // ---- replay (T2) -------------------------------------------------------
+
+  void record_for_replay(const api::CreateSandboxRequest& spec) {
+    resolved_["sandbox"] = nlohmann::json::parse(api::spec_to_json(spec.spec), nullptr, false);
+    resolved_["image"] = image_identity(spec.spec.image);
+    resolved_["argv"] = req_.argv();
+    nlohmann::json env = nlohmann::json::object();
+    for (const auto& [name, value] : req_.env) env[name] = value;
+    resolved_["env"] = std::move(env);
+    nlohmann::json secrets = nlohmann::json::array();
+    for (const auto& sec : spec.spec.secrets) secrets.push_back(sec.name);
+    resolved_["secret_names"] = std::move(secrets);
+    resolved_["timeout_ms"] = timeout_ms();
+  }
+
+  bool store_resolved() {
+    TaskUpdate u;
+    u.resolved_json = json_text(resolved_);
+    return update(u);
+  }
+
+  // A replay from a failure snapshot: its files (as archived: redacted)
+  // are written into the new sandbox before the inputs.
+  bool restore_snapshot(const ConfinedRoot& root, uid_t owner) {
+    const auto* replay = resolved_.contains("replay") ? &resolved_["replay"] : nullptr;
+    if (replay == nullptr || !replay->is_object() || !replay->contains("from_snapshot") ||
+        !(*replay)["from_snapshot"].is_string())
+      return true;
+    const std::string snap = (*replay)["from_snapshot"].get<std::string>();
+    if (s_.snapshots_ == nullptr)
+      return fail("setup", "snapshot " + snap + ": this daemon has no snapshot service");
+    auto restored = restore_snapshot_files(*s_.snapshots_, snap, root, owner);
+    if (!restored) {
+      const Error& e = restored.error();
+      if (e.code == ErrorCode::kNotFound) return fail("input_missing", e.message);
+      if (e.code == ErrorCode::kResourceExhausted) return fail("disk_quota", e.message);
+      if (e.code == ErrorCode::kUnavailable) return fail("storage_unavailable", e.message);
+      return fail("setup", e.message);
+    }
+    (*replay_restored())["files"] = restored->files;
+    (*replay_restored())["dirs"] = restored->dirs;
+    (*replay_restored())["skipped"] = restored->skipped;
+    return true;
+  }
+
+  nlohmann::json* replay_restored() { return &resolved_["replay"]["restored"]; }
 
   bool push_input(const ConfinedRoot& root, uid_t owner, std::size_t i) {
     const api::TaskInput& in = req_.inputs[i];
@@ -395,6 +471,8 @@ class TaskService::Runner {
       return fail("internal", where + ": its stored bytes do not match the sha256 they were "
                               "submitted with");
     }
+    input_sha_ = actual;
+    input_size_ = written;
     if (in.sha256 && *in.sha256 != actual) {
       (void)root.remove(in.path);
       return fail("input_mismatch",
@@ -715,6 +793,9 @@ class TaskService::Runner {
   Clock::time_point exec_started_{};
   std::optional<api::SandboxUsage> usage_before_;
   std::optional<StageFailure> outcome_;
+  nlohmann::json resolved_ = nlohmann::json::object();  // TaskRecord::resolved_json
+  std::string input_sha_;  // of the input push_input wrote last
+  std::uint64_t input_size_ = 0;
 };
 
 void TaskService::run_one(const std::string& id) {

@@ -418,7 +418,10 @@ api::TaskInfo TaskService::info_of(const TaskRecord& t, bool with_request) {
   info.created_at_ms = t.created_at_ms;
   info.started_at_ms = t.started_at_ms;
   info.finished_at_ms = t.finished_at_ms;
-  if (with_request) info.request_json = t.request_json;
+  if (with_request) {
+    info.request_json = t.request_json;
+    if (!t.resolved_json.empty()) info.resolved_json = t.resolved_json;
+  }
   return info;
 }
 

@@ -75,6 +75,11 @@ class TaskService {
   // sandbox defaults, stored (committed before this returns), queued.
   ApiResult<Submitted> submit(const std::string& ns, std::string_view body);
   ApiResult<TaskRecord> get(const std::string& ns, std::string_view id);
+  // POST /v1/tasks/{id}/replay (T2; task_replay.cc): finished task `id` of
+  // namespace `ns` run again in a fresh sandbox under a new id, from the
+  // copies and the resolved spec it kept. created=false: the same explicit
+  // id was replayed before with the same body (that task is returned).
+  ApiResult<Submitted> replay(const std::string& ns, std::string_view id, std::string_view body);
   // Until the task is finished or `wait` passes; the task either way.
   ApiResult<TaskRecord> wait(const std::string& ns, std::string_view id,
                              std::chrono::milliseconds wait);
@@ -144,6 +149,7 @@ class TaskService {
   std::condition_variable finished_cv_;
   std::uint64_t finished_seq_ = 0;
 
+  std::mutex replay_mu_;  // one replay submission at a time (task_replay.cc)
   std::array<std::mutex, 64> submit_locks_;  // per-id submit guard, striped
   std::atomic<std::int64_t> queued_{0}, running_{0};
 };

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "api/api_model.h"
+#include "api/task_model.h"
 #include "fuzz_checks.h"
 #include "spec/mount_arg.h"
 
@@ -101,6 +102,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   round_trip(text, api::parse_extend, [](const api::ExtendRequest& r) {
     require(r.max_lifetime_ms.has_value() != r.extend_by_ms.has_value());
   });
+
+  // POST /v1/tasks/{id}/replay (T2): bounds hold, the canonical form is
+  // stable.
+  if (auto rp = api::parse_task_replay(text)) {
+    require(!rp->id || api::valid_task_id(*rp->id));
+    require(!rp->timeout_ms || (*rp->timeout_ms >= 1 && *rp->timeout_ms <= 7LL * 24 * 3600 * 1000));
+    require(rp->network == api::TaskReplayRequest::Network::kExplicit ||
+            rp->network_spec.mode == "none");
+    const std::string canonical = api::to_canonical_json(*rp);
+    require(!canonical.empty() && canonical.front() == '{');
+    require(api::to_canonical_json(*rp) == canonical);
+  } else {
+    check_error(rp.error());
+  }
 
   if (auto sig = api::parse_signal_request(text)) {
     require(*sig >= 1 && *sig <= 64);

@@ -443,6 +443,31 @@ class Client:
         """POST /v1/tasks/{id}/cancel: ends a queued or running task."""
         return TaskInfo.from_json(self._json("POST", f"/v1/tasks/{quote(task_id, safe='')}/cancel"))
 
+    def replay_task(self, task_id: str, new_id: Optional[str] = None,
+                    network: Union[str, dict, None] = None, from_snapshot: bool = False,
+                    timeout: Optional[Duration] = None) -> TaskInfo:
+        """POST /v1/tasks/{id}/replay (T2): runs finished task ``task_id``
+        again in a fresh sandbox, its inputs read from the copies it kept.
+
+        ``new_id`` defaults to ``{task_id}-replay-N`` (the next free N); the
+        same ``new_id`` again returns that replay. ``network`` is "none"
+        (the daemon's default: no network), "as_original", or a network
+        object as a create takes it. ``from_snapshot`` starts from the
+        failure snapshot's files. Returns the new task (``replay_of`` set);
+        wait for it with wait_task.
+        """
+        body: dict = {}
+        if new_id is not None:
+            body["id"] = new_id
+        if network is not None:
+            body["network"] = network
+        if from_snapshot:
+            body["from_snapshot"] = True
+        if timeout is not None:
+            body["timeout"] = _duration(timeout)
+        return TaskInfo.from_json(self._json(
+            "POST", f"/v1/tasks/{quote(task_id, safe='')}/replay", body=body))
+
     def task_output(self, task_id: str, index: int) -> bytes:
         """The bytes of output ``index`` of a finished task."""
         buf = io.BytesIO()

@@ -207,6 +207,9 @@ class TaskInfo:
     started_at_ms: Optional[int] = None
     finished_at_ms: Optional[int] = None
     request: Optional[dict] = None
+    # What a replay starts from (GET of one task): the resolved sandbox
+    # spec, the image, the kept input copies, secret names (never values).
+    resolved: Optional[dict] = None
 
     @property
     def finished(self) -> bool:
@@ -236,4 +239,5 @@ class TaskInfo:
             started_at_ms=_ms(doc, "started_at"),
             finished_at_ms=_ms(doc, "finished_at"),
             request=doc.get("request"),
+            resolved=doc.get("resolved"),
         )

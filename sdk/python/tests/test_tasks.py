@@ -75,3 +75,25 @@ def test_cancel_ends_a_running_task(unix_client):
 def test_unknown_task_is_not_found(unix_client):
     with pytest.raises(corral.NotFound):
         unix_client.get_task(_id("py-none"))
+
+
+def test_replay_runs_a_failed_task_again_from_its_kept_inputs(unix_client):
+    task_id = _id("py-replay")
+    data = bytes(range(256)) * 4
+    first = unix_client.run_task(task_id, "sha256sum /workspace/in.bin > /workspace/sum; exit 5",
+                                 inputs={"/workspace/in.bin": data},
+                                 outputs=[{"path": "/workspace/sum", "required": False}],
+                                 wait_timeout=120)
+    assert first.status == "failed" and first.exit_code == 5, first
+    assert first.resolved["inputs"][0]["sha256"] == hashlib.sha256(data).hexdigest()
+    new_id = _id("py-replayed")
+    replay = unix_client.replay_task(task_id, new_id=new_id)
+    assert replay.id == new_id and replay.replay_of == task_id
+    assert unix_client.replay_task(task_id, new_id=new_id).id == new_id  # idempotent
+    done = unix_client.wait_task(new_id, 120)
+    assert done.status == "failed" and done.exit_code == 5, done
+    assert unix_client.task_output(new_id, 0) == unix_client.task_output(task_id, 0)
+    with pytest.raises(corral.Conflict):
+        unix_client.replay_task(task_id, new_id=new_id, network="as_original")
+    with pytest.raises(corral.NotFound):
+        unix_client.replay_task(_id("py-none"))
