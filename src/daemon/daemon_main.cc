@@ -275,6 +275,7 @@ int serve(const ServeFlags& flags) {
   // store, their failure snapshots through the snapshot service.
   TaskService tasks(config.tasks, service, *store, objects->get(), metrics);
   tasks.set_snapshots(&snapshots);
+  tasks.set_volumes(&volumes);
   reconciled += "; " + tasks.start();
 
   ApiContext context{service, metrics, ApiLimits{}, objects->get()};
