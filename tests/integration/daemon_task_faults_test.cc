@@ -115,8 +115,9 @@ TEST(DaemonTaskFaults, ACommandOverItsMemoryLimitEndsWithReasonOom) {
 }
 
 // C2: the sandbox's disk (limits.disk) fills: the command that fails on it
-// ends disk_quota, and so does an input that does not fit; a command that
-// fails with room to spare stays exit_code.
+// ends disk_quota, and so does one killed by SIGXFSZ and an input (inline
+// or from the object store) that does not fit; a command that fails with
+// room to spare stays exit_code.
 TEST(DaemonTaskFaults, AFullSandboxDiskEndsWithReasonDiskQuota) {
   TestDaemon d;
   ASSERT_TRUE(d.ready()) << d.output();
@@ -152,6 +153,23 @@ TEST(DaemonTaskFaults, AFullSandboxDiskEndsWithReasonDiskQuota) {
   json f = wait_task(d, "disk-fsize");
   EXPECT_EQ(f.value("reason", ""), "disk_quota") << f.dump();
   EXPECT_EQ(f["signal"], SIGXFSZ) << f.dump();
+
+  // An object-store input that does not fit: the first task's 3 MB output
+  // is the second one's input, in a 2 MiB sandbox. The store did nothing
+  // wrong: its get is not counted as an error.
+  json make = task_body("disk-gen", "head -c 3000000 /dev/urandom > /workspace/o");
+  make["outputs"] = json::array({{{"path", "/workspace/o"}}});
+  ASSERT_EQ(d.request("POST", "/v1/tasks", make.dump()).status, 202);
+  ASSERT_EQ(wait_task(d, "disk-gen").value("status", ""), "succeeded");
+  json take = task_body("disk-object", "true");
+  take["sandbox"]["limits"]["disk"] = "2Mi";
+  take["inputs"] = json::array(
+      {{{"path", "/workspace/big"}, {"object", "tasks/disk-gen/1/outputs/0"}}});
+  ASSERT_EQ(d.request("POST", "/v1/tasks", take.dump()).status, 202);
+  json o = wait_task(d, "disk-object");
+  EXPECT_EQ(o.value("reason", ""), "disk_quota") << o.dump();
+  EXPECT_NE(text(o, "detail").find("inputs[0]"), std::string::npos) << o.dump();
+  EXPECT_EQ(metric(d, R"(corral_object_store_errors_total{op="get"})"), 0);
 }
 
 // D5: the object store's disk is full when an output is stored. The task
