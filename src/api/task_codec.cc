@@ -151,6 +151,9 @@ Result<TaskInput> read_input(const Json& v, const std::string& path, const Ctx& 
                   "is missing (the file's path inside the volume)");
     auto sub = read_c_string(*vp, obj->at("volume_path"), ctx);
     if (!sub) return tl::unexpected<Error>(sub.error());
+    if (sub->empty() || sub->front() == '/')
+      return fail(ApiErrorCode::kInvalidValue, obj->at("volume_path"),
+                  "is a file's path inside the volume, relative to its root, such as dir/in.txt");
     CORRAL_TRY(check_task_path("/" + *sub, obj->at("volume_path")));
     in.source = TaskInput::Source::kVolume;
     in.volume = std::move(*name);

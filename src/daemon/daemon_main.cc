@@ -19,6 +19,7 @@
 #include "daemon/daemon_config.h"
 #include "daemon/fd_budget.h"
 #include "daemon/log_redactor.h"
+#include "daemon/metered_object_store.h"
 #include "daemon/metrics.h"
 #include "daemon/object_store_open.h"
 #include "daemon/snapshot_service.h"
@@ -213,6 +214,8 @@ int serve(const ServeFlags& flags) {
   // secret store, stop the daemon here; an unreachable S3 service does not.
   auto objects = open_object_store(config, secrets.store());
   if (!objects) return fail(objects.error().message, objects.error().hint);
+  // Every use of it counts its failures (corral_object_store_errors_total).
+  *objects = std::make_unique<MeteredObjectStore>(std::move(*objects), metrics);
   // TLS interception's CA (broker hosts marked intercept): its key stays in
   // <data_dir>/ca; sandboxes that need it get the certificate only.
   std::shared_ptr<net::CertAuthority> ca;
@@ -272,6 +275,7 @@ int serve(const ServeFlags& flags) {
   // store, their failure snapshots through the snapshot service.
   TaskService tasks(config.tasks, service, *store, objects->get(), metrics);
   tasks.set_snapshots(&snapshots);
+  tasks.set_volumes(&volumes);
   reconciled += "; " + tasks.start();
 
   ApiContext context{service, metrics, ApiLimits{}, objects->get()};

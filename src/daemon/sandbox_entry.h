@@ -61,6 +61,8 @@ struct SandboxEntry {
   bool host_left = true;     // init, cgroup, writable layer, lock file
   bool network_left = true;  // its network's listeners and host link
   bool secrets_left = true;  // its secret files' mount
+  // The cgroup's counters as its teardown last read them (oom_kills).
+  std::optional<CgroupStats> final_stats;
 };
 
 }  // namespace corral::daemon

@@ -224,6 +224,20 @@ ApiResult<api::SandboxInfo> SandboxService::info_of(const SandboxRecord& record,
   return info;
 }
 
+std::optional<std::uint64_t> SandboxService::oom_kills(SandboxEntry& e) {
+  std::lock_guard one_at_a_time(e.teardown_mu);  // a teardown in progress ends first
+  if (e.final_stats) return e.final_stats->oom_kills;
+  LiveSandbox* live = nullptr;
+  {
+    std::lock_guard lock(e.mu);
+    if (!e.torn) live = e.live.get();
+  }
+  if (live == nullptr) return std::nullopt;
+  auto st = live->stats();
+  if (!st) return std::nullopt;
+  return st->oom_kills;
+}
+
 ApiResult<api::SandboxInfo> SandboxService::get(std::string_view id) {
   auto record = store_.get(id);
   if (!record) {

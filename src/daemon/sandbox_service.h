@@ -104,6 +104,14 @@ class SandboxService {
   // True while the registry holds the sandbox (alive, or being torn down).
   bool registered(std::string_view id) { return entry(id) != nullptr; }
   ApiResult<api::SandboxInfo> get(std::string_view id);
+  // The OOM kills in the sandbox's cgroup so far, whatever its state: read
+  // now, or as its teardown last read them (on cgroup v2 an OOM kill takes
+  // the whole sandbox, init included, so the sandbox is torn down as the
+  // killed process's end is reported). Waits for a teardown in progress.
+  // Takes the entry (a task's runner holds it), not the id: the registry
+  // may have let go of a torn-down sandbox already. nullopt when its
+  // counters are unknown.
+  std::optional<std::uint64_t> oom_kills(SandboxEntry& sandbox);
   ApiResult<std::vector<api::SandboxInfo>> list();
   ApiResult<api::SandboxInfo> destroy(std::string_view id, std::string_view reason);
   ApiResult<api::SandboxInfo> extend(std::string_view id, const api::ExtendRequest& request);

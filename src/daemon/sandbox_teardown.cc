@@ -78,6 +78,7 @@ api::SandboxInfo SandboxService::teardown(const std::shared_ptr<SandboxEntry>& e
   }
   unwatch(*e);
   DestroyReport report = remove_from_host(e, id);
+  if (report.final_stats) e->final_stats = report.final_stats;
   // Every process the sandbox had is gone now.
   std::vector<std::shared_ptr<ProcessEntry>> procs;
   {

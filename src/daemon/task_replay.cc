@@ -60,15 +60,23 @@ Result<json> keep_input_copy(objstore::ObjectStore* objects, const std::string& 
                              const ConfinedRoot& root, const std::string& sha256,
                              std::uint64_t size) {
   json rec = {{"path", in.path}, {"sha256", sha256}, {"size", size}};
-  if (in.source == api::TaskInput::Source::kObject) {
-    rec["source"] = "object";
-    rec["object"] = in.object_key;
-  } else {
-    // Inline bytes are kept by the state store from the submit on
-    // (StateStore::task_input_content): no second copy.
-    rec["source"] = "content";
-    rec["kept_in"] = "state";
-    return rec;
+  switch (in.source) {
+    case api::TaskInput::Source::kContent:
+      // Inline bytes are kept by the state store from the submit on
+      // (StateStore::task_input_content): no second copy.
+      rec["source"] = "content";
+      rec["kept_in"] = "state";
+      return rec;
+    case api::TaskInput::Source::kObject:
+      rec["source"] = "object";
+      rec["object"] = in.object_key;
+      break;
+    case api::TaskInput::Source::kVolume:
+      // The volume's file may change after the task, as an object may.
+      rec["source"] = "volume";
+      rec["volume"] = in.volume;
+      rec["volume_path"] = in.volume_path;
+      break;
   }
   if (objects == nullptr) {
     rec["stored_at"] = nullptr;

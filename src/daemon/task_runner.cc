@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <vector>
 
 #include "base/json_text.h"
 #include "base/sha256.h"
@@ -18,6 +19,7 @@
 #include "daemon/task_replay.h"
 #include "daemon/task_service.h"
 #include "secrets/redactor.h"
+#include "volume/volume_store.h"
 
 namespace corral::daemon {
 
@@ -420,8 +422,14 @@ class TaskService::Runner {
   bool push_input(const ConfinedRoot& root, uid_t owner, std::size_t i) {
     const api::TaskInput& in = req_.inputs[i];
     const std::string where = "inputs[" + std::to_string(i) + "] (" + in.path + ")";
-    if (in.source == api::TaskInput::Source::kVolume)
-      return fail("input_missing", where + ": volume inputs need the volume service");
+    // A volume's file is opened before anything is written: a refused one
+    // leaves no empty file behind.
+    UniqueFd volume_file;
+    if (in.source == api::TaskInput::Source::kVolume) {
+      auto opened = open_volume_input(in);
+      if (!opened) return fail(opened.error().reason, where + ": " + opened.error().detail);
+      volume_file = std::move(*opened);
+    }
     if (auto st = root.mkdir(parent_of(in.path), 0755, true, owner, owner); !st)
       return fail("setup", where + ": its directory: " + st.error().message);
     auto fd = root.open_write(in.path);
@@ -447,6 +455,23 @@ class TaskService::Runner {
       }
       if (auto st = sink(std::span<const char>(bytes.data(), bytes.size())); !st)
         return fail("disk_quota", where + ": " + st.error().message);
+    } else if (volume_file) {
+      std::vector<char> buf(256 * 1024);
+      for (;;) {
+        const ssize_t n = read(volume_file.get(), buf.data(), buf.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+          const int err = errno;
+          (void)root.remove(in.path);
+          return fail("storage_unavailable",
+                      where + ": reading volume " + in.volume + ": " + strerror(err));
+        }
+        if (n == 0) break;
+        if (auto st = sink(std::span<const char>(buf.data(), static_cast<std::size_t>(n))); !st) {
+          (void)root.remove(in.path);
+          return fail("disk_quota", where + ": " + st.error().message);
+        }
+      }
     } else {
       if (s_.objects_ == nullptr)
         return fail("storage_unavailable", where + ": this daemon has no object store");
@@ -479,6 +504,20 @@ class TaskService::Runner {
                   where + ": its sha256 is " + actual + ", the request expected " + *in.sha256);
     }
     return true;
+  }
+
+  // A volume input's file, from a volume of the task's own namespace
+  // (VolumeStore::open_file: confined to the volume, a regular file).
+  tl::expected<UniqueFd, StageFailure> open_volume_input(const api::TaskInput& in) {
+    if (s_.volumes_ == nullptr)
+      return tl::unexpected(StageFailure{"input_missing", "this daemon has no volume service"});
+    auto f = s_.volumes_->open_file(task_.ns, in.volume, in.volume_path);
+    if (f) return std::move(*f);
+    // Not mounted, or a passing error: the same id may be retried.
+    const bool passing = f.error().code == ErrorCode::kUnavailable ||
+                         f.error().code == ErrorCode::kInternal;
+    return tl::unexpected(StageFailure{passing ? "storage_unavailable" : "input_missing",
+                                       f.error().message});
   }
 
   // ---- execute ---------------------------------------------------------------
@@ -517,7 +556,7 @@ class TaskService::Runner {
     er.env = req_.env;
     er.cwd = req_.cwd;
     er.timeout_ms = timeout_ms();
-    usage_before_ = usage();
+    oom_kills_before_ = s_.sandboxes_.oom_kills(*sandbox_);
     // Stored before the spawn: from here a restarted daemon never runs the
     // command again (task_service.h).
     TaskUpdate u;
@@ -618,10 +657,16 @@ class TaskService::Runner {
       fail("daemon_restart",
            "the daemon restarted while the command ran and its end was never observed");
     } else if (sig) {
-      auto after = usage();
-      if (after && usage_before_ && after->oom_kills > usage_before_->oom_kills)
+      // Read from the sandbox whatever its state: on cgroup v2 the OOM
+      // kill took the whole sandbox (SandboxService::oom_kills).
+      auto after = s_.sandboxes_.oom_kills(*sandbox_);
+      if (after && *after > oom_kills_before_.value_or(0))
         fail("oom", "the command was killed by the out-of-memory killer (signal " +
                         std::to_string(*sig) + ")");
+      else if (*sig == SIGXFSZ)  // RLIMIT_FSIZE is the sandbox's disk limit
+        fail("disk_quota", "the command was killed by SIGXFSZ: a file grew past the sandbox's "
+                           "disk limit (" +
+                               std::to_string(sandbox_->spec.limits.disk_bytes) + " bytes)");
       else
         fail("signal", "the command was ended by signal " + std::to_string(*sig));
     } else if (*exit_code != 0) {
@@ -722,7 +767,7 @@ class TaskService::Runner {
       auto stored = s_.objects_->put_fd(rec.object_key, fd->get(), options);
       if (!stored) {
         const Error& e = stored.error();
-        if (e.code == ErrorCode::kResourceExhausted && e.message.find("over its limit") != std::string::npos)
+        if (e.code == ErrorCode::kResourceExhausted && e.sys_errno == objstore::kOverMaxSize)
           fail_output("output_too_large", e.message);
         else
           fail_output("storage_unavailable", "storing it: " + e.message);
@@ -791,7 +836,9 @@ class TaskService::Runner {
   UniqueFd stdin_w_;
   std::size_t stdin_off_ = 0;
   Clock::time_point exec_started_{};
-  std::optional<api::SandboxUsage> usage_before_;
+  // The sandbox's OOM kills before the command (a re-attached task's is
+  // unknown: its sandbox was made for it, so none).
+  std::optional<std::uint64_t> oom_kills_before_;
   std::optional<StageFailure> outcome_;
   nlohmann::json resolved_ = nlohmann::json::object();  // TaskRecord::resolved_json
   std::string input_sha_;  // of the input push_input wrote last

@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "daemon/sandbox_service.h"
+#include "volume/volume_store.h"
 
 namespace corral::daemon {
 
@@ -104,13 +105,21 @@ ApiResult<TaskService::Submitted> TaskService::submit(const std::string& ns,
                         " s (serve.tasks.max_timeout)",
                     "timeout");
   for (std::size_t i = 0; i < request->inputs.size(); ++i) {
-    if (request->inputs[i].source == api::TaskInput::Source::kVolume)
+    const api::TaskInput& in = request->inputs[i];
+    if (in.source != api::TaskInput::Source::kVolume) continue;
+    const std::string field = "inputs[" + std::to_string(i) + "].volume";
+    if (volumes_ == nullptr)
       return api_fail(api::ApiErrorCode::kInvalidValue,
-                      "inputs[" + std::to_string(i) +
-                          "]: volume inputs need the volume service, which this daemon does not "
-                          "have",
-                      "inputs[" + std::to_string(i) + "].volume",
-                      "push the file as \"content\" or from \"object\"");
+                      field + ": volume inputs need the volume service, which this daemon does "
+                              "not have",
+                      field, "push the file as \"content\" or from \"object\"");
+    // Another namespace's volume is 403 now, as for a sandbox's mounts; one
+    // that does not exist (yet) fails the task with input_missing when it
+    // runs, like a missing object.
+    if (auto v = volumes_->get(ns, in.volume);
+        !v && v.error().code == ErrorCode::kPermissionDenied)
+      return api_fail(api::ApiErrorCode::kForbidden, field + ": " + v.error().message, field,
+                      v.error().hint);
   }
   // The sandbox spec is checked now, against the daemon's defaults, so that
   // a spec the daemon would refuse is a 400, not a failed task.

@@ -4,7 +4,9 @@
 // bounded pool of workers through its stages, each stored before it starts
 // so that a restarted daemon knows how far it got:
 //   create      SandboxService::create, with an idempotency key stored first
-//   initialize  inputs pushed through the sandbox's confined root, hashes verified
+//   initialize  inputs (inline, from the object store or from a volume of the
+//               task's namespace) pushed through the sandbox's confined root,
+//               hashes verified
 //   execute     the command as a background process (its output on the
 //               sandbox's layer survives the daemon); process_id stored first
 //   collect     outputs read through the confined root, hashed, stored in the
@@ -46,6 +48,10 @@
 #include "objstore/object_store.h"
 #include "store/state_store.h"
 #include "store/task_record.h"
+
+namespace corral::volume {
+class VolumeStore;
+}
 
 namespace corral::daemon {
 
@@ -97,6 +103,9 @@ class TaskService {
   // Where failure snapshots go (D4); unset: a failed task records
   // snapshot_error "this daemon has no snapshot service". Before start().
   void set_snapshots(SnapshotService* snapshots) { snapshots_ = snapshots; }
+  // Where inputs with "volume" are read from (the caller's namespace's
+  // volumes); unset: such a task is refused at submit. Before start().
+  void set_volumes(volume::VolumeStore* volumes) { volumes_ = volumes; }
   const TaskConfig& config() const { return config_; }
   // Removes finished tasks older than the retention, with their stored
   // objects; returns how many. Run by the pruner thread; public for tests.
@@ -133,6 +142,7 @@ class TaskService {
   objstore::ObjectStore* objects_;
   MetricsRegistry& metrics_;
   SnapshotService* snapshots_ = nullptr;
+  volume::VolumeStore* volumes_ = nullptr;
 
   std::mutex mu_;  // guards queue_, queued_ids_, active_, cancel_requested_, stopping_
   std::condition_variable queue_cv_;

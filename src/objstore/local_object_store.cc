@@ -261,8 +261,7 @@ Result<ObjectInfo> LocalObjectStore::put_stream(std::string_view key, const Chun
     if (*n == 0) break;
     size += *n;
     if (options.max_size && size > *options.max_size) {
-      return make_error(ErrorCode::kResourceExhausted,
-                        "putting " + shown(key) + ": the content is over its limit of " +
+      return over_max_size("putting " + shown(key) + ": the content is over its limit of " +
                             std::to_string(*options.max_size) + " bytes; nothing stored");
     }
     hasher.update(buf.data(), *n);

@@ -115,4 +115,8 @@ Result<std::optional<std::string>> check_put_options(const PutOptions& options) 
   return std::optional<std::string>(std::move(*normalized));
 }
 
+tl::unexpected<Error> over_max_size(std::string message) {
+  return tl::unexpected(Error{ErrorCode::kResourceExhausted, std::move(message), "", kOverMaxSize});
+}
+
 }  // namespace corral::objstore

@@ -36,4 +36,8 @@ Result<std::string> normalize_sha256(std::string_view hex);
 // normalized (or nullopt).
 Result<std::optional<std::string>> check_put_options(const PutOptions& options);
 
+// The error of a put whose content is over PutOptions::max_size:
+// kResourceExhausted with sys_errno kOverMaxSize.
+tl::unexpected<Error> over_max_size(std::string message);
+
 }  // namespace corral::objstore

@@ -12,11 +12,14 @@
 // sha256 that does not match, kUnavailable when the store cannot be reached
 // or answers with a server error (a task then fails with reason
 // storage_unavailable and may be retried), kResourceExhausted when it is
-// full. Messages name the key and the back-end, never a credential.
+// full, or with sys_errno kOverMaxSize when a put's content is over its
+// PutOptions::max_size (the caller's limit, not a full store). Messages name
+// the key and the back-end, never a credential.
 //
 // Implementations are safe to call from many threads at once.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -40,6 +43,9 @@ struct ObjectInfo {
   // the content digest under it), values printable ASCII, 2 KiB in all.
   std::map<std::string, std::string> metadata;
 };
+
+// Error::sys_errno of a put refused for PutOptions::max_size.
+inline constexpr int kOverMaxSize = EFBIG;
 
 struct PutOptions {
   // Verified against the content: a mismatch stores nothing (kInvalidArgument).

@@ -56,8 +56,7 @@ Result<HashedContent> hash_content(int fd, off_t offset, const PutOptions& optio
     if (n == 0) break;
     out.size += static_cast<std::uint64_t>(n);
     if (options.max_size && out.size > *options.max_size) {
-      return make_error(ErrorCode::kResourceExhausted,
-                        "putting " + shown + ": the content is over its limit of " +
+      return over_max_size("putting " + shown + ": the content is over its limit of " +
                             std::to_string(*options.max_size) + " bytes; nothing stored");
     }
     hasher.update(buf.data(), static_cast<std::size_t>(n));
@@ -81,8 +80,7 @@ Result<UniqueFd> spool(int fd, const std::string& dir, const PutOptions& options
     if (n == 0) break;
     size += static_cast<std::uint64_t>(n);
     if (options.max_size && size > *options.max_size) {
-      return make_error(ErrorCode::kResourceExhausted,
-                        "putting " + shown + ": the content is over its limit of " +
+      return over_max_size("putting " + shown + ": the content is over its limit of " +
                             std::to_string(*options.max_size) + " bytes; nothing stored");
     }
     CORRAL_TRY(write_all(tmp.get(), std::string_view(buf.data(), static_cast<std::size_t>(n)),

@@ -308,8 +308,13 @@ Status VolumeStore::remove(const std::string& ns, const std::string& name,
   return remove_tree(dir);
 }
 
-Result<UniqueFd> VolumeStore::open_subpath(const std::string& ns, const std::string& name,
-                                           const std::string& subpath) {
+// `rel` below the root of a mounted volume, by openat2 with `flags` and
+// RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+// RESOLVE_NO_XDEV: the one walk both a sub-path and an input file take.
+// `what` names it in errors.
+Result<UniqueFd> VolumeStore::open_beneath(const std::string& ns, const std::string& name,
+                                           const std::string& rel, int flags,
+                                           const std::string& what) {
   std::lock_guard lock(mu_);
   CORRAL_TRY(check_owner(ns, name));
   const Volume& v = volumes_.at(name);
@@ -322,25 +327,65 @@ Result<UniqueFd> VolumeStore::open_subpath(const std::string& ns, const std::str
                       "see the daemon's start-up log; restarting it mounts volumes again");
   UniqueFd root(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
   if (!root) return errno_error("open(" + dir + ")");
-  const std::string rel = subpath.empty() ? "." : subpath;
-  UniqueFd fd(sys::openat2(root.get(), rel.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC, 0,
+  UniqueFd fd(sys::openat2(root.get(), rel.c_str(), flags | O_CLOEXEC, 0,
                            RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
                                RESOLVE_NO_XDEV));
   if (!fd) {
     const int err = errno;
-    const std::string what = "sub-path " + quote_for_message(subpath) + " of volume " + name;
     if (err == ELOOP)
       return make_error(ErrorCode::kInvalidArgument, what + " goes through a symbolic link",
-                        "name the real directory; links are never followed in a volume");
+                        "name the real path; links are never followed in a volume");
     if (err == EXDEV)
       return make_error(ErrorCode::kInvalidArgument, what + " leads outside the volume");
-    if (err == ENOENT)
-      return make_error(ErrorCode::kInvalidArgument, what + " does not exist",
-                        "create it first (mount the volume writable and mkdir it)");
+    if (err == ENOENT) return make_error(ErrorCode::kNotFound, what + " does not exist");
     if (err == ENOTDIR)
       return make_error(ErrorCode::kInvalidArgument, what + " is not a directory");
     return errno_error("openat2(" + what + ")", err);
   }
+  return fd;
+}
+
+Result<UniqueFd> VolumeStore::open_subpath(const std::string& ns, const std::string& name,
+                                           const std::string& subpath) {
+  const std::string what = "sub-path " + quote_for_message(subpath) + " of volume " + name;
+  auto fd = open_beneath(ns, name, subpath.empty() ? "." : subpath, O_PATH | O_DIRECTORY, what);
+  if (!fd && fd.error().code == ErrorCode::kNotFound)
+    return make_error(ErrorCode::kInvalidArgument, what + " does not exist",
+                      "create it first (mount the volume writable and mkdir it)");
+  return fd;
+}
+
+Result<UniqueFd> VolumeStore::open_file(const std::string& ns, const std::string& name,
+                                        const std::string& path) {
+  const std::string what = "file " + quote_for_message(path) + " of volume " + name;
+  // Looked at first (O_PATH opens nothing): a FIFO or a device is never
+  // opened at all, so it can neither block nor act.
+  auto look = open_beneath(ns, name, path, O_PATH | O_NOFOLLOW, what);
+  if (!look) return look;
+  struct stat seen {};
+  if (::fstat(look->get(), &seen) != 0) return errno_error("fstat(" + what + ")");
+  auto not_regular = [&what](mode_t mode) {
+    const char* kind = S_ISDIR(mode)    ? "a directory"
+                       : S_ISLNK(mode)  ? "a symbolic link"
+                       : S_ISFIFO(mode) ? "a FIFO"
+                       : S_ISSOCK(mode) ? "a socket"
+                       : S_ISCHR(mode) || S_ISBLK(mode) ? "a device"
+                                                        : "not a regular file";
+    return make_error(ErrorCode::kInvalidArgument, what + " is " + kind,
+                      "an input is read from a regular file of the volume");
+  };
+  if (!S_ISREG(seen.st_mode)) return not_regular(seen.st_mode);
+  auto fd = open_beneath(ns, name, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, what);
+  if (!fd) return fd;
+  // What was opened is what was looked at (it may have been swapped since).
+  struct stat st {};
+  if (::fstat(fd->get(), &st) != 0) return errno_error("fstat(" + what + ")");
+  if (!S_ISREG(st.st_mode)) return not_regular(st.st_mode);
+  if (st.st_dev != seen.st_dev || st.st_ino != seen.st_ino)
+    return make_error(ErrorCode::kUnavailable, what + " changed while it was opened",
+                      "retry when nothing else renames it");
+  const int fl = ::fcntl(fd->get(), F_GETFL);
+  if (fl >= 0) (void)::fcntl(fd->get(), F_SETFL, fl & ~O_NONBLOCK);
   return fd;
 }
 

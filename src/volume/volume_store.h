@@ -86,6 +86,13 @@ class VolumeStore {
   // or a missing or non-directory component, is kInvalidArgument.
   Result<UniqueFd> open_subpath(const std::string& ns, const std::string& name,
                                 const std::string& subpath);
+  // The regular file `path` (relative, normal) of a mounted volume, opened
+  // O_RDONLY by the same walk (a task's input, docs/tasks.md). kNotFound
+  // when it does not exist; kInvalidArgument for a symlink on the way, or a
+  // FIFO, socket, device or directory (looked at through O_PATH, never
+  // opened); kUnavailable when the volume is not mounted.
+  Result<UniqueFd> open_file(const std::string& ns, const std::string& name,
+                             const std::string& path);
   // Records `sandbox_id` as a user (persisted) and as a create in progress.
   Status acquire(const std::string& ns, const std::string& name, const std::string& sandbox_id);
   // The create of `sandbox_id` has ended, however.
@@ -114,6 +121,8 @@ class VolumeStore {
     bool mounted = false;
   };
   Status check_owner(const std::string& ns, const std::string& name) const;
+  Result<UniqueFd> open_beneath(const std::string& ns, const std::string& name,
+                                const std::string& rel, int flags, const std::string& what);
   Status save(const std::string& name, const Volume& v) const;
   Status mount_volume(const std::string& name, Volume& v);
   VolumeInfo info(const std::string& name, const Volume& v) const;

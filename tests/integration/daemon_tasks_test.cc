@@ -353,6 +353,11 @@ TEST(DaemonTasks, AnUnusableObjectStoreFailsTheTaskAndTheSameIdRetries) {
   json t = wait_task(d, "s-1");
   EXPECT_EQ(t.value("status", ""), "failed") << t.dump();
   EXPECT_EQ(t.value("reason", ""), "storage_unavailable") << t.dump();
+  // The store's failure is counted (docs/api.md, /metrics).
+  auto metrics = d.request("GET", "/metrics").body;
+  EXPECT_EQ(metrics.find(R"(corral_object_store_errors_total{op="put"} 0)"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find(R"(corral_object_store_errors_total{op="put"} )"), std::string::npos);
   ASSERT_EQ(unlink(blocker.c_str()), 0);
   auto retry = d.request("POST", "/v1/tasks", body.dump());
   ASSERT_EQ(retry.status, 202) << retry.body;

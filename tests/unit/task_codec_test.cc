@@ -45,6 +45,26 @@ TEST(TaskCodec, AcceptsTheContractExample) {
   EXPECT_EQ(r->argv(), (std::vector<std::string>{"python3", "main.py"}));
 }
 
+// A volume input's volume_path is relative to the volume's root and normal
+// (the daemon then walks it with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS).
+TEST(TaskCodec, AVolumeInputNeedsANormalRelativeVolumePath) {
+  auto input = [](const std::string& volume_path) {
+    return R"({"id": "t", "command": ["true"], "inputs": [{"path": "/workspace/v",
+      "volume": "v1", "volume_path": )" + volume_path + "}]}";
+  };
+  auto ok = parse(input(R"("dir/in.txt")"));
+  ASSERT_TRUE(ok) << ok.error().to_string();
+  EXPECT_EQ(ok->inputs[0].source, TaskInput::Source::kVolume);
+  EXPECT_EQ(ok->inputs[0].volume, "v1");
+  EXPECT_EQ(ok->inputs[0].volume_path, "dir/in.txt");
+  for (const char* bad : {R"("")", R"("/dir/in.txt")", R"("../x")", R"("dir/../x")",
+                          R"("dir//x")", R"("dir/./x")", R"("dir/")", R"("a\u0000b")", "7"})
+    EXPECT_EQ(refused_field(input(bad)), "inputs[0].volume_path") << bad;
+  EXPECT_EQ(refused_field(R"({"id": "t", "command": ["true"], "inputs": [{"path": "/w",
+      "volume": "v1"}]})"),
+            "inputs[0].volume_path");
+}
+
 TEST(TaskCodec, RefusesBadIdsByName) {
   for (const char* id : {"\"\"", "\"a/b\"", "\"..\"", "\"a b\"", "\"x\\u0000\"", "7", "null"})
     EXPECT_EQ(refused_field(std::string(R"({"id": )") + id + R"(, "command": ["true"]})"), "id")
