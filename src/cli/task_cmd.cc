@@ -112,9 +112,7 @@ constexpr const char* kOutputsUsage =
     "options:\n"
     "  --output-dir DIR     where to save them (default .)\n";
 
-std::string task_path(std::string_view id) {
-  return "/v1/tasks/" + http::percent_encode(id);
-}
+using sdk::task_path;
 
 std::optional<ojson> parse_reply(const std::string& text) {
   auto j = ojson::parse(text, nullptr, false);
@@ -217,22 +215,12 @@ Status save_output(sdk::RemoteProvider& daemon, const std::string& id, std::size
   if (!fd.valid())
     return errno_error("open(" + dest + ")", errno,
                        errno == EEXIST ? "remove it or pick another --output-dir" : "");
-  Sha256 digest;
-  http::Headers headers;
-  auto total = daemon.download(
-      task_path(id) + "/outputs/" + std::to_string(n),
-      [&](std::string_view data) -> Status {
-        digest.update(data);
-        return write_all(fd.get(), data, dest);
-      },
-      &headers);
-  const std::string sent(http::find_header(headers, "x-corral-sha256").value_or(""));
-  if (!total || (!sent.empty() && Sha256::hex(digest.final()) != sent)) {
+  auto total = daemon.download_task_output(id, n, [&](std::string_view data) -> Status {
+    return write_all(fd.get(), data, dest);
+  });
+  if (!total) {
     ::unlink(dest.c_str());
-    if (!total) return tl::unexpected(std::move(total).error().wrap("output " + std::to_string(n)));
-    return make_error(ErrorCode::kSystem, "output " + std::to_string(n) + " of task " + id +
-                                              " arrived with another sha256 than stored",
-                      "download it again: corral task outputs " + id);
+    return tl::unexpected(std::move(total).error());
   }
   fprintf(stderr, "corral: saved %s (%llu bytes)\n", dest.c_str(),
           static_cast<unsigned long long>(*total));
@@ -309,24 +297,10 @@ int run_task(const std::vector<std::string_view>& args) {
     env[r->first] = r->second;
     return std::nullopt;
   });
-  flags.option("--cwd", [&](const std::string& v) -> Refusal {
-    body["cwd"] = v;
-    return std::nullopt;
-  });
-  flags.option("--timeout", [&](const std::string& v) -> Refusal {
-    if (auto d = parse_duration(v); !d) return refused("--timeout", d.error());
-    body["timeout"] = v;
-    return std::nullopt;
-  });
-  flags.option("--image", [&](const std::string& v) -> Refusal {
-    sandbox["image"] = v;
-    return std::nullopt;
-  });
-  flags.option("--memory", [&](const std::string& v) -> Refusal {
-    if (auto s = parse_size(v); !s) return refused("--memory", s.error());
-    limits["memory"] = v;
-    return std::nullopt;
-  });
+  flags.sent("--cwd", body, "cwd");
+  flags.sent("--timeout", body, "timeout", parse_duration);
+  flags.sent("--image", sandbox, "image");
+  flags.sent("--memory", limits, "memory", parse_size);
   flags.option("--snapshot", [&](const std::string& v) -> Refusal {
     if (v != "on_failure" && v != "always" && v != "never")
       return "--snapshot is on_failure, always or never, not \"" + v + "\"";
