@@ -190,7 +190,10 @@ Result<ojson> wait_for(sdk::RemoteProvider& daemon, const std::string& id, std::
                       .count();
       slice = std::max<std::int64_t>(0, std::min<std::int64_t>(slice, left));
     }
-    auto reply = daemon.call("GET", task_path(id) + "?wait=" + std::to_string(slice) + "ms");
+    // No wait at all is no parameter: the daemon takes "0" but refuses "0ms".
+    std::string target = task_path(id);
+    if (slice > 0) target += "?wait=" + std::to_string(slice) + "ms";
+    auto reply = daemon.call("GET", target);
     if (!reply) return tl::unexpected(std::move(reply).error());
     auto task = parse_reply(*reply);
     if (!task) return make_error(ErrorCode::kInternal, "the daemon's answer is not a task");
