@@ -114,6 +114,15 @@ constexpr const char* kOutputsUsage =
 
 using sdk::task_path;
 
+// The one task ID of get and cancel.
+void take_task_id(ClientFlags& flags, std::string& id) {
+  flags.positional([&id](std::string_view a) -> Refusal {
+    if (!id.empty()) return "one task ID at a time";
+    id = a;
+    return std::nullopt;
+  });
+}
+
 std::optional<ojson> parse_reply(const std::string& text) {
   auto j = ojson::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return std::nullopt;
@@ -371,11 +380,7 @@ int get_task(const std::vector<std::string_view>& args) {
     return std::nullopt;
   });
   flags.flag({"--json"}, as_json);
-  flags.positional([&](std::string_view a) -> Refusal {
-    if (!id.empty()) return "one task ID at a time";
-    id = a;
-    return std::nullopt;
-  });
+  take_task_id(flags, id);
   if (auto status = flags.parse(args)) return *status;
   if (id.empty()) return flags.usage_error("which task? give its ID");
   auto daemon = connect(flags.endpoint());
@@ -442,11 +447,7 @@ int cancel_task(const std::vector<std::string_view>& args) {
   std::string id;
   bool as_json = false;
   flags.flag({"--json"}, as_json);
-  flags.positional([&](std::string_view a) -> Refusal {
-    if (!id.empty()) return "one task ID at a time";
-    id = a;
-    return std::nullopt;
-  });
+  take_task_id(flags, id);
   if (auto status = flags.parse(args)) return *status;
   if (id.empty()) return flags.usage_error("which task? give its ID");
   auto daemon = connect(flags.endpoint());

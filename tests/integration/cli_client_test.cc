@@ -20,13 +20,6 @@
 namespace corral::testing {
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 void write_file(const std::string& path, const std::string& data) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << data;
@@ -248,11 +241,11 @@ TEST_F(CliClient, CpBothWaysKeepsEveryByte) {
   // Download to a file, and into a directory.
   r = corral("cp", {id + ":/workspace/payload.bin", dir_ + "/back.bin"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(read_file(dir_ + "/back.bin") == data) << "downloaded bytes differ";
+  EXPECT_TRUE(read_host_file(dir_ + "/back.bin") == data) << "downloaded bytes differ";
   host_sh("mkdir '" + dir_ + "/sub'");
   r = corral("cp", {id + ":/workspace/payload.bin", dir_ + "/sub"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(read_file(dir_ + "/sub/payload.bin") == data);
+  EXPECT_TRUE(read_host_file(dir_ + "/sub/payload.bin") == data);
 
   // stdin to a sandbox file, that file to stdout.
   const std::string piped = random_bytes(3 << 20, 6);

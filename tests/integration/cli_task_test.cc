@@ -18,13 +18,6 @@
 namespace corral::testing {
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 class CliTask : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -67,7 +60,7 @@ TEST_F(CliTask, RunSavesTheCheckedOutputAndARepeatFindsTheStoredTask) {
   first.insert(first.end() - 3, {"--output-dir", out1});
   RunOutcome r = task("run", first);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
-  EXPECT_EQ(read_file(out1 + "/out.txt"), "TO BE OR NOT TO BE\n");
+  EXPECT_EQ(read_host_file(out1 + "/out.txt"), "TO BE OR NOT TO BE\n");
   EXPECT_NE(r.out.find("task cli-run-1: succeeded"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("saved " + out1 + "/out.txt"), std::string::npos) << r.err;
 
@@ -76,7 +69,7 @@ TEST_F(CliTask, RunSavesTheCheckedOutputAndARepeatFindsTheStoredTask) {
   again.insert(again.end() - 3, {"--output-dir", out2});
   r = task("run", again);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
-  EXPECT_EQ(read_file(out2 + "/out.txt"), "TO BE OR NOT TO BE\n");
+  EXPECT_EQ(read_host_file(out2 + "/out.txt"), "TO BE OR NOT TO BE\n");
   r = task("get", {"cli-run-1", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto t = nlohmann::json::parse(r.out);
@@ -90,10 +83,10 @@ TEST_F(CliTask, RunSavesTheCheckedOutputAndARepeatFindsTheStoredTask) {
   r = task("outputs", {"cli-run-1", "--output-dir", out1});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("remove it"), std::string::npos) << r.err;
-  EXPECT_EQ(read_file(out1 + "/out.txt"), "TO BE OR NOT TO BE\n");
+  EXPECT_EQ(read_host_file(out1 + "/out.txt"), "TO BE OR NOT TO BE\n");
   r = task("outputs", {"cli-run-1", "--output-dir", out3});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(read_file(out3 + "/out.txt"), "TO BE OR NOT TO BE\n");
+  EXPECT_EQ(read_host_file(out3 + "/out.txt"), "TO BE OR NOT TO BE\n");
 }
 
 TEST_F(CliTask, BadFlagsAreRefusedBeforeAnythingIsSent) {
@@ -119,6 +112,24 @@ TEST_F(CliTask, BadFlagsAreRefusedBeforeAnythingIsSent) {
   RunOutcome ls = task("ls", {"--json"});
   ASSERT_EQ(ls.exit_code, 0) << ls.err;
   EXPECT_TRUE(nlohmann::json::parse(ls.out)["tasks"].empty()) << ls.out;
+}
+
+TEST_F(CliTask, CancelEndsARunningTaskAndTakesOneId) {
+  RunOutcome r = task("run", {"--id", "cli-cancel-1", "--no-wait", "--timeout", "10m", "--",
+                              "sleep", "300"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "cli-cancel-1\n");
+  r = task("cancel", {"cli-cancel-1", "cli-other"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("one task ID at a time"), std::string::npos) << r.err;
+  r = task("cancel", {"cli-cancel-1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = task("get", {"cli-cancel-1", "--wait", "60s", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).value("status", ""), "cancelled") << r.out;
+  r = task("get", {});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("give its ID"), std::string::npos) << r.err;
 }
 
 TEST_F(CliTask, AFailedCommandsStatusIsTheExitStatus) {
