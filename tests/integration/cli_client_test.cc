@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_daemon_fixture.h"
 #include "support/daemon_harness.h"
 #include "support/sandbox_harness.h"
 
@@ -32,21 +33,9 @@ std::string random_bytes(std::size_t n, std::uint32_t seed) {
   return data;
 }
 
-class CliClient : public ::testing::Test {
+class CliClient : public CliDaemonTest {
  protected:
-  void SetUp() override {
-    unsetenv("CORRAL_URL");
-    unsetenv("CORRAL_API_KEY");
-    daemon_ = std::make_unique<TestDaemon>();
-    ASSERT_TRUE(daemon_->ready()) << daemon_->output();
-    dir_ = make_temp_dir("cli-client");
-  }
-  void TearDown() override {
-    unsetenv("CORRAL_URL");
-    unsetenv("CORRAL_API_KEY");
-    daemon_.reset();  // destroys any sandbox a failed test left
-    if (!dir_.empty()) host_sh("rm -rf '" + dir_ + "'");
-  }
+  CliClient() : CliDaemonTest("cli-client") {}
 
   // `corral VERB --url unix:... ARGS...`
   RunOutcome corral(const std::string& verb, std::vector<std::string> args,
@@ -63,9 +52,6 @@ class CliClient : public ::testing::Test {
     EXPECT_TRUE(std::regex_match(id, std::regex("sb-[0-9a-f]{12}"))) << "create printed: " << r.out;
     return id;
   }
-
-  std::unique_ptr<TestDaemon> daemon_;
-  std::string dir_;
 };
 
 TEST_F(CliClient, CreateLsInspectRm) {

@@ -12,25 +12,16 @@
 #include <string>
 #include <vector>
 
+#include "cli_daemon_fixture.h"
 #include "support/daemon_harness.h"
 #include "support/sandbox_harness.h"
 
 namespace corral::testing {
 namespace {
 
-class CliTask : public ::testing::Test {
+class CliTask : public CliDaemonTest {
  protected:
-  void SetUp() override {
-    unsetenv("CORRAL_URL");
-    unsetenv("CORRAL_API_KEY");
-    daemon_ = std::make_unique<TestDaemon>();
-    ASSERT_TRUE(daemon_->ready()) << daemon_->output();
-    dir_ = make_temp_dir("cli-task");
-  }
-  void TearDown() override {
-    daemon_.reset();
-    if (!dir_.empty()) host_sh("rm -rf '" + dir_ + "'");
-  }
+  CliTask() : CliDaemonTest("cli-task") {}
 
   // `corral task SUB --url unix:... ARGS...`
   RunOutcome task(const std::string& sub, std::vector<std::string> args) {
@@ -43,9 +34,6 @@ class CliTask : public ::testing::Test {
     EXPECT_EQ(::mkdir(d.c_str(), 0700), 0) << d;
     return d;
   }
-
-  std::unique_ptr<TestDaemon> daemon_;
-  std::string dir_;
 };
 
 TEST_F(CliTask, RunSavesTheCheckedOutputAndARepeatFindsTheStoredTask) {
