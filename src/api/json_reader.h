@@ -170,6 +170,20 @@ Status read_optional_int(const Obj& obj, std::string_view key, std::optional<T>&
   return ok();
 }
 
+// A nullable string of a response ("error": null).
+inline Status read_optional_string(const Obj& obj, std::string_view key,
+                                   std::optional<std::string>& out) {
+  const Json* v = obj.get(key);
+  if (v == nullptr || v->is_null()) {
+    out.reset();
+    return ok();
+  }
+  auto s = read_string(*v, obj.at(key), obj.ctx());
+  if (!s) return tl::unexpected<Error>(s.error());
+  out = std::move(*s);
+  return ok();
+}
+
 inline auto any_i64() {
   return [](const Json& v, std::string_view path) {
     return read_int(v, path, std::numeric_limits<std::int64_t>::min(),

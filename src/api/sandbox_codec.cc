@@ -106,11 +106,7 @@ Result<SandboxInfo> read_sandbox_info(const Json& v, std::string path, const Ctx
   CORRAL_TRY(read_into(*obj, "created_at_ms", info.created_at_ms, any_i64()));
   CORRAL_TRY(read_into(*obj, "updated_at_ms", info.updated_at_ms, any_i64()));
   CORRAL_TRY(read_optional_int(*obj, "expires_at_ms", info.expires_at_ms));
-  if (const Json* error = obj->get("error"); error != nullptr && !error->is_null()) {
-    auto e = read_string(*error, obj->at("error"), ctx);
-    if (!e) return tl::unexpected<Error>(e.error());
-    info.error = std::move(*e);
-  }
+  CORRAL_TRY(read_optional_string(*obj, "error", info.error));
   CORRAL_TRY(read_into(*obj, "residue", info.residue, [&](const Json& j, std::string_view p) {
     return read_string_list(j, p, ctx, std::numeric_limits<std::size_t>::max(), false);
   }));

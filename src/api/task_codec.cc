@@ -62,14 +62,12 @@ Result<std::string> read_task_path(const Obj& obj, std::string_view key) {
 }
 
 Result<std::optional<std::string>> read_sha256(const Obj& obj) {
-  const Json* v = obj.get("sha256");
-  if (v == nullptr || v->is_null()) return std::optional<std::string>();
-  auto s = read_string(*v, obj.at("sha256"), obj.ctx());
-  if (!s) return tl::unexpected<Error>(s.error());
-  if (!is_hex64(*s))
+  std::optional<std::string> s;
+  CORRAL_TRY(read_optional_string(obj, "sha256", s));
+  if (s && !is_hex64(*s))
     return fail(ApiErrorCode::kInvalidValue, obj.at("sha256"),
                 "is not a SHA-256 digest (64 lowercase hex digits)");
-  return std::optional<std::string>(std::move(*s));
+  return s;
 }
 
 // A stored request's inline input: the hash and size of bytes the state
@@ -332,8 +330,14 @@ Json input_json(const TaskInput& in) {
   j["path"] = in.path;
   switch (in.source) {
     case TaskInput::Source::kContent:
-      j["content_sha256"] = in.content_sha256;
-      j["content_size"] = in.content_size;
+      // A request built in code (a client) may hold bytes without their hash.
+      if (in.content_sha256.empty()) {
+        j["content_sha256"] = sha256_hex(in.content);
+        j["content_size"] = in.content.size();
+      } else {
+        j["content_sha256"] = in.content_sha256;
+        j["content_size"] = in.content_size;
+      }
       break;
     case TaskInput::Source::kObject:
       j["object"] = in.object_key;
@@ -496,8 +500,8 @@ Json task_json(const TaskInfo& t) {
   // Unix milliseconds, as every other time of the API (created_at_ms of a
   // sandbox, started_at_ms of a process).
   j["created_at_ms"] = t.created_at_ms;
-  j["started_at_ms"] = t.started_at_ms ? Json(*t.started_at_ms) : Json(nullptr);
-  j["finished_at_ms"] = t.finished_at_ms ? Json(*t.finished_at_ms) : Json(nullptr);
+  j["started_at_ms"] = nullable(t.started_at_ms);
+  j["finished_at_ms"] = nullable(t.finished_at_ms);
   if (t.started_at_ms && t.finished_at_ms)
     j["duration_ms"] = *t.finished_at_ms - *t.started_at_ms;
   else
@@ -513,13 +517,6 @@ Json task_json(const TaskInfo& t) {
   return j;
 }
 
-Result<std::optional<std::int64_t>> read_time_field(const Obj& obj, std::string_view key) {
-  const Json* v = obj.get(key);
-  if (v == nullptr || v->is_null()) return std::optional<std::int64_t>();
-  if (!v->is_number_integer()) return wrong_type(obj.at(key), "unix milliseconds", *v);
-  return std::optional<std::int64_t>(v->get<std::int64_t>());
-}
-
 Result<TaskInfo> read_task_info(const Json& doc, std::string_view path, const Ctx& ctx) {
   auto obj = open_object(doc, std::string(path), ctx, {});
   if (!obj) return tl::unexpected<Error>(obj.error());
@@ -533,28 +530,16 @@ Result<TaskInfo> read_task_info(const Json& doc, std::string_view path, const Ct
                             std::pair{"sandbox_id", &t.sandbox_id},
                             std::pair{"replay_of", &t.replay_of},
                             std::pair{"snapshot_id", &t.snapshot_id},
-                            std::pair{"snapshot_error", &t.snapshot_error}}) {
-    const Json* v = obj->get(key);
-    if (v != nullptr && !v->is_null()) {
-      auto text = read_string(*v, obj->at(key), ctx);
-      if (!text) return tl::unexpected<Error>(text.error());
-      *field = std::move(*text);
-    }
-  }
+                            std::pair{"snapshot_error", &t.snapshot_error}})
+    CORRAL_TRY(read_optional_string(*obj, key, *field));
   CORRAL_TRY(read_optional_int(*obj, "exit_code", t.exit_code));
   CORRAL_TRY(read_optional_int(*obj, "signal", t.signal));
   CORRAL_TRY(read_into(*obj, "attempt", t.attempt, [](const Json& v, std::string_view p) {
     return read_int(v, p, 0, 1 << 30);
   }));
-  auto created = read_time_field(*obj, "created_at_ms");
-  if (!created) return tl::unexpected<Error>(created.error());
-  t.created_at_ms = created->value_or(0);
-  auto started = read_time_field(*obj, "started_at_ms");
-  if (!started) return tl::unexpected<Error>(started.error());
-  t.started_at_ms = *started;
-  auto finished = read_time_field(*obj, "finished_at_ms");
-  if (!finished) return tl::unexpected<Error>(finished.error());
-  t.finished_at_ms = *finished;
+  CORRAL_TRY(read_into(*obj, "created_at_ms", t.created_at_ms, any_i64()));
+  CORRAL_TRY(read_optional_int(*obj, "started_at_ms", t.started_at_ms));
+  CORRAL_TRY(read_optional_int(*obj, "finished_at_ms", t.finished_at_ms));
   if (const Json* outs = obj->get("outputs"); outs != nullptr && outs->is_array()) {
     for (std::size_t i = 0; i < outs->size(); ++i) {
       auto o = open_object((*outs)[i], index_path(obj->at("outputs"), i), ctx, {});
@@ -564,10 +549,8 @@ Result<TaskInfo> read_task_info(const Json& doc, std::string_view path, const Ct
       CORRAL_TRY(read_into(*o, "path", info.path, s));
       CORRAL_TRY(read_into(*o, "present", info.present, any_bool()));
       CORRAL_TRY(read_into(*o, "size", info.size, any_u64()));
-      if (const Json* h = o->get("sha256"); h != nullptr && h->is_string())
-        info.sha256 = h->get<std::string>();
-      if (const Json* k = o->get("stored_at"); k != nullptr && k->is_string())
-        info.stored_at = k->get<std::string>();
+      CORRAL_TRY(read_optional_string(*o, "sha256", info.sha256));
+      CORRAL_TRY(read_optional_string(*o, "stored_at", info.stored_at));
       t.outputs.push_back(std::move(info));
     }
   }
@@ -590,6 +573,38 @@ std::string to_json(const std::vector<TaskInfo>& tasks, const std::optional<std:
 
 Result<TaskInfo> parse_task_info(std::string_view body) {
   return read_document<TaskInfo>(body, kResponse, read_task_info);
+}
+
+Result<TaskPage> parse_task_page(std::string_view body) {
+  return guarded<TaskPage>([&]() -> Result<TaskPage> {
+    auto doc = parse_json(body, kResponse);
+    if (!doc) return tl::unexpected<Error>(doc.error());
+    TaskPage page;
+    auto tasks = read_list<TaskInfo>(*doc, "tasks", kResponse, read_task_info);
+    if (!tasks) return tl::unexpected<Error>(tasks.error());
+    page.tasks = std::move(*tasks);
+    auto obj = open_object(*doc, "", kResponse, {});
+    if (!obj) return tl::unexpected<Error>(obj.error());
+    CORRAL_TRY(read_optional_string(*obj, "next_cursor", page.next_cursor));
+    return page;
+  });
+}
+
+std::string to_request_json(const TaskRequest& request) {
+  auto doc = parse_json(to_canonical_json(request), kStored);
+  if (!doc) return "{}";  // our own output: does not happen
+  Json timeout = (*doc)["timeout_ms"];
+  doc->erase("timeout_ms");
+  (*doc)["timeout"] = timeout.is_null() ? Json(nullptr) : duration_json(timeout.get<std::int64_t>());
+  // The canonical form names inline bytes by hash; a request sends them.
+  Json& inputs = (*doc)["inputs"];
+  for (std::size_t i = 0; i < request.inputs.size() && i < inputs.size(); ++i) {
+    if (request.inputs[i].source != TaskInput::Source::kContent) continue;
+    inputs[i].erase("content_sha256");
+    inputs[i].erase("content_size");
+    put_bytes(inputs[i], "content", request.inputs[i].content);
+  }
+  return dump(*doc);
 }
 
 }  // namespace corral::api

@@ -147,11 +147,29 @@ struct TaskInfo {
   // What replay keeps (resolved spec, image, input copies, secret names;
   // never a secret's value); GET of one task only.
   std::optional<std::string> resolved_json;
+
+  // succeeded, failed, timed_out or cancelled: nothing about it changes any more.
+  bool finished() const {
+    return status == "succeeded" || status == "failed" || status == "timed_out" ||
+           status == "cancelled";
+  }
+  bool ok() const { return status == "succeeded"; }
 };
 std::string to_json(const TaskInfo& task);
 // {"tasks": [...], "next_cursor": "..." | null}
 std::string to_json(const std::vector<TaskInfo>& tasks, const std::optional<std::string>& cursor);
 Result<TaskInfo> parse_task_info(std::string_view body);
+
+// One page of GET /v1/tasks: newest first; next_cursor fetches the next.
+struct TaskPage {
+  std::vector<TaskInfo> tasks;
+  std::optional<std::string> next_cursor;
+};
+Result<TaskPage> parse_task_page(std::string_view body);
+// A POST /v1/tasks body (what a client sends): the canonical form with the
+// timeout under its request name and inline inputs' bytes (which `request`
+// must hold) as "content". Its canonical form is `request`'s.
+std::string to_request_json(const TaskRequest& request);
 
 // "2026-12-01T10:00:00.123Z" (UTC) of unix milliseconds, and back (also
 // accepts a plain integer of unix milliseconds).

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/result.h"
 #include "cli/flag_parser.h"
 
 namespace corral::cli {
@@ -28,6 +29,26 @@ class ClientFlags : public FlagParser {
   ClientFlags& operator=(const ClientFlags&) = delete;
 
   const Endpoint& endpoint() const { return endpoint_; }
+
+  // `flag VALUE` goes into the request as given, object[key] = VALUE, once
+  // `check` (one of the daemon's own parsers: parse_size, parse_duration,
+  // ...) accepted it; its error refuses the flag. Without a check the
+  // daemon alone judges the value.
+  template <typename Object, typename Check>
+  void sent(std::string_view flag, Object& object, std::string key, Check check) {
+    option(flag, [flag = std::string(flag), check, &object, key](const std::string& v) -> Refusal {
+      if (auto r = check(v); !r) return refused(flag, r.error());
+      object[key] = v;
+      return std::nullopt;
+    });
+  }
+  template <typename Object>
+  void sent(std::string_view flag, Object& object, std::string key) {
+    option(flag, [&object, key](const std::string& v) -> Refusal {
+      object[key] = v;
+      return std::nullopt;
+    });
+  }
 
  private:
   Endpoint endpoint_;

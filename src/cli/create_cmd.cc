@@ -115,35 +115,25 @@ int create_command(const std::vector<std::string_view>& args) {
   bool as_json = false;
   flags.flag({"--root"}, [&] { body["root"] = true; });
   flags.flag({"--json"}, as_json);
-  // A value sent as given in `object[key]`, once `check` accepted it (with
-  // the same parsers as the daemon's).
-  auto sent = [&](std::string_view flag, ojson& object, const char* key, auto check) {
-    flags.option(flag, [flag, check, &object, key](const std::string& v) -> Refusal {
-      if (auto r = check(v); !r) return refused(flag, r.error());
-      object[key] = v;
-      return std::nullopt;
-    });
-  };
-  auto any = [](std::string_view) { return Status(); };
-  sent("--image", body, "image", any);
-  sent("--memory", limits, "memory", parse_size);
-  sent("--cpus", limits, "cpus", parse_cpus);
+  flags.sent("--image", body, "image");
+  flags.sent("--memory", limits, "memory", parse_size);
+  flags.sent("--cpus", limits, "cpus", parse_cpus);
   flags.option("--pids", [&](const std::string& v) -> Refusal {
     auto r = parse_count(v);
     if (!r) return refused("--pids", r.error());
     limits["pids"] = *r;
     return std::nullopt;
   });
-  sent("--disk", limits, "disk", parse_size);
-  sent("--timeout", limits, "timeout", parse_duration);
-  sent("--lifetime", body, "max_lifetime", parse_duration);
+  flags.sent("--disk", limits, "disk", parse_size);
+  flags.sent("--timeout", limits, "timeout", parse_duration);
+  flags.sent("--lifetime", body, "max_lifetime", parse_duration);
   flags.option("--env", [&](const std::string& v) -> Refusal {
     auto r = parse_env_arg(v);
     if (!r) return refused("--env", r.error());
     env[r->first] = r->second;
     return std::nullopt;
   });
-  sent("--workdir", body, "workdir", any);
+  flags.sent("--workdir", body, "workdir");
   flags.option("--hostname", [&](const std::string& v) -> Refusal {
     if (!is_valid_hostname(v))
       return "--hostname \"" + v +
@@ -152,8 +142,8 @@ int create_command(const std::vector<std::string_view>& args) {
     return std::nullopt;
   });
   ojson network = ojson::object();
-  sent("--network", network, "mode", any);
-  sent("--network-template", network, "template", any);
+  flags.sent("--network", network, "mode");
+  flags.sent("--network-template", network, "template");
   auto listed = [&](std::string_view flag, const char* key) {
     flags.option(flag, [&network, key](const std::string& v) -> Refusal {
       network[key].push_back(v);
@@ -171,7 +161,7 @@ int create_command(const std::vector<std::string_view>& args) {
     secrets.push_back(std::move(*s));
     return std::nullopt;
   });
-  sent("--expected-duration", body, "expected_duration", parse_duration);
+  flags.sent("--expected-duration", body, "expected_duration", parse_duration);
   flags.option("--idempotency-key", idempotency_key);
   if (auto status = flags.parse(args)) return *status;
   if (!secrets.empty()) body["secrets"] = std::move(secrets);

@@ -134,8 +134,15 @@ constexpr const char* kOutputsUsage =
     "options:\n"
     "  --output-dir DIR     where to save them (default .)\n";
 
-std::string task_path(std::string_view id) {
-  return "/v1/tasks/" + http::percent_encode(id);
+using sdk::task_path;
+
+// The one task ID of get and cancel.
+void take_task_id(ClientFlags& flags, std::string& id) {
+  flags.positional([&id](std::string_view a) -> Refusal {
+    if (!id.empty()) return "one task ID at a time";
+    id = a;
+    return std::nullopt;
+  });
 }
 
 std::optional<ojson> parse_reply(const std::string& text) {
@@ -214,7 +221,10 @@ Result<ojson> wait_for(sdk::RemoteProvider& daemon, const std::string& id, std::
                       .count();
       slice = std::max<std::int64_t>(0, std::min<std::int64_t>(slice, left));
     }
-    auto reply = daemon.call("GET", task_path(id) + "?wait=" + std::to_string(slice) + "ms");
+    // No wait at all is no parameter: the daemon takes "0" but refuses "0ms".
+    std::string target = task_path(id);
+    if (slice > 0) target += "?wait=" + std::to_string(slice) + "ms";
+    auto reply = daemon.call("GET", target);
     if (!reply) return tl::unexpected(std::move(reply).error());
     auto task = parse_reply(*reply);
     if (!task) return make_error(ErrorCode::kInternal, "the daemon's answer is not a task");
@@ -239,22 +249,12 @@ Status save_output(sdk::RemoteProvider& daemon, const std::string& id, std::size
   if (!fd.valid())
     return errno_error("open(" + dest + ")", errno,
                        errno == EEXIST ? "remove it or pick another --output-dir" : "");
-  Sha256 digest;
-  http::Headers headers;
-  auto total = daemon.download(
-      task_path(id) + "/outputs/" + std::to_string(n),
-      [&](std::string_view data) -> Status {
-        digest.update(data);
-        return write_all(fd.get(), data, dest);
-      },
-      &headers);
-  const std::string sent(http::find_header(headers, "x-corral-sha256").value_or(""));
-  if (!total || (!sent.empty() && Sha256::hex(digest.final()) != sent)) {
+  auto total = daemon.download_task_output(id, n, [&](std::string_view data) -> Status {
+    return write_all(fd.get(), data, dest);
+  });
+  if (!total) {
     ::unlink(dest.c_str());
-    if (!total) return tl::unexpected(std::move(total).error().wrap("output " + std::to_string(n)));
-    return make_error(ErrorCode::kSystem, "output " + std::to_string(n) + " of task " + id +
-                                              " arrived with another sha256 than stored",
-                      "download it again: corral task outputs " + id);
+    return tl::unexpected(std::move(total).error());
   }
   fprintf(stderr, "corral: saved %s (%llu bytes)\n", dest.c_str(),
           static_cast<unsigned long long>(*total));
@@ -331,24 +331,10 @@ int run_task(const std::vector<std::string_view>& args) {
     env[r->first] = r->second;
     return std::nullopt;
   });
-  flags.option("--cwd", [&](const std::string& v) -> Refusal {
-    body["cwd"] = v;
-    return std::nullopt;
-  });
-  flags.option("--timeout", [&](const std::string& v) -> Refusal {
-    if (auto d = parse_duration(v); !d) return refused("--timeout", d.error());
-    body["timeout"] = v;
-    return std::nullopt;
-  });
-  flags.option("--image", [&](const std::string& v) -> Refusal {
-    sandbox["image"] = v;
-    return std::nullopt;
-  });
-  flags.option("--memory", [&](const std::string& v) -> Refusal {
-    if (auto s = parse_size(v); !s) return refused("--memory", s.error());
-    limits["memory"] = v;
-    return std::nullopt;
-  });
+  flags.sent("--cwd", body, "cwd");
+  flags.sent("--timeout", body, "timeout", parse_duration);
+  flags.sent("--image", sandbox, "image");
+  flags.sent("--memory", limits, "memory", parse_size);
   flags.option("--snapshot", [&](const std::string& v) -> Refusal {
     if (v != "on_failure" && v != "always" && v != "never")
       return "--snapshot is on_failure, always or never, not \"" + v + "\"";
@@ -416,11 +402,7 @@ int get_task(const std::vector<std::string_view>& args) {
     return std::nullopt;
   });
   flags.flag({"--json"}, as_json);
-  flags.positional([&](std::string_view a) -> Refusal {
-    if (!id.empty()) return "one task ID at a time";
-    id = a;
-    return std::nullopt;
-  });
+  take_task_id(flags, id);
   if (auto status = flags.parse(args)) return *status;
   if (id.empty()) return flags.usage_error("which task? give its ID");
   auto daemon = connect(flags.endpoint());
@@ -487,11 +469,7 @@ int cancel_task(const std::vector<std::string_view>& args) {
   std::string id;
   bool as_json = false;
   flags.flag({"--json"}, as_json);
-  flags.positional([&](std::string_view a) -> Refusal {
-    if (!id.empty()) return "one task ID at a time";
-    id = a;
-    return std::nullopt;
-  });
+  take_task_id(flags, id);
   if (auto status = flags.parse(args)) return *status;
   if (id.empty()) return flags.usage_error("which task? give its ID");
   auto daemon = connect(flags.endpoint());

@@ -95,8 +95,16 @@ Error RemoteProvider::read_error(http::Client& client, const http::ResponseHead&
 
 Result<std::string> RemoteProvider::call(std::string_view method, std::string_view target,
                                          std::string_view json_body, const http::Headers& headers) {
+  return call_waiting(options_.timeout, method, target, json_body, headers);
+}
+
+Result<std::string> RemoteProvider::call_waiting(std::chrono::milliseconds io_timeout,
+                                                 std::string_view method, std::string_view target,
+                                                 std::string_view json_body,
+                                                 const http::Headers& headers) {
   auto c = lease();
   if (!c) return tl::unexpected(std::move(c).error());
+  (*c)->set_io_timeout(io_timeout);
   http::Headers h = with_auth(headers);
   if (!json_body.empty()) h.push_back({"content-type", "application/json"});
   auto head = (*c)->send(method, target, h, json_body);

@@ -16,10 +16,20 @@
 #include <string_view>
 #include <vector>
 
+#include "api/task_model.h"
 #include "http/http_client.h"
 #include "sdk/sandbox_provider.h"
 
 namespace corral::sdk {
+
+// A filter of list_tasks (GET /v1/tasks): every field optional.
+struct TaskQuery {
+  std::vector<std::string> statuses;  // queued, running, succeeded, failed, timed_out, cancelled
+  std::optional<std::int64_t> created_after_ms;   // unix milliseconds
+  std::optional<std::int64_t> created_before_ms;
+  std::optional<std::size_t> limit;    // 1..1000 a page; the daemon's default is 100
+  std::optional<std::string> cursor;   // the next_cursor of the page before
+};
 
 struct RemoteOptions {
   // "unix:/run/corral/corral.sock" or "http://127.0.0.1:7070" (see
@@ -56,6 +66,46 @@ class RemoteProvider : public SandboxProvider {
   Result<std::vector<api::SandboxInfo>> list(bool include_cleaned) override;
   Result<api::SandboxInfo> destroy_sandbox(std::string_view id) override;
 
+  // ---- tasks (docs/tasks.md; the Python SDK's Client has the same calls) --
+  // A task runs a command once in a fresh sandbox under an id the client
+  // chooses (D6): submitting the same request again returns the stored
+  // task and never runs the command twice; another request under the same
+  // id is refused (409 conflict, kUnavailable) naming the first field that
+  // differs.
+
+  // POST /v1/tasks: the task as accepted (queued or further), or the
+  // stored one for a repeat.
+  Result<api::TaskInfo> submit_task(const api::TaskRequest& request);
+  // GET /v1/tasks/{id}; with `wait` > 0 the daemon answers once the task
+  // has finished or the wait (at most 60 s) has passed. kNotFound for an
+  // unknown id.
+  Result<api::TaskInfo> get_task(std::string_view id,
+                                 std::chrono::milliseconds wait = std::chrono::milliseconds(0));
+  // Long-polls until the task has finished, for `timeout` at most (none:
+  // as long as it takes); returns the task as it is then, finished or not.
+  Result<api::TaskInfo> wait_task(std::string_view id,
+                                  std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  // submit_task, then wait_task: the finished task (see TaskInfo::ok; a
+  // failed task is a result, not an error: its reason and detail say why).
+  Result<api::TaskInfo> run_task(const api::TaskRequest& request,
+                                 std::optional<std::chrono::milliseconds> wait_timeout = std::nullopt);
+  // GET /v1/tasks: one page, newest first, without the requests. Pass the
+  // page's next_cursor as query.cursor for the next one (none: the end).
+  Result<api::TaskPage> list_tasks(const TaskQuery& query = {});
+  // POST /v1/tasks/{id}/cancel: ends a queued or running task; a finished
+  // one is kUnavailable (409) naming its status.
+  Result<api::TaskInfo> cancel_task(std::string_view id);
+  // GET /v1/tasks/{id}/outputs/{n} into `sink`; returns the byte count.
+  // The bytes are hashed as they pass and checked against the sha256 the
+  // daemon sends (X-Corral-Sha256): a different or missing one is an error
+  // (kSystem) found after the last byte reached the sink, so a sink that
+  // writes a file must discard it when the call fails.
+  Result<std::uint64_t> download_task_output(std::string_view id, std::size_t n,
+                                             const ByteSink& sink);
+  // The same into memory; an output over max_bytes is kResourceExhausted.
+  Result<std::string> task_output(std::string_view id, std::size_t n,
+                                  std::uint64_t max_bytes = std::uint64_t{256} << 20);
+
   // One request with a JSON body (or none): the body of a 2xx answer, or
   // the API error as an Error (error_from_api). For routes the typed calls
   // do not cover (files/stat, processes, ...) and for raw JSON output.
@@ -76,6 +126,10 @@ class RemoteProvider : public SandboxProvider {
   // A pooled connection, returned to the pool by the guard.
   class Lease;
   Result<Lease> lease();
+  // call() with another io timeout (a long-poll waits longer).
+  Result<std::string> call_waiting(std::chrono::milliseconds io_timeout, std::string_view method,
+                                   std::string_view target, std::string_view json_body = {},
+                                   const http::Headers& headers = {});
   http::Headers with_auth(http::Headers headers) const;
   // Reads an error response's body into an Error.
   Error read_error(http::Client& client, const http::ResponseHead& head);
@@ -88,5 +142,11 @@ class RemoteProvider : public SandboxProvider {
 
 // "/v1/sandboxes/<id>" with the id percent-encoded.
 std::string sandbox_path(std::string_view id);
+// "/v1/tasks/<id>" with the id percent-encoded.
+std::string task_path(std::string_view id);
+// Checks a downloaded task output's sha256 (lowercase hex, as computed)
+// against the X-Corral-Sha256 header the daemon sent with it.
+Status check_output_sha256(std::string_view computed, const http::Headers& response_headers,
+                           std::string_view what);
 
 }  // namespace corral::sdk

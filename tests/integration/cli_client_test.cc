@@ -14,18 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "cli_daemon_fixture.h"
 #include "support/daemon_harness.h"
 #include "support/sandbox_harness.h"
 
 namespace corral::testing {
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void write_file(const std::string& path, const std::string& data) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -39,21 +33,9 @@ std::string random_bytes(std::size_t n, std::uint32_t seed) {
   return data;
 }
 
-class CliClient : public ::testing::Test {
+class CliClient : public CliDaemonTest {
  protected:
-  void SetUp() override {
-    unsetenv("CORRAL_URL");
-    unsetenv("CORRAL_API_KEY");
-    daemon_ = std::make_unique<TestDaemon>();
-    ASSERT_TRUE(daemon_->ready()) << daemon_->output();
-    dir_ = make_temp_dir("cli-client");
-  }
-  void TearDown() override {
-    unsetenv("CORRAL_URL");
-    unsetenv("CORRAL_API_KEY");
-    daemon_.reset();  // destroys any sandbox a failed test left
-    if (!dir_.empty()) host_sh("rm -rf '" + dir_ + "'");
-  }
+  CliClient() : CliDaemonTest("cli-client") {}
 
   // `corral VERB --url unix:... ARGS...`
   RunOutcome corral(const std::string& verb, std::vector<std::string> args,
@@ -70,9 +52,6 @@ class CliClient : public ::testing::Test {
     EXPECT_TRUE(std::regex_match(id, std::regex("sb-[0-9a-f]{12}"))) << "create printed: " << r.out;
     return id;
   }
-
-  std::unique_ptr<TestDaemon> daemon_;
-  std::string dir_;
 };
 
 TEST_F(CliClient, CreateLsInspectRm) {
@@ -248,11 +227,11 @@ TEST_F(CliClient, CpBothWaysKeepsEveryByte) {
   // Download to a file, and into a directory.
   r = corral("cp", {id + ":/workspace/payload.bin", dir_ + "/back.bin"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(read_file(dir_ + "/back.bin") == data) << "downloaded bytes differ";
+  EXPECT_TRUE(read_host_file(dir_ + "/back.bin") == data) << "downloaded bytes differ";
   host_sh("mkdir '" + dir_ + "/sub'");
   r = corral("cp", {id + ":/workspace/payload.bin", dir_ + "/sub"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(read_file(dir_ + "/sub/payload.bin") == data);
+  EXPECT_TRUE(read_host_file(dir_ + "/sub/payload.bin") == data);
 
   // stdin to a sandbox file, that file to stdout.
   const std::string piped = random_bytes(3 << 20, 6);

@@ -22,13 +22,6 @@ using nlohmann::json;
 
 const char* const kBody = R"({"limits": {"memory": "64Mi", "disk": "8Mi"}})";
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
@@ -45,7 +38,7 @@ TEST(DaemonAuditRepair, TornLastLineAfterAKillIsRepairedAndItsSandboxesAreManage
   // What a write(2) cut short by the kill leaves: the start of a record,
   // no newline. The words in it must not reach the repair record.
   const std::string log = d.data_dir() + "/audit.log";
-  const std::string clean = read_file(log);
+  const std::string clean = read_host_file(log);
   ASSERT_FALSE(clean.empty());
   ASSERT_EQ(clean.back(), '\n');
   const std::string torn =
@@ -84,7 +77,7 @@ TEST(DaemonAuditRepair, TornLastLineAfterAKillIsRepairedAndItsSandboxesAreManage
   EXPECT_EQ(repairs[0].value("dropped_bytes", 0u), torn.size());
   EXPECT_EQ(repairs[0].dump().find("torn-write-marker"), std::string::npos)
       << "the repair record carries the removed bytes: " << repairs[0].dump();
-  EXPECT_TRUE(read_file(log).starts_with(clean)) << "the records before it are kept";
+  EXPECT_TRUE(read_host_file(log).starts_with(clean)) << "the records before it are kept";
   auto v = run_corral({"audit", "verify", "--log", log});
   EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
   EXPECT_NE(v.out.find("chain intact"), std::string::npos) << v.out;
@@ -117,7 +110,7 @@ TEST(DaemonAuditRepair, DamageThatIsNotATornWriteStillStopsTheStartAndIsLeftAsIt
   ASSERT_EQ(d.request("DELETE", "/v1/sandboxes/" + id).status, 200);
   d.stop();
   const std::string log = d.data_dir() + "/audit.log";
-  const std::string clean = read_file(log);
+  const std::string clean = read_host_file(log);
   ASSERT_GT(clean.size(), 20u);
   std::string damaged = clean;
   damaged[damaged.size() - 12] ^= 1;  // inside the last record, before its newline
@@ -129,7 +122,7 @@ TEST(DaemonAuditRepair, DamageThatIsNotATornWriteStillStopsTheStartAndIsLeftAsIt
   EXPECT_NE(out.find("the end of the log is damaged"), std::string::npos) << out;
   EXPECT_NE(out.find("edited"), std::string::npos) << out;
   EXPECT_NE(out.find("corral audit verify"), std::string::npos) << out;
-  EXPECT_EQ(read_file(log), damaged) << "a refused log must not be cut";
+  EXPECT_EQ(read_host_file(log), damaged) << "a refused log must not be cut";
 
   // Put back as it was, the daemon starts, with nothing to repair.
   write_file(log, clean);

@@ -24,6 +24,7 @@
 
 #include "secrets/secret_read_watch.h"
 #include "support/skip.h"
+#include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using corral::secrets::SecretMount;
@@ -39,16 +40,13 @@ std::string random_value() {
   return v;
 }
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char t[] = "/tmp/corral-secmount-XXXXXX";
-    path = ::mkdtemp(t);
-  }
+// The test's dir; what the test mounted below it is detached first.
+class TempDir : public corral::testing::TempDir {
+ public:
+  TempDir() : corral::testing::TempDir("corral-secmount") {}
   ~TempDir() {
-    (void)::umount2((path + "/s").c_str(), MNT_DETACH);
-    (void)::umount2((path + "/view").c_str(), MNT_DETACH);
-    fs::remove_all(path);
+    (void)::umount2(file("s").c_str(), MNT_DETACH);
+    (void)::umount2(file("view").c_str(), MNT_DETACH);
   }
 };
 
@@ -56,7 +54,7 @@ struct TempDir {
 
 TEST(SecretMount, FilesAreOnTheirOwnTmpfsReadOnlyForTheirOwnerAndWipedToNothing) {
   TempDir tmp;
-  const std::string dir = tmp.path + "/s";
+  const std::string dir = tmp.path() + "/s";
   auto m = SecretMount::create(dir);
   ASSERT_TRUE(m) << m.error().to_string();
   struct statfs sfs {};
@@ -87,7 +85,7 @@ TEST(SecretMount, FilesAreOnTheirOwnTmpfsReadOnlyForTheirOwnerAndWipedToNothing)
 
 TEST(SecretReadWatch, AReadThroughAnotherMountIsReportedWithFileSandboxAndPid) {
   TempDir tmp;
-  const std::string dir = tmp.path + "/s";
+  const std::string dir = tmp.path() + "/s";
   auto m = SecretMount::create(dir);
   ASSERT_TRUE(m) << m.error().to_string();
   ASSERT_TRUE(m->write("api_key", random_value(), 0, 0));
@@ -106,7 +104,7 @@ TEST(SecretReadWatch, AReadThroughAnotherMountIsReportedWithFileSandboxAndPid) {
   ASSERT_TRUE((*watch)->watch("sb-1", dir));
 
   // Another mount of the same tmpfs, as the sandbox's bind mount is.
-  const std::string view = tmp.path + "/view";
+  const std::string view = tmp.path() + "/view";
   ASSERT_EQ(::mkdir(view.c_str(), 0700), 0);
   ASSERT_EQ(::mount(dir.c_str(), view.c_str(), nullptr, MS_BIND, nullptr), 0);
   pid_t child = ::fork();

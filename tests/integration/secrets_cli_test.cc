@@ -23,13 +23,6 @@ std::string random_value() {
   return v;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 class SecretsCli : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = make_temp_dir("secrets-cli"); }
@@ -59,7 +52,7 @@ TEST_F(SecretsCli, KeygenEncryptCheck) {
   RunOutcome k = run_corral({"secrets", "keygen", "--out", path("key")});
   ASSERT_EQ(k.exit_code, 0) << k.err;
   EXPECT_EQ(mode_of(path("key")), 0600u);
-  const std::string key = read_file(path("key"));
+  const std::string key = read_host_file(path("key"));
   ASSERT_EQ(key.size(), 65u);
   EXPECT_EQ(key.find_first_not_of("0123456789abcdef"), 64u);
   EXPECT_EQ(k.out.find(key.substr(0, 64)), std::string::npos);  // the key is not printed
@@ -68,7 +61,7 @@ TEST_F(SecretsCli, KeygenEncryptCheck) {
   RunOutcome again = run_corral({"secrets", "keygen", "--out", path("key")});
   EXPECT_EQ(again.exit_code, 1);
   EXPECT_NE(again.err.find("refusing to overwrite"), std::string::npos) << again.err;
-  EXPECT_EQ(read_file(path("key")), key);
+  EXPECT_EQ(read_host_file(path("key")), key);
 
   // A plain file readable by others is refused.
   write("plain", "# store\nopenai=" + a + "\ngithub=" + b + "\n", 0644);
@@ -84,7 +77,7 @@ TEST_F(SecretsCli, KeygenEncryptCheck) {
   ASSERT_EQ(enc.exit_code, 0) << enc.err;
   EXPECT_NE(enc.out.find("encrypted 2 keys"), std::string::npos) << enc.out;
   EXPECT_EQ(mode_of(path("enc")), 0600u);
-  const std::string sealed = read_file(path("enc"));
+  const std::string sealed = read_host_file(path("enc"));
   EXPECT_EQ(sealed.substr(0, 7), "CORRALS");
   EXPECT_EQ(sealed.find(a), std::string::npos);
   EXPECT_EQ(sealed.find(b), std::string::npos);
@@ -92,7 +85,7 @@ TEST_F(SecretsCli, KeygenEncryptCheck) {
   RunOutcome over = run_corral(
       {"secrets", "encrypt", "--key", path("key"), "--in", path("plain"), "--out", path("enc")});
   EXPECT_EQ(over.exit_code, 1);
-  EXPECT_EQ(read_file(path("enc")), sealed);
+  EXPECT_EQ(read_host_file(path("enc")), sealed);
 
   RunOutcome check =
       run_corral({"secrets", "check", "--encrypted", path("enc"), "--key=" + path("key")});

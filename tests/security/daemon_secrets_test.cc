@@ -27,6 +27,7 @@
 #include "support/daemon_harness.h"
 #include "support/net_world.h"
 #include "support/sandbox_harness.h"
+#include "support/secret_file.h"
 
 namespace corral::testing {
 namespace {
@@ -34,34 +35,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace std::chrono_literals;
-
-std::string random_token(std::size_t n) {
-  static const char kAlphabet[] = "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
-  std::random_device rd;
-  std::string s;
-  for (std::size_t i = 0; i < n; ++i) s += kAlphabet[rd() % (sizeof kAlphabet - 1)];
-  return s;
-}
-
-// A store file of random values, mode 0600, in a directory of its own.
-struct SecretFile {
-  std::string dir, path;
-  std::map<std::string, std::string> values;
-  explicit SecretFile(std::vector<std::string> keys) {
-    char t[] = "/tmp/corral-secrets-test-XXXXXX";
-    dir = ::mkdtemp(t);
-    path = dir + "/secrets";
-    std::ofstream out(path);
-    for (const auto& k : keys) {
-      values[k] = "v-" + random_token(28);
-      out << k << "=" << values[k] << "\n";
-    }
-    out.close();
-    ::chmod(path.c_str(), 0600);
-  }
-  ~SecretFile() { fs::remove_all(dir); }
-  std::string config() const { return "serve:\n  secrets:\n    file: " + path + "\n"; }
-};
 
 // Every regular file under `root`, on `root`'s own file system, whose
 // bytes contain `needle`. Other mounts are not entered: /tmp may hold other

@@ -31,6 +31,7 @@
 #include "support/net_client.h"
 #include "support/net_world.h"
 #include "support/sandbox_harness.h"
+#include "support/secret_file.h"
 
 namespace corral::testing {
 namespace {
@@ -40,13 +41,7 @@ using nlohmann::json;
 
 // Letters of both cases and digits, so that a lower- or upper-cased copy
 // differs from the value.
-std::string random_mixed(std::size_t n) {
-  static const char kAlphabet[] = "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
-  std::random_device rd;
-  std::string s = "Vq";
-  while (s.size() < n) s += kAlphabet[rd() % (sizeof kAlphabet - 1)];
-  return s;
-}
+std::string random_mixed(std::size_t n) { return "Vq" + random_token(n - 2); }
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -118,24 +113,9 @@ std::string read_text(const std::string& path) {
   return ss.str();
 }
 
-// A store file of mixed-case random values, mode 0600.
-struct StoreFile {
-  std::string dir, path;
-  std::map<std::string, std::string> values;
-  explicit StoreFile(const std::vector<std::string>& keys) {
-    char t[] = "/tmp/corral-leaks-test-XXXXXX";
-    dir = ::mkdtemp(t);
-    path = dir + "/secrets";
-    std::ofstream out(path);
-    for (const auto& k : keys) {
-      values[k] = random_mixed(30);
-      out << k << "=" << values[k] << "\n";
-    }
-    out.close();
-    ::chmod(path.c_str(), 0600);
-  }
-  ~StoreFile() { fs::remove_all(dir); }
-  std::string config() const { return "serve:\n  secrets:\n    file: " + path + "\n"; }
+// A store file of mixed-case random values (as random_mixed(30)), mode 0600.
+struct StoreFile : SecretFile {
+  explicit StoreFile(const std::vector<std::string>& keys) : SecretFile(keys, "Vq", 28) {}
 };
 
 // The file routes of one sandbox, each answer checked for a leak.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "support/daemon_harness.h"
+#include "support/secret_file.h"
 #include "support/net_world.h"
 #include "support/skip.h"
 
@@ -30,25 +31,10 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string random_text(std::size_t n) {
-  static const char kAlphabet[] = "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
-  std::random_device rd;
-  std::string s;
-  for (std::size_t i = 0; i < n; ++i) s += kAlphabet[rd() % (sizeof kAlphabet - 1)];
-  return s;
-}
-
 // A store of two keys, "api" and "llm", with random values; mode 0600.
-struct TwoSecretStore {
-  std::string dir, path, api = "v-" + random_text(32), llm = "v-" + random_text(32);
-  TwoSecretStore() {
-    char t[] = "/tmp/corral-revoke-test-XXXXXX";
-    dir = ::mkdtemp(t);
-    path = dir + "/secrets";
-    std::ofstream(path) << "api=" << api << "\nllm=" << llm << "\n";
-    ::chmod(path.c_str(), 0600);
-  }
-  ~TwoSecretStore() { fs::remove_all(dir); }
+struct TwoSecretStore : SecretFile {
+  TwoSecretStore() : SecretFile({"api", "llm"}, "v-", 32) {}
+  const std::string api = values.at("api"), llm = values.at("llm");
 };
 
 // From inside the sandbox, after `delay` seconds, one request by each way
@@ -184,7 +170,7 @@ TEST_F(SecretRevocation, ARevokedTokenIsRefusedAtTheProxyAndNeverReachesTheUpstr
   ASSERT_FALSE(id.empty());
 
   // Before: each way out swaps, and the upstream gets the values.
-  const std::string before = "before" + random_text(8);
+  const std::string before = "before" + random_token(8);
   const std::string out = calls(id, before);
   for (const char* way : {"http", "tls", "gateway"})
     EXPECT_NE(line_of(out, way).find(std::string("result ") + way + " 200"), std::string::npos)
@@ -199,7 +185,7 @@ TEST_F(SecretRevocation, ARevokedTokenIsRefusedAtTheProxyAndNeverReachesTheUpstr
   EXPECT_GE(daemon_->wait_audit("secret.revoked", 2).size(), 2u);
 
   const std::size_t heads_before = heads().size();
-  const std::string after = "after" + random_text(8);
+  const std::string after = "after" + random_token(8);
   expect_refused_everywhere(calls(id, after), after, "broker token revoked");
   EXPECT_EQ(heads().size(), heads_before) << "the upstream counted no new request";
   EXPECT_TRUE(refused_with("revoked", "api"));
@@ -226,7 +212,7 @@ TEST_F(SecretRevocation, ARevokedTokenIsRefusedAtTheProxyAndNeverReachesTheUpstr
   auto info = daemon_->request("GET", "/v1/sandboxes/" + id);
   ASSERT_EQ(info.json().value("state", ""), "ready") << info.body;
   const std::size_t heads_restart = heads().size();
-  const std::string late = "restart" + random_text(8);
+  const std::string late = "restart" + random_token(8);
   expect_refused_everywhere(calls(id, late), late, "broker token revoked");
   EXPECT_EQ(heads().size(), heads_restart);
 
@@ -247,7 +233,7 @@ TEST_F(SecretRevocation, AnExpiredTokenIsRefusedAtTheProxyAndNeverReachesTheUpst
   const std::string id = create("1s");
   ASSERT_FALSE(id.empty());
   const std::size_t heads_before = heads().size();
-  const std::string late = "expired" + random_text(8);
+  const std::string late = "expired" + random_token(8);
   expect_refused_everywhere(calls(id, late, 2.0), late, "broker token expired");
   EXPECT_EQ(heads().size(), heads_before) << "the upstream counted no new request";
   EXPECT_EQ(values_with(late), 0);

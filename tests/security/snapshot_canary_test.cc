@@ -22,6 +22,7 @@
 #include "base/sha256.h"
 #include "support/daemon_harness.h"
 #include "support/sandbox_harness.h"
+#include "support/secret_file.h"
 #include "support/tar_reader.h"
 
 namespace corral::testing {
@@ -29,14 +30,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-std::string random_token(std::size_t n) {
-  static const char kAlphabet[] = "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
-  std::random_device rd;
-  std::string s;
-  for (std::size_t i = 0; i < n; ++i) s += kAlphabet[rd() % (sizeof kAlphabet - 1)];
-  return s;
-}
 
 std::string hex(std::string_view s) {
   static const char* d = "0123456789abcdef";
@@ -47,24 +40,6 @@ std::string hex(std::string_view s) {
   }
   return out;
 }
-
-struct SecretFile {
-  std::string dir, path;
-  std::map<std::string, std::string> values;
-  explicit SecretFile(std::vector<std::string> keys) {
-    char t[] = "/tmp/corral-snapshot-test-XXXXXX";
-    dir = ::mkdtemp(t);
-    path = dir + "/secrets";
-    std::ofstream out(path);
-    for (const auto& k : keys) {
-      values[k] = "canary-" + random_token(24);
-      out << k << "=" << values[k] << "\n";
-    }
-    out.close();
-    ::chmod(path.c_str(), 0600);
-  }
-  ~SecretFile() { fs::remove_all(dir); }
-};
 
 // The shell script a failing task runs: the canaries everywhere it can
 // write them, then exit 3.
@@ -93,8 +68,8 @@ exit 3
 )SH";
 
 TEST(SnapshotCanary, SecretsNeverReachTheSnapshot) {
-  SecretFile store({"api", "db"});
-  TestDaemon d({}, "serve:\n  secrets:\n    file: " + store.path + "\n");
+  SecretFile store({"api", "db"}, "canary-", 24);
+  TestDaemon d({}, store.config());
   ASSERT_TRUE(d.ready()) << d.output();
   const std::string api = store.values["api"], db = store.values["db"];
 

@@ -230,6 +230,13 @@ RunOutcome run_sandbox(std::vector<std::string> opts, std::vector<std::string> c
   return run_corral(std::move(args), stdin_data, timeout);
 }
 
+std::string read_host_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 std::string host_sh(const std::string& script, int* status) {
   std::string out;
   FILE* f = popen(script.c_str(), "r");

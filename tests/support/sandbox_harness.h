@@ -44,6 +44,9 @@ RunOutcome run_sandbox(std::vector<std::string> opts, std::vector<std::string> c
 // Runs a host command (sh -c) and returns its stdout; exit status in *status.
 std::string host_sh(const std::string& script, int* status = nullptr);
 
+// The whole content of a host file ("" when it cannot be read).
+std::string read_host_file(const std::string& path);
+
 // Makes a fresh temporary directory (removed by the caller or left in /tmp
 // for debugging on failure). 0755, owned by root. Its name carries this
 // process's pid ("/tmp/corral-test-<tag>-p<pid>-XXXXXX"); the first call in

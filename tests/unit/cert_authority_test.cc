@@ -14,27 +14,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <fstream>
 #include <thread>
+
+#include "support/temp_dir.h"
 
 namespace corral::net {
 namespace {
 
-class TempDir {
+class TempDir : public ::corral::testing::TempDir {
  public:
-  TempDir() {
-    char tmpl[] = "/tmp/corral-ca-test-XXXXXX";
-    path_ = ::mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  TempDir() : ::corral::testing::TempDir("corral-ca-test") {}
 };
 
 mode_t mode_of(const std::string& path) {

@@ -3,17 +3,14 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <vector>
 
 #include "spec/sandbox_spec.h"
+#include "support/temp_dir.h"
 
 namespace corral::config_test {
 
@@ -48,37 +45,10 @@ inline void expect_source_example(const SandboxSpec& spec) {
 }
 
 // A fresh directory under /tmp, removed with its contents at the end of the
-// scope. path() is empty (and the test failed) when it could not be made.
-class TempDir {
+// scope (tests/support/temp_dir.h).
+class TempDir : public ::corral::testing::TempDir {
  public:
-  TempDir() {
-    char tmpl[] = "/tmp/corral-config-test-XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) {
-      ADD_FAILURE() << "mkdtemp failed";
-      return;
-    }
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    if (path_.empty()) return;
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-    EXPECT_FALSE(ec) << "removing " << path_ << ": " << ec.message();
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-
-  // Writes `text` to the file `name` in the directory; returns its path.
-  std::string write(const std::string& name, std::string_view text) const {
-    std::string file = path_ + "/" + name;
-    std::ofstream(file, std::ios::binary) << text;
-    return file;
-  }
-
- private:
-  std::string path_;
+  TempDir() : ::corral::testing::TempDir("corral-config-test") {}
 };
 
 }  // namespace corral::config_test

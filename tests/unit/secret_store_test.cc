@@ -10,11 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 #include "support/skip.h"
+#include "support/temp_dir.h"
 
 namespace corral::secrets {
 namespace {
@@ -28,32 +28,9 @@ std::string random_value(std::string_view prefix = "") {
   return v;
 }
 
-class TempDir {
+class TempDir : public ::corral::testing::TempDir {
  public:
-  TempDir() {
-    char tmpl[] = "/tmp/corral-secret-store-test-XXXXXX";
-    char* d = mkdtemp(tmpl);
-    EXPECT_NE(d, nullptr);
-    path_ = d != nullptr ? d : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  // Writes `bytes` to name with `mode` (exactly: chmod after the umask).
-  std::string write(const std::string& name, std::string_view bytes, mode_t mode = 0600) const {
-    std::string p = file(name);
-    {
-      std::ofstream f(p, std::ios::binary | std::ios::trunc);
-      f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    }
-    EXPECT_EQ(chmod(p.c_str(), mode), 0);
-    return p;
-  }
-
- private:
-  std::string path_;
+  TempDir() : ::corral::testing::TempDir("corral-secret-store-test") {}
 };
 
 std::string error_text(const Error& e) { return e.message + " " + e.hint; }

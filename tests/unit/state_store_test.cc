@@ -2,7 +2,6 @@
 // every pair of states against transition_allowed(), atomicity of a failed
 // transition, durability when the writer is SIGKILLed at random moments,
 // and use from several threads.
-#include "support/temp_dir.h"
 #include "store/state_store.h"
 
 #include <fcntl.h>
@@ -26,6 +25,10 @@
 #include <thread>
 #include <vector>
 
+#include "store_test_support.h"
+#include "support/sigkill_child.h"
+#include "support/temp_dir.h"
+
 namespace corral {
 namespace {
 
@@ -36,33 +39,8 @@ class TempDir : public ::corral::testing::TempDir {
   TempDir() : ::corral::testing::TempDir("corral-store-unit") {}
 };
 
-// Runs one SQL statement on a second, raw connection (as another process
-// or an operator would) and returns the first column of the first row.
-std::string raw_sql(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  sqlite3_busy_timeout(db, 5000);
-  sqlite3_stmt* st = nullptr;
-  std::string out;
-  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
-  int rc = sqlite3_step(st);
-  EXPECT_TRUE(rc == SQLITE_ROW || rc == SQLITE_DONE) << sqlite3_errmsg(db);
-  if (rc == SQLITE_ROW && sqlite3_column_text(st, 0) != nullptr) {
-    out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
-  }
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return out;
-}
-
-StateStore open_or_die(const std::string& path) {
-  auto s = StateStore::open(path);
-  if (!s) {
-    ADD_FAILURE() << s.error().to_string();
-    std::abort();
-  }
-  return std::move(*s);
-}
+using store_test::open_or_die;
+using store_test::raw_sql;
 
 // The shortest path of allowed transitions from kCreating to `target`.
 std::vector<S> path_to(S target) {
@@ -683,10 +661,7 @@ PRAGMA user_version = 3;
 [[noreturn]] void crash_child(const std::string& path, int iter, int fd) {
   auto store = StateStore::open(path);
   if (!store) _exit(3);
-  auto ack = [&](const std::string& line) {
-    std::string l = line + "\n";
-    if (write(fd, l.data(), l.size()) != static_cast<ssize_t>(l.size())) _exit(4);
-  };
+  auto ack = [fd](const std::string& line) { testing::acknowledge(fd, line); };
   const S walk[] = {S::kInitializing, S::kReady,      S::kRunning,
                     S::kReady,        S::kDestroying, S::kCleaned};
   for (int n = 0; n < 100000; ++n) {
@@ -717,44 +692,10 @@ TEST(StateStoreTest, AcknowledgedWritesSurviveSigkill) {
   std::map<std::string, std::vector<std::string>> acked;
   std::set<std::string> acked_procs;
   for (int iter = 0; iter < 20; ++iter) {
-    int fds[2];
-    ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
-    pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      close(fds[0]);
-      crash_child(path, iter, fds[1]);
-    }
-    close(fds[1]);
-    std::string buf;
-    auto drain = [&](int timeout_ms) {
-      pollfd pfd{fds[0], POLLIN, 0};
-      if (poll(&pfd, 1, timeout_ms) <= 0) return false;
-      char chunk[4096];
-      ssize_t n = read(fds[0], chunk, sizeof chunk);
-      if (n <= 0) return n < 0 && errno == EINTR;
-      buf.append(chunk, static_cast<std::size_t>(n));
-      return true;
-    };
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(delay_us(rng));
-    while (std::chrono::steady_clock::now() < deadline) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      drain(static_cast<int>(left.count()));
-    }
-    ASSERT_EQ(kill(pid, SIGKILL), 0);
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFSIGNALED(status)) << "child failed early, status " << status;
-    while (drain(0)) {
-    }
-    close(fds[0]);
-
-    // Whole lines only: each was written by one write() after the call
-    // returned.
-    std::size_t start = 0;
-    for (std::size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1) {
-      std::string line = buf.substr(start, nl - start);
+    auto lines = testing::lines_acknowledged_before_sigkill(
+        [&](int fd) { crash_child(path, iter, fd); }, std::chrono::microseconds(delay_us(rng)));
+    ASSERT_TRUE(lines);
+    for (const std::string& line : *lines) {
       std::string id = line.substr(2, line.find(' ', 2) - 2);
       if (line[0] == 'C') acked[id];
       if (line[0] == 'T') acked[id].push_back(line.substr(line.rfind(' ') + 1));

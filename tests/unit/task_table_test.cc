@@ -24,6 +24,7 @@
 
 #include "store/state_store.h"
 #include "store/task_record.h"
+#include "support/sigkill_child.h"
 #include "task_test_support.h"
 
 namespace corral {
@@ -574,10 +575,7 @@ TEST(TaskTableTest, TwentyConcurrentRetriesStartOneAttempt) {
   auto store = StateStore::open(path, iter % 2 == 0 ? StateStore::Durability::kProcessCrash
                                                     : StateStore::Durability::kPowerLoss);
   if (!store) _exit(3);
-  auto ack = [&](const std::string& line) {
-    std::string l = line + "\n";
-    if (write(fd, l.data(), l.size()) != static_cast<ssize_t>(l.size())) _exit(4);
-  };
+  auto ack = [fd](const std::string& line) { testing::acknowledge(fd, line); };
   for (int n = 0; n < 100000; ++n) {
     std::string id = "k" + std::to_string(iter) + "-" + std::to_string(n);
     auto s = store->submit_task(request(id, R"({"n":)" + std::to_string(n) + "}"));
@@ -599,41 +597,11 @@ TEST(TaskTableTest, AcknowledgedSubmitsSurviveSigkill) {
   std::uniform_int_distribution<int> delay_us(0, 150'000);
   std::map<std::string, std::string> acked;  // task -> last acknowledged status
   for (int iter = 0; iter < 12; ++iter) {
-    int fds[2];
-    ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
-    pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      close(fds[0]);
-      task_crash_child(path, iter, fds[1]);
-    }
-    close(fds[1]);
-    std::string buf;
-    auto drain = [&](int timeout_ms) {
-      pollfd pfd{fds[0], POLLIN, 0};
-      if (poll(&pfd, 1, timeout_ms) <= 0) return false;
-      char chunk[4096];
-      ssize_t n = read(fds[0], chunk, sizeof chunk);
-      if (n <= 0) return n < 0 && errno == EINTR;
-      buf.append(chunk, static_cast<std::size_t>(n));
-      return true;
-    };
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(delay_us(rng));
-    while (std::chrono::steady_clock::now() < deadline) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      drain(static_cast<int>(left.count()));
-    }
-    ASSERT_EQ(kill(pid, SIGKILL), 0);
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFSIGNALED(status)) << "child failed early, status " << status;
-    while (drain(0)) {
-    }
-    close(fds[0]);
-    std::size_t start = 0;
-    for (std::size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1) {
-      std::string line = buf.substr(start, nl - start);
+    auto lines = testing::lines_acknowledged_before_sigkill(
+        [&](int fd) { task_crash_child(path, iter, fd); },
+        std::chrono::microseconds(delay_us(rng)));
+    ASSERT_TRUE(lines);
+    for (const std::string& line : *lines) {
       std::string id = line.substr(2, line.find(' ', 2) - 2);
       acked[id] = line[0] == 'S' ? "queued" : line.substr(line.rfind(' ') + 1);
     }

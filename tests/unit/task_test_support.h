@@ -9,8 +9,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "support/temp_dir.h"
 #include "store/state_store.h"
+#include "store_test_support.h"
+#include "support/temp_dir.h"
 #include "store/task_record.h"
 
 namespace corral::task_test {
@@ -22,31 +23,8 @@ class TempDir : public ::corral::testing::TempDir {
   TempDir() : ::corral::testing::TempDir("corral-task-unit") {}
 };
 
-inline std::string raw_sql(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  sqlite3_busy_timeout(db, 5000);
-  sqlite3_stmt* st = nullptr;
-  std::string out;
-  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
-  int rc = sqlite3_step(st);
-  EXPECT_TRUE(rc == SQLITE_ROW || rc == SQLITE_DONE) << sqlite3_errmsg(db);
-  if (rc == SQLITE_ROW && sqlite3_column_text(st, 0) != nullptr) {
-    out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
-  }
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return out;
-}
-
-inline StateStore open_or_die(const std::string& path) {
-  auto s = StateStore::open(path);
-  if (!s) {
-    ADD_FAILURE() << s.error().to_string();
-    std::abort();
-  }
-  return std::move(*s);
-}
+using store_test::open_or_die;
+using store_test::raw_sql;
 
 inline TaskRecord request(const std::string& id,
                           const std::string& body = R"({"command":["true"]})",

@@ -22,6 +22,7 @@
 #include "daemon/secret_service.h"
 #include "daemon/token_limits.h"
 #include "secrets/broker.h"
+#include "support/temp_dir.h"
 
 namespace corral {
 namespace {
@@ -254,18 +255,14 @@ TEST(StaleTokenRefusal, NamesRevokedAndExpiredAndLeavesOtherReasonsToTheCaller) 
 }
 
 // A scratch directory removed at the end.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char t[] = "/tmp/corral-token-lifetime-XXXXXX";
-    path = ::mkdtemp(t);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
+class TempDir : public ::corral::testing::TempDir {
+ public:
+  TempDir() : ::corral::testing::TempDir("corral-token-lifetime") {}
 };
 
 TEST(TokenLimits, StoresReadsAndForgetsALimitAndRefusesWhatItCannotTrust) {
   TempDir dir;
-  daemon::TokenLimits limits(dir.path + "/token-limits");
+  daemon::TokenLimits limits(dir.path() + "/token-limits");
   ASSERT_TRUE(limits.open());
   auto none = limits.get("sb-1");
   ASSERT_TRUE(none) << none.error().to_string();
@@ -301,7 +298,7 @@ class SecretServiceLifetime : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(secrets::sodium_ready());
     value_ = "sk-" + random_text(40);
-    store_file_ = dir_.path + "/store";
+    store_file_ = dir_.path() + "/store";
     std::ofstream(store_file_) << "openai=" << value_ << "\n";
     ::chmod(store_file_.c_str(), 0600);
     spec_.limits.max_lifetime = std::chrono::hours(1);
@@ -314,7 +311,7 @@ class SecretServiceLifetime : public ::testing::Test {
   std::unique_ptr<daemon::SecretService> start_service() {
     secrets::SecretStoreConfig config;
     config.file = store_file_;
-    auto svc = std::make_unique<daemon::SecretService>(config, dir_.path + "/data", metrics_);
+    auto svc = std::make_unique<daemon::SecretService>(config, dir_.path() + "/data", metrics_);
     auto st = svc->start();
     EXPECT_TRUE(st) << st.error().to_string();
     svc->set_audit([this](nlohmann::json j) {
@@ -364,7 +361,7 @@ TEST_F(SecretServiceLifetime, RevokedTokensStayRevokedAcrossARestartAndTheLimitG
   EXPECT_EQ(*again, 0u);
   EXPECT_EQ(send(*svc, "sb-kept").reason, "revoked");
   EXPECT_EQ(send(*svc, "sb-next").outcome, SwapOutcome::kSwapped);
-  EXPECT_TRUE(std::filesystem::exists(dir_.path + "/data/token-limits/sb-kept.json"));
+  EXPECT_TRUE(std::filesystem::exists(dir_.path() + "/data/token-limits/sb-kept.json"));
 
   // A restart: the old daemon's tokens died with it; the new one issues
   // fresh tokens to both sandboxes, and the kept one's come out revoked.
@@ -378,13 +375,13 @@ TEST_F(SecretServiceLifetime, RevokedTokensStayRevokedAcrossARestartAndTheLimitG
 
   // The sandbox's end forgets its limit.
   EXPECT_TRUE(restarted->remove("sb-kept").empty());
-  EXPECT_FALSE(std::filesystem::exists(dir_.path + "/data/token-limits/sb-kept.json"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/data/token-limits/sb-kept.json"));
   // A sandbox without broker secrets (or gone) has nothing to revoke and
   // gets no file.
   auto gone = restarted->revoke_tokens("sb-never");
   ASSERT_TRUE(gone);
   EXPECT_EQ(*gone, 0u);
-  EXPECT_FALSE(std::filesystem::exists(dir_.path + "/data/token-limits/sb-never.json"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/data/token-limits/sb-never.json"));
   // No audit record holds the value or a token.
   std::lock_guard lock(mu_);
   for (const auto& j : audit_) {
@@ -415,7 +412,7 @@ TEST_F(SecretServiceLifetime, ADeadlineIsKeptAcrossARestartAndOnlyShortens) {
   // new token is expired at once. (The stored deadline is moved into the
   // past rather than waiting for it.)
   svc.reset();
-  daemon::TokenLimits limits(dir_.path + "/data/token-limits");
+  daemon::TokenLimits limits(dir_.path() + "/data/token-limits");
   auto stored = limits.get("sb-task");
   ASSERT_TRUE(stored && stored->deadline);
   EXPECT_TRUE(*stored->deadline == std::chrono::time_point_cast<std::chrono::milliseconds>(
@@ -429,7 +426,7 @@ TEST_F(SecretServiceLifetime, ADeadlineIsKeptAcrossARestartAndOnlyShortens) {
 
   // An unreadable limit fails closed: the reattach fails (the sandbox is
   // then destroyed) and the new token is revoked.
-  std::ofstream(dir_.path + "/data/token-limits/sb-task.json") << "garbage";
+  std::ofstream(dir_.path() + "/data/token-limits/sb-task.json") << "garbage";
   auto third = start_service();
   EXPECT_FALSE(third->reattach("sb-task", spec_));
   EXPECT_EQ(third->broker()->counters().active_tokens, 0u);

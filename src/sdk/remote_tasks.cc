@@ -1,0 +1,149 @@
+// RemoteProvider's task calls (remote_provider.h; docs/tasks.md,
+// REQUIREMENTS.md D6): submit, get (long-poll), wait, run, list, cancel and
+// verified output downloads. The wire types and their one codec are
+// api/task_model.h's: this file only builds targets and reads answers.
+#include <algorithm>
+
+#include "base/sha256.h"
+#include "sdk/remote_provider.h"
+
+namespace corral::sdk {
+
+namespace {
+
+// The longest single long-poll the daemon grants (docs/tasks.md).
+constexpr std::chrono::milliseconds kLongPoll{30'000};
+constexpr std::chrono::milliseconds kMaxDaemonWait{60'000};
+
+std::string join(const std::vector<std::string>& items, char sep) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty()) out += sep;
+    out += item;
+  }
+  return out;
+}
+
+template <typename T>
+Result<T> parsed(Result<std::string> body, Result<T> (*parse)(std::string_view)) {
+  if (!body) return tl::unexpected(std::move(body).error());
+  auto value = parse(*body);
+  if (!value) return tl::unexpected(std::move(value).error().wrap("reading the daemon's answer"));
+  return value;
+}
+
+}  // namespace
+
+std::string task_path(std::string_view id) { return "/v1/tasks/" + http::percent_encode(id); }
+
+Status check_output_sha256(std::string_view computed, const http::Headers& response_headers,
+                           std::string_view what) {
+  auto sent = http::find_header(response_headers, "x-corral-sha256");
+  if (!sent || sent->empty())
+    return make_error(ErrorCode::kSystem,
+                      std::string(what) + " came without an X-Corral-Sha256 header: it cannot be "
+                                          "checked",
+                      "is the URL a corral daemon (or a proxy that drops headers)?");
+  std::string want(*sent);
+  std::transform(want.begin(), want.end(), want.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (want != computed)
+    return make_error(ErrorCode::kSystem,
+                      std::string(what) + " arrived with sha256 " + std::string(computed) +
+                          ", not the stored " + want,
+                      "the bytes changed on the way; download it again");
+  return ok();
+}
+
+Result<api::TaskInfo> RemoteProvider::submit_task(const api::TaskRequest& request) {
+  return parsed(call("POST", "/v1/tasks", api::to_request_json(request)), api::parse_task_info);
+}
+
+Result<api::TaskInfo> RemoteProvider::get_task(std::string_view id,
+                                               std::chrono::milliseconds wait) {
+  if (wait.count() <= 0) return parsed(call("GET", task_path(id)), api::parse_task_info);
+  wait = std::min(wait, kMaxDaemonWait);
+  // The daemon holds the answer back for up to `wait`: the read waits that
+  // much longer than any other.
+  return parsed(call_waiting(options_.timeout + wait, "GET",
+                             task_path(id) + "?wait=" + std::to_string(wait.count()) + "ms"),
+                api::parse_task_info);
+}
+
+Result<api::TaskInfo> RemoteProvider::wait_task(std::string_view id,
+                                                std::optional<std::chrono::milliseconds> timeout) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = timeout ? std::optional(Clock::now() + *timeout) : std::nullopt;
+  for (;;) {
+    auto slice = kLongPoll;
+    if (deadline) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now());
+      slice = std::clamp(left, std::chrono::milliseconds(0), kLongPoll);
+    }
+    auto task = get_task(id, slice);
+    if (!task) return task;
+    if (task->finished() || (deadline && Clock::now() >= *deadline)) return task;
+  }
+}
+
+Result<api::TaskInfo> RemoteProvider::run_task(const api::TaskRequest& request,
+                                               std::optional<std::chrono::milliseconds> wait_timeout) {
+  auto submitted = submit_task(request);
+  if (!submitted) return submitted;
+  if (submitted->finished()) return submitted;  // a repeat of a finished task
+  return wait_task(request.id, wait_timeout);
+}
+
+Result<api::TaskPage> RemoteProvider::list_tasks(const TaskQuery& query) {
+  std::vector<std::string> params;
+  if (!query.statuses.empty())
+    params.push_back("status=" + http::percent_encode(join(query.statuses, ',')));
+  if (query.created_after_ms)
+    params.push_back("created_after=" + std::to_string(*query.created_after_ms));
+  if (query.created_before_ms)
+    params.push_back("created_before=" + std::to_string(*query.created_before_ms));
+  if (query.limit) params.push_back("limit=" + std::to_string(*query.limit));
+  if (query.cursor) params.push_back("cursor=" + http::percent_encode(*query.cursor));
+  std::string target = "/v1/tasks";
+  if (!params.empty()) target += "?" + join(params, '&');
+  return parsed(call("GET", target), api::parse_task_page);
+}
+
+Result<api::TaskInfo> RemoteProvider::cancel_task(std::string_view id) {
+  return parsed(call("POST", task_path(id) + "/cancel"), api::parse_task_info);
+}
+
+Result<std::uint64_t> RemoteProvider::download_task_output(std::string_view id, std::size_t n,
+                                                           const ByteSink& sink) {
+  const std::string what = "output " + std::to_string(n) + " of task " + std::string(id);
+  Sha256 digest;
+  http::Headers headers;
+  auto total = download(
+      task_path(id) + "/outputs/" + std::to_string(n),
+      [&](std::string_view data) -> Status {
+        digest.update(data);
+        return sink(data);
+      },
+      &headers);
+  if (!total) return tl::unexpected(std::move(total).error().wrap("downloading " + what));
+  CORRAL_TRY(check_output_sha256(Sha256::hex(digest.final()), headers, what));
+  return total;
+}
+
+Result<std::string> RemoteProvider::task_output(std::string_view id, std::size_t n,
+                                                std::uint64_t max_bytes) {
+  std::string out;
+  auto total = download_task_output(id, n, [&](std::string_view data) -> Status {
+    if (out.size() + data.size() > max_bytes)
+      return make_error(ErrorCode::kResourceExhausted,
+                        "output " + std::to_string(n) + " of task " + std::string(id) +
+                            " is larger than " + std::to_string(max_bytes) + " bytes",
+                        "use download_task_output with a sink that writes a file");
+    out.append(data);
+    return ok();
+  });
+  if (!total) return tl::unexpected(std::move(total).error());
+  return out;
+}
+
+}  // namespace corral::sdk
