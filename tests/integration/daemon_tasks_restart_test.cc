@@ -161,12 +161,16 @@ TEST(DaemonTasksRestart, Kill9AtRandomMomentsLosesNoTaskAndRunsNoneTwice) {
   // started (sandbox_reconcile.cc, settle_unannounced): each would have
   // kept its task waiting for its whole timeout before that was fixed.
   const std::string log = d.output();
-  int unannounced = 0;
+  std::string unannounced;
+  int found = 0;
   for (auto at = log.find("whose start was never recorded are lost"); at != std::string::npos;
-       at = log.find("whose start was never recorded are lost", at + 1))
-    ++unannounced;
-  printf("endings: %s; restarts that found a command never started: %d\n", summary.c_str(),
-         unannounced);
+       at = log.find("whose start was never recorded are lost", at + 1)) {
+    const auto from = log.rfind('\n', at) + 1;  // npos + 1 == 0: the first line
+    unannounced += "  " + log.substr(from, log.find('\n', at) - from) + "\n";
+    ++found;
+  }
+  printf("endings: %s; restarts that found a command never started: %d\n%s", summary.c_str(),
+         found, unannounced.c_str());
   EXPECT_GT(endings["succeeded/"], 0) << summary;
   d.stop();
   host_sh("rm -rf '" + root + "'");
