@@ -167,7 +167,8 @@ Status LiveSandbox::send_barrier(std::uint64_t request_id) {
   if (!bytes) return tl::unexpected(bytes.error());
   ssize_t n;
   do {
-    n = send(spawn_.get(), bytes->data(), bytes->size(), MSG_NOSIGNAL);
+    // Never blocks: a zygote that reads nothing must not stop the caller.
+    n = send(spawn_.get(), bytes->data(), bytes->size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   } while (n < 0 && errno == EINTR);
   if (n != static_cast<ssize_t>(bytes->size()))
     return errno_error("sending a barrier to sandbox " + id());
