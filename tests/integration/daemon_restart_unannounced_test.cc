@@ -107,12 +107,8 @@ TEST(DaemonTasksRestart, ACommandWhoseStartWasNeverRecordedEndsTheTaskAtOnce) {
   ASSERT_TRUE(d.ready()) << d.output();
   ASSERT_EQ(d.request("POST", "/v1/tasks", counted_task("t-u", root, "sleep 300").dump()).status,
             202);
-  json t = json::object();
-  for (int i = 0; i < 1200 && t.value("stage", "") != "execute"; ++i) {
-    usleep(25 * 1000);
-    t = d.request("GET", "/v1/tasks/t-u").json();
-  }
-  ASSERT_EQ(t.value("stage", ""), "execute") << t.dump();
+  json t = wait_command_running(d, "t-u", root);
+  ASSERT_TRUE(t.is_object()) << d.output();
   const std::string sandbox = text(t, "sandbox_id");
   ASSERT_FALSE(sandbox.empty());
   ASSERT_TRUE(d.kill9());

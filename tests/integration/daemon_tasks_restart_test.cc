@@ -27,14 +27,6 @@ std::string side_config(const std::string& root, int workers) {
          std::to_string(workers) + "\n";
 }
 
-bool wait_for_stage(TestDaemon& d, const std::string& id, const std::string& stage) {
-  for (int i = 0; i < 1200; ++i) {
-    if (d.request("GET", "/v1/tasks/" + id).json().value("stage", "") == stage) return true;
-    usleep(25 * 1000);
-  }
-  return false;
-}
-
 TEST(DaemonTasksRestart, ARunningCommandIsReattachedAndFinishesOnce) {
   const std::string root = make_temp_dir("task-restart");
   ASSERT_EQ(chmod(root.c_str(), 0777), 0);
@@ -43,7 +35,7 @@ TEST(DaemonTasksRestart, ARunningCommandIsReattachedAndFinishesOnce) {
   json body = counted_task("r-attach", root, "sleep 3; echo ok > /workspace/out");
   body["outputs"] = json::array({{{"path", "/workspace/out"}}});
   ASSERT_EQ(d.request("POST", "/v1/tasks", body.dump()).status, 202);
-  ASSERT_TRUE(wait_for_stage(d, "r-attach", "execute"));
+  ASSERT_TRUE(wait_command_running(d, "r-attach", root).is_object()) << d.output();
   ASSERT_TRUE(d.kill9()) << d.output();
   ASSERT_TRUE(d.restart()) << d.output();
   json t = wait_task(d, "r-attach");
