@@ -43,7 +43,7 @@ asan: deps $(ASAN_BUILD)/build.ninja
 	ninja -C $(ASAN_BUILD) -j $(JOBS)
 
 # ASAN_SKIP: tests left out of the ASan run (tests/README.md says why).
-ASAN_SKIP ?= DaemonTasksRestart\.Kill9AtRandomMoments
+ASAN_SKIP ?=
 test-asan: asan
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -80,7 +80,7 @@ fuzz-smoke: fuzz
 # `setarch -R` (ASLR off for them and the sandboxes they start).
 TSAN_TARGETS ?= corral corral_probe corral_unit_tests corral_integration_tests
 TSAN_TESTS   ?= ^(unit\.|integration\.(Daemon|Providers/SdkProvider\.|CliClient|NonUtf8))
-TSAN_SKIP    ?= StateStoreTest\.AcknowledgedWritesSurviveSigkill|DaemonCrash\.Kill9Loop|DaemonSetupTimeout|DaemonLifecycle\.RequestTimeoutHasItsOwnCode|DaemonTasksRestart\.Kill9AtRandomMoments
+TSAN_SKIP    ?= StateStoreTest\.AcknowledgedWritesSurviveSigkill|DaemonCrash\.Kill9Loop|DaemonSetupTimeout|DaemonLifecycle\.RequestTimeoutHasItsOwnCode
 $(TSAN_BUILD)/build.ninja: | deps
 	CC=clang-14 CXX=clang++-14 cmake -S . -B $(TSAN_BUILD) -G Ninja \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCORRAL_TSAN=ON

@@ -3,11 +3,13 @@
 // and secrets served again) or, when that cannot be done, destroyed by its
 // cgroup; then cgroups of sandboxes the store never heard of are removed.
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "base/json_text.h"
@@ -77,6 +79,7 @@ class SandboxService::Reconciler {
                                          std::unique_ptr<LiveSandbox> live);
   using Unverified = std::vector<std::pair<std::shared_ptr<ProcessEntry>, std::string>>;
   Unverified readopt_processes(SandboxEntry& e, const SandboxRecord& r);
+  void settle_unannounced(const std::shared_ptr<SandboxEntry>& e);
   void reattach(const SandboxRecord& r, const json& rt, std::unique_ptr<LiveSandbox> live);
   Status serve_network_again(SandboxEntry& e);
   void destroy_unadopted(const SandboxRecord& r, const json& rt);
@@ -206,6 +209,70 @@ SandboxService::Reconciler::Unverified SandboxService::Reconciler::readopt_proce
   return unverified;
 }
 
+// Processes stored as starting or running whose host pid was never
+// recorded and of which no report was waiting: the old daemon died between
+// storing one and sending its request to the zygote, or after reading the
+// zygote's kStarted (the pidfd came with it) or kExited and before storing
+// it. Nothing may ever arrive for them, and without a pidfd no timeout can
+// end them: a task waiting for one would wait for its whole timeout. A
+// barrier asks the zygote: once it is answered, every request the old
+// daemon sent has had its answer, and one still without a start is lost.
+void SandboxService::Reconciler::settle_unannounced(const std::shared_ptr<SandboxEntry>& e) {
+  std::vector<std::shared_ptr<ProcessEntry>> all, unseen;
+  {
+    std::lock_guard lock(e->mu);
+    for (auto& [rid, p] : e->processes) all.push_back(p);
+  }
+  for (auto& p : all) {
+    std::lock_guard lock(p->mu);  // a process's mu alone (ADR 0007's order)
+    if (!p->finished() && !p->pidfd) unseen.push_back(p);
+  }
+  if (unseen.empty()) return;
+  const std::uint64_t barrier = new_request_id();
+  bool answered = false, broken = !e->live->send_barrier(barrier);
+  const auto give_up = Clock::now() + std::chrono::seconds(10);
+  while (!answered && !broken && Clock::now() < give_up) {
+    pollfd pfd{e->live->spawn_fd(), POLLIN, 0};
+    (void)poll(&pfd, 1, 100);
+    for (;;) {
+      auto reply = e->live->read_reply();
+      if (!reply) broken = true;
+      if (!reply || !*reply) break;
+      if ((*reply)->reply.request_id == barrier) {
+        answered = true;
+        break;
+      }
+      s_.on_reply(e, std::move(**reply));
+    }
+  }
+  if (!answered) {
+    // Left running: a start may still come. The zygote that does not
+    // answer is gone or stuck, and its sandbox ends with it or is deleted.
+    fprintf(stderr,
+            "corral serve: sandbox %s: its zygote did not answer a barrier; %zu processes whose "
+            "start was never recorded stay running\n",
+            e->id.c_str(), unseen.size());
+    return;
+  }
+  std::size_t lost = 0;
+  for (auto& p : unseen) {
+    bool still;
+    {
+      std::lock_guard lock(p->mu);
+      still = !p->finished() && !p->pidfd;
+    }
+    if (!still) continue;
+    s_.lose_process(*e, *p,
+                    "its start was never recorded and the sandbox has no report of it (the "
+                    "daemon died before the process started, or before storing its start)");
+    ++lost;
+  }
+  if (lost > 0)
+    fprintf(stderr,
+            "corral serve: sandbox %s: %zu processes whose start was never recorded are lost\n",
+            e->id.c_str(), lost);
+}
+
 void SandboxService::Reconciler::reattach(const SandboxRecord& r, const json& rt,
                                           std::unique_ptr<LiveSandbox> live) {
   std::shared_ptr<SandboxEntry> e = entry_of(r, rt, std::move(live));
@@ -222,6 +289,7 @@ void SandboxService::Reconciler::reattach(const SandboxRecord& r, const json& rt
   // storing it): lost. One whose pid now names another process is
   // lost too, and never signalled.
   for (auto& [p, why] : unverified) s_.lose_process(*e, *p, why);
+  settle_unannounced(e);
   if (e->running == 0 && e->state == SandboxState::kRunning)
     (void)s_.transition(e.get(), r.id, SandboxState::kReady, "re-attached after a daemon restart");
   // It counts against the capacity whether it fits or not: it runs.

@@ -324,6 +324,8 @@ void run_zygote(const SandboxPlan& plan, int go_fd) {
     };
     std::uint64_t request_id = 0;
     if (static_cast<size_t>(n) >= 20) memcpy(&request_id, buf.data() + 12, sizeof request_id);
+    // Refused at once, nothing started: LiveSandbox::send_barrier relies
+    // on this answer (a message with no fds) coming in order.
     if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 || nfds != 3) {
       close_stdio();
       errno = EINVAL;

@@ -159,6 +159,22 @@ Status LiveSandbox::send_spawn(const SpawnRequest& request, const int stdio[3]) 
   return ok();
 }
 
+Status LiveSandbox::send_barrier(std::uint64_t request_id) {
+  SpawnRequest request;
+  request.request_id = request_id;
+  request.argv = {"true"};  // never started: the message carries no fds
+  auto bytes = encode_spawn_request(request);
+  if (!bytes) return tl::unexpected(bytes.error());
+  ssize_t n;
+  do {
+    // Never blocks: a zygote that reads nothing must not stop the caller.
+    n = send(spawn_.get(), bytes->data(), bytes->size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(bytes->size()))
+    return errno_error("sending a barrier to sandbox " + id());
+  return ok();
+}
+
 Result<std::optional<ReceivedReply>> LiveSandbox::read_reply() {
   ReceivedReply r;
   iovec iov{&r.reply, sizeof r.reply};

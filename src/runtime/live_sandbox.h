@@ -71,6 +71,11 @@ class LiveSandbox {
   // Sends one spawn request with the process's stdio fds. Thread-safe
   // (one SOCK_SEQPACKET message per request).
   Status send_spawn(const SpawnRequest& request, const int stdio[3]);
+  // Sends a barrier: a request with no stdio fds, which the zygote refuses
+  // at once (kFailed for `request_id`, stage plan) and starts nothing for.
+  // The zygote answers its requests in order, so once that answer is read,
+  // every request sent before the barrier has had its kStarted or kFailed.
+  Status send_barrier(std::uint64_t request_id);
   // Next reply from the zygote, without blocking (nullopt: none waiting).
   // An error means the channel is broken (the sandbox is ending).
   Result<std::optional<ReceivedReply>> read_reply();

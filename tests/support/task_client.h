@@ -4,6 +4,8 @@
 // that shows from outside how often a command really ran.
 #pragma once
 
+#include <unistd.h>
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -54,6 +56,26 @@ inline nlohmann::json wait_task(TestDaemon& d, const std::string& id) {
 inline std::string text(const nlohmann::json& t, const char* key) {
   auto it = t.find(key);
   return it != t.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// Until the command of counted task `id` runs and its daemon has recorded
+// that (bounded, 30 s): the task is in execute, the command's first line
+// has run, and its sandbox lists a running process (listed so only once
+// the daemon has stored who it is on the host). The stage alone is stored
+// before the command is spawned. The last task read, or {} on failure.
+inline nlohmann::json wait_command_running(TestDaemon& d, const std::string& id,
+                                           const std::string& host_dir) {
+  for (int i = 0; i < 1200; ++i) {
+    nlohmann::json t = d.request("GET", "/v1/tasks/" + id).json();
+    if (t.is_object() && t.value("stage", "") == "execute" && runs_of(host_dir, id) == 1) {
+      const std::string sandbox = text(t, "sandbox_id");
+      auto procs = d.request("GET", "/v1/sandboxes/" + sandbox + "/processes").json();
+      for (const auto& p : procs.value("processes", nlohmann::json::array()))
+        if (p.value("state", "") == "running") return t;
+    }
+    usleep(25 * 1000);
+  }
+  return {};
 }
 
 inline std::string header(const HttpReply& r, std::string_view name) {
