@@ -19,6 +19,7 @@
 #include "support/daemon_harness.h"
 #include "support/sandbox_harness.h"
 #include "support/skip.h"
+#include "support/team_b.h"
 #include "support/task_client.h"
 
 namespace corral::testing {
@@ -26,13 +27,8 @@ namespace {
 
 using nlohmann::json;
 
-// A key of namespace "team-b" (its digest is in the daemon's config).
-const char kKeyB[] = "crl_teamb_0123456789abcdef0123456789abcdef";
-
-std::string config_yaml() {
-  return "serve:\n  api_keys:\n    namespaces:\n      - name: team-b\n        sha256: [" +
-         sha256_hex(kKeyB) + "]\n  volumes:\n    max_quota: 64Mi\n    max_total: 1Gi\n";
-}
+const char* const kKeyB = kTeamBKey;
+std::string config_yaml() { return team_b_config(); }
 
 json volume_input(const std::string& volume, const std::string& path) {
   return {{"path", "/workspace/v.txt"}, {"volume", volume}, {"volume_path", path}};

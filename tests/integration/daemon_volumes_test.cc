@@ -16,19 +16,15 @@
 #include "support/daemon_harness.h"
 #include "support/sandbox_harness.h"
 #include "support/skip.h"
+#include "support/team_b.h"
 
 namespace corral::testing {
 namespace {
 
 using nlohmann::json;
 
-// A key of namespace "team-b" (its digest is in the daemon's config).
-const char kKeyB[] = "crl_teamb_0123456789abcdef0123456789abcdef";
-
-std::string config_yaml() {
-  return "serve:\n  api_keys:\n    namespaces:\n      - name: team-b\n        sha256: [" +
-         sha256_hex(kKeyB) + "]\n  volumes:\n    max_quota: 64Mi\n    max_total: 1Gi\n";
-}
+const char* const kKeyB = kTeamBKey;
+std::string config_yaml() { return team_b_config(); }
 
 std::string code_of(const HttpReply& r) {
   json j = r.json();

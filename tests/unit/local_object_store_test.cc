@@ -16,6 +16,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -56,6 +57,38 @@ class LocalObjectStoreTest : public ::testing::Test {
     std::size_t n = 0;
     for ([[maybe_unused]] const auto& e : stdfs::directory_iterator(root_ + "/~tmp")) ++n;
     return n;
+  }
+
+  // A child process opens the store (`power_loss_durable` as given), runs
+  // `first` (an _exit code, 0 to go on), then puts `key` from a pipe and is
+  // killed with SIGKILL well into that put. False if it ended otherwise.
+  bool kill_during_a_put(bool power_loss_durable, const std::string& key,
+                         const std::function<int(LocalObjectStore&)>& first = {}) {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) return false;
+    pid_t child = ::fork();
+    if (child < 0) return false;
+    if (child == 0) {
+      ::close(p[1]);
+      auto store = LocalObjectStore::open(root_, power_loss_durable);
+      if (!store) ::_exit(2);
+      if (first)
+        if (int code = first(**store); code != 0) ::_exit(code);
+      (void)(*store)->put_fd(key, p[0], {});  // waits for bytes that never come
+      ::_exit(0);
+    }
+    ::close(p[0]);
+    // Much more than a pipe holds: once this is written, the child is well
+    // into its put, and it waits for more that never comes.
+    std::string chunk(1 << 20, 'n');
+    bool wrote = true;
+    for (int i = 0; i < 4 && wrote; ++i) wrote = ::write(p[1], chunk.data(), chunk.size()) > 0;
+    ::kill(child, SIGKILL);
+    int status = 0;
+    const bool reaped = ::waitpid(child, &status, 0) == child;
+    ::close(p[1]);
+    EXPECT_TRUE(wrote && reaped && WIFSIGNALED(status)) << "the child ended before the kill: " << status;
+    return wrote && reaped && WIFSIGNALED(status);
   }
 
   std::string dir_;
@@ -275,26 +308,7 @@ TEST_F(LocalObjectStoreTest, MetadataIsChecked) {
 
 TEST_F(LocalObjectStoreTest, AKilledPutLeavesTheOldObjectAndItsTempIsSweptOnOpen) {
   ASSERT_TRUE(store_->put_bytes("victim", "old content", {}).has_value());
-  int p[2];
-  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
-  pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    ::close(p[1]);
-    auto store = LocalObjectStore::open(root_);
-    if (store) (void)(*store)->put_fd("victim", p[0], {});
-    ::_exit(0);
-  }
-  ::close(p[0]);
-  // Much more than a pipe holds: once this is written, the child is well
-  // into its put, and it waits for more that never comes.
-  std::string chunk(1 << 20, 'n');
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(::write(p[1], chunk.data(), chunk.size()) > 0);
-  ASSERT_EQ(::kill(child, SIGKILL), 0);
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ::close(p[1]);
-  EXPECT_TRUE(WIFSIGNALED(status));
+  ASSERT_TRUE(kill_during_a_put(/*power_loss_durable=*/true, "victim"));
   EXPECT_EQ(get_bytes("victim"), "old content");
   EXPECT_GE(tmp_entries(), 1u);  // the cut put's temp file
   auto reopened = LocalObjectStore::open(root_);
@@ -308,29 +322,13 @@ TEST_F(LocalObjectStoreTest, AKilledPutLeavesTheOldObjectAndItsTempIsSweptOnOpen
 // keeps the bytes).
 TEST_F(LocalObjectStoreTest, AProcessDurableStoreKeepsWhatItAcknowledgedThroughAKill) {
   ASSERT_TRUE(store_->put_bytes("cut", "old content", {}).has_value());
-  int p[2];
-  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
-  pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    ::close(p[1]);
-    auto store = LocalObjectStore::open(root_, /*power_loss_durable=*/false);
-    if (!store) ::_exit(2);
+  ASSERT_TRUE(kill_during_a_put(/*power_loss_durable=*/false, "cut", [](LocalObjectStore& store) {
     for (int i = 0; i < 20; ++i) {
       const std::string key = "acked/" + std::to_string(i);
-      if (!(*store)->put_bytes(key, std::string(1000 + i, char('a' + i)), {})) ::_exit(3);
+      if (!store.put_bytes(key, std::string(1000 + i, char('a' + i)), {})) return 3;
     }
-    (void)(*store)->put_fd("cut", p[0], {});  // waits for bytes that never come
-    ::_exit(0);
-  }
-  ::close(p[0]);
-  std::string chunk(1 << 20, 'n');
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(::write(p[1], chunk.data(), chunk.size()) > 0);
-  ASSERT_EQ(::kill(child, SIGKILL), 0);
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ::close(p[1]);
-  ASSERT_TRUE(WIFSIGNALED(status)) << "the child failed before the kill: " << status;
+    return 0;
+  }));
   auto reopened = LocalObjectStore::open(root_, false);
   ASSERT_TRUE(reopened.has_value());
   store_ = std::move(*reopened);
