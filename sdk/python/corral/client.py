@@ -479,6 +479,13 @@ class Client:
         resp = self._open("GET", f"/v1/tasks/{quote(task_id, safe='')}/outputs/{int(index)}",
                           headers={"Accept": "application/octet-stream"})
         expected = resp.resp.getheader("X-Corral-Sha256")
+        if not expected:
+            resp.close()
+            # The daemon always sends the stored hash; without it the bytes
+            # cannot be checked (as the C++ SDK, docs/cpp-sdk.md).
+            raise CorralError(0, "bad_response",
+                              f"output {index} of task {task_id}: the answer has no "
+                              "X-Corral-Sha256 to check the bytes against")
         digest = hashlib.sha256()
         total = 0
         try:
@@ -491,7 +498,7 @@ class Client:
                 total += len(chunk)
         finally:
             resp.close()
-        if expected and digest.hexdigest() != expected.lower():
+        if digest.hexdigest() != expected.lower():
             raise CorralError(0, "bad_response",
                               f"output {index} of task {task_id}: sha256 {digest.hexdigest()} "
                               f"differs from the stored {expected}")

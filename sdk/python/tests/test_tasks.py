@@ -97,3 +97,38 @@ def test_replay_runs_a_failed_task_again_from_its_kept_inputs(unix_client):
         unix_client.replay_task(task_id, new_id=new_id, network="as_original")
     with pytest.raises(corral.NotFound):
         unix_client.replay_task(_id("py-none"))
+
+
+def _serve_output(headers, body):
+    """A loopback HTTP server that answers every GET with ``body`` and
+    ``headers`` (a daemon that lost or changed the hash); returns its URL."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            self.send_response(200)
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+@pytest.mark.parametrize("headers", [{}, {"X-Corral-Sha256": hashlib.sha256(b"other").hexdigest()}])
+def test_an_output_without_its_hash_or_with_another_is_refused(headers):
+    server, url = _serve_output(headers, b"the bytes")
+    try:
+        c = corral.Client(url, api_key="crl_test_" + "0" * 32)
+        with pytest.raises(corral.CorralError) as e:
+            c.task_output("t", 0)
+        assert e.value.code == "bad_response"
+    finally:
+        server.shutdown()
