@@ -1,7 +1,9 @@
 #include "api/base64.h"
 
+#include <openssl/evp.h>
 #include <sodium.h>
 
+#include <climits>
 #include <string_view>
 
 #include "base/base64_digits.h"
@@ -11,6 +13,14 @@ namespace corral::api {
 namespace {
 
 constexpr int kVariant = sodium_base64_VARIANT_ORIGINAL;
+
+// The value of a standard-alphabet digit (the caller checked it is one).
+unsigned digit_value(char c) {
+  if (c >= 'A' && c <= 'Z') return static_cast<unsigned>(c - 'A');
+  if (c >= 'a' && c <= 'z') return static_cast<unsigned>(c - 'a' + 26);
+  if (c >= '0' && c <= '9') return static_cast<unsigned>(c - '0' + 52);
+  return c == '+' ? 62u : 63u;
+}
 
 tl::unexpected<Error> bad(std::string_view why, std::size_t offset) {
   return make_error(ErrorCode::kInvalidArgument,
@@ -46,19 +56,25 @@ Result<std::string> base64_decode(std::string_view text) {
     if (text[digits] == '=') return bad("misplaced '=' padding", digits);
     return bad("character " + quote_for_message(text.substr(digits, 1)) + " is not base64", digits);
   }
-  std::string out(n / 4 * 3, '\0');
-  std::size_t length = 0;
-  const char* end = nullptr;
-  // libsodium checks the padding's length and refuses non-zero bits in the
-  // last digit before it (one encoding per byte string); `end` must reach
-  // the end of the text.
-  int rc = sodium_base642bin(reinterpret_cast<unsigned char*>(out.data()), out.size(), text.data(),
-                             n, /*ignore=*/nullptr, &length, &end, kVariant);
-  if (rc != 0 || end != text.data() + n) {
-    // What is left to refuse: the bits of "Zh==" or "Zm9=".
-    return bad(pad == 0 ? "refused by the decoder" : "non-zero bits before the padding",
-               pad == 2 ? n - 3 : n - 2);
+  // The text is checked above (alphabet, padding); what is left to refuse
+  // is a last digit with bits that no byte uses ("Zh==", "Zm9="): exactly
+  // one encoding per byte string.
+  if (pad > 0) {
+    const unsigned digit = digit_value(text[n - pad - 1]);
+    if ((pad == 2 && (digit & 0x0f) != 0) || (pad == 1 && (digit & 0x03) != 0))
+      return bad("non-zero bits before the padding", n - pad - 1);
   }
+  // OpenSSL's table decoder: these are request bodies (a task's inline
+  // inputs run to megabytes), not secrets, and libsodium's constant-time
+  // decoder ran at ~170 MB/s, a fifth of a 1 MiB task's submit.
+  if (n > static_cast<std::size_t>(INT_MAX)) return bad("too long to decode", 0);
+  std::string out(n / 4 * 3, '\0');
+  const int decoded = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                      reinterpret_cast<const unsigned char*>(text.data()),
+                                      static_cast<int>(n));
+  if (decoded < 0 || static_cast<std::size_t>(decoded) != out.size())
+    return bad("refused by the decoder", 0);
+  const std::size_t length = out.size() - pad;  // EVP_DecodeBlock counts the padding as zeros
   out.resize(length);
   return out;
 }

@@ -1,6 +1,6 @@
 // Which bytes are base64 digits, for the two alphabets corral decodes
-// (RFC 4648 standard and url-safe). Checked before libsodium's decoder,
-// not left to it: 1.0.18 reads its input as (signed) char and decodes a
+// (RFC 4648 standard and url-safe). Checked before a decoder (libsodium's
+// for secrets, OpenSSL's for request bodies), not left to it: libsodium 1.0.18 reads its input as (signed) char and decodes a
 // byte above 0x7f as a digit ("Zm\xc3\xa9" came back as three bytes), and
 // it stops without an error at anything else once the bits so far need no
 // padding ("AAAA====").
