@@ -95,6 +95,29 @@ std::mutex& TaskService::submit_lock(std::string_view id) {
   return submit_locks_[std::hash<std::string_view>()(id) % submit_locks_.size()];
 }
 
+// The daemon's own objects are not a task's inputs by key: what a task
+// kept under tasks/<id>/ (its outputs, logs, input copies) is only for a
+// task of the same namespace, and snapshots/ (archives of other sandboxes'
+// files) never; a replay reads them (D2, F4: nothing crosses namespaces).
+std::optional<api::ApiError> TaskService::check_object_input(const std::string& ns,
+                                                             const std::string& key,
+                                                             std::size_t index) {
+  const std::string field = "inputs[" + std::to_string(index) + "].object";
+  auto forbidden = [&](std::string why) {
+    return api::make_api_error(api::ApiErrorCode::kForbidden, field + ": " + why, field,
+                               "name an object of your own, outside the daemon's tasks/ and "
+                               "snapshots/ prefixes; replay a task to run on what it kept");
+  };
+  if (key.starts_with("snapshots/")) return forbidden("snapshots/ holds the daemon's snapshots");
+  if (!key.starts_with("tasks/")) return std::nullopt;
+  const std::string_view rest = std::string_view(key).substr(6);
+  const std::string id(rest.substr(0, rest.find('/')));
+  auto owner = store_.get_task(id);
+  if (!owner || owner->ns != ns)
+    return forbidden("tasks/ holds what tasks kept, and " + key + " is not under a task of yours");
+  return std::nullopt;
+}
+
 ApiResult<TaskService::Submitted> TaskService::submit(const std::string& ns,
                                                       std::string_view body) {
   auto request = api::parse_task_request(body, config_.max_body);
@@ -106,6 +129,10 @@ ApiResult<TaskService::Submitted> TaskService::submit(const std::string& ns,
                     "timeout");
   for (std::size_t i = 0; i < request->inputs.size(); ++i) {
     const api::TaskInput& in = request->inputs[i];
+    if (in.source == api::TaskInput::Source::kObject) {
+      if (auto refused = check_object_input(ns, in.object_key, i)) return tl::unexpected(*refused);
+      continue;
+    }
     if (in.source != api::TaskInput::Source::kVolume) continue;
     const std::string field = "inputs[" + std::to_string(i) + "].volume";
     if (volumes_ == nullptr)

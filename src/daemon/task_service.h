@@ -135,6 +135,10 @@ class TaskService {
   std::shared_ptr<Active> active(const std::string& id);
   void notify_finished();
   std::mutex& submit_lock(std::string_view id);
+  // 403 for an object input under the daemon's own prefixes that is not
+  // the caller's (tasks/<id>/ of another namespace's task, snapshots/).
+  std::optional<api::ApiError> check_object_input(const std::string& ns, const std::string& key,
+                                                  std::size_t index);
 
   TaskConfig config_;
   SandboxService& sandboxes_;
