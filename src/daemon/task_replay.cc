@@ -385,13 +385,7 @@ ApiResult<TaskService::Submitted> TaskService::replay(const std::string& ns, std
                                           {"of_attempt", orig->attempt},
                                           {"request", json::parse(canonical, nullptr, false)},
                                           {"from_snapshot", *snap ? json(**snap) : json(nullptr)}}}});
-  std::vector<TaskInputContent> contents;
-  for (std::size_t i = 0; i < req->inputs.size(); ++i) {
-    api::TaskInput& in = req->inputs[i];
-    if (in.source == api::TaskInput::Source::kContent && in.content_held)
-      contents.push_back({i, in.content_sha256, std::move(in.content)});
-  }
-  auto submitted = store_.submit_task(record, contents);
+  auto submitted = store_.submit_task(record, take_inline_contents(*req));
   if (!submitted) {
     if (submitted.error().code == ErrorCode::kAlreadyExists)
       return tl::unexpected(conflict("task id \"" + new_id + "\" is taken; choose another id",

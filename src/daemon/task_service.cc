@@ -118,6 +118,16 @@ std::optional<api::ApiError> TaskService::check_object_input(const std::string& 
   return std::nullopt;
 }
 
+std::vector<TaskInputContent> TaskService::take_inline_contents(api::TaskRequest& request) {
+  std::vector<TaskInputContent> contents;
+  for (std::size_t i = 0; i < request.inputs.size(); ++i) {
+    api::TaskInput& in = request.inputs[i];
+    if (in.source == api::TaskInput::Source::kContent && in.content_held)
+      contents.push_back({i, in.content_sha256, std::move(in.content)});
+  }
+  return contents;
+}
+
 ApiResult<TaskService::Submitted> TaskService::submit(const std::string& ns,
                                                       std::string_view body) {
   auto request = api::parse_task_request(body, config_.max_body);
@@ -161,16 +171,8 @@ ApiResult<TaskService::Submitted> TaskService::submit(const std::string& ns,
   record.id = request->id;
   record.ns = ns;
   record.request_json = api::to_canonical_json(*request);
-  // Inline inputs' bytes are stored beside the row; the canonical request
-  // names them by hash (task_model.h).
-  std::vector<TaskInputContent> contents;
-  for (std::size_t i = 0; i < request->inputs.size(); ++i) {
-    api::TaskInput& in = request->inputs[i];
-    if (in.source == api::TaskInput::Source::kContent && in.content_held)
-      contents.push_back({i, in.content_sha256, std::move(in.content)});
-  }
   std::lock_guard guard(submit_lock(record.id));
-  auto submitted = store_.submit_task(record, contents);
+  auto submitted = store_.submit_task(record, take_inline_contents(*request));
   if (!submitted) {
     if (submitted.error().code != ErrorCode::kAlreadyExists) return api_fail(submitted.error());
     auto stored = store_.get_task(record.id);

@@ -113,6 +113,9 @@ class TaskService {
 
   // The object keys of one attempt: tasks/<id>/<attempt>/...
   static std::string attempt_prefix(const TaskRecord& task);
+  // The bytes of `request`'s inline inputs, moved out for the state store
+  // (StateStore::submit_task); its canonical form names them by hash.
+  static std::vector<TaskInputContent> take_inline_contents(api::TaskRequest& request);
 
   static api::TaskInfo info_of(const TaskRecord& task, bool with_request);
 
