@@ -27,6 +27,32 @@ bool is_hex64(std::string_view s) {
          });
 }
 
+// The parts of a multipart submit (task_model.h), and the names taken.
+struct PartSource {
+  const TaskContentParts* parts = nullptr;
+  std::map<std::string, std::string, std::less<>> taken_by;  // name -> field
+
+  // The bytes of the part that field `at` names with `name`.
+  Result<std::string_view> take(const Obj& obj, std::string_view key) {
+    auto name = read_string(*obj.get(key), obj.at(key), obj.ctx());
+    if (!name) return tl::unexpected<Error>(name.error());
+    if (parts == nullptr)
+      return fail(ApiErrorCode::kInvalidValue, obj.at(key),
+                  "names a part of a multipart/form-data body, and this body is JSON; send the "
+                  "bytes in the JSON (\"content\", \"content_b64\") or send multipart");
+    auto it = parts->find(*name);
+    if (it == parts->end())
+      return fail(ApiErrorCode::kInvalidValue, obj.at(key),
+                  "no part of the body is named " + quote_for_message(*name));
+    auto [taken, fresh] = taken_by.emplace(*name, obj.at(key));
+    if (!fresh)
+      return fail(ApiErrorCode::kInvalidValue, obj.at(key),
+                  "part " + quote_for_message(*name) + " is already the bytes of " +
+                      taken->second + "; give each its own part");
+    return it->second;
+  }
+};
+
 // An absolute path that is already in normal form: no ".", "..", empty
 // component or trailing '/', not the root itself (F6: a task names files,
 // never a directory to be replaced or read whole).
@@ -86,7 +112,7 @@ Status read_stored_content(const Obj& obj, TaskInput& in) {
 }
 
 Result<TaskInput> read_input(const Json& v, const std::string& path, const Ctx& ctx,
-                             std::uint64_t& inline_left) {
+                             std::uint64_t& inline_left, PartSource& parts) {
   // Only a stored request names its bytes by hash; a request sends them.
   const bool stored = &ctx == &kStored;
   constexpr std::string_view kExpected =
@@ -96,8 +122,8 @@ Result<TaskInput> read_input(const Json& v, const std::string& path, const Ctx& 
                                    "volume_path", "sha256", "content_sha256", "content_size"},
                                   kExpected)
                     : open_object(v, path, ctx,
-                                  {"path", "content", "content_b64", "object", "volume",
-                                   "volume_path", "sha256"},
+                                  {"path", "content", "content_b64", "content_part", "object",
+                                   "volume", "volume_path", "sha256"},
                                   kExpected);
   if (!obj) return tl::unexpected<Error>(obj.error());
   TaskInput in;
@@ -107,16 +133,30 @@ Result<TaskInput> read_input(const Json& v, const std::string& path, const Ctx& 
   const bool has_stored = stored && obj->get("content_sha256") != nullptr;
   const bool has_content = has_stored || obj->get("content") != nullptr ||
                            obj->get("content_b64") != nullptr;
+  const bool has_part = !stored && obj->get("content_part") != nullptr;
   const bool has_object = obj->get("object") != nullptr;
   const bool has_volume = obj->get("volume") != nullptr;
-  if (int(has_content) + int(has_object) + int(has_volume) != 1)
+  if (int(has_content) + int(has_part) + int(has_object) + int(has_volume) != 1)
     return fail(ApiErrorCode::kInvalidValue, obj->at("content"),
-                "give exactly one source: \"content\" (text), \"content_b64\", \"object\" (an "
-                "object-store key) or \"volume\" with \"volume_path\"");
+                "give exactly one source: \"content\" (text), \"content_b64\", "
+                "\"content_part\" (a part of a multipart body), \"object\" (an object-store key) "
+                "or \"volume\" with \"volume_path\"");
   if (!has_volume && obj->get("volume_path") != nullptr)
     return fail(ApiErrorCode::kInvalidValue, obj->at("volume_path"), "is only for a volume input");
   if (has_stored) {
     CORRAL_TRY(read_stored_content(*obj, in));
+  } else if (has_part) {
+    auto bytes = parts.take(*obj, "content_part");
+    if (!bytes) return tl::unexpected<Error>(bytes.error());
+    if (bytes->size() > inline_left)
+      return fail(ApiErrorCode::kInvalidValue, obj->at("content_part"),
+                  "the inputs' bytes are more than " + std::to_string(inline_left) +
+                      " bytes in all");
+    in.content.assign(bytes->data(), bytes->size());
+    in.content_held = true;
+    in.content_sha256 = sha256_hex(in.content);
+    in.content_size = in.content.size();
+    inline_left -= in.content.size();
   } else if (has_content) {
     auto bytes = read_bytes(*obj, "content", static_cast<std::size_t>(inline_left));
     if (!bytes) return tl::unexpected<Error>(bytes.error());
@@ -229,11 +269,17 @@ tl::unexpected<Error> sandbox_error(const Error& e) {
   return fail(id, field.empty() ? "sandbox" : "sandbox." + field, message);
 }
 
-Result<TaskRequest> read_task(const Json& doc, const Ctx& ctx, std::uint64_t max_inline) {
-  auto obj = open_object(doc, "", ctx,
-                         {"id", "sandbox", "inputs", "command", "sh", "env", "cwd", "stdin",
-                          "stdin_b64", "timeout", "outputs", "volumes", "snapshot",
-                          "keep_sandbox"});
+Result<TaskRequest> read_task(const Json& doc, const Ctx& ctx, std::uint64_t max_inline,
+                              PartSource& parts) {
+  auto obj = &ctx == &kStored
+                 ? open_object(doc, "", ctx,
+                               {"id", "sandbox", "inputs", "command", "sh", "env", "cwd", "stdin",
+                                "stdin_b64", "timeout", "outputs", "volumes", "snapshot",
+                                "keep_sandbox"})
+                 : open_object(doc, "", ctx,
+                               {"id", "sandbox", "inputs", "command", "sh", "env", "cwd", "stdin",
+                                "stdin_b64", "stdin_part", "timeout", "outputs", "volumes",
+                                "snapshot", "keep_sandbox"});
   if (!obj) return tl::unexpected<Error>(obj.error());
   TaskRequest t;
   const Json* id = obj->get("id");
@@ -256,7 +302,9 @@ Result<TaskRequest> read_task(const Json& doc, const Ctx& ctx, std::uint64_t max
   std::uint64_t inline_left = max_inline;
   auto inputs = read_items<TaskInput>(
       *obj, "inputs", kMaxTaskInputs,
-      [&](const Json& v, const std::string& p) { return read_input(v, p, ctx, inline_left); });
+      [&](const Json& v, const std::string& p) {
+        return read_input(v, p, ctx, inline_left, parts);
+      });
   if (!inputs) return tl::unexpected<Error>(inputs.error());
   t.inputs = std::move(*inputs);
   const Json* command = obj->get("command");
@@ -289,9 +337,21 @@ Result<TaskRequest> read_task(const Json& doc, const Ctx& ctx, std::uint64_t max
     CORRAL_TRY(check_absolute(*dir, "cwd"));
     t.cwd = std::move(*dir);
   }
-  auto stdin_data = read_bytes(*obj, "stdin", kMaxStdinBytes);
-  if (!stdin_data) return tl::unexpected<Error>(stdin_data.error());
-  if (*stdin_data) t.stdin_data = std::move(**stdin_data);
+  if (obj->get("stdin_part") != nullptr) {
+    if (obj->get("stdin") != nullptr || obj->get("stdin_b64") != nullptr)
+      return fail(ApiErrorCode::kInvalidValue, "stdin_part",
+                  "give one of \"stdin\", \"stdin_b64\" and \"stdin_part\"");
+    auto bytes = parts.take(*obj, "stdin_part");
+    if (!bytes) return tl::unexpected<Error>(bytes.error());
+    if (bytes->size() > kMaxStdinBytes)
+      return fail(ApiErrorCode::kInvalidValue, "stdin_part",
+                  "is longer than " + std::to_string(kMaxStdinBytes) + " bytes");
+    t.stdin_data.assign(bytes->data(), bytes->size());
+  } else {
+    auto stdin_data = read_bytes(*obj, "stdin", kMaxStdinBytes);
+    if (!stdin_data) return tl::unexpected<Error>(stdin_data.error());
+    if (*stdin_data) t.stdin_data = std::move(**stdin_data);
+  }
   // "timeout_ms" is the canonical form's name; requests say "timeout".
   if (const Json* timeout = obj->get("timeout"); timeout != nullptr && !timeout->is_null()) {
     auto ms = read_duration_ms(*timeout, "timeout", ctx, 1, kMaxTaskTimeoutMs);
@@ -366,11 +426,21 @@ std::vector<std::string> TaskRequest::argv() const {
   return command;
 }
 
-Result<TaskRequest> parse_task_request(std::string_view body, std::uint64_t max_inline_bytes) {
+Result<TaskRequest> parse_task_request(std::string_view body, std::uint64_t max_inline_bytes,
+                                       const TaskContentParts* parts) {
   return guarded<TaskRequest>([&]() -> Result<TaskRequest> {
     auto doc = parse_json(body, kRequest);
     if (!doc) return tl::unexpected<Error>(doc.error());
-    return read_task(*doc, kRequest, max_inline_bytes);
+    PartSource source{parts, {}};
+    auto task = read_task(*doc, kRequest, max_inline_bytes, source);
+    if (!task || parts == nullptr) return task;
+    // Nothing a client sent is silently dropped.
+    for (const auto& [name, bytes] : *parts)
+      if (!source.taken_by.contains(name))
+        return fail(ApiErrorCode::kInvalidValue, "",
+                    "part " + quote_for_message(name) +
+                        " is named by no input's \"content_part\" nor by \"stdin_part\"");
+    return task;
   });
 }
 
@@ -384,7 +454,8 @@ Result<TaskRequest> parse_stored_task_request(std::string_view canonical_json) {
       doc->erase("timeout_ms");
       if (!t.is_null()) (*doc)["timeout"] = std::to_string(t.get<std::int64_t>()) + "ms";
     }
-    return read_task(*doc, kStored, std::numeric_limits<std::uint64_t>::max());
+    PartSource none;
+    return read_task(*doc, kStored, std::numeric_limits<std::uint64_t>::max(), none);
   });
 }
 

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -85,8 +86,18 @@ struct TaskRequest {
   std::vector<std::string> argv() const;
 };
 
+// The byte parts of a multipart/form-data submit, by part name (docs/api.md
+// "Raw bytes: a multipart submit"): an input names one as "content_part",
+// the stdin as "stdin_part". The views point into the request's body.
+using TaskContentParts = std::map<std::string, std::string_view, std::less<>>;
+
 // POST /v1/tasks. `max_inline_bytes` bounds the inline inputs' bytes in all.
-Result<TaskRequest> parse_task_request(std::string_view body, std::uint64_t max_inline_bytes);
+// With `parts` (a multipart submit; `body` is its "task" part), every part
+// must be named by exactly one content_part or stdin_part; without, those
+// fields are refused. The bytes are the same request either way: a JSON
+// submit and a multipart one of the same bytes are one task (D6).
+Result<TaskRequest> parse_task_request(std::string_view body, std::uint64_t max_inline_bytes,
+                                       const TaskContentParts* parts = nullptr);
 // A request as stored (its canonical JSON): the same reader, without the
 // per-string bound of requests.
 Result<TaskRequest> parse_stored_task_request(std::string_view canonical_json);

@@ -75,6 +75,8 @@ void send_error(http::ResponseWriter& out, const api::ApiError& error);
 // request_timeout (408) when the client stalls, unsupported_media_type
 // (415) for a Content-Type other than application/json.
 ApiResult<std::string> read_json_body(ApiRequest& request, std::size_t limit);
+// The same for a body of any Content-Type (the caller checks it).
+ApiResult<std::string> read_body(ApiRequest& request, std::size_t limit);
 // A boolean query flag: "1", "true", "yes" (or present and empty).
 bool query_flag(const ApiRequest& request, std::string_view name);
 

@@ -250,6 +250,10 @@ ApiResult<std::string> read_json_body(ApiRequest& r, std::size_t limit) {
                       "Content-Type " + std::string(v) + " is not accepted here", "",
                       "send the body as application/json");
   }
+  return read_body(r, limit);
+}
+
+ApiResult<std::string> read_body(ApiRequest& r, std::size_t limit) {
   if (auto len = r.body.declared_length(); len && *len > limit)
     return api_fail(api::ApiErrorCode::kBodyTooLarge,
                     "the body is " + std::to_string(*len) + " bytes; at most " +

@@ -5,9 +5,11 @@
 
 #include "api/base64.h"
 #include "base/sha256.h"
+#include "base/strings.h"
 #include "api/task_model.h"
 #include "daemon/api_context.h"
 #include "daemon/task_service.h"
+#include "http/multipart.h"
 #include "spec/units.h"
 
 namespace corral::daemon {
@@ -56,14 +58,13 @@ std::optional<std::uint64_t> parse_count(std::string_view s) {
   return std::stoull(std::string(s));
 }
 
-}  // namespace
+constexpr std::string_view kFormHint =
+    "send multipart/form-data whose first part is \"task\" (the JSON request) and whose other "
+    "parts are the bytes that inputs name with \"content_part\"";
 
-void handle_submit_task(ApiContext& ctx, ApiRequest& r) {
-  TaskService* tasks = tasks_or_fail(ctx, r);
-  if (tasks == nullptr) return;
-  auto body = read_json_body(r, tasks->config().max_body);
-  if (!body) return send_error(r.out, body.error());
-  auto submitted = tasks->submit(request_ns(r), *body);
+// The answer to a submit: 202 for a new task (or a new attempt), 200 with
+// Corral-Task-Replayed for a repeat.
+void send_submitted(ApiRequest& r, const ApiResult<TaskService::Submitted>& submitted) {
   if (!submitted) return send_error(r.out, submitted.error());
   const std::string json = task_json(submitted->task, true);
   if (submitted->created || submitted->retried) {
@@ -76,6 +77,54 @@ void handle_submit_task(ApiContext& ctx, ApiRequest& r) {
   (void)r.out.send(200,
                    {{"content-type", "application/json"}, {"corral-task-replayed", "true"}},
                    json);
+}
+
+api::ApiError bad_form(std::string message, std::string hint = {}) {
+  return api::make_api_error(api::ApiErrorCode::kInvalidValue, "multipart body: " + message, "",
+                             hint.empty() ? std::string(kFormHint) : hint);
+}
+
+// POST /v1/tasks as multipart/form-data (docs/api.md "Raw bytes: a
+// multipart submit"): the first part, "task", is the JSON request; every
+// other part is the raw bytes of an input ("content_part") or of the stdin
+// ("stdin_part"). No base64 and no JSON string of the bytes.
+void submit_form(TaskService& tasks, ApiRequest& r, std::string_view content_type) {
+  auto boundary = http::form_data_boundary(content_type);
+  if (!boundary) return send_error(r.out, bad_form(boundary.error().message, boundary.error().hint));
+  auto body = read_body(r, tasks.config().max_body);
+  if (!body) return send_error(r.out, body.error());
+  http::FormLimits limits;
+  limits.max_parts = api::kMaxTaskInputs + 2;  // the task, each input, the stdin
+  auto parts = http::parse_form_data(*body, *boundary, limits);
+  if (!parts) return send_error(r.out, bad_form(parts.error().message, parts.error().hint));
+  const http::FormPart& task = parts->front();
+  if (task.name != "task")
+    return send_error(r.out, bad_form("the first part is " + quote_for_message(task.name) +
+                                      ", not \"task\" (the JSON request)"));
+  if (!task.content_type.empty() &&
+      task.content_type.substr(0, task.content_type.find(';')) != "application/json")
+    return send_error(r.out, bad_form("the \"task\" part is " +
+                                      quote_for_message(task.content_type) +
+                                      ", not application/json"));
+  api::TaskContentParts bytes;
+  for (std::size_t i = 1; i < parts->size(); ++i) {
+    const http::FormPart& p = (*parts)[i];
+    if (!bytes.emplace(p.name, p.body).second || p.name == "task")
+      return send_error(r.out, bad_form("two parts are named " + quote_for_message(p.name)));
+  }
+  send_submitted(r, tasks.submit(request_ns(r), task.body, &bytes));
+}
+
+}  // namespace
+
+void handle_submit_task(ApiContext& ctx, ApiRequest& r) {
+  TaskService* tasks = tasks_or_fail(ctx, r);
+  if (tasks == nullptr) return;
+  if (auto ct = r.head.header("content-type"); ct && http::is_form_data(*ct))
+    return submit_form(*tasks, r, *ct);
+  auto body = read_json_body(r, tasks->config().max_body);
+  if (!body) return send_error(r.out, body.error());
+  send_submitted(r, tasks->submit(request_ns(r), *body));
 }
 
 // POST /v1/tasks/{id}/replay (T2; docs/tasks.md "Replay"): 202 with the

@@ -129,8 +129,9 @@ std::vector<TaskInputContent> TaskService::take_inline_contents(api::TaskRequest
 }
 
 ApiResult<TaskService::Submitted> TaskService::submit(const std::string& ns,
-                                                      std::string_view body) {
-  auto request = api::parse_task_request(body, config_.max_body);
+                                                      std::string_view body,
+                                                      const api::TaskContentParts* parts) {
+  auto request = api::parse_task_request(body, config_.max_body, parts);
   if (!request) return api_fail(request.error());
   if (request->timeout_ms && *request->timeout_ms > config_.max_timeout_ms)
     return api_fail(api::ApiErrorCode::kInvalidValue,

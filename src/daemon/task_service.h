@@ -79,7 +79,9 @@ class TaskService {
   };
   // POST /v1/tasks: `body` parsed, checked against the daemon's limits and
   // sandbox defaults, stored (committed before this returns), queued.
-  ApiResult<Submitted> submit(const std::string& ns, std::string_view body);
+  // `parts`: the byte parts of a multipart submit (api::parse_task_request).
+  ApiResult<Submitted> submit(const std::string& ns, std::string_view body,
+                              const api::TaskContentParts* parts = nullptr);
   ApiResult<TaskRecord> get(const std::string& ns, std::string_view id);
   // POST /v1/tasks/{id}/replay (T2; task_replay.cc): finished task `id` of
   // namespace `ns` run again in a fresh sandbox under a new id, from the

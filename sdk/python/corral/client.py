@@ -82,6 +82,28 @@ def _seconds(value: Optional[Duration]) -> Optional[float]:
         return None
 
 
+def _form_data(task: dict, parts: list) -> tuple:
+    """A multipart/form-data body: the "task" part (the JSON request), then
+    each (name, bytes) of `parts` as it is, with no base64 (docs/api.md
+    "Raw bytes: a multipart submit"). Returns (body, Content-Type)."""
+    first = json.dumps(task).encode("utf-8")
+    bodies = [first] + [data for _, data in parts]
+    while True:
+        boundary = "corral-" + os.urandom(16).hex()
+        delimiter = ("\r\n--" + boundary).encode("ascii")
+        if not any(delimiter in b or b.startswith(delimiter[2:]) for b in bodies):
+            break
+    chunks = []
+    for name, ctype, data in [("task", "application/json", first)] + \
+            [(name, "application/octet-stream", data) for name, data in parts]:
+        chunks.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n'
+                      f'Content-Type: {ctype}\r\n\r\n'.encode("ascii"))
+        chunks.append(data)
+        chunks.append(b"\r\n")
+    chunks.append(f"--{boundary}--\r\n".encode("ascii"))
+    return b"".join(chunks), f"multipart/form-data; boundary={boundary}"
+
+
 def _put_bytes(body: dict, key: str, data: Union[str, bytes, None]) -> None:
     """Sets body[key] (UTF-8 text) or body[key + "_b64"] (other bytes)."""
     if data is None:
@@ -355,7 +377,8 @@ class Client:
         ``command`` is an argv list, or a string run by ``sh -c``.
         ``inputs`` maps a path inside the sandbox to its content (str or
         bytes) or to a dict as the API takes it ({"object": key, "sha256":
-        ...}). ``outputs`` are paths (required) or dicts ({"path", "required",
+        ...}). Bytes (and a bytes ``stdin``) travel as raw parts of a
+        multipart/form-data body, never as base64. ``outputs`` are paths (required) or dicts ({"path", "required",
         "max_size"}). Repeating the same call returns the stored task and
         never runs the command again (D6); other fields under the same id
         raise Conflict naming the first that differs.
@@ -367,6 +390,7 @@ class Client:
             body["command"] = list(command)
         if sandbox is not None:
             body["sandbox"] = sandbox
+        parts = []
         if inputs:
             items = []
             for path, value in inputs.items():
@@ -375,8 +399,9 @@ class Client:
                 elif isinstance(value, str):
                     items.append({"path": path, "content": value})
                 else:
-                    items.append({"path": path,
-                                  "content_b64": base64.b64encode(bytes(value)).decode("ascii")})
+                    name = f"input-{len(items)}"
+                    parts.append((name, bytes(value)))
+                    items.append({"path": path, "content_part": name})
             body["inputs"] = items
         if outputs:
             body["outputs"] = [o if isinstance(o, dict) else {"path": str(o)} for o in outputs]
@@ -384,12 +409,19 @@ class Client:
             body["env"] = env
         if cwd is not None:
             body["cwd"] = cwd
-        if stdin is not None:
-            _put_bytes(body, "stdin", stdin)
+        if isinstance(stdin, (bytes, bytearray, memoryview)):
+            parts.append(("stdin", bytes(stdin)))
+            body["stdin_part"] = "stdin"
+        elif stdin is not None:
+            body["stdin"] = stdin
         if timeout is not None:
             body["timeout"] = _duration(timeout)
         body.update(extra)
-        return TaskInfo.from_json(self._json("POST", "/v1/tasks", body=body))
+        if not parts:
+            return TaskInfo.from_json(self._json("POST", "/v1/tasks", body=body))
+        data, content_type = _form_data(body, parts)
+        return TaskInfo.from_json(self._json("POST", "/v1/tasks", body=data,
+                                             headers={"Content-Type": content_type}))
 
     def get_task(self, task_id: str, wait: Optional[Duration] = None) -> TaskInfo:
         """GET /v1/tasks/{id}; with ``wait`` the daemon answers once the task

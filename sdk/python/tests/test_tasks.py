@@ -132,3 +132,27 @@ def test_an_output_without_its_hash_or_with_another_is_refused(headers):
         assert e.value.code == "bad_response"
     finally:
         server.shutdown()
+
+
+def test_bytes_travel_raw_and_are_one_task_with_their_base64_form(unix_client):
+    """Bytes inputs and stdin go as parts of a multipart body (no base64);
+    the same request sent as JSON with content_b64 is the same task (D6)."""
+    import base64
+    data = b"--corral-\r\n\r\n" + bytes(range(256)) * 512 + b"\r\n--"
+    task_id = _id("py-raw")
+    sh = "cat /workspace/in.bin > /workspace/out.bin; cat >> /workspace/out.bin"
+    task = unix_client.run_task(task_id, sh, inputs={"/workspace/in.bin": data},
+                                stdin=b"\x00\r\nend", outputs=["/workspace/out.bin"],
+                                wait_timeout=120)
+    assert task.ok, task
+    assert unix_client.task_output(task_id, 0) == data + b"\x00\r\nend"
+    again = unix_client.submit_task(
+        task_id, sh,
+        inputs={"/workspace/in.bin": {"content_b64": base64.b64encode(data).decode()}},
+        stdin_b64=base64.b64encode(b"\x00\r\nend").decode(),
+        outputs=["/workspace/out.bin"])
+    assert again.attempt == 1 and again.finished_at_ms == task.finished_at_ms
+    with pytest.raises(corral.Conflict) as err:
+        unix_client.submit_task(task_id, sh, inputs={"/workspace/in.bin": data[:-1]},
+                                stdin=b"\x00\r\nend", outputs=["/workspace/out.bin"])
+    assert "inputs[0].content" in str(err.value)
