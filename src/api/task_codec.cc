@@ -661,7 +661,9 @@ Result<TaskPage> parse_task_page(std::string_view body) {
   });
 }
 
-std::string to_request_json(const TaskRequest& request) {
+std::string task_input_part(std::size_t index) { return "input-" + std::to_string(index); }
+
+std::string to_request_json(const TaskRequest& request, bool content_parts) {
   auto doc = parse_json(to_canonical_json(request), kStored);
   if (!doc) return "{}";  // our own output: does not happen
   Json timeout = (*doc)["timeout_ms"];
@@ -673,7 +675,13 @@ std::string to_request_json(const TaskRequest& request) {
     if (request.inputs[i].source != TaskInput::Source::kContent) continue;
     inputs[i].erase("content_sha256");
     inputs[i].erase("content_size");
-    put_bytes(inputs[i], "content", request.inputs[i].content);
+    if (content_parts) inputs[i]["content_part"] = task_input_part(i);
+    else put_bytes(inputs[i], "content", request.inputs[i].content);
+  }
+  if (content_parts && !request.stdin_data.empty()) {
+    doc->erase("stdin");
+    doc->erase("stdin_b64");
+    (*doc)["stdin_part"] = "stdin";
   }
   return dump(*doc);
 }

@@ -180,7 +180,12 @@ Result<TaskPage> parse_task_page(std::string_view body);
 // A POST /v1/tasks body (what a client sends): the canonical form with the
 // timeout under its request name and inline inputs' bytes (which `request`
 // must hold) as "content". Its canonical form is `request`'s.
-std::string to_request_json(const TaskRequest& request);
+// With `content_parts`, the same request as the "task" part of a multipart
+// submit: input i's bytes are named "content_part": task_input_part(i), a
+// non-empty stdin "stdin_part": "stdin"; the caller sends those bytes as
+// the parts of those names (docs/tasks.md "Raw bytes: a multipart submit").
+std::string to_request_json(const TaskRequest& request, bool content_parts = false);
+std::string task_input_part(std::size_t index);
 
 // "2026-12-01T10:00:00.123Z" (UTC) of unix milliseconds, and back (also
 // accepts a plain integer of unix milliseconds).

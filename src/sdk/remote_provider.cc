@@ -106,7 +106,8 @@ Result<std::string> RemoteProvider::call_waiting(std::chrono::milliseconds io_ti
   if (!c) return tl::unexpected(std::move(c).error());
   (*c)->set_io_timeout(io_timeout);
   http::Headers h = with_auth(headers);
-  if (!json_body.empty()) h.push_back({"content-type", "application/json"});
+  if (!json_body.empty() && !http::find_header(h, "content-type"))
+    h.push_back({"content-type", "application/json"});
   auto head = (*c)->send(method, target, h, json_body);
   if (!head) return tl::unexpected(std::move(head).error());
   if (head->status < 200 || head->status > 299) return tl::unexpected(read_error(**c, *head));

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "base/sha256.h"
+#include "http/multipart.h"
 #include "sdk/remote_provider.h"
 
 namespace corral::sdk {
@@ -55,8 +56,26 @@ Status check_output_sha256(std::string_view computed, const http::Headers& respo
   return ok();
 }
 
+// Inline bytes (and the stdin) go as raw parts of a multipart body, not as
+// base64 in the JSON (docs/tasks.md "Raw bytes: a multipart submit").
 Result<api::TaskInfo> RemoteProvider::submit_task(const api::TaskRequest& request) {
-  return parsed(call("POST", "/v1/tasks", api::to_request_json(request)), api::parse_task_info);
+  std::vector<http::FormPart> parts{{"task", std::nullopt, "application/json", {}}};
+  for (std::size_t i = 0; i < request.inputs.size(); ++i)
+    if (request.inputs[i].source == api::TaskInput::Source::kContent)
+      parts.push_back({api::task_input_part(i), std::nullopt, "application/octet-stream",
+                       request.inputs[i].content});
+  if (!request.stdin_data.empty())
+    parts.push_back({"stdin", std::nullopt, "application/octet-stream", request.stdin_data});
+  if (parts.size() == 1)
+    return parsed(call("POST", "/v1/tasks", api::to_request_json(request)), api::parse_task_info);
+  const std::string json = api::to_request_json(request, true);
+  parts.front().body = json;
+  std::vector<std::string_view> bodies;
+  for (const auto& p : parts) bodies.push_back(p.body);
+  const std::string boundary = http::new_form_boundary(bodies);
+  return parsed(call("POST", "/v1/tasks", http::write_form_data(parts, boundary),
+                     {{"content-type", "multipart/form-data; boundary=" + boundary}}),
+                api::parse_task_info);
 }
 
 Result<api::TaskInfo> RemoteProvider::get_task(std::string_view id,
