@@ -1,6 +1,7 @@
 // TaskService (task_service.h): submit, read, wait, cancel, the worker
-// pool, the resume after a restart and the pruner. The stages of one task
-// are in task_runner.cc.
+// pool, the resume after a restart and the pruner. One task through its
+// stages is TaskService::Runner (task_runner.h): the flow in task_runner.cc,
+// each stage in a task_stage_*.cc.
 #include "daemon/task_service.h"
 
 #include <signal.h>
