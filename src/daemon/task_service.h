@@ -39,6 +39,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -112,6 +113,9 @@ class TaskService {
   // objects; returns how many. Run by the pruner thread; public for tests.
   std::size_t prune(std::int64_t now_ms);
 
+  // Where what tasks keep lives in the object store (outputs, logs, input
+  // copies): tasks/<id>/<attempt>/...; ids never contain '/'.
+  static constexpr std::string_view kTaskObjectPrefix = "tasks/";
   // The object keys of one attempt: tasks/<id>/<attempt>/...
   static std::string attempt_prefix(const TaskRecord& task);
   // The bytes of `request`'s inline inputs, moved out for the state store
