@@ -56,7 +56,18 @@ Status check_output_sha256(std::string_view computed, const http::Headers& respo
 }
 
 Result<api::TaskInfo> RemoteProvider::submit_task(const api::TaskRequest& request) {
-  return parsed(call("POST", "/v1/tasks", api::to_request_json(request)), api::parse_task_info);
+  api::ApiError refusal;
+  auto body = call_waiting(options_.timeout, "POST", "/v1/tasks", api::to_request_json(request),
+                           {}, &refusal);
+  // A submit's 409 conflict always means that the id is taken: by a task
+  // with another request, or by another namespace's. That is kAlreadyExists
+  // (a named thing exists and would be overwritten), not error_from_api's
+  // kUnavailable, which stands for the other 409s: a target whose state
+  // refuses the request (a destroyed sandbox, an ended process, a finished
+  // task's cancel).
+  if (!body && refusal.is(api::ApiErrorCode::kConflict))
+    body.error().code = ErrorCode::kAlreadyExists;
+  return parsed(std::move(body), api::parse_task_info);
 }
 
 Result<api::TaskInfo> RemoteProvider::get_task(std::string_view id,
