@@ -132,3 +132,22 @@ def test_an_output_without_its_hash_or_with_another_is_refused(headers):
         assert e.value.code == "bad_response"
     finally:
         server.shutdown()
+
+
+@pytest.mark.parametrize("headers", [{}, {"X-Corral-Sha256": ""}])
+def test_a_download_without_a_hash_to_check_writes_nothing(headers):
+    """A missing or empty X-Corral-Sha256 is refused before a byte reaches
+    the caller's file (the bytes cannot be checked), naming the header."""
+    import io
+
+    server, url = _serve_output(headers, b"the bytes")
+    try:
+        c = corral.Client(url, api_key="crl_test_" + "0" * 32)
+        sink = io.BytesIO()
+        with pytest.raises(corral.CorralError) as e:
+            c.download_task_output("t", 0, sink)
+        assert e.value.code == "bad_response"
+        assert "X-Corral-Sha256" in str(e.value)
+        assert sink.getvalue() == b""
+    finally:
+        server.shutdown()
