@@ -1,6 +1,7 @@
 // Replay (REQUIREMENTS.md T2; docs/tasks.md "Replay"): what a task keeps so
 // that it can be run again in isolation, and the pieces a replay starts
-// from. The runner (task_runner.cc) records, in the task's resolved_json:
+// from. The runner (task_stage_create.cc, task_stage_inputs.cc) records,
+// in the task's resolved_json:
 //   sandbox       the sandbox spec after the daemon's defaults (spec_to_json:
 //                 secrets by name and mode, never a value)
 //   image         what identifies the image (image_identity)

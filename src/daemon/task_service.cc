@@ -1,6 +1,7 @@
 // TaskService (task_service.h): submit, read, wait, cancel, the worker
-// pool, the resume after a restart and the pruner. The stages of one task
-// are in task_runner.cc.
+// pool, the resume after a restart and the pruner. One task through its
+// stages is TaskService::Runner (task_runner.h): the flow in task_runner.cc,
+// each stage in a task_stage_*.cc.
 #include "daemon/task_service.h"
 
 #include <signal.h>
@@ -9,6 +10,7 @@
 #include <functional>
 
 #include "daemon/sandbox_service.h"
+#include "snapshot/snapshot_store.h"
 #include "volume/volume_store.h"
 
 namespace corral::daemon {
@@ -54,7 +56,7 @@ TaskService::TaskService(TaskConfig config, SandboxService& sandboxes, StateStor
 TaskService::~TaskService() { stop(); }
 
 std::string TaskService::attempt_prefix(const TaskRecord& task) {
-  return "tasks/" + task.id + "/" + std::to_string(task.attempt);
+  return std::string(kTaskObjectPrefix) + task.id + "/" + std::to_string(task.attempt);
 }
 
 std::string TaskService::start() {
@@ -103,18 +105,21 @@ std::optional<api::ApiError> TaskService::check_object_input(const std::string& 
                                                              const std::string& key,
                                                              std::size_t index) {
   const std::string field = "inputs[" + std::to_string(index) + "].object";
+  const std::string tasks(kTaskObjectPrefix), snapshots(snapshot::kSnapshotObjectPrefix);
   auto forbidden = [&](std::string why) {
     return api::make_api_error(api::ApiErrorCode::kForbidden, field + ": " + why, field,
-                               "name an object of your own, outside the daemon's tasks/ and "
-                               "snapshots/ prefixes; replay a task to run on what it kept");
+                               "name an object of your own, outside the daemon's " + tasks +
+                                   " and " + snapshots +
+                                   " prefixes; replay a task to run on what it kept");
   };
-  if (key.starts_with("snapshots/")) return forbidden("snapshots/ holds the daemon's snapshots");
-  if (!key.starts_with("tasks/")) return std::nullopt;
-  const std::string_view rest = std::string_view(key).substr(6);
+  if (key.starts_with(snapshots)) return forbidden(snapshots + " holds the daemon's snapshots");
+  if (!key.starts_with(tasks)) return std::nullopt;
+  const std::string_view rest = std::string_view(key).substr(tasks.size());
   const std::string id(rest.substr(0, rest.find('/')));
   auto owner = store_.get_task(id);
   if (!owner || owner->ns != ns)
-    return forbidden("tasks/ holds what tasks kept, and " + key + " is not under a task of yours");
+    return forbidden(tasks + " holds what tasks kept, and " + key +
+                     " is not under a task of yours");
   return std::nullopt;
 }
 
@@ -400,7 +405,7 @@ std::size_t TaskService::prune(std::int64_t now_ms) {
     for (const TaskRecord& t : *old) {
       if (objects_ != nullptr) {
         // Every attempt's objects: tasks/<id>/ (ids never contain '/').
-        auto stored = objects_->list("tasks/" + t.id + "/");
+        auto stored = objects_->list(std::string(kTaskObjectPrefix) + t.id + "/");
         if (!stored) continue;  // the store is away: kept until it is back
         bool all = true;
         for (const auto& o : *stored)

@@ -2,7 +2,8 @@
 // N7, F6). A task is accepted into the state store (submit_task: the id is
 // the idempotency key), waits there in `queued`, and is run by one of a
 // bounded pool of workers through its stages, each stored before it starts
-// so that a restarted daemon knows how far it got:
+// so that a restarted daemon knows how far it got (TaskService::Runner,
+// task_runner.h; the stages' code in task_stage_*.cc):
 //   create      SandboxService::create, with an idempotency key stored first
 //   initialize  inputs (inline, from the object store or from a volume of the
 //               task's namespace) pushed through the sandbox's confined root,
@@ -38,6 +39,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -113,6 +115,9 @@ class TaskService {
   // objects; returns how many. Run by the pruner thread; public for tests.
   std::size_t prune(std::int64_t now_ms);
 
+  // Where what tasks keep lives in the object store (outputs, logs, input
+  // copies): tasks/<id>/<attempt>/...; ids never contain '/'.
+  static constexpr std::string_view kTaskObjectPrefix = "tasks/";
   // The object keys of one attempt: tasks/<id>/<attempt>/...
   static std::string attempt_prefix(const TaskRecord& task);
   // The bytes of `request`'s inline inputs, moved out for the state store
@@ -122,7 +127,7 @@ class TaskService {
   static api::TaskInfo info_of(const TaskRecord& task, bool with_request);
 
  private:
-  class Runner;  // task_runner.cc: one task through its stages
+  class Runner;  // task_runner.h: one task through its stages
   struct Active {
     std::atomic<bool> cancel{false};
     std::atomic<bool> stopping{false};  // the daemon stops: leave the task for the next one

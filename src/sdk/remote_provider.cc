@@ -84,12 +84,14 @@ http::Headers RemoteProvider::with_auth(http::Headers headers) const {
   return headers;
 }
 
-Error RemoteProvider::read_error(http::Client& client, const http::ResponseHead& head) {
+Error RemoteProvider::read_error(http::Client& client, const http::ResponseHead& head,
+                                 api::ApiError* refusal) {
   auto body = client.read_all(kMaxErrorBody);
   api::ApiError e = api::parse_api_error(head.status, body ? *body : std::string());
   Error err = error_from_api(e);
   if (head.status == 401 && err.hint.empty())
     err.hint = "set CORRAL_API_KEY to the daemon's key (its key file is printed when corral serve starts)";
+  if (refusal != nullptr) *refusal = std::move(e);
   return err;
 }
 
@@ -101,7 +103,8 @@ Result<std::string> RemoteProvider::call(std::string_view method, std::string_vi
 Result<std::string> RemoteProvider::call_waiting(std::chrono::milliseconds io_timeout,
                                                  std::string_view method, std::string_view target,
                                                  std::string_view json_body,
-                                                 const http::Headers& headers) {
+                                                 const http::Headers& headers,
+                                                 api::ApiError* refusal) {
   auto c = lease();
   if (!c) return tl::unexpected(std::move(c).error());
   (*c)->set_io_timeout(io_timeout);
@@ -110,7 +113,8 @@ Result<std::string> RemoteProvider::call_waiting(std::chrono::milliseconds io_ti
     h.push_back({"content-type", "application/json"});
   auto head = (*c)->send(method, target, h, json_body);
   if (!head) return tl::unexpected(std::move(head).error());
-  if (head->status < 200 || head->status > 299) return tl::unexpected(read_error(**c, *head));
+  if (head->status < 200 || head->status > 299)
+    return tl::unexpected(read_error(**c, *head, refusal));
   auto body = (*c)->read_all(kMaxJsonResponse);
   if (!body) return tl::unexpected(std::move(body).error().wrap("reading the daemon's answer"));
   return body;

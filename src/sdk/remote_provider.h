@@ -70,8 +70,8 @@ class RemoteProvider : public SandboxProvider {
   // A task runs a command once in a fresh sandbox under an id the client
   // chooses (D6): submitting the same request again returns the stored
   // task and never runs the command twice; another request under the same
-  // id is refused (409 conflict, kUnavailable) naming the first field that
-  // differs.
+  // id is refused (409 conflict, kAlreadyExists) naming the first field
+  // that differs.
 
   // POST /v1/tasks: the task as accepted (queued or further), or the
   // stored one for a repeat.
@@ -126,13 +126,17 @@ class RemoteProvider : public SandboxProvider {
   // A pooled connection, returned to the pool by the guard.
   class Lease;
   Result<Lease> lease();
-  // call() with another io timeout (a long-poll waits longer).
+  // call() with another io timeout (a long-poll waits longer); the API
+  // error as the daemon sent it in `refusal` too, if given, for a call
+  // whose codes mean more than error_from_api's table says (submit_task).
   Result<std::string> call_waiting(std::chrono::milliseconds io_timeout, std::string_view method,
                                    std::string_view target, std::string_view json_body = {},
-                                   const http::Headers& headers = {});
+                                   const http::Headers& headers = {},
+                                   api::ApiError* refusal = nullptr);
   http::Headers with_auth(http::Headers headers) const;
-  // Reads an error response's body into an Error.
-  Error read_error(http::Client& client, const http::ResponseHead& head);
+  // Reads an error response's body into an Error (and into `refusal`).
+  Error read_error(http::Client& client, const http::ResponseHead& head,
+                   api::ApiError* refusal = nullptr);
 
   http::Endpoint endpoint_;
   RemoteOptions options_;

@@ -66,16 +66,30 @@ Result<api::TaskInfo> RemoteProvider::submit_task(const api::TaskRequest& reques
                        request.inputs[i].content});
   if (!request.stdin_data.empty())
     parts.push_back({"stdin", std::nullopt, "application/octet-stream", request.stdin_data});
-  if (parts.size() == 1)
-    return parsed(call("POST", "/v1/tasks", api::to_request_json(request)), api::parse_task_info);
-  const std::string json = api::to_request_json(request, true);
-  parts.front().body = json;
-  std::vector<std::string_view> bodies;
-  for (const auto& p : parts) bodies.push_back(p.body);
-  const std::string boundary = http::new_form_boundary(bodies);
-  return parsed(call("POST", "/v1/tasks", http::write_form_data(parts, boundary),
-                     {{"content-type", "multipart/form-data; boundary=" + boundary}}),
-                api::parse_task_info);
+  std::string body_text, json;
+  http::Headers headers;
+  if (parts.size() == 1) {
+    body_text = api::to_request_json(request);
+  } else {
+    json = api::to_request_json(request, true);
+    parts.front().body = json;
+    std::vector<std::string_view> bodies;
+    for (const auto& p : parts) bodies.push_back(p.body);
+    const std::string boundary = http::new_form_boundary(bodies);
+    body_text = http::write_form_data(parts, boundary);
+    headers.push_back({"content-type", "multipart/form-data; boundary=" + boundary});
+  }
+  api::ApiError refusal;
+  auto body = call_waiting(options_.timeout, "POST", "/v1/tasks", body_text, headers, &refusal);
+  // A submit's 409 conflict always means that the id is taken: by a task
+  // with another request, or by another namespace's. That is kAlreadyExists
+  // (a named thing exists and would be overwritten), not error_from_api's
+  // kUnavailable, which stands for the other 409s: a target whose state
+  // refuses the request (a destroyed sandbox, an ended process, a finished
+  // task's cancel).
+  if (!body && refusal.is(api::ApiErrorCode::kConflict))
+    body.error().code = ErrorCode::kAlreadyExists;
+  return parsed(std::move(body), api::parse_task_info);
 }
 
 Result<api::TaskInfo> RemoteProvider::get_task(std::string_view id,

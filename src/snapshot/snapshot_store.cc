@@ -17,7 +17,7 @@
 namespace corral::snapshot {
 namespace {
 
-constexpr std::string_view kPrefix = "snapshots/";
+constexpr std::string_view kPrefix = kSnapshotObjectPrefix;
 constexpr std::string_view kArchiveSuffix = ".tar.zst";
 constexpr std::string_view kMetaSuffix = ".json";
 

@@ -95,6 +95,10 @@ struct SnapshotPage {
   std::string next_cursor;              // empty: no more
 };
 
+// Where every snapshot's objects live in the object store; nothing else
+// is put there (the task service refuses it as a task's input object).
+inline constexpr std::string_view kSnapshotObjectPrefix = "snapshots/";
+
 class SnapshotStore {
  public:
   SnapshotStore(objstore::ObjectStore& store, SnapshotConfig config, Clock clock = {},

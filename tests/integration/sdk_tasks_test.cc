@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -23,6 +24,7 @@
 #include "sdk/remote_provider.h"
 #include "support/daemon_harness.h"
 #include "support/sandbox_harness.h"
+#include "support/team_b.h"
 
 namespace corral::testing {
 namespace {
@@ -297,11 +299,71 @@ TEST_F(SdkTasks, ARepeatReturnsTheStoredTaskAndAnotherBodyConflictsNamingTheFiel
   other.sh = "echo twice";
   auto conflict = client_->submit_task(other);
   ASSERT_FALSE(conflict);
-  EXPECT_EQ(conflict.error().code, ErrorCode::kUnavailable) << conflict.error().to_string();
+  EXPECT_EQ(conflict.error().code, ErrorCode::kAlreadyExists) << conflict.error().to_string();
   EXPECT_NE(conflict.error().to_string().find("field sh differs"), std::string::npos)
       << conflict.error().to_string();
   auto listed = client_->list_tasks();
   ASSERT_TRUE(listed);
+  EXPECT_EQ(listed->tasks.size(), 1u);
+}
+
+// D6: whatever part of the request differs, a submit under a taken id is
+// kAlreadyExists naming that part, and so is an id another namespace took
+// (its request is not shown); nothing runs or is stored for either.
+TEST_F(SdkTasks, ATakenIdIsAlreadyExistsNamingTheFieldThatDiffers) {
+  daemon_ = std::make_unique<TestDaemon>(std::vector<std::string>{}, team_b_config());
+  ASSERT_TRUE(daemon_->ready()) << daemon_->output();
+  client_ = open_client(daemon_->unix_url());
+  ASSERT_TRUE(client_);
+  api::TaskRequest taken = shell_task("cc-taken-1", "cp /workspace/in /workspace/out");
+  taken.inputs.push_back(inline_input("/workspace/in", "first"));
+  taken.outputs.push_back({"/workspace/out", true, std::nullopt});
+  auto first = client_->run_task(taken);
+  ASSERT_TRUE(first) << first.error().to_string();
+  ASSERT_TRUE(first->ok()) << api::to_json(*first);
+
+  struct Variant {
+    std::string field;
+    std::function<void(api::TaskRequest&)> change;
+  };
+  const std::vector<Variant> variants = {
+      {"sh", [](api::TaskRequest& r) { r.sh = "true"; }},
+      {"timeout_ms", [](api::TaskRequest& r) { r.timeout_ms = 12'345; }},
+      {"env.EXTRA", [](api::TaskRequest& r) { r.env.push_back({"EXTRA", "1"}); }},
+      {"inputs[0].content",
+       [](api::TaskRequest& r) { r.inputs[0] = inline_input("/workspace/in", "second"); }},
+      {"outputs[0].path", [](api::TaskRequest& r) { r.outputs[0].path = "/workspace/other"; }},
+  };
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(v.field);
+    api::TaskRequest other = taken;
+    v.change(other);
+    auto refused = client_->submit_task(other);
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code, ErrorCode::kAlreadyExists) << refused.error().to_string();
+    EXPECT_NE(refused.error().message.find("field " + v.field + " differs"), std::string::npos)
+        << refused.error().to_string();
+  }
+
+  // Another namespace (over TCP with its key), even with the same body.
+  sdk::RemoteOptions team_b;
+  team_b.url = daemon_->tcp_url();
+  team_b.api_key = kTeamBKey;
+  team_b.timeout = 120s;
+  auto other_ns = sdk::RemoteProvider::open(team_b);
+  ASSERT_TRUE(other_ns) << other_ns.error().to_string();
+  auto refused = (*other_ns)->submit_task(taken);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kAlreadyExists) << refused.error().to_string();
+  EXPECT_NE(refused.error().message.find("is taken"), std::string::npos)
+      << refused.error().to_string();
+
+  auto still = client_->get_task(taken.id);
+  ASSERT_TRUE(still) << still.error().to_string();
+  EXPECT_EQ(still->attempt, 1);
+  EXPECT_EQ(still->finished_at_ms, first->finished_at_ms);
+  auto listed = client_->list_tasks();
+  ASSERT_TRUE(listed) << listed.error().to_string();
   EXPECT_EQ(listed->tasks.size(), 1u);
 }
 
@@ -390,9 +452,12 @@ TEST_F(SdkTasks, CancelEndsARunningTaskAndABoundedWaitReturnsItUnfinished) {
   ASSERT_TRUE(end) << end.error().to_string();
   EXPECT_EQ(end->status, "cancelled");
   EXPECT_EQ(end->reason, "cancelled");
-  // A finished task cannot be cancelled: 409 naming its status.
+  // A finished task cannot be cancelled: 409 naming its status. A state
+  // that refuses the call, not a taken id: it stays kUnavailable (only a
+  // submit's 409 is kAlreadyExists).
   auto twice = client_->cancel_task(t.id);
   ASSERT_FALSE(twice);
+  EXPECT_EQ(twice.error().code, ErrorCode::kUnavailable) << twice.error().to_string();
   EXPECT_NE(twice.error().message.find("cancelled"), std::string::npos) << twice.error().message;
 }
 

@@ -156,3 +156,22 @@ def test_bytes_travel_raw_and_are_one_task_with_their_base64_form(unix_client):
         unix_client.submit_task(task_id, sh, inputs={"/workspace/in.bin": data[:-1]},
                                 stdin=b"\x00\r\nend", outputs=["/workspace/out.bin"])
     assert "inputs[0].content" in str(err.value)
+
+
+@pytest.mark.parametrize("headers", [{}, {"X-Corral-Sha256": ""}])
+def test_a_download_without_a_hash_to_check_writes_nothing(headers):
+    """A missing or empty X-Corral-Sha256 is refused before a byte reaches
+    the caller's file (the bytes cannot be checked), naming the header."""
+    import io
+
+    server, url = _serve_output(headers, b"the bytes")
+    try:
+        c = corral.Client(url, api_key="crl_test_" + "0" * 32)
+        sink = io.BytesIO()
+        with pytest.raises(corral.CorralError) as e:
+            c.download_task_output("t", 0, sink)
+        assert e.value.code == "bad_response"
+        assert "X-Corral-Sha256" in str(e.value)
+        assert sink.getvalue() == b""
+    finally:
+        server.shutdown()
