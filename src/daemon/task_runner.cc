@@ -24,7 +24,7 @@ TaskStatus status_for(const std::optional<std::string>& reason) {
 
 }  // namespace
 
-void TaskService::Runner::run() {
+void TaskService::Runner::run(std::vector<TaskInputContent> held) {
   auto request = api::parse_stored_task_request(task_.request_json);
   if (!request) {
     if (task_.status == TaskStatus::kQueued && !to(TaskStatus::kRunning, TaskStage::kCreate))
@@ -34,6 +34,15 @@ void TaskService::Runner::run() {
     return finish();
   }
   req_ = std::move(*request);
+  // Bytes this daemon hashed at submit and held since: pushed as they are
+  // (push_input reads and checks the stored copy of any other).
+  for (TaskInputContent& c : held) {
+    if (c.index >= req_.inputs.size()) continue;
+    api::TaskInput& in = req_.inputs[c.index];
+    if (in.source != api::TaskInput::Source::kContent || in.content_sha256 != c.sha256) continue;
+    in.content = std::move(c.bytes);
+    in.content_held = true;
+  }
   resolved_ = nlohmann::json::parse(task_.resolved_json, nullptr, false);
   if (!resolved_.is_object()) resolved_ = nlohmann::json::object();
   if (task_.status == TaskStatus::kQueued) {
@@ -157,6 +166,9 @@ bool TaskService::Runner::to(TaskStatus status, TaskStage st, std::string why) {
 
 bool TaskService::Runner::stage(TaskStage st) {
   if (active_->stopping) return false;
+  // Already there (the create after "a worker took it", the collect that
+  // wait_command stored with the command's end): no write, no transition.
+  if (task_.stage == st) return true;
   TaskUpdate u;
   u.stage = st;
   return update(u);
@@ -206,10 +218,11 @@ bool TaskService::Runner::store_resolved() {
 }
 
 void TaskService::run_one(const std::string& id) {
+  std::vector<TaskInputContent> held = take_handoff(id);
   auto a = active(id);
   auto t = store_.get_task(id);
   if (!a || !t || is_finished(t->status)) return;  // cancelled while queued, or pruned
-  Runner(*this, std::move(*t), std::move(a)).run();
+  Runner(*this, std::move(*t), std::move(a)).run(std::move(held));
 }
 
 }  // namespace corral::daemon

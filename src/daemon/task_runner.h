@@ -50,7 +50,8 @@ class TaskService::Runner {
   Runner(TaskService& s, TaskRecord task, std::shared_ptr<Active> active)
       : s_(s), task_(std::move(task)), active_(std::move(active)) {}
 
-  void run();
+  // `held`: inline input bytes the submit handed over (TaskService::hand_off).
+  void run(std::vector<TaskInputContent> held = {});
 
  private:
   using Clock = std::chrono::steady_clock;

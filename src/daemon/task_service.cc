@@ -178,7 +178,8 @@ ApiResult<TaskService::Submitted> TaskService::submit(const std::string& ns,
   record.ns = ns;
   record.request_json = api::to_canonical_json(*request);
   std::lock_guard guard(submit_lock(record.id));
-  auto submitted = store_.submit_task(record, take_inline_contents(*request));
+  std::vector<TaskInputContent> contents = take_inline_contents(*request);
+  auto submitted = store_.submit_task(record, contents);
   if (!submitted) {
     if (submitted.error().code != ErrorCode::kAlreadyExists) return api_fail(submitted.error());
     auto stored = store_.get_task(record.id);
@@ -206,6 +207,7 @@ ApiResult<TaskService::Submitted> TaskService::submit(const std::string& ns,
                             {"ns", ns},
                             {"attempt", submitted->task.attempt},
                             {"retry", submitted->retried}});
+    hand_off(record.id, std::move(contents));
     enqueue(record.id);
   }
   return Submitted{std::move(submitted->task), submitted->created, submitted->retried};
@@ -276,6 +278,7 @@ ApiResult<TaskRecord> TaskService::cancel(const std::string& ns, std::string_vie
       auto done = apply(*now, u);
       queued_ids_.erase(now->id);
       std::erase(queue_, now->id);
+      (void)take_handoff(now->id);
       if (!done) return api_fail(done.error());
       return std::move(*done);
     }
@@ -297,6 +300,30 @@ ApiResult<TaskRecord> TaskService::cancel(const std::string& ns, std::string_vie
 }
 
 // ---- the pool -----------------------------------------------------------
+
+void TaskService::hand_off(const std::string& id, std::vector<TaskInputContent> contents) {
+  std::size_t bytes = 0;
+  for (const auto& c : contents) bytes += c.bytes.size();
+  if (bytes == 0) return;
+  std::lock_guard lock(handoff_mu_);
+  if (auto old = handoff_.find(id); old != handoff_.end()) {  // a retry's
+    for (const auto& c : old->second) handoff_bytes_ -= c.bytes.size();
+    handoff_.erase(old);
+  }
+  if (handoff_bytes_ + bytes > kHandoffBudget) return;  // read back from the store
+  handoff_bytes_ += bytes;
+  handoff_.emplace(id, std::move(contents));
+}
+
+std::vector<TaskInputContent> TaskService::take_handoff(const std::string& id) {
+  std::lock_guard lock(handoff_mu_);
+  auto it = handoff_.find(id);
+  if (it == handoff_.end()) return {};
+  std::vector<TaskInputContent> taken = std::move(it->second);
+  handoff_.erase(it);
+  for (const auto& c : taken) handoff_bytes_ -= c.bytes.size();
+  return taken;
+}
 
 void TaskService::enqueue(const std::string& id) {
   {

@@ -173,6 +173,18 @@ class TaskService {
   std::condition_variable finished_cv_;
   std::uint64_t finished_seq_ = 0;
 
+  // Inline input bytes of tasks just submitted, held for their runner: a
+  // task that starts soon neither reads its blobs back from the state store
+  // nor hashes them again (they never left this process). Bounded by
+  // kHandoffBudget; beyond it, after a restart, or once a worker took the
+  // task, the runner reads the stored copy and checks it (task_stage_inputs.cc).
+  void hand_off(const std::string& id, std::vector<TaskInputContent> contents);
+  std::vector<TaskInputContent> take_handoff(const std::string& id);
+  static constexpr std::size_t kHandoffBudget = 128u << 20;
+  std::mutex handoff_mu_;  // guards handoff_, handoff_bytes_
+  std::map<std::string, std::vector<TaskInputContent>> handoff_;
+  std::size_t handoff_bytes_ = 0;
+
   std::mutex replay_mu_;  // one replay submission at a time (task_replay.cc)
   std::array<std::mutex, 64> submit_locks_;  // per-id submit guard, striped
   std::atomic<std::int64_t> queued_{0}, running_{0};

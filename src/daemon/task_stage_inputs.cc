@@ -113,10 +113,12 @@ bool TaskService::Runner::push_input(const ConfinedRoot& root, uid_t owner, std:
   auto fd = root.open_write(in.path);
   if (!fd) return fail("setup", where + ": " + file_error(fd.error()).message);
   (void)fchown(fd->get(), owner, owner);
+  // Bytes held since the submit hashed them are not hashed again.
+  const bool held = in.source == api::TaskInput::Source::kContent && in.content_held;
   Sha256 hash;
   std::uint64_t written = 0;
   auto sink = [&](std::span<const char> chunk) -> Status {
-    hash.update(chunk.data(), chunk.size());
+    if (!held) hash.update(chunk.data(), chunk.size());
     if (auto e = write_upload_chunk(fd->get(), std::string_view(chunk.data(), chunk.size()),
                                     written))
       return make_error(ErrorCode::kResourceExhausted, e->message);
@@ -166,7 +168,7 @@ bool TaskService::Runner::push_input(const ConfinedRoot& root, uid_t owner, std:
       return fail("storage_unavailable", where + ": " + e.message);
     }
   }
-  const std::string actual = Sha256::hex(hash.final());
+  const std::string actual = held ? in.content_sha256 : Sha256::hex(hash.final());
   // The state store's copy is what was submitted (bytes from a damaged
   // database are not the client's input to run).
   if (in.source == api::TaskInput::Source::kContent && actual != in.content_sha256) {

@@ -4,6 +4,7 @@
 // random moments across the stages no acknowledged task is lost and no
 // command runs twice (a line per run on a host directory shows it).
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -73,6 +74,53 @@ TEST(DaemonTasksRestart, QueuedTasksRunAfterAKill) {
     }
   }
   EXPECT_EQ(wait_task(d, "q-3").value("status", ""), "succeeded");
+  d.stop();
+  host_sh("rm -rf '" + root + "'");
+}
+
+// A task that starts at once pushes the inline bytes its submit held; one
+// that waited through a kill -9 reads them back from the state store and
+// checks them against the sha256 they were submitted with: damaged bytes
+// never run (task_stage_inputs.cc).
+TEST(DaemonTasksRestart, QueuedInlineInputsComeFromTheStoreAfterAKillAndAreChecked) {
+  const std::string root = make_temp_dir("task-stored-inputs");
+  ASSERT_EQ(chmod(root.c_str(), 0777), 0);
+  TestDaemon d({}, side_config(root, 1));
+  ASSERT_TRUE(d.ready()) << d.output();
+  ASSERT_EQ(d.request("POST", "/v1/tasks", counted_task("si-hold", root, "sleep 2").dump()).status,
+            202);
+  const std::string good(70000, 'g');
+  for (const char* id : {"si-ok", "si-bad"}) {
+    json body = task_body(id, "cat /workspace/in > /workspace/out");
+    body["inputs"] = json::array({{{"path", "/workspace/in"}, {"content", good}}});
+    body["outputs"] = json::array({{{"path", "/workspace/out"}}});
+    ASSERT_EQ(d.request("POST", "/v1/tasks", body.dump()).status, 202);
+  }
+  ASSERT_EQ(d.request("GET", "/v1/tasks/si-bad").json().value("status", ""), "queued");
+  ASSERT_TRUE(d.kill9()) << d.output();
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((d.data_dir() + "/state.db").c_str(), &db), SQLITE_OK);
+    char* err = nullptr;
+    EXPECT_EQ(sqlite3_exec(db,
+                           "UPDATE task_inputs SET content = CAST(replace(CAST(content AS TEXT), "
+                           "'g', 'h') AS BLOB) WHERE task_id = 'si-bad'",
+                           nullptr, nullptr, &err),
+              SQLITE_OK)
+        << (err ? err : "");
+    EXPECT_EQ(sqlite3_changes(db), 1);
+    sqlite3_free(err);
+    sqlite3_close(db);
+  }
+  ASSERT_TRUE(d.restart()) << d.output();
+  json ok = wait_task(d, "si-ok");
+  EXPECT_EQ(ok.value("status", ""), "succeeded") << ok.dump();
+  EXPECT_TRUE(d.request("GET", "/v1/tasks/si-ok/outputs/0").body == good);
+  json bad = wait_task(d, "si-bad");
+  EXPECT_EQ(bad.value("status", ""), "failed") << bad.dump();
+  EXPECT_EQ(text(bad, "reason"), "internal") << bad.dump();
+  EXPECT_NE(text(bad, "detail").find("do not match the sha256"), std::string::npos) << bad.dump();
+  EXPECT_TRUE(bad["exit_code"].is_null()) << "the command never ran: " << bad.dump();
   d.stop();
   host_sh("rm -rf '" + root + "'");
 }
