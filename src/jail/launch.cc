@@ -49,10 +49,15 @@ StepStatus create_alive_lock(const std::string& id, LaunchedInit& init) {
   if (auto st = mkdir_p(locks_dir, 0700); !st)
     return step_failed(LaunchStep::kAliveLock, Stage::kPlan, st.error());
   const std::string lock_path = locks_dir + "/" + id + ".lock";
-  UniqueFd alive(open(lock_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!alive || flock(alive.get(), LOCK_EX) != 0) {
+  // Made unnamed, locked, then linked into place: a lock file under its
+  // name is always held by its launcher until the launcher dies or unlinks
+  // it, so a free one is a dead sandbox's (reap_stale_cgroups relies on it).
+  UniqueFd alive(open(locks_dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+  const std::string self = alive ? "/proc/self/fd/" + std::to_string(alive.get()) : "";
+  if (!alive || flock(alive.get(), LOCK_EX) != 0 ||
+      linkat(AT_FDCWD, self.c_str(), AT_FDCWD, lock_path.c_str(), AT_SYMLINK_FOLLOW) != 0) {
     const int err = errno;
-    // O_EXCL: a lock file that was there is someone else's, and stays.
+    // EEXIST: a lock file that was there is someone else's, and stays.
     return step_failed(
         LaunchStep::kAliveLock, Stage::kPlan,
         Error{ErrorCode::kSystem, "creating " + lock_path + ": " + strerror(err), "", err});
@@ -245,11 +250,12 @@ std::vector<std::string> undo_launch(LaunchedInit& init) {
     if (auto st = init.cgroup->destroy(); !st) residue.push_back(st.error().message);
     init.cgroup.reset();
   }
-  init.alive.reset();
+  // Unlinked while still held: a stale scan never finds our lock free.
   if (!init.lock_path.empty()) {
     if (unlink(init.lock_path.c_str()) != 0) residue.push_back("file " + init.lock_path);
     init.lock_path.clear();
   }
+  init.alive.reset();
   return residue;
 }
 

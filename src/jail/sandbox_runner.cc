@@ -5,6 +5,7 @@
 // init_process.cc.
 #include "jail/sandbox_runner.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -87,6 +88,21 @@ void reap_stale_cgroups(CgroupManager& manager, const std::string& locks_dir) {
     }
     if ((*cg)->destroy()) unlink(lock_path.c_str());
   }
+  // Lock files without their cgroup: a launcher of another run dir reaped
+  // the empty cgroup of a dead sandbox but cannot see this dir. A free lock
+  // is a dead launcher's (create_alive_lock links it into place held).
+  DIR* dir = opendir(locks_dir.c_str());
+  if (dir == nullptr) return;
+  while (const dirent* e = readdir(dir)) {
+    const std::string file = e->d_name;
+    if (file.rfind("sb-", 0) != 0 || !file.ends_with(".lock")) continue;
+    const std::string name = file.substr(0, file.size() - 5);
+    if (manager.open(name)) continue;  // the loop above decides about those
+    UniqueFd lock(openat(dirfd(dir), file.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+    if (!lock || flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;
+    (void)unlinkat(dirfd(dir), file.c_str(), 0);
+  }
+  closedir(dir);
 }
 
 // A launch failure, worded as `corral run` has always worded it.

@@ -2,10 +2,14 @@
 // live sandbox, even one started with another CORRAL_RUN_DIR (F3, C2).
 #include <signal.h>
 #include <stdlib.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <string>
 
+#include "base/unique_fd.h"
 #include "support/sandbox_harness.h"
 
 namespace corral::testing {
@@ -53,6 +57,28 @@ TEST(run_stale, CgroupOfAKilledLauncherIsReapedByTheNextRun) {
                                 "/run/corral/sandboxes/" + id + ".lock"}) {
     EXPECT_NE(stat(dir.c_str(), &st), 0) << dir << " survived the stale scan";
   }
+}
+
+// A lock file whose cgroup is gone (a launcher of another run dir reaped
+// the dead sandbox's empty cgroup, and cannot see this lock) is removed by
+// the next scan when it is free; a held one is a live launcher's and stays.
+TEST(run_stale, AFreeLockWithoutItsCgroupIsRemovedAHeldOneStays) {
+  const std::string dir = "/run/corral/sandboxes";
+  RunOutcome warm = run_sandbox({}, {"true"});  // makes the dir
+  ASSERT_EQ(warm.exit_code, 0) << warm.err;
+  const std::string free_lock = dir + "/sb-0rphan" + std::to_string(getpid()) + "a.lock";
+  const std::string held_lock = dir + "/sb-0rphan" + std::to_string(getpid()) + "b.lock";
+  UniqueFd f(open(free_lock.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  UniqueFd h(open(held_lock.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  ASSERT_TRUE(f && h);
+  ASSERT_EQ(flock(h.get(), LOCK_EX), 0);
+  f.reset();
+  RunOutcome r = run_sandbox({}, {"true"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  struct stat st;
+  EXPECT_NE(stat(free_lock.c_str(), &st), 0) << free_lock << " survived the stale scan";
+  EXPECT_EQ(stat(held_lock.c_str(), &st), 0) << "a held lock was removed";
+  unlink(held_lock.c_str());
 }
 
 }  // namespace
