@@ -7,7 +7,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(dirname "$here")
 BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD="$repo/$BUILD"
-dir=$(mktemp -d /tmp/corral-bench-tasks-XXXXXX)
+dir=$(mktemp -d "${BENCH_TMP:-/tmp}/corral-bench-tasks-XXXXXX")
 "$BUILD/corral" serve --data-dir "$dir/data" --socket "$dir/corral.sock" --no-tcp >"$dir/serve.log" 2>&1 &
 daemon=$!
 trap 'kill $daemon 2>/dev/null || true; wait $daemon 2>/dev/null || true; rm -rf "$dir"' EXIT

@@ -11,6 +11,7 @@
 #include "base/result.h"
 #include "store/sqlite.h"
 #include "store/state_store.h"
+#include "store/wal_checkpointer.h"
 
 namespace corral {
 
@@ -19,7 +20,9 @@ struct StateStore::Db {
   sqlite3* handle = nullptr;
   std::mutex mu;  // one writer connection, shared by all threads
   sqlite::StmtCache cache;
+  WalCheckpointer checkpointer;  // checkpoints off the commit path
   ~Db() {
+    checkpointer.stop();
     cache.clear();
     sqlite3_close_v2(handle);
   }

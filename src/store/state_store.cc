@@ -342,6 +342,7 @@ Result<StateStore> StateStore::open(const std::string& path, Durability durabili
     }
     CORRAL_TRY_CTX(txn.commit(), "migrating " + where);
   }
+  CORRAL_TRY_CTX(db->checkpointer.start(path, h), "opening " + where);
   return StateStore(std::move(db));
 }
 
@@ -848,13 +849,15 @@ Result<std::string> StateStore::integrity_check() {
 
 Result<std::string> StateStore::pragma(std::string_view name) {
   static constexpr std::string_view kAllowed[] = {"journal_mode", "synchronous", "foreign_keys",
-                                                  "user_version", "busy_timeout"};
+                                                  "user_version", "busy_timeout",
+                                                  "wal_autocheckpoint"};
   bool allowed = false;
   for (std::string_view a : kAllowed) allowed = allowed || a == name;
   if (!allowed) {
     return make_error(ErrorCode::kInvalidArgument,
                       "PRAGMA " + std::string(name) + " is not readable through the state store",
-                      "use journal_mode, synchronous, foreign_keys, user_version or busy_timeout");
+                      "use journal_mode, synchronous, foreign_keys, user_version, busy_timeout or "
+                      "wal_autocheckpoint");
   }
   std::lock_guard lock(db_->mu);
   return pragma_text(db_->handle, "PRAGMA " + std::string(name));
