@@ -68,9 +68,12 @@ bool TaskService::Runner::create() {
   auto made = s_.sandboxes_.create(*spec, key, task_.ns);
   s_.observe_stage(TaskStage::kCreate, Clock::now() - t0);
   if (!made) return fail("setup", "the sandbox could not be created: " + made.error().message);
+  // The sandbox and the next stage in one write (a restart treats create
+  // and initialize alike: task_runner.cc's resume).
   TaskUpdate u;
   u.sandbox_id = made->info.id;
-  if (!update(u)) return false;
+  u.stage = TaskStage::kInitialize;
+  if (!update(u) || active_->stopping) return false;
   auto live = s_.sandboxes_.live(made->info.id);
   if (!live) return fail("setup", "the new sandbox is gone: " + live.error().message);
   sandbox_ = *live;
