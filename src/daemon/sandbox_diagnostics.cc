@@ -73,8 +73,8 @@ void DiagnosticsBook::observe(const json& event) {
       r.host = text_of(event, "name");
       if (r.host.empty()) r.host = text_of(event, "original_address");
       if (r.host.empty()) r.host = text_of(event, "address");
-      if (auto it = event.find("port"); it != event.end() && it->is_number_unsigned())
-        r.port = static_cast<std::uint16_t>(std::min<std::uint64_t>(it->get<std::uint64_t>(), 65535));
+      if (auto it = event.find("port"); it != event.end() && it->is_number_integer())
+        r.port = static_cast<std::uint16_t>(std::clamp<std::int64_t>(it->get<std::int64_t>(), 0, 65535));
       r.reason = text_of(event, "refusal");
     } else {
       r.layer = "gateway";

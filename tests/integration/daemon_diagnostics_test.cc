@@ -157,7 +157,7 @@ TEST(DaemonDiagnostics, BlockedRequestsAreCountedWithTheirReasons) {
   // Straight to denied.test's address: the transparent proxy refuses it.
   r = d.exec(id,
              "/usr/bin/python3 -c \"import socket\ns=socket.create_connection(('198.51.100.11', "
-             "80), 5)\ns.sendall(b'GET / HTTP/1.1\\r\\nHost: denied.test\\r\\n\\r\\n')\n"
+             "80), 2)\ns.sendall(b'GET / HTTP/1.1\\r\\nHost: denied.test\\r\\n\\r\\n')\n"
              "print(s.recv(100))\"; echo done");
   EXPECT_EQ(world.http_requests("denied.test"), 0) << r.dump();
   EXPECT_EQ(d.exec(quiet, "getent hosts allowed.test >/dev/null; echo rc=$?").value("stdout", ""),
