@@ -20,6 +20,7 @@ int client_command(int argc, char** argv) {
   if (verb == "rm") return rm_command(args);
   if (verb == "task") return task_command(args);
   if (verb == "volume") return volume_command(args);
+  if (verb == "diagnose") return diagnose_command(args);
   fprintf(stderr, "corral: unknown client command \"%.*s\"\n", static_cast<int>(verb.size()),
           verb.data());
   return 2;

@@ -88,6 +88,7 @@ void handle_delete_sandbox(ApiContext& ctx, ApiRequest& r);
 void handle_extend_sandbox(ApiContext& ctx, ApiRequest& r);
 void handle_set_network(ApiContext& ctx, ApiRequest& r);
 void handle_revoke_secrets(ApiContext& ctx, ApiRequest& r);
+void handle_sandbox_diagnostics(ApiContext& ctx, ApiRequest& r);  // diagnostics_api.cc
 
 void handle_exec(ApiContext& ctx, ApiRequest& r);
 void handle_start_process(ApiContext& ctx, ApiRequest& r);

@@ -60,6 +60,8 @@ const Route kRoutes[] = {
     {"GET", "/v1/snapshots/{id}", handle_get_snapshot},
     {"DELETE", "/v1/snapshots/{id}", handle_delete_snapshot},
     {"GET", "/v1/snapshots/{id}/archive", handle_download_snapshot},
+    // Diagnostics (T1, issue 16).
+    {"GET", "/v1/sandboxes/{id}/diagnostics", handle_sandbox_diagnostics},
 };
 
 // The segments of an absolute path, or nothing when one is empty: "//", a

@@ -28,6 +28,7 @@
 
 #include "base/paths.h"
 #include "base/result.h"
+#include "daemon/diagnostics_config.h"
 #include "daemon/task_config.h"
 #include "egress/gateway.h"
 #include "netns/network_policy.h"
@@ -108,6 +109,10 @@ struct DaemonConfig {
   // cut may lose the last ~100 ms, as it loses every sandbox anyway) or
   // "power-loss" (fsync before every acknowledgment; slower creates).
   bool power_loss_durable = false;
+
+  // Diagnostics of sandboxes (serve.diagnostics; T1, docs/operations.md):
+  // how long a destroyed sandbox's are kept, how many refusals in full.
+  daemon::DiagnosticsConfig diagnostics;
 
   // The audit log (serve.audit; docs/audit.md): its rotation and
   // retention, the budget of records each sandbox may make the host

@@ -39,11 +39,12 @@ constexpr std::size_t kMaxApiKeyEntries = 1024;
 constexpr std::size_t kMaxPathBytes = 4095;
 
 constexpr std::array<std::string_view, 2> kTopKeys = {"serve", "sandbox"};
-constexpr std::array<std::string_view, 19> kServeKeys = {
+constexpr std::array<std::string_view, 20> kServeKeys = {
     "listen",          "socket",        "data_dir",        "api_keys",   "capacity",
     "request_timeout", "setup_timeout", "max_exec_output", "max_upload", "mount_roots",
     "durability",      "network",       "secrets",         "audit",      "connections",
-    "object_store",    "tasks", "volumes", "snapshots"};
+    "object_store",    "tasks", "volumes", "snapshots", "diagnostics"};
+constexpr std::array<std::string_view, 2> kDiagnosticsKeys = {"retention", "keep_last"};
 constexpr std::array<std::string_view, 10> kTasksKeys = {
     "workers",  "default_timeout", "max_timeout",        "retention",       "max_body",
     "max_log",  "max_output_size", "initialize_timeout", "collect_timeout", "prune_interval"};
@@ -323,6 +324,12 @@ class ServeApplier : private YamlReader {
       return apply_object_store_config(*this, e, config_.object_store);
     }
     if (name == "snapshots") return apply_snapshot_config(*this, e, config_.snapshots);
+    if (name == "diagnostics") {
+      if (e.value.IsNull()) return ok();
+      CORRAL_TRY(expect_map(e, "a map of diagnostics settings (retention, keep_last)"));
+      return for_each_entry(e.value, e.path,
+                            [&](const YamlEntry& d) { return apply_diagnostics(d); });
+    }
     if (contains(kSandboxSettingKeys, name)) {
       return fail(e.line, e.path, "is a sandbox setting: put it in the top-level sandbox: map",
                   "serve: holds the daemon's own settings; sandbox: the defaults of every "
@@ -357,6 +364,28 @@ class ServeApplier : private YamlReader {
       if (e.name == key) return read_into(e, "a size (64Mi, 1Gi)", parse_size, *field);
     }
     return unknown_key(e, kTasksKeys, {{"timeout", "default_timeout"}, {"threads", "workers"}});
+  }
+
+  // One entry of serve.diagnostics (T1; docs/operations.md).
+  Status apply_diagnostics(const YamlEntry& e) {
+    daemon::DiagnosticsConfig& d = config_.diagnostics;
+    if (e.name == "retention") {
+      std::chrono::milliseconds v{};
+      CORRAL_TRY(read_into(e, "a duration (24h, 30m)", parse_duration, v));
+      if (v.count() < 1000)
+        return fail(e.value_line, e.path, "must be at least 1s",
+                    "diagnostics are read after a sandbox is destroyed: keep them a while");
+      d.retention = v;
+      return ok();
+    }
+    if (e.name == "keep_last") {
+      std::uint32_t n = 0;
+      CORRAL_TRY(read_into(e, "a number of entries (20)", parse_count_or_zero, n));
+      if (n > 1000) return fail(e.value_line, e.path, "must be at most 1000");
+      d.keep_last = n;
+      return ok();
+    }
+    return unknown_key(e, kDiagnosticsKeys, {{"keep", "retention"}, {"max_age", "retention"}});
   }
 
   // One entry of serve.audit.

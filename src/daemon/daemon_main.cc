@@ -244,8 +244,17 @@ int serve(const ServeFlags& flags) {
       },
       &metrics);
   budget.start();
-  secrets.set_audit([&budget](nlohmann::json event) { budget.submit(std::move(event)); });
-  network.set_audit([&budget](nlohmann::json event) { budget.submit(std::move(event)); });
+  // Diagnostics (T1) count refusals per sandbox before the budget may drop
+  // a record.
+  service.set_diagnostics(config.diagnostics);
+  secrets.set_audit([&budget, &service](nlohmann::json event) {
+    service.observe_for_diagnostics(event);
+    budget.submit(std::move(event));
+  });
+  network.set_audit([&budget, &service](nlohmann::json event) {
+    service.observe_for_diagnostics(event);
+    budget.submit(std::move(event));
+  });
   metrics.gauge_fn("corral_sandboxes_live", "Sandboxes alive now",
                    [&service] { return static_cast<double>(service.live_count()); });
   for (const auto& share : {std::pair{"sandboxes", &CapacityLedger::Totals::sandboxes},

@@ -301,6 +301,8 @@ void SandboxService::Creation::register_entry() {
   e_->id = id_;
   e_->spec = spec_;
   e_->expires_at_ms = expires_;
+  e_->ns = ns_;
+  s_.diagnostics_book_.open(id_, ns_);
   e_->building = true;  // until ~Creation, or fail()'s own teardown
   s_.registry_.add(e_, std::move(share_));
   // Bookkeeping that can trail the work goes through the journal; the
@@ -408,7 +410,7 @@ ApiResult<SandboxService::Created> SandboxService::Creation::build() {
   }
   const auto& ident = e_->live->identity();
   s_.journal_.post([&store = s_.store_, id = id_, ident,
-                    rt = json_text(runtime_json(ident, env, e_->net_slot))] {
+                    rt = json_text(runtime_json(ident, env, e_->net_slot, nullptr, ns_))] {
     (void)store.set_resources(id, ident.host_uid_base, ident.cgroup);
     (void)store.set_runtime(id, rt);
   });

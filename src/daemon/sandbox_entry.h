@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "daemon/process_entry.h"
+#include "daemon/sandbox_diagnostics.h"
 #include "runtime/live_sandbox.h"
 #include "spec/sandbox_spec.h"
 #include "store/sandbox_state.h"
@@ -63,6 +64,12 @@ struct SandboxEntry {
   bool secrets_left = true;  // its secret files' mount
   // The cgroup's counters as its teardown last read them (oom_kills).
   std::optional<CgroupStats> final_stats;
+
+  // The namespace whose caller created it (diagnostics are theirs alone).
+  std::string ns = "default";
+  // Guarded by teardown_mu: what the diagnostics counted while it lived,
+  // taken at its first teardown (a retry records them again).
+  std::optional<SandboxCounters> diagnostics_counters;
 };
 
 }  // namespace corral::daemon

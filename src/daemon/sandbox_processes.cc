@@ -203,6 +203,14 @@ void SandboxService::finish_process(SandboxEntry& sandbox, ProcessEntry& p) {
   // an acknowledged exit is in the log.
   audit_in_order(journal_, audit_, sandbox.id, ev);
   signal_event(p);
+  // Diagnostics (T1): its timeout, a SIGXFSZ, the layer full as it ended.
+  bool full = false;
+  if (sandbox.live) {
+    if (auto u = sandbox.live->disk_usage(); u)
+      full = layer_full(u->bytes, sandbox.spec.limits.disk_bytes, u->inodes,
+                        effective_inodes(sandbox.spec.limits));
+  }
+  diagnostics_book_.process_ended(sandbox.id, p.timed_out, p.signal, full);
   if (p.background) {
     // A finished background process stays listed (its output can still be
     // read) but keeps no fds: many short ones must not run the daemon out.

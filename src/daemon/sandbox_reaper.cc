@@ -21,6 +21,7 @@ void SandboxService::reaper_loop() {
     // The audit log's group commit (a no-op cost when nothing was written).
     journal_.post([this] { (void)audit_.sync(); });
     retry_due_teardowns();
+    prune_diagnostics();
     std::vector<std::shared_ptr<SandboxEntry>> all = registry_.all();
     const std::int64_t now = now_ms();
     const auto steady = Clock::now();

@@ -132,6 +132,9 @@ std::shared_ptr<SandboxEntry> SandboxService::Reconciler::entry_of(
   e->id = r.id;
   if (auto spec = api::spec_from_json(r.spec_json); spec) e->spec = *spec;
   e->env = rt.value("env", std::vector<std::string>{});
+  e->ns = rt.value("ns", std::string("default"));
+  // Counted again from here (what the previous daemon counted died with it).
+  s_.diagnostics_book_.open(e->id, e->ns);
   e->net_slot = net_slot_of(rt);
   if (rt.contains("network")) {
     // The policy last set (a live update may have narrowed the create's).

@@ -45,7 +45,8 @@ void signal_event(ProcessEntry& p) {
 }
 
 json runtime_json(const LiveSandboxIdentity& id, const std::vector<std::string>& env,
-                  std::optional<std::uint32_t> net_slot, const NetworkSpec* network) {
+                  std::optional<std::uint32_t> net_slot, const NetworkSpec* network,
+                  const std::string& ns) {
   json j{{"init_pid", id.init_pid},
          {"init_start_time", id.init_start_time},
          {"host_uid_base", id.host_uid_base},
@@ -53,6 +54,7 @@ json runtime_json(const LiveSandboxIdentity& id, const std::vector<std::string>&
          {"env", env}};
   if (net_slot) j["net_slot"] = *net_slot;
   if (network != nullptr) j["network"] = json::parse(api::to_json(*network));
+  if (ns != "default") j["ns"] = ns;  // whose diagnostics they are
   return j;
 }
 
@@ -344,7 +346,7 @@ ApiResult<api::SandboxInfo> SandboxService::set_network(std::string_view id,
     e->spec.network = network;
   }
   // Stored for a re-attaching daemon, and audited, before the answer.
-  auto rt = runtime_json(e->live->identity(), e->env, e->net_slot, &network);
+  auto rt = runtime_json(e->live->identity(), e->env, e->net_slot, &network, e->ns);
   if (auto st = store_.set_runtime(id, json_text(rt)); !st) return api_fail(st.error());
   audit_now(json{{"type", "sandbox.network"},
                  {"sandbox", std::string(id)},

@@ -17,6 +17,8 @@
 //   sandbox_monitor.cc    the monitor thread (zygote replies, init exits)
 //   sandbox_reaper.cc     the reaper thread (expiry, process timeouts)
 //   sandbox_reconcile.cc  reconcile after a restart (SandboxService::Reconciler)
+//   sandbox_diagnostics_service.cc  diagnostics (T1): read live, recorded
+//                         at teardown, kept for a while, pruned
 // The live entries, the capacity they hold (a CapacityLedger, reserved at
 // admission) and the idempotency keys' locks are a SandboxRegistry
 // (sandbox_registry.h).
@@ -43,6 +45,7 @@
 #include "daemon/metrics.h"
 #include "daemon/network_service.h"
 #include "daemon/process_entry.h"
+#include "daemon/sandbox_diagnostics.h"
 #include "daemon/sandbox_entry.h"
 #include "daemon/sandbox_lease.h"
 #include "daemon/sandbox_registry.h"
@@ -160,6 +163,18 @@ class SandboxService {
   ApiResult<std::size_t> limit_secret_lifetime(std::string_view id,
                                                std::chrono::system_clock::time_point deadline);
 
+  // Diagnostics (REQUIREMENTS.md T1; sandbox_diagnostics_service.cc). Set
+  // before start().
+  void set_diagnostics(const DiagnosticsConfig& config);
+  // An audit event of the network engine or the broker, seen before the
+  // audit budget may drop it: refusals are counted per sandbox.
+  void observe_for_diagnostics(const nlohmann::json& event) { diagnostics_book_.observe(event); }
+  // GET /v1/sandboxes/{id}/diagnostics: a live sandbox's read now, a
+  // destroyed one's as its teardown recorded them (until the retention
+  // ends). not_found (404) for an unknown id, one of another namespace
+  // than `ns`, and one whose diagnostics were pruned.
+  ApiResult<nlohmann::json> diagnostics(std::string_view id, const std::string& ns);
+
   // Appends an audit record after everything the journal still holds.
   void audit_now(const nlohmann::json& event);
   // Appends it through the journal (in order, without waiting).
@@ -228,6 +243,15 @@ class SandboxService {
   // left on the host (its cgroup, by name, and its lock file); returns
   // what could not be removed.
   std::vector<std::string> remove_unadopted(const std::string& id, const std::string& cgroup_name);
+  // Stores what a teardown found (sandbox_diagnostics_service.cc).
+  void record_diagnostics(const std::shared_ptr<SandboxEntry>& entry, std::string_view reason,
+                          const DestroyReport& report, bool cleaned);
+  // CPU throttling and memory-limit hits of a cgroup (nullopt: unreadable),
+  // and the same stashed for the record just before a teardown removes it.
+  std::optional<CgroupLimitCounters> read_limits(const std::string& cgroup);
+  void record_limits_before_teardown(const SandboxEntry& entry);
+  // Removes stored diagnostics older than the retention, now and then.
+  void prune_diagnostics();
 
   ServiceLimits limits_;
   SandboxSpec defaults_;
@@ -270,6 +294,9 @@ class SandboxService {
   };
   std::mutex retry_mu_;  // guards failed_teardowns_; a leaf lock
   std::map<std::string, FailedTeardown> failed_teardowns_;
+  DiagnosticsConfig diagnostics_config_;
+  DiagnosticsBook diagnostics_book_;
+  std::chrono::steady_clock::time_point next_diagnostics_prune_{};  // the reaper's
   Journal journal_;  // last: drained before the rest goes
 };
 

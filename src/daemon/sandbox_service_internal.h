@@ -55,9 +55,11 @@ void signal_event(ProcessEntry& p);
 
 // What a re-attaching daemon needs to find a sandbox again (the store's
 // runtime_json). `network`: the network set by PUT .../network since the
-// create (the stored spec keeps what the create asked for).
+// create (the stored spec keeps what the create asked for). `ns`: the
+// creating caller's namespace.
 nlohmann::json runtime_json(const LiveSandboxIdentity& id, const std::vector<std::string>& env,
                             std::optional<std::uint32_t> net_slot,
-                            const NetworkSpec* network = nullptr);
+                            const NetworkSpec* network = nullptr,
+                            const std::string& ns = "default");
 
 }  // namespace corral::daemon::service_internal

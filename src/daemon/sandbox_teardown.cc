@@ -140,6 +140,7 @@ DestroyReport SandboxService::remove_from_host(const std::shared_ptr<SandboxEntr
   DestroyReport report;
   if (e->host_left) {
     if (e->live) {
+      record_limits_before_teardown(*e);  // diagnostics (T1): before the cgroup goes
       report = e->live->destroy();
     } else {
       // A create that failed before the daemon got the sandbox (the factory
@@ -205,6 +206,9 @@ api::SandboxInfo SandboxService::record_teardown(const std::shared_ptr<SandboxEn
       (void)transition(e.get(), id, SandboxState::kFailed, "teardown left: " + what);
     }
   }
+  // Diagnostics (T1) stored before the registry lets go of it: a GET
+  // finds them live or recorded, never neither.
+  record_diagnostics(e, reason, report, cleaned);
   schedule_teardown_retry(e, cleaned ? 0 : attempt);
   registry_.remove(std::string(id));  // gives its capacity back
   {

@@ -155,6 +155,20 @@ CREATE TABLE task_inputs (
   PRIMARY KEY (task_id, idx)
 ) STRICT;
 )sql",
+    // 6 -> 7: what a sandbox's diagnostics said when it was destroyed (T1,
+    // issue 16): kept for serve.diagnostics.retention after the sandbox is
+    // gone, then pruned by recorded_at. No foreign key: the row is history
+    // of its own. ns: the namespace that created the sandbox, whose callers
+    // alone may read it.
+    R"sql(
+CREATE TABLE sandbox_diagnostics (
+  sandbox_id TEXT PRIMARY KEY NOT NULL,
+  ns TEXT NOT NULL,
+  recorded_at INTEGER NOT NULL,
+  diagnostics_json TEXT NOT NULL
+) STRICT;
+CREATE INDEX sandbox_diagnostics_by_time ON sandbox_diagnostics(recorded_at);
+)sql",
 };
 static_assert(std::size(kMigrations) == StateStore::kSchemaVersion,
               "one migration per schema version");

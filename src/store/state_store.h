@@ -80,6 +80,14 @@ struct ProcessRecord {
   bool timed_out = false;
 };
 
+// A destroyed sandbox's diagnostics as stored (docs/operations.md).
+struct DiagnosticsRecord {
+  std::string sandbox_id;
+  std::string ns;                // the namespace that created the sandbox
+  std::int64_t recorded_at_ms = 0;
+  std::string diagnostics_json;  // a JSON object
+};
+
 struct CreateResult {
   SandboxRecord sandbox;
   bool created = false;  // false: an earlier request with the same idempotency key
@@ -90,7 +98,7 @@ struct CreateResult {
 
 class StateStore {
  public:
-  static constexpr int kSchemaVersion = 6;
+  static constexpr int kSchemaVersion = 7;
 
   // What an acknowledged write survives. kPowerLoss: synchronous=FULL, every
   // commit is fsync'd before the call returns. kProcessCrash:
@@ -222,6 +230,16 @@ class StateStore {
   // Removes a finished task and its transition rows (kInvalidArgument for
   // one that is not finished).
   Status delete_task(std::string_view id);
+
+  // ---- Diagnostics of destroyed sandboxes (T1; diagnostics_table.cc) ----
+
+  // Stores (or replaces) sandbox `sandbox_id`'s diagnostics, a JSON object,
+  // as recorded at `recorded_at_ms` by namespace `ns`'s sandbox.
+  Status put_diagnostics(const DiagnosticsRecord& record);
+  // nullopt when none is stored (never recorded, or pruned).
+  Result<std::optional<DiagnosticsRecord>> get_diagnostics(std::string_view sandbox_id);
+  // Removes the rows recorded before `before_ms`; returns how many.
+  Result<std::size_t> prune_diagnostics(std::int64_t before_ms);
 
   // "ok", or what PRAGMA integrity_check reports.
   Result<std::string> integrity_check();

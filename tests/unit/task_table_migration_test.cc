@@ -189,15 +189,15 @@ TEST(TaskTableMigration, NewerSchemaIsStillRefused) {
   {
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version = 7", nullptr, nullptr, nullptr), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version = 8", nullptr, nullptr, nullptr), SQLITE_OK);
     sqlite3_close(db);
   }
   auto newer = StateStore::open(path);
   ASSERT_FALSE(newer);
   EXPECT_EQ(newer.error().code, ErrorCode::kUnavailable);
-  EXPECT_NE(newer.error().message.find("schema version 7"), std::string::npos)
+  EXPECT_NE(newer.error().message.find("schema version 8"), std::string::npos)
       << newer.error().message;
-  EXPECT_EQ(one(path, "PRAGMA user_version"), "7");
+  EXPECT_EQ(one(path, "PRAGMA user_version"), "8");
   EXPECT_EQ(one(path, "SELECT count(*) FROM sandboxes"), "8");
 }
 

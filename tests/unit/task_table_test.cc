@@ -38,7 +38,7 @@ TEST(TaskTableTest, SchemaHasStrictTaskTables) {
   TempDir dir;
   std::string path = dir.file("state.db");
   { StateStore store = open_or_die(path); }
-  EXPECT_EQ(raw_sql(path, "PRAGMA user_version"), "6");
+  EXPECT_EQ(raw_sql(path, "PRAGMA user_version"), std::to_string(StateStore::kSchemaVersion));
   EXPECT_EQ(raw_sql(path, "SELECT strict FROM pragma_table_list WHERE name = 'tasks'"), "1");
   EXPECT_EQ(raw_sql(path, "SELECT strict FROM pragma_table_list WHERE name = 'task_transitions'"),
             "1");
