@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "daemon/process_entry.h"
+#include "daemon/self_check.h"
 #include "runtime/live_sandbox.h"
 #include "spec/sandbox_spec.h"
 #include "store/sandbox_state.h"
@@ -63,6 +64,10 @@ struct SandboxEntry {
   bool secrets_left = true;  // its secret files' mount
   // The cgroup's counters as its teardown last read them (oom_kills).
   std::optional<CgroupStats> final_stats;
+
+  // Guarded by mu: its last self-check (daemon/self_check.h, T3), for
+  // GET /v1/sandboxes/{id} and diagnostics; unset while none has run.
+  std::optional<SelfCheckReport> self_check;
 };
 
 }  // namespace corral::daemon
