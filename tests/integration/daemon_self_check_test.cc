@@ -197,5 +197,36 @@ TEST(DaemonSelfCheck, ACanaryThatResolvesIsRefused) {
   EXPECT_GE((*world)->dns().queries_for(canary), 1);
 }
 
+// The proxy down for real: a daemon with a network plan of its own
+// (subnet, interface prefix, firewall table, ports), and an nftables table
+// of the test's that rejects TCP to that daemon's proxy port from its
+// sandboxes' interfaces only, so no other daemon on the host is touched.
+TEST(DaemonSelfCheck, AProxyThatRefusesConnectionsIsRefused) {
+  if (geteuid() != 0) CORRAL_SKIP_OR_FAIL("network tests run as root");
+  if (std::system("command -v nft >/dev/null 2>&1") != 0) CORRAL_SKIP_OR_FAIL("no nft");
+  auto world = NetWorld::create();
+  ASSERT_TRUE(world.has_value()) << world.error().message;
+  const std::string table = "corral_selfcheck_test_" + std::to_string(::getpid());
+  const std::string add =
+      "nft -f - <<'EOF'\n"
+      "table inet " + table + " {\n"
+      "  chain input { type filter hook input priority -10; policy accept;\n"
+      "    iifname \"scq*\" tcp dport 15971 reject with tcp reset\n"
+      "  }\n"
+      "}\n"
+      "EOF\n";
+  ASSERT_EQ(std::system(add.c_str()), 0) << add;
+  struct DropTable {
+    std::string cmd;
+    ~DropTable() { (void)std::system(cmd.c_str()); }
+  } drop{"nft delete table inet " + table};
+  TestDaemon d({}, "serve:\n  network:\n    subnet: 10.219.240.0/24\n"
+                   "    interface_prefix: scq\n    firewall_table: corral_scq\n"
+                   "    proxy_port: 15971\n    dns_port: 15972\n"
+                   "    dns_servers: [\"" + (*world)->dns_endpoint() + "\"]\n");
+  ASSERT_TRUE(d.ready()) << d.output();
+  expect_refused_by(d, R"({"network": {"mode": "allowlist", "allow": ["allowed.test"]}})", "proxy");
+}
+
 }  // namespace
 }  // namespace corral::testing
