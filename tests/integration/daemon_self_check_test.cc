@@ -60,10 +60,12 @@ void expect_refused_by(TestDaemon& d, const std::string& body, const std::string
   const std::string id = id_in(e.value("message", ""));
   ASSERT_FALSE(id.empty()) << r.body;
 
-  // Nothing left: the store says failed, with no residue; no cgroup, mount
-  // or lock file; it takes no work.
+  // Nothing left: torn down (the store says cleaned, with the reason and
+  // no residue); no cgroup, mount or lock file; no report kept; no work.
   HttpReply info = d.request("GET", "/v1/sandboxes/" + id);
-  EXPECT_EQ(info.json().value("state", ""), "failed") << info.body;
+  EXPECT_EQ(info.json().value("state", ""), "cleaned") << info.body;
+  EXPECT_NE(info.json().value("error", "").find("self-check (" + check + ")"), std::string::npos)
+      << info.body;
   json report{{"sandbox_id", id},
               {"residue_bytes", info.json().value("residue_bytes", 0)},
               {"residue", info.json().value("residue", json::array())}};
