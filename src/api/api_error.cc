@@ -42,6 +42,7 @@ constexpr std::array<ErrorCodeInfo, kApiErrorCodeCount> kErrorCodes = {{
     {ApiErrorCode::kNetworkUnavailable, "network_unavailable", 503},
     {ApiErrorCode::kInsufficientStorage, "insufficient_storage", 507},
     {ApiErrorCode::kForbidden, "forbidden", 403},
+    {ApiErrorCode::kSelfCheckFailed, "self_check_failed", 503},
 }};
 
 constexpr bool rows_in_enum_order() {
@@ -61,11 +62,12 @@ Json error_body_json(const ApiError& e) {
   j["message"] = e.message;
   if (!e.field.empty()) j["field"] = e.field;
   if (!e.hint.empty()) j["hint"] = e.hint;
+  if (!e.check.empty()) j["check"] = e.check;
   return j;
 }
 
 Result<ApiError> read_error_body(const Json& v, std::string_view path, const Ctx& ctx) {
-  auto obj = open_object(v, std::string(path), ctx, {"code", "message", "field", "hint"});
+  auto obj = open_object(v, std::string(path), ctx, {"code", "message", "field", "hint", "check"});
   if (!obj) return tl::unexpected<Error>(obj.error());
   ApiError e;
   const Json* code = obj->get("code");
@@ -74,6 +76,7 @@ Result<ApiError> read_error_body(const Json& v, std::string_view path, const Ctx
   CORRAL_TRY(read_into(*obj, "message", e.message, any_string(ctx)));
   CORRAL_TRY(read_into(*obj, "field", e.field, any_string(ctx)));
   CORRAL_TRY(read_into(*obj, "hint", e.hint, any_string(ctx)));
+  CORRAL_TRY(read_into(*obj, "check", e.check, any_string(ctx)));
   // A code this build does not know (a newer server's) is kept, as a 500.
   std::optional<ApiErrorCode> id = parse_error_code(e.code);
   e.http_status = id ? error_code_info(*id).http_status : 500;

@@ -41,14 +41,15 @@ enum class ApiErrorCode {
   kNetworkUnavailable,    // network_unavailable 503
   kInsufficientStorage,   // insufficient_storage 507
   kForbidden,             // forbidden 403: another namespace's resource (volumes)
+  kSelfCheckFailed,       // self_check_failed 503: the new sandbox failed its self-check (T3)
 };
 // One more than the last enumerator: api_error.cc checks at compile time
 // that its table has this many rows, in the enum's order. A new code goes
-// last and takes kForbidden's place here; the switches over the
+// last and takes kSelfCheckFailed's place here; the switches over the
 // enum without a default (sdk's code_of, api_error_code_test.cc) make the
 // build name every place that must decide about it.
 inline constexpr std::size_t kApiErrorCodeCount =
-    static_cast<std::size_t>(ApiErrorCode::kForbidden) + 1;
+    static_cast<std::size_t>(ApiErrorCode::kSelfCheckFailed) + 1;
 
 struct ErrorCodeInfo {
   ApiErrorCode id;
@@ -73,6 +74,7 @@ struct ApiError {
   std::string message;  // says what is wrong and what to do
   std::string field;    // JSON path of the offending field, when there is one
   std::string hint;
+  std::string check;  // self_check_failed: the check that failed ("layer", "dns", ...)
 
   bool is(ApiErrorCode id) const { return code == wire_name(id); }
 };

@@ -91,6 +91,15 @@ struct NetworkStatus {
   std::vector<std::string> gateway;
 };
 
+// The last self-check of a live sandbox (daemon/self_check.h, T3): which
+// checks ran and passed, and how long they took; never a value.
+struct SelfCheckStatus {
+  bool ok = true;
+  std::string failed;                                // the check that failed, if one did
+  std::vector<std::pair<std::string, bool>> checks;  // name, passed; in the order run
+  std::int64_t took_us = 0;
+};
+
 struct SandboxInfo {
   std::string id;
   std::string state;  // sandbox_state_name()
@@ -103,6 +112,7 @@ struct SandboxInfo {
   std::vector<std::string> residue;  // after destroy: what was left (must be empty)
   std::uint64_t residue_bytes = 0;
   std::optional<NetworkStatus> network;  // live sandboxes only
+  std::optional<SelfCheckStatus> self_check;  // live sandboxes that were checked
 };
 std::string to_json(const SandboxInfo& info);
 Result<SandboxInfo> parse_sandbox_info(std::string_view body);

@@ -51,13 +51,27 @@ Json sandbox_info_json(const SandboxInfo& info) {
   } else {
     j["network"] = nullptr;
   }
+  if (info.self_check) {
+    const SelfCheckStatus& c = *info.self_check;
+    Json cj = Json::object();
+    cj["ok"] = c.ok;
+    if (!c.failed.empty()) cj["failed"] = c.failed;
+    Json checks = Json::array();
+    for (const auto& [name, passed] : c.checks) checks.push_back(Json{{"name", name}, {"ok", passed}});
+    cj["checks"] = std::move(checks);
+    cj["took_us"] = c.took_us;
+    j["self_check"] = std::move(cj);
+  } else {
+    j["self_check"] = nullptr;
+  }
   return j;
 }
 
 Result<SandboxInfo> read_sandbox_info(const Json& v, std::string path, const Ctx& ctx) {
   auto obj = open_object(v, std::move(path), ctx,
                          {"id", "state", "spec", "usage", "created_at_ms", "updated_at_ms",
-                          "expires_at_ms", "error", "residue", "residue_bytes", "network"});
+                          "expires_at_ms", "error", "residue", "residue_bytes", "network",
+                          "self_check"});
   if (!obj) return tl::unexpected<Error>(obj.error());
   SandboxInfo info;
   if (obj->get("id") == nullptr)
@@ -102,6 +116,22 @@ Result<SandboxInfo> read_sandbox_info(const Json& v, std::string path, const Ctx
     CORRAL_TRY(read_into(*n, "deny", ns.deny, list));
     CORRAL_TRY(read_into(*n, "gateway", ns.gateway, list));
     info.network = std::move(ns);
+  }
+  if (const Json* cv = obj->get("self_check"); cv != nullptr && !cv->is_null()) {
+    auto c = open_object(*cv, obj->at("self_check"), ctx, {"ok", "failed", "checks", "took_us"});
+    if (!c) return tl::unexpected<Error>(c.error());
+    SelfCheckStatus sc;
+    if (const Json* ok = c->get("ok"); ok != nullptr && ok->is_boolean()) sc.ok = ok->get<bool>();
+    CORRAL_TRY(read_into(*c, "failed", sc.failed, any_string(ctx)));
+    CORRAL_TRY(read_into(*c, "took_us", sc.took_us, any_i64()));
+    if (const Json* list = c->get("checks"); list != nullptr && list->is_array()) {
+      for (const Json& item : *list) {
+        if (item.is_object() && item.contains("name") && item["name"].is_string())
+          sc.checks.emplace_back(item["name"].get<std::string>(),
+                                 item.value("ok", false));
+      }
+    }
+    info.self_check = std::move(sc);
   }
   CORRAL_TRY(read_into(*obj, "created_at_ms", info.created_at_ms, any_i64()));
   CORRAL_TRY(read_into(*obj, "updated_at_ms", info.updated_at_ms, any_i64()));

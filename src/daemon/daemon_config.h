@@ -92,6 +92,9 @@ struct DaemonConfig {
   // Each stage of a create (serve.setup_timeout): the factory's answer,
   // then init and the zygote reporting ready.
   std::int64_t setup_timeout_ms = 30'000;
+  // serve.self_check (T3, daemon/self_check.h): every create is checked
+  // before it is answered; off only to measure its cost or rule it out.
+  bool self_check = true;
   // A sandbox's lifetime when a create does not give one: the default
   // spec's max_lifetime (sandbox.max_lifetime), copied here by the loader.
   std::int64_t default_max_lifetime_ms = 600'000;

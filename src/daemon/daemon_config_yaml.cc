@@ -39,11 +39,11 @@ constexpr std::size_t kMaxApiKeyEntries = 1024;
 constexpr std::size_t kMaxPathBytes = 4095;
 
 constexpr std::array<std::string_view, 2> kTopKeys = {"serve", "sandbox"};
-constexpr std::array<std::string_view, 20> kServeKeys = {
+constexpr std::array<std::string_view, 21> kServeKeys = {
     "listen",          "socket",        "data_dir",        "api_keys",   "capacity",
     "request_timeout", "setup_timeout", "max_exec_output", "max_upload", "mount_roots",
     "durability",      "network",       "secrets",         "audit",      "connections",
-    "object_store",    "tasks", "volumes", "snapshots", "diagnostics"};
+    "object_store",    "tasks", "volumes", "snapshots", "diagnostics", "self_check"};
 constexpr std::array<std::string_view, 2> kDiagnosticsKeys = {"retention", "keep_last"};
 constexpr std::array<std::string_view, 10> kTasksKeys = {
     "workers",  "default_timeout", "max_timeout",        "retention",       "max_body",
@@ -126,6 +126,14 @@ Result<bool> parse_power_loss_durable(std::string_view text) {
   return make_error(ErrorCode::kInvalidArgument,
                     quote_for_message(text) + " is not a durability level",
                     "use \"process\" (survive a kill -9) or \"power-loss\" (fsync every write)");
+}
+
+// serve.self_check (T3): YAML's on/off, also true/false.
+Result<bool> parse_on_off(std::string_view text) {
+  if (text == "on" || text == "true") return true;
+  if (text == "off" || text == "false") return false;
+  return make_error(ErrorCode::kInvalidArgument, quote_for_message(text) + " is not on or off",
+                    "use on (every create is checked before it is answered) or off");
 }
 
 Result<std::string> parse_socket_path(std::string_view text) {
@@ -219,6 +227,9 @@ class ServeApplier : private YamlReader {
       config_.listen_host = std::move(listen.first);
       config_.listen_port = listen.second;
       return ok();
+    }
+    if (name == "self_check") {
+      return read_into(e, "on or off", parse_on_off, config_.self_check);
     }
     if (name == "durability") {
       return read_into(e, "\"process\" or \"power-loss\"", parse_power_loss_durable,

@@ -27,6 +27,7 @@ serve:
     unauthenticated_head_timeout: 10s # each head of such a connection must arrive within
   request_timeout: 30s
   setup_timeout: 30s            # each stage of a create (the factory, then init + zygote)
+  self_check: on                # check each sandbox before it is handed out (or off)
   max_exec_output: 64Mi
   max_upload: auto              # the sandbox's disk limit
   mount_roots: []               # host dirs API mounts may come from (none: no mounts)

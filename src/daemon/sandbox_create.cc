@@ -12,6 +12,7 @@
 #include "daemon/api_context.h"
 #include "daemon/sandbox_service.h"
 #include "daemon/sandbox_service_internal.h"
+#include "daemon/self_check.h"
 #include "image/image_store.h"
 #include "jail/sandbox_planner.h"
 #include "jail/stage.h"
@@ -60,6 +61,9 @@ class SandboxService::Creation {
   void register_entry();
   // After the entry is registered: a failure from here on is the sandbox's.
   ApiResult<Created> build();
+  // T3: the running sandbox checked before it is answered; a failure
+  // destroys it (fail()) and answers 503 self_check_failed.
+  std::optional<ApiResult<Created>> self_check();
   Status stage_volumes(SandboxSpec& factory_spec);
   void unstage_volumes();
   ApiResult<Created> fail(api::ApiErrorCode code, std::string message, std::string hint,
@@ -420,11 +424,30 @@ ApiResult<SandboxService::Created> SandboxService::Creation::build() {
     std::string msg = ready_failure.message.empty() ? st.error().message : ready_failure.message;
     return fail(api::ApiErrorCode::kSetupFailed, msg, ready_failure.hint, "");
   }
+  if (auto failed = self_check()) return std::move(*failed);
   {
     std::lock_guard lock(e_->mu);
     s_.transition_later(e_.get(), id_, SandboxState::kReady, "PID 1 and zygote up");
   }
   return created();
+}
+
+std::optional<ApiResult<SandboxService::Created>> SandboxService::Creation::self_check() {
+  if (!s_.limits_.self_check) return std::nullopt;
+  SelfCheckReport report = run_self_check(s_, *e_, SelfCheckStage::kCreate);
+  record_self_check(s_, id_, report, SelfCheckStage::kCreate);
+  {
+    std::lock_guard lock(e_->mu);
+    e_->self_check = report;
+  }
+  if (report.ok) return std::nullopt;
+  auto answer = fail(api::ApiErrorCode::kSelfCheckFailed,
+                     "sandbox " + id_ + " failed its self-check (" + report.failed +
+                         "): " + report.detail + "; it was destroyed",
+                     "see docs/operations.md, \"Self-check failures\"; a new create may pass",
+                     "");
+  if (!answer) answer.error().check = report.failed;
+  return answer;
 }
 
 // Acknowledged: everything about it is written first.

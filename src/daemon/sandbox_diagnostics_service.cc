@@ -18,6 +18,20 @@ using nlohmann::json;
 
 namespace {
 
+// The sandbox's last self-check (T3) as diagnostics show it: which checks
+// ran and the first that failed, never a value; null when none ran.
+json self_check_json(const std::optional<SelfCheckReport>& r) {
+  if (!r) return nullptr;
+  json checks = json::array();
+  for (const auto& [name, ok] : r->checks) checks.push_back({{"name", name}, {"ok", ok}});
+  json j = {{"ok", r->ok}, {"checks", std::move(checks)}, {"took_us", r->took.count()}};
+  if (!r->ok) {
+    j["failed"] = r->failed;
+    j["detail"] = r->detail;
+  }
+  return j;
+}
+
 std::string version_name(CgroupVersion v) { return v == CgroupVersion::kV2 ? "v2" : "v1"; }
 
 // What the daemon as a whole adds to every answer: the warm pools' hit
@@ -82,6 +96,7 @@ ApiResult<json> SandboxService::diagnostics(std::string_view id, const std::stri
     std::lock_guard lock(e->mu);
     in.state = std::string(sandbox_state_name(e->state));
     in.limits = e->spec.limits;
+    in.self_check = self_check_json(e->self_check);
   }
   if (auto c = diagnostics_book_.snapshot(e->id)) in.counters = std::move(*c);
   if (e->live) {
@@ -93,9 +108,6 @@ ApiResult<json> SandboxService::diagnostics(std::string_view id, const std::stri
                                      effective_inodes(in.limits));
     }
   }
-  // SELF-CHECK(diag): the last SandboxEntry::self_check report once the
-  // self-check (T3) lands; null until then.
-  in.self_check = nullptr;
   json doc = diagnostics_json(in);
   doc["daemon"] = daemon_part();
   return doc;
@@ -116,6 +128,7 @@ void SandboxService::record_diagnostics(const std::shared_ptr<SandboxEntry>& e,
   {
     std::lock_guard lock(e->mu);
     in.limits = e->spec.limits;
+    in.self_check = self_check_json(e->self_check);
   }
   in.stats = e->final_stats;
   if (e->diagnostics_counters) {
@@ -131,7 +144,6 @@ void SandboxService::record_diagnostics(const std::shared_ptr<SandboxEntry>& e,
   in.lifetime_expired = reason == kLifetimeReason;
   in.residue = report.residue;
   in.residue_bytes = report.residue_bytes;
-  in.self_check = nullptr;  // SELF-CHECK(diag): see diagnostics()
   DiagnosticsRecord record{e->id, e->ns, in.recorded_at_ms, json_text(diagnostics_json(in))};
   if (auto st = store_.put_diagnostics(record); !st)
     fprintf(stderr, "corral serve: warning: %s\n", st.error().message.c_str());

@@ -14,6 +14,7 @@
 
 #include "daemon/process_entry.h"
 #include "daemon/sandbox_diagnostics.h"
+#include "daemon/self_check.h"
 #include "runtime/live_sandbox.h"
 #include "spec/sandbox_spec.h"
 #include "store/sandbox_state.h"
@@ -70,6 +71,9 @@ struct SandboxEntry {
   // Guarded by teardown_mu: what the diagnostics counted while it lived,
   // taken at its first teardown (a retry records them again).
   std::optional<SandboxCounters> diagnostics_counters;
+  // Guarded by mu: its last self-check (daemon/self_check.h, T3), for
+  // GET /v1/sandboxes/{id} and diagnostics; unset while none has run.
+  std::optional<SelfCheckReport> self_check;
 };
 
 }  // namespace corral::daemon

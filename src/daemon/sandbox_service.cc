@@ -222,6 +222,10 @@ ApiResult<api::SandboxInfo> SandboxService::info_of(const SandboxRecord& record,
     if (network_ != nullptr) info.network = network_->status(record.id);
     std::lock_guard lock(e->mu);
     info.spec.network = e->spec.network;  // PUT .../network may have changed it
+    if (e->self_check) {
+      const SelfCheckReport& r = *e->self_check;
+      info.self_check = api::SelfCheckStatus{r.ok, r.failed, r.checks, r.took.count()};
+    }
   }
   return info;
 }

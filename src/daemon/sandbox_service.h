@@ -74,6 +74,7 @@ struct ServiceLimits {
   std::uint64_t max_memory_bytes = 0;  // sum of the live sandboxes' memory limits
   std::uint64_t max_disk_bytes = 0;    // sum of their disk limits (RAM-backed layers)
   std::chrono::milliseconds setup_timeout{30000};
+  bool self_check = true;  // serve.self_check (daemon/self_check.h)
   std::vector<std::string> mount_roots;  // host dirs that API mounts may come from
   // The journal's bound (serve.audit.queue; docs/audit.md).
   std::size_t journal_queue = Journal::kDefaultCapacity;
@@ -194,6 +195,10 @@ class SandboxService {
   std::size_t idempotency_locks_held();
   // Teardowns started on an init's exit that have not been joined yet.
   std::size_t teardown_threads();
+  // What a create's self-check looks at (daemon/self_check.h); null when
+  // the daemon has no network engine or no secrets.
+  NetworkService* network_service() { return network_; }
+  SecretService* secret_service() { return secrets_; }
   // The daemon's `sandbox:` configuration: the base of every create.
   const SandboxSpec& defaults() const { return defaults_; }
 

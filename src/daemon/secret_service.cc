@@ -382,6 +382,27 @@ std::vector<std::string> SecretService::env(const std::string& id) const {
   return out;
 }
 
+std::vector<SecretService::SecretPresence> SecretService::presence(const std::string& id) const {
+  std::vector<SecretPresence> out;
+  std::lock_guard lock(mu_);
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end() || !it->second.resolved) return out;
+  const Injected& in = it->second;
+  for (const auto& s : in.resolved->secrets) {
+    SecretPresence p{s.name, s.mode, s.path, s.mode == sec::SecretMode::kFile};
+    if (s.mode != sec::SecretMode::kFile) {
+      for (const auto& [var, value] : in.env) {
+        if (var != s.env_var) continue;
+        p.held = s.mode == sec::SecretMode::kEnv
+                     ? value.size() > 0
+                     : broker_ != nullptr && broker_->active(value.view(), id, s.name);
+      }
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 std::vector<std::string> SecretService::remove(const std::string& id) {
   std::optional<Injected> in;
   {

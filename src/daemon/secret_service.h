@@ -137,6 +137,20 @@ class SecretService {
   // time). Env and file secrets are in the sandbox already: untouched.
   Result<std::size_t> revoke_tokens(const std::string& id);
 
+  // What the self-check (daemon/self_check.h, T3) looks at, per secret of
+  // sandbox `id`, in the spec's order: never a value. `held`: env mode, a
+  // non-empty value is set for its variable; broker mode, its variable
+  // holds a token the broker has active for this sandbox and secret; file
+  // mode, always true (the file itself is checked through the sandbox's
+  // root). Empty when the sandbox was not injected.
+  struct SecretPresence {
+    std::string name;
+    secrets::SecretMode mode = secrets::SecretMode::kFile;
+    std::string path;  // file mode: "/run/secrets/<file>"
+    bool held = false;
+  };
+  std::vector<SecretPresence> presence(const std::string& id) const;
+
   // Why file-mode secrets cannot be served, if they cannot.
   std::optional<std::string> unavailable_reason() const;
 

@@ -32,6 +32,7 @@ ErrorCode code_of(api::ApiErrorCode api_code) {
       return ErrorCode::kAlreadyExists;
     case ApiErrorCode::kConflict:
     case ApiErrorCode::kUnavailable:
+    case ApiErrorCode::kSelfCheckFailed:  // that sandbox is gone; a new create may pass
       return ErrorCode::kUnavailable;
     case ApiErrorCode::kOverCapacity:
     case ApiErrorCode::kInsufficientStorage:

@@ -49,7 +49,7 @@ using OutputSink = std::function<void(api::ExecEvent::Kind stream, std::string_v
 // code mapped: not_found -> kNotFound; bad_json, unknown_field, wrong_type,
 // invalid_value, method_not_allowed, unsupported_media_type ->
 // kInvalidArgument; path_escape, secret_file, unauthorized -> kPermissionDenied;
-// idempotency_mismatch -> kAlreadyExists; conflict, unavailable ->
+// idempotency_mismatch -> kAlreadyExists; conflict, unavailable, self_check_failed ->
 // kUnavailable; over_capacity, insufficient_storage, body_too_large ->
 // kResourceExhausted; request_timeout, sandbox_expired -> kTimeout;
 // setup_failed -> kSystem; anything else -> kInternal.

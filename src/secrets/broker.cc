@@ -237,6 +237,20 @@ SecretBroker::Check SecretBroker::check_locked(std::string_view token, std::stri
   return {&e, {}};
 }
 
+bool SecretBroker::active(std::string_view token, std::string_view sandbox_id,
+                          std::string_view secret) const {
+  if (!looks_like_token(token)) return false;
+  const std::string hash = hash_token(token);
+  const auto t = now();
+  std::lock_guard lock(mu_);
+  auto it = tokens_.find(hash);
+  if (it == tokens_.end()) return false;
+  const Entry& e = it->second;
+  if (::sodium_memcmp(e.hash.data(), hash.data(), hash.size()) != 0) return false;
+  return e.state == State::kActive && t < e.expiry && e.sandbox == sandbox_id &&
+         e.secret == secret && e.value != nullptr && e.value->size() > 0;
+}
+
 void SecretBroker::sweep_locked(std::chrono::system_clock::time_point now,
                                 std::vector<BrokerEvent>& events) {
   last_sweep_ = now;

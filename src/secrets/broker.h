@@ -127,6 +127,11 @@ class SecretBroker : public TokenSwapper {
 
   BrokerCounters counters() const;
 
+  // Whether `token` is an active, unexpired token of `sandbox_id` for
+  // secret `secret` that still holds its value (the self-check, T3). Emits
+  // no event and changes nothing; the token is looked up by its hash.
+  bool active(std::string_view token, std::string_view sandbox_id, std::string_view secret) const;
+
  private:
   enum class State : std::uint8_t { kActive, kRevoked, kExpired };
   struct Entry {

@@ -67,6 +67,8 @@ std::pair<std::string_view, int> expected_row(ApiErrorCode id) {
       return {"unavailable", 503};
     case ApiErrorCode::kNetworkUnavailable:
       return {"network_unavailable", 503};
+    case ApiErrorCode::kSelfCheckFailed:
+      return {"self_check_failed", 503};
     case ApiErrorCode::kInsufficientStorage:
       return {"insufficient_storage", 507};
   }

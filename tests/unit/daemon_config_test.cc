@@ -192,6 +192,18 @@ TEST(DaemonConfig, AnchorsAcrossSections) {
                 "serve.yaml:5: sandbox.memory_limit: invalid size \"");
 }
 
+// serve.self_check (T3): on by default, on/off (or true/false), nothing else.
+TEST(DaemonConfig, SelfCheckIsOnByDefaultAndTakesOnOrOff) {
+  auto def = parse_daemon_config("serve:\n  request_timeout: 30s\n", "serve.yaml");
+  ASSERT_TRUE(def.has_value()) << def.error().message;
+  EXPECT_TRUE(def->self_check);
+  auto off = parse_daemon_config("serve:\n  self_check: off\n", "serve.yaml");
+  ASSERT_TRUE(off.has_value()) << off.error().message;
+  EXPECT_FALSE(off->self_check);
+  expect_prefix(config_error("serve:\n  self_check: sometimes\n"),
+                "serve.yaml:2: serve.self_check: ");
+}
+
 TEST(DaemonConfig, UnknownKeysNameKeyAndLine) {
   EXPECT_EQ(config_error("serve:\n  listen: \":1\"\n  lisen: \":2\"\n"),
             "serve.yaml:3: serve.lisen: unknown key (did you mean listen?)");
@@ -206,7 +218,7 @@ TEST(DaemonConfig, UnknownKeysNameKeyAndLine) {
       "serve.yaml:2: serve.zzz: unknown key (hint: the keys allowed here are: listen, "
       "socket, data_dir, api_keys, capacity, request_timeout, setup_timeout, max_exec_output, "
       "max_upload, mount_roots, durability, network, secrets, audit, connections, object_store, "
-            "tasks, volumes, snapshots, diagnostics)");
+            "tasks, volumes, snapshots, diagnostics, self_check)");
   std::string msg = config_error("serve:\n  memory_limit: 1Gi\n");
   expect_prefix(msg, "serve.yaml:2: serve.memory_limit: is a sandbox setting: put it in the top");
   EXPECT_EQ(config_error("server:\n  listen: \":1\"\n"),
