@@ -285,7 +285,7 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
     if (!fd) return errno_error("open(" + dir + ")");
     auto tree = clone_tree(fd.get(), false, dir);
     if (!tree) return tl::unexpected(tree.error());
-    plan.binds.push_back(BindStep{tree->get(), dir.substr(1), true, false, true});
+    plan.binds.push_back(BindStep{tree->get(), dir.substr(1), true, false, true, {}, {}, {}});
     p.bind_fds.push_back(std::move(*tree));
   }
   std::vector<std::string> landlock_writable;
@@ -317,7 +317,7 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
       p.dry_mounts.push_back(PreparedSandbox::DryMount{
           m.target, std::move(opened->fd), "dry/" + std::to_string(overlays.size() - 1) + "/upper"});
     }
-    plan.binds.push_back(BindStep{tree->get(), *rel, opened->is_dir, m.writable, false});
+    plan.binds.push_back(BindStep{tree->get(), *rel, opened->is_dir, m.writable, false, {}, {}, {}});
     if (m.writable) landlock_writable.push_back("/" + *rel);
     p.bind_fds.push_back(std::move(*tree));
   }
