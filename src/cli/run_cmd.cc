@@ -67,6 +67,9 @@ constexpr const char* kRunUsage =
     "  --gateway-secret-file FILE  sign gateway tokens with this 0600 key (made if missing)\n"
     "  --config FILE        YAML with cpu_limit, memory_limit, disk_limit, ...\n"
     "  --tty / --no-tty     force or refuse a pty (default: when on a terminal)\n"
+    "  --dry-run            run, but keep every write in the sandbox: writable mounts\n"
+    "                       become copy-on-write overlays; then say what would have\n"
+    "                       changed (docs/dry-run.md)\n"
     "  --json               print the JSON report on stderr at the end\n"
     "  --report FILE        write the JSON report to FILE\n"
     "\n"
@@ -100,6 +103,31 @@ int report_flag_error(const FlagError& e) {
   return usage_error(e.message);
 }
 
+// The dry-run report (docs/dry-run.md has its fields).
+nlohmann::json dry_run_json(const DryRunWrites& w) {
+  nlohmann::json changes = nlohmann::json::array();
+  for (const WriteChange& c : w.changes) {
+    nlohmann::json one = {{"path", c.path},
+                          {"change", change_kind_name(c.kind)},
+                          {"type", c.type},
+                          {"size", c.size}};
+    one["diff"] = c.diff ? nlohmann::json(*c.diff) : nlohmann::json(nullptr);
+    if (c.redacted) one["redacted"] = true;
+    changes.push_back(std::move(one));
+  }
+  nlohmann::json areas = nlohmann::json::array();
+  for (const WriteArea& a : w.areas) areas.push_back({{"target", a.target}, {"kind", a.kind}});
+  return {{"writes",
+           {{"created", w.created},
+            {"modified", w.modified},
+            {"deleted", w.deleted},
+            {"bytes_written", w.bytes_written},
+            {"truncated", w.truncated},
+            {"areas", std::move(areas)},
+            {"changes", std::move(changes)}}},
+          {"summary", summarize_writes(w)}};
+}
+
 nlohmann::json to_json(const RunResult& r) {
   nlohmann::json j;
   j["sandbox_id"] = r.sandbox_id;
@@ -125,6 +153,7 @@ nlohmann::json to_json(const RunResult& r) {
   } else {
     j["error"] = nullptr;
   }
+  if (r.dry_run) j["dry_run"] = dry_run_json(*r.dry_run);
   return j;
 }
 
@@ -139,6 +168,7 @@ struct RunFlags {
   std::vector<net::GatewayService> gateway_services;
   std::string gateway_secret_file;
   bool network_none = false;  // --network none given on the command line
+  bool dry_run = false;
 };
 
 // The config file first, so flags override it wherever they appear.
@@ -221,6 +251,7 @@ std::optional<int> parse_run_flags(const std::vector<std::string_view>& args, Sa
   text("--gateway-secret-file", [&](const std::string& v) { flags.gateway_secret_file = v; });
   text("--config", [](const std::string&) {});  // applied before the other flags
   parser.flag({"--json"}, flags.json);
+  parser.flag({"--dry-run"}, flags.dry_run);
   text("--report", [&](const std::string& v) { flags.report = v; });
   parser.flag({"--tty"}, [&] { flags.tty = 1; });
   parser.flag({"--no-tty"}, [&] { flags.tty = 0; });
@@ -345,7 +376,11 @@ int report_result(const RunResult& result, const RunFlags& flags) {
     out << json_text(report) << "\n";
     if (!out) fprintf(stderr, "corral: warning: could not write %s\n", flags.report.c_str());
   }
-  if (flags.json) fprintf(stderr, "%s\n", json_text(report).c_str());
+  if (flags.json) {
+    fprintf(stderr, "%s\n", json_text(report).c_str());
+  } else if (result.dry_run) {
+    fprintf(stderr, "corral: dry-run: %s\n", summarize_writes(*result.dry_run).c_str());
+  }
   return result.exit_code;
 }
 
@@ -367,6 +402,7 @@ int run_command(int argc, char** argv) {
   }
 
   RunOptions options;
+  options.dry_run = flags.dry_run;
   char cwd[4096];
   options.cwd = getcwd(cwd, sizeof cwd) != nullptr ? cwd : "/";
   options.mount_roots =
@@ -384,6 +420,12 @@ int run_command(int argc, char** argv) {
   std::unique_ptr<net::NetworkEngine> network;
   std::string gateway_secret;
   if (auto status = prepare_network(spec, flags, options, gateway_secret)) return *status;
+  // Until the dry-run proxy lands (docs/dry-run.md), a dry run has no
+  // network at all rather than a real one: nothing may leave the sandbox.
+  if (flags.dry_run && spec.network.mode != "none")
+    return usage_error(
+        "--dry-run does not record network requests yet, so it takes no network: leave out "
+        "--allow, --network, --network-template and --gateway");
   options.network_ready = [&](const std::string& id, const SandboxNetwork& n) -> Status {
     net::NetworkEngineConfig config;
     config.dns_servers = n.policy.dns_servers;

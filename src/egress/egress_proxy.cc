@@ -84,6 +84,8 @@ std::string_view egress_refusal_name(EgressRefusal r) {
       return "secret_refused";
     case EgressRefusal::kUpstreamTls:
       return "upstream_tls";
+    case EgressRefusal::kDryRun:
+      return "dry_run";
     case EgressRefusal::kCount:
       break;
   }

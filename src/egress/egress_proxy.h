@@ -52,11 +52,12 @@ enum class EgressRefusal : std::uint8_t {
   kPolicyChanged,  // open, then closed: the new policy no longer allows it
   kSecretRefused,  // a broker token may not go there (issue 5): nothing was forwarded
   kUpstreamTls,    // intercepted TLS: the upstream's certificate or handshake failed
+  kDryRun,         // a dry run (X2): recorded and answered by the proxy, nothing sent
   kCount,
 };
 // "none", "denied", "address", "mismatch", "rate_limited", "malformed",
 // "timeout", "resolve_failed", "connect_failed", "overloaded", "policy_changed",
-// "secret_refused", "upstream_tls".
+// "secret_refused", "upstream_tls", "dry_run".
 std::string_view egress_refusal_name(EgressRefusal r);
 
 // The audit record of one connection: sent once, when it ends (a refused
@@ -87,6 +88,10 @@ struct EgressEvent {
   std::uint64_t bytes_up = 0;    // sandbox -> upstream, as delivered to the upstream
   std::uint64_t bytes_down = 0;  // upstream -> sandbox
   std::uint64_t duration_ms = 0;
+  // Dry-run only: the HTTP request line's method and path (a path may
+  // carry a token in its query, so a normal run does not keep it).
+  std::string method;
+  std::string path;
 };
 
 using EgressAuditSink = std::function<void(const EgressEvent&)>;

@@ -37,6 +37,7 @@ void Session::refuse(EgressRefusal why, std::string reason, int http_status) {
                      : http_status == 403 ? "Forbidden"
                      : http_status == 429 ? "Too Many Requests"
                      : http_status == 502 ? "Bad Gateway"
+                     : http_status == 503 ? "Service Unavailable"
                      : http_status == 504 ? "Gateway Timeout"
                                           : "Error";
   std::string body = "corral egress proxy: " + ev_.reason + "\n";
@@ -156,6 +157,15 @@ bool Session::route(const Target& t, const std::shared_ptr<const NetworkPolicy>&
                     Verdict& v) {
   v = decide_target(*policy, t);
   ev_.rule = v.rule;
+  if (policy->dry_run) {
+    // X2: decided (the report says what a real run would do), never
+    // resolved or connected: no byte reaches an upstream.
+    refuse(EgressRefusal::kDryRun,
+           std::string("dry run: nothing was sent; a real run would ") +
+               (v.allowed ? "relay it" : "refuse it: " + v.reason),
+           503);
+    return false;
+  }
   if (!v.allowed) {
     refuse(EgressRefusal::kDenied, v.reason, 403);
     return false;
@@ -444,6 +454,10 @@ bool Session::handle_http(const ProxyRequest& req, bool transparent) {
     return false;
   }
   const auto used = policy();
+  if (used->dry_run) {
+    ev_.method = req.method;
+    ev_.path = req.head.path;
+  }
   Verdict v;
   if (!route(t, used, v)) return false;
   if (!start_relay(t, used)) {

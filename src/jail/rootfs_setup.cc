@@ -100,6 +100,32 @@ void bind_tree(const SandboxPlan& plan, int root_fd, const BindStep& step, Stage
   close(target);
 }
 
+// Dry-run (ADR 0016): the mount's read-only tree becomes the lower dir of
+// an overlay whose upper dir is in the writable layer; the overlay goes
+// where the bind would have gone, so the host copy never changes.
+void overlay_tree(const SandboxPlan& plan, int root_fd, const BindStep& step, Stage stage) {
+  const char* what = step.target.c_str();
+  if (move_mount(step.source_fd, "", AT_FDCWD, step.overlay_lower.c_str(),
+                 MOVE_MOUNT_F_EMPTY_PATH) != 0)
+    fail(plan, stage, what);
+  int fs = fsopen("overlay", FSOPEN_CLOEXEC);
+  if (fs < 0 ||
+      fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir", step.overlay_lower.c_str(), 0) != 0 ||
+      fsconfig(fs, FSCONFIG_SET_STRING, "upperdir", step.overlay_upper.c_str(), 0) != 0 ||
+      fsconfig(fs, FSCONFIG_SET_STRING, "workdir", step.overlay_work.c_str(), 0) != 0 ||
+      fsconfig(fs, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0)
+    fail(plan, stage, what);
+  int mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+  if (mnt < 0) fail(plan, stage, what);
+  close(fs);
+  int target = open_target(root_fd, what, true);
+  if (target < 0) fail(plan, stage, what);
+  if (move_mount(mnt, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+    fail(plan, stage, what);
+  close(target);
+  close(mnt);
+}
+
 void bind_path(const SandboxPlan& plan, const char* from, const char* to, Stage stage) {
   if (mount(from, to, nullptr, MS_BIND, nullptr) != 0) fail(plan, stage, to);
   if (mount(nullptr, to, nullptr, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV, nullptr) != 0)
@@ -196,7 +222,10 @@ void setup_rootfs(const SandboxPlan& plan, int userns_fd) {
   for (const BindStep& step : plan.binds) {
     Stage stage = step.from_base ? Stage::kBaseBinds : Stage::kUserMounts;
     if (step.from_base) idmap_tree(plan, step.source_fd, userns_fd, stage, step.target.c_str());
-    bind_tree(plan, root_fd, step, stage);
+    if (step.overlay_lower.empty())
+      bind_tree(plan, root_fd, step, stage);
+    else
+      overlay_tree(plan, root_fd, step, stage);
   }
   close(root_fd);
   setup_dev(plan);

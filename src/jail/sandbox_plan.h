@@ -24,6 +24,11 @@ struct BindStep {
   bool is_dir = true;
   bool writable = false;
   bool from_base = false;  // a system directory of the host base
+  // Dry-run (X2, ADR 0016): a writable mount becomes an overlay. The tree
+  // (read-only) is attached at `overlay_lower` and an overlay with its
+  // upper and work dirs in the writable layer goes to `target` instead.
+  // All three absolute under stage_dir; empty: a plain bind.
+  std::string overlay_lower, overlay_upper, overlay_work;
 };
 
 // A path under the new root to hide (file: bind /dev/null over it; dir:

@@ -150,7 +150,63 @@ void add_string(SandboxPlan& plan, std::vector<char*>& into, std::string s) {
   into.push_back(nullptr);  // patched in finalize_pointers
 }
 
+// Dry-run: a writable mount's bind, and what its source looks like.
+struct DryOverlay {
+  std::size_t bind;
+  struct stat source;
+};
+
+// Dry-run: each writable mount's lower, upper and work dirs in the layer
+// (dry/N/...), and the overlay paths init mounts from (ADR 0016).
+Status prepare_dry_overlays(WritableLayer& layer, const std::vector<DryOverlay>& overlays,
+                            const std::string& stage_dir, std::vector<BindStep>& binds) {
+  if (overlays.empty()) return ok();
+  CORRAL_TRY(layer.make_dir("dry", 0700, 0, 0));
+  for (std::size_t n = 0; n < overlays.size(); ++n) {
+    const std::string dir = "dry/" + std::to_string(n);
+    const struct stat& st = overlays[n].source;
+    CORRAL_TRY(layer.make_dir(dir.c_str(), 0700, 0, 0));
+    CORRAL_TRY(layer.make_dir((dir + "/lower").c_str(), 0755, 0, 0));
+    CORRAL_TRY(layer.make_dir((dir + "/upper").c_str(), st.st_mode & 07777, st.st_uid, st.st_gid));
+    CORRAL_TRY(layer.make_dir((dir + "/work").c_str(), 0700, 0, 0));
+    BindStep& b = binds[overlays[n].bind];
+    b.overlay_lower = stage_dir + "/" + dir + "/lower";
+    b.overlay_upper = stage_dir + "/" + dir + "/upper";
+    b.overlay_work = stage_dir + "/" + dir + "/work";
+  }
+  return ok();
+}
+
 }  // namespace
+
+DryRunWrites collect_dry_run_writes(const PreparedSandbox& prepared, const SecretCheck& has_secret) {
+  DryRunWrites out;
+  const int layer = prepared.layer->root_fd();
+  auto sub = [layer](const std::string& rel) {
+    return UniqueFd(openat(layer, rel.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  };
+  struct Area {
+    std::string upper, target;
+  };
+  for (const Area& a : {Area{"upper", "/"}, Area{"tmp", "/tmp"}, Area{"shm", "/dev/shm"}}) {
+    UniqueFd upper = sub(a.upper);
+    if (!upper) continue;
+    UniqueFd lower;
+    if (a.target == "/")
+      lower = UniqueFd(open(prepared.plan.lower_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    out.areas.push_back(WriteArea{a.target, "layer"});
+    collect_writes(upper.get(), lower ? lower.get() : -1, a.target,
+                   a.target == "/" ? &prepared.dry_baseline : nullptr, has_secret, out);
+  }
+  for (const PreparedSandbox::DryMount& m : prepared.dry_mounts) {
+    UniqueFd upper = sub(m.upper);
+    // The O_PATH source reopened for reading, never through a symlink.
+    UniqueFd lower(openat(m.source_fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    out.areas.push_back(WriteArea{m.target, "mount"});
+    if (upper) collect_writes(upper.get(), lower ? lower.get() : -1, m.target, nullptr, has_secret, out);
+  }
+  return out;
+}
 
 std::string new_sandbox_id() {
   const std::uint64_t v = random_u64();
@@ -229,22 +285,39 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
     if (!fd) return errno_error("open(" + dir + ")");
     auto tree = clone_tree(fd.get(), false, dir);
     if (!tree) return tl::unexpected(tree.error());
-    plan.binds.push_back(BindStep{tree->get(), dir.substr(1), true, false, true});
+    plan.binds.push_back(BindStep{tree->get(), dir.substr(1), true, false, true, {}, {}, {}});
     p.bind_fds.push_back(std::move(*tree));
   }
   std::vector<std::string> landlock_writable;
+  p.dry_run = options.dry_run;
+  std::vector<DryOverlay> overlays;  // dry-run: writable mounts made overlays
   for (const MountSpec& m : spec.mounts) {
     auto rel = relative_target(m.target);
     if (!rel) return tl::unexpected(rel.error());
     auto opened = open_mount_source(m, options.mount_roots, options.cwd);
     if (!opened) return tl::unexpected(opened.error());
-    auto tree = clone_tree(opened->fd.get(), m.writable, opened->source);
+    const bool overlay = options.dry_run && m.writable;
+    if (overlay && !opened->is_dir)
+      return make_error(ErrorCode::kInvalidArgument,
+                        "dry-run: the writable mount " + m.target +
+                            " is a file, and only a directory can become a copy-on-write overlay",
+                        "mount the directory that holds it, or mount the file read-only");
+    auto tree = clone_tree(opened->fd.get(), m.writable && !overlay, opened->source);
     if (!tree) return tl::unexpected(tree.error());
     auto notice =
         idmap_user_mount(tree->get(), opened->fd.get(), m.writable, base, plan.uid, opened->source);
     if (!notice) return tl::unexpected(notice.error());
     if (!notice->empty()) p.notices.push_back(*notice);
-    plan.binds.push_back(BindStep{tree->get(), *rel, opened->is_dir, m.writable, false});
+    if (overlay) {
+      // The overlay's root shows its upper dir: give it the owner and
+      // mode the sandbox sees on the source (through the idmap, if any).
+      struct stat st;
+      if (fstat(tree->get(), &st) != 0) return errno_error("fstat(" + opened->source + ")");
+      overlays.push_back(DryOverlay{plan.binds.size(), st});
+      p.dry_mounts.push_back(PreparedSandbox::DryMount{
+          m.target, std::move(opened->fd), "dry/" + std::to_string(overlays.size() - 1) + "/upper"});
+    }
+    plan.binds.push_back(BindStep{tree->get(), *rel, opened->is_dir, m.writable, false, {}, {}, {}});
     if (m.writable) landlock_writable.push_back("/" + *rel);
     p.bind_fds.push_back(std::move(*tree));
   }
@@ -291,6 +364,12 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
     step(L.make_dir("upper/home/sandbox", 0700, user, user));
   }
   if (!s) return tl::unexpected(s.error());
+  CORRAL_TRY(prepare_dry_overlays(L, overlays, run_dir() + "/stage", plan.binds));
+  if (options.dry_run) {
+    UniqueFd upper(openat(L.root_fd(), "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!upper) return errno_error("openat(layer/upper)");
+    p.dry_baseline = snapshot_upper(upper.get());
+  }
 
   failed_stage = Stage::kSeccompCompile;
   auto filter = load_seccomp_program(run_dir());

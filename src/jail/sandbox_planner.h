@@ -10,6 +10,7 @@
 
 #include "base/result.h"
 #include "base/unique_fd.h"
+#include "jail/dry_run_writes.h"
 #include "jail/mount_source.h"
 #include "jail/sandbox_plan.h"
 #include "jail/sandbox_runner.h"
@@ -27,7 +28,22 @@ struct PreparedSandbox {
   SandboxNetwork network;          // policy; slot when it lets anything out
   SandboxPlan plan;
   std::vector<std::string> notices;  // for the user; nothing was weakened
+  // Dry-run (X2): each writable mount's host source (read only by the
+  // report) and its upper dir in the layer; the upper dirs' files the
+  // planner made before the start, which are not the command's.
+  struct DryMount {
+    std::string target;
+    UniqueFd source_fd;  // O_PATH
+    std::string upper;   // relative to the layer root
+  };
+  bool dry_run = false;
+  std::vector<DryMount> dry_mounts;
+  WriteBaseline dry_baseline;  // of the layer's "upper"
 };
+
+// Dry-run: what the command wrote, read from the layer's upper dirs
+// before the layer is wiped.
+DryRunWrites collect_dry_run_writes(const PreparedSandbox& prepared, const SecretCheck& has_secret);
 
 // Stage of the error is reported through `failed_stage`.
 Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec,

@@ -334,12 +334,13 @@ void classify(const SandboxSpec& spec, const SandboxEnd& end, const Cgroup& cgro
 // veth pair, the lock file. `init` is null when the launch failed (its
 // undo removed what it had made).
 void teardown(PreparedSandbox& prepared, LaunchedInit* init, const SandboxEnd& end,
-              RunResult& result) {
+              const SecretCheck& has_secret, RunResult& result) {
   if (init != nullptr) {
     if (end.init_alive) sys::pidfd_send_signal(init->pidfd.get(), SIGKILL, nullptr, 0);
     if (auto st = init->cgroup->destroy(); !st) result.residue.push_back(st.error().message);
   }
   if (auto usage = prepared.layer->usage(); usage) result.disk_used_bytes = usage->bytes;
+  if (prepared.dry_run) result.dry_run = collect_dry_run_writes(prepared, has_secret);
   if (auto wiped = prepared.layer->wipe(); wiped) {
     result.residue_bytes = wiped->bytes;
     if (wiped->bytes != 0)
@@ -423,7 +424,7 @@ RunResult run_sandbox(const SandboxSpec& spec, const RunOptions& options) {
     end.init_alive = false;
     stdio.drain();
   }
-  teardown(prepared, init ? &*init : nullptr, end, result);
+  teardown(prepared, init ? &*init : nullptr, end, options.has_secret, result);
   return result;
 }
 

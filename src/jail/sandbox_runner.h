@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "jail/dry_run_writes.h"
 #include "jail/sandbox_network.h"
 #include "jail/stage.h"
 #include "spec/sandbox_spec.h"
@@ -39,6 +40,11 @@ struct RunOptions {
   // init builds the sandbox, to start the proxy and DNS on its host end. A
   // failure stops the sandbox (fail closed). Unset: no networked sandboxes.
   std::function<Status(const std::string& sandbox_id, const SandboxNetwork& network)> network_ready;
+  // Dry-run (X2, docs/dry-run.md): writable mounts become copy-on-write
+  // overlays, so nothing the command writes reaches the host, and the
+  // result carries what it wrote.
+  bool dry_run = false;
+  SecretCheck has_secret;  // dry-run diffs: a text holding a secret value gets none
 };
 
 struct SetupFailure {
@@ -65,6 +71,7 @@ struct RunResult {
   std::uint64_t pids_max_hits = 0;
   std::optional<SetupFailure> failure;  // set when exit_code is 125 (or 126/127)
   std::vector<std::string> notices;     // limit reports etc., for stderr
+  std::optional<DryRunWrites> dry_run;  // set for a dry run that started
 };
 
 // Runs spec.argv in a new sandbox. Never throws; every failure is in the

@@ -73,6 +73,9 @@ struct NetworkPolicy {
   NetworkMode mode = NetworkMode::kNone;
   std::vector<NetworkRule> rules;                     // allow and deny, in the order given
   std::vector<std::string> dns_servers;               // "ip" or "ip:port"; empty: the daemon's
+  // Dry-run (X2, docs/dry-run.md): the proxy records every connection and
+  // answers it itself; nothing is resolved or sent upstream.
+  bool dry_run = false;
   std::chrono::milliseconds request_timeout{10'000};  // connect, and idle per connection
   RateLimit rate{20, 40};
   std::vector<std::string> gateway_services;  // granted services (N5)

@@ -1287,5 +1287,71 @@ TEST_F(EgressProxyTest, TransparentHttpTlsAndTcp) {
   EXPECT_TRUE(check.gone());
 }
 
+
+// --- Dry run (X2, docs/dry-run.md) ------------------------------------------------
+
+std::shared_ptr<const NetworkPolicy> dry(std::shared_ptr<const NetworkPolicy> p) {
+  auto copy = std::make_shared<NetworkPolicy>(*p);
+  copy->dry_run = true;
+  return copy;
+}
+
+// Every way in (a CONNECT tunnel, an absolute URL, allowed or denied) is
+// recorded with what names it and answered by the proxy: no resolution,
+// no connection to any upstream.
+TEST_F(EgressProxyTest, DryRunAnswersLocallyAndRecordsTheRequest) {
+  auto port = add("sb", dry(make_policy({web_rule(), kLoopbackNamed}, {"evil.test"})));
+  const int resolved = resolver_->calls();
+
+  UniqueFd fd = dial("127.0.0.1", port);
+  send_str(fd.get(), "POST http://" + web_target() + "/upload?x=1 HTTP/1.1\r\nHost: " +
+                         web_target() + "\r\nContent-Length: 5\r\n\r\nhello");
+  std::string resp = read_to_eof(fd.get());
+  EXPECT_TRUE(starts_with(resp, "HTTP/1.1 503 Service Unavailable")) << resp;
+  EXPECT_NE(resp.find("X-Corral-Refusal: dry_run"), std::string::npos) << resp;
+  EXPECT_NE(resp.find("dry run: nothing was sent; a real run would relay it"), std::string::npos)
+      << resp;
+  EgressEvent ev = audit_.next(seen_);
+  EXPECT_FALSE(ev.allowed);
+  EXPECT_EQ(ev.refusal, EgressRefusal::kDryRun);
+  EXPECT_EQ(ev.name, "web.test");
+  EXPECT_EQ(ev.port, web_->port());
+  EXPECT_EQ(ev.protocol, "http");
+  EXPECT_EQ(ev.method, "POST");
+  EXPECT_EQ(ev.path, "/upload");
+
+  {
+    auto [tunnel, head] = connect_via(port, web_target());
+    EXPECT_TRUE(starts_with(head, "HTTP/1.1 503 ")) << head;
+    EgressEvent c = audit_.next(seen_);
+    EXPECT_EQ(c.refusal, EgressRefusal::kDryRun);
+    EXPECT_EQ(c.name, "web.test");
+  }
+  {
+    // Refused before routing, as in a real run, and recorded so.
+    auto [tunnel, head] = connect_via(port, "evil.test:443");
+    EXPECT_TRUE(starts_with(head, "HTTP/1.1 403 ")) << head;
+    EgressEvent c = audit_.next(seen_);
+    EXPECT_EQ(c.refusal, EgressRefusal::kDenied);
+    EXPECT_EQ(c.name, "evil.test");
+  }
+  EXPECT_EQ(web_->accepted(), 0) << "a dry run reached the upstream";
+  EXPECT_EQ(resolver_->calls(), resolved) << "a dry run resolved a name upstream";
+  EXPECT_EQ(proxy_->metrics().relayed, 0u);
+  EXPECT_EQ(proxy_->metrics().count(EgressRefusal::kDryRun), 2u);
+}
+
+// The control: the same request without dry_run reaches the upstream.
+TEST_F(EgressProxyTest, WithoutDryRunTheSameRequestIsRelayed) {
+  auto port = add("sb", make_policy({web_rule(), kLoopbackNamed}));
+  UniqueFd fd = dial("127.0.0.1", port);
+  send_str(fd.get(), "GET http://" + web_target() + "/ HTTP/1.1\r\nHost: " + web_target() +
+                         "\r\n\r\n");
+  std::string resp = read_to_eof(fd.get());
+  EXPECT_TRUE(starts_with(resp, "HTTP/1.1 200 OK")) << resp;
+  EXPECT_EQ(web_->accepted(), 1);
+  EXPECT_TRUE(audit_.next(seen_).method.empty()) << "a normal run keeps no path";
+}
+
 }  // namespace
 }  // namespace corral::net
