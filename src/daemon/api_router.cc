@@ -60,6 +60,10 @@ const Route kRoutes[] = {
     {"GET", "/v1/snapshots/{id}", handle_get_snapshot},
     {"DELETE", "/v1/snapshots/{id}", handle_delete_snapshot},
     {"GET", "/v1/snapshots/{id}/archive", handle_download_snapshot},
+    {"GET", "/v1/pools", handle_list_pools},
+    {"POST", "/v1/pools", handle_create_pool},
+    {"GET", "/v1/pools/{name}", handle_get_pool},
+    {"DELETE", "/v1/pools/{name}", handle_delete_pool},
 };
 
 // The segments of an absolute path, or nothing when one is empty: "//", a

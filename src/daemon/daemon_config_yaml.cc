@@ -22,6 +22,7 @@
 
 #include "daemon/daemon_config.h"
 #include "daemon/object_store_config_yaml.h"
+#include "daemon/pool_config_yaml.h"
 #include "daemon/snapshot_config_yaml.h"
 #include "base/strings.h"
 #include "egress/firewall.h"
@@ -39,11 +40,11 @@ constexpr std::size_t kMaxApiKeyEntries = 1024;
 constexpr std::size_t kMaxPathBytes = 4095;
 
 constexpr std::array<std::string_view, 2> kTopKeys = {"serve", "sandbox"};
-constexpr std::array<std::string_view, 19> kServeKeys = {
+constexpr std::array<std::string_view, 20> kServeKeys = {
     "listen",          "socket",        "data_dir",        "api_keys",   "capacity",
     "request_timeout", "setup_timeout", "max_exec_output", "max_upload", "mount_roots",
     "durability",      "network",       "secrets",         "audit",      "connections",
-    "object_store",    "tasks", "volumes", "snapshots"};
+    "object_store",    "tasks", "volumes", "snapshots", "pools"};
 constexpr std::array<std::string_view, 10> kTasksKeys = {
     "workers",  "default_timeout", "max_timeout",        "retention",       "max_body",
     "max_log",  "max_output_size", "initialize_timeout", "collect_timeout", "prune_interval"};
@@ -323,6 +324,7 @@ class ServeApplier : private YamlReader {
       return apply_object_store_config(*this, e, config_.object_store);
     }
     if (name == "snapshots") return apply_snapshot_config(*this, e, config_.snapshots);
+    if (name == "pools") return apply_pool_config(*this, e, config_.pools);
     if (contains(kSandboxSettingKeys, name)) {
       return fail(e.line, e.path, "is a sandbox setting: put it in the top-level sandbox: map",
                   "serve: holds the daemon's own settings; sandbox: the defaults of every "

@@ -63,6 +63,15 @@ struct SandboxEntry {
   bool secrets_left = true;  // its secret files' mount
   // The cgroup's counters as its teardown last read them (oom_kills).
   std::optional<CgroupStats> final_stats;
+
+  // Guarded by mu: made for a warm pool and not claimed yet (C4, ADR
+  // 0015): hidden from every route until a claim clears it; never set again.
+  bool pooled = false;
 };
+
+inline bool is_pooled(SandboxEntry& sandbox) {
+  std::lock_guard lock(sandbox.mu);
+  return sandbox.pooled;
+}
 
 }  // namespace corral::daemon
