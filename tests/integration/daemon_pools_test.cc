@@ -106,14 +106,15 @@ TEST(DaemonPools, ClaimBindsEnvWorkdirAndLifetime) {
   EXPECT_EQ(r.status, 201);
   EXPECT_EQ(pooled.count(a), 1u) << "a hit hands out a pooled sandbox";
   for (const json& rec : d.audit_records("sandbox.create")) {
-    if (rec.value("sandbox", "") == a)
+    if (rec.value("sandbox", "") == a) {
       EXPECT_FALSE(rec["spec"]["env"].contains("CLAIM_VAR")) << rec.dump();
+    }
   }
   json out = d.exec(a, "echo \"$CLAIM_VAR\"; pwd");
   EXPECT_EQ(out.value("stdout", ""), "from-a\n/tmp\n") << out.dump();
   // Its lifetime counts from the claim, not from the pool's idle limit.
   json info = d.request("GET", "/v1/sandboxes/" + a).json();
-  EXPECT_EQ(info["spec"].value("max_lifetime_ms", 0), 7'200'000) << info.dump();
+  EXPECT_EQ(info["spec"]["limits"].value("max_lifetime_ms", 0), 7'200'000) << info.dump();
   ASSERT_EQ(d.audit_records("sandbox.claim").size(), 1u);
 
   std::string b = d.create_sandbox(R"({"pool": "small"})", &r);
@@ -131,7 +132,7 @@ TEST(DaemonPools, NoCallerDataSurvivesIntoAnotherClaim) {
   ASSERT_TRUE(d.ready()) << d.output();
   std::set<std::string> seen;
   for (int round = 0; round < 4; ++round) {
-    ASSERT_EQ(wait_ready(d, "small", 1).value("ready", 0u), 1u) << "round " << round;
+    ASSERT_GE(wait_ready(d, "small", 1).value("ready", 0u), 1u) << "round " << round;
     HttpReply r;
     std::string id = d.create_sandbox(R"({"pool": "small"})", &r);
     ASSERT_FALSE(id.empty()) << describe(r);
@@ -181,7 +182,8 @@ TEST(DaemonPools, BurstOfFiftyClaimsAgainstAPoolOfTenAllSucceed) {
 // pooled sandboxes hold their share, so a create that would need it is
 // refused (C2: never oversold).
 TEST(DaemonPools, RefillUnderAMemoryCapNeverOversells) {
-  TestDaemon d({}, pool_config("greedy", 6, 6, "  capacity:\n    memory: 256Mi\n    disk: 1Gi\n"));
+  TestDaemon d({}, pool_config("greedy", 6, 6, "  capacity:\n    memory: 256Mi\n    disk: 1Gi\n") +
+                       "sandbox:\n  memory_limit: 64Mi\n  disk_limit: 16Mi\n");
   ASSERT_TRUE(d.ready()) << d.output();
   json pool;
   for (int i = 0; i < 600; ++i) {
