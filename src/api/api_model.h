@@ -52,6 +52,9 @@ struct CreateSandboxRequest {
   // done in spec.env), sent as null by to_json. A name that spec.env sets
   // is not sent as null.
   std::vector<std::string> env_unset;
+  // The warm pool the body named ("pool", read by the API handler, not by
+  // parse_create_sandbox: C4, ADR 0015); its spec is the body's base.
+  std::optional<std::string> pool;
 };
 Result<CreateSandboxRequest> parse_create_sandbox(std::string_view body);
 // The same on top of `defaults` (the daemon's `sandbox:` configuration):

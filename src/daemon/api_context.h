@@ -28,6 +28,7 @@ namespace corral::daemon {
 class SandboxService;
 class TaskService;
 class SnapshotService;
+class PoolService;
 
 struct ApiLimits {
   std::size_t max_json_body = 1 << 20;          // create, mkdir, ...
@@ -48,6 +49,8 @@ struct ApiContext {
   volume::VolumeStore* volumes = nullptr;  // null: volumes are refused (503)
   // Failure snapshots (D4); null when the daemon has no object store.
   SnapshotService* snapshots = nullptr;
+  // Warm pools (C4); null: /v1/pools answers 503 and "pool" finds none.
+  PoolService* pools = nullptr;
 };
 
 struct ApiRequest {
@@ -128,5 +131,15 @@ void handle_get_snapshot(ApiContext& ctx, ApiRequest& r);
 void handle_delete_snapshot(ApiContext& ctx, ApiRequest& r);
 void handle_download_snapshot(ApiContext& ctx, ApiRequest& r);
 void handle_snapshot_sandbox(ApiContext& ctx, ApiRequest& r);
+
+// Warm pools (pool_api.cc; C4).
+void handle_list_pools(ApiContext& ctx, ApiRequest& r);
+void handle_get_pool(ApiContext& ctx, ApiRequest& r);
+void handle_create_pool(ApiContext& ctx, ApiRequest& r);
+void handle_delete_pool(ApiContext& ctx, ApiRequest& r);
+// A create body with its optional "pool": read over that pool's spec, or
+// over the daemon's defaults.
+ApiResult<api::CreateSandboxRequest> parse_create_with_pool(ApiContext& ctx,
+                                                            const std::string& body);
 
 }  // namespace corral::daemon

@@ -62,6 +62,10 @@ const Route kRoutes[] = {
     {"GET", "/v1/snapshots/{id}/archive", handle_download_snapshot},
     // Diagnostics (T1, issue 16).
     {"GET", "/v1/sandboxes/{id}/diagnostics", handle_sandbox_diagnostics},
+    {"GET", "/v1/pools", handle_list_pools},
+    {"POST", "/v1/pools", handle_create_pool},
+    {"GET", "/v1/pools/{name}", handle_get_pool},
+    {"DELETE", "/v1/pools/{name}", handle_delete_pool},
 };
 
 // The segments of an absolute path, or nothing when one is empty: "//", a

@@ -29,6 +29,7 @@
 #include "base/paths.h"
 #include "base/result.h"
 #include "daemon/diagnostics_config.h"
+#include "daemon/pool_settings.h"
 #include "daemon/task_config.h"
 #include "egress/gateway.h"
 #include "netns/network_policy.h"
@@ -157,6 +158,9 @@ struct DaemonConfig {
 
   // The task service (serve.tasks; docs/tasks.md).
   daemon::TaskConfig tasks;
+
+  // Warm pools (serve.pools; C4, docs/adr/0015-warm-pools.md).
+  std::vector<daemon::PoolSettings> pools;
   // Where task inputs, outputs and failure snapshots are kept
   // (serve.object_store; D5, docs/config.md): a local directory (default
   // <data_dir>/objects) or an S3 bucket. Opened at start.

@@ -22,6 +22,7 @@
 
 #include "daemon/daemon_config.h"
 #include "daemon/object_store_config_yaml.h"
+#include "daemon/pool_config_yaml.h"
 #include "daemon/snapshot_config_yaml.h"
 #include "base/strings.h"
 #include "egress/firewall.h"
@@ -39,11 +40,11 @@ constexpr std::size_t kMaxApiKeyEntries = 1024;
 constexpr std::size_t kMaxPathBytes = 4095;
 
 constexpr std::array<std::string_view, 2> kTopKeys = {"serve", "sandbox"};
-constexpr std::array<std::string_view, 21> kServeKeys = {
+constexpr std::array<std::string_view, 22> kServeKeys = {
     "listen",          "socket",        "data_dir",        "api_keys",   "capacity",
     "request_timeout", "setup_timeout", "max_exec_output", "max_upload", "mount_roots",
     "durability",      "network",       "secrets",         "audit",      "connections",
-    "object_store",    "tasks", "volumes", "snapshots", "diagnostics", "self_check"};
+    "object_store",    "tasks", "volumes", "snapshots", "diagnostics", "self_check", "pools"};
 constexpr std::array<std::string_view, 2> kDiagnosticsKeys = {"retention", "keep_last"};
 constexpr std::array<std::string_view, 10> kTasksKeys = {
     "workers",  "default_timeout", "max_timeout",        "retention",       "max_body",
@@ -341,6 +342,7 @@ class ServeApplier : private YamlReader {
       return for_each_entry(e.value, e.path,
                             [&](const YamlEntry& d) { return apply_diagnostics(d); });
     }
+    if (name == "pools") return apply_pool_config(*this, e, config_.pools);
     if (contains(kSandboxSettingKeys, name)) {
       return fail(e.line, e.path, "is a sandbox setting: put it in the top-level sandbox: map",
                   "serve: holds the daemon's own settings; sandbox: the defaults of every "

@@ -22,6 +22,7 @@
 #include "daemon/metered_object_store.h"
 #include "daemon/metrics.h"
 #include "daemon/object_store_open.h"
+#include "daemon/pool_service.h"
 #include "daemon/snapshot_service.h"
 #include "daemon/sandbox_service.h"
 #include "daemon/secret_service.h"
@@ -274,6 +275,17 @@ int serve(const ServeFlags& flags) {
   const std::string volume_note = volumes.start();
   service.set_volumes(&volumes);
   std::string reconciled = service.start() + "; " + volume_note;
+  // Warm pools (C4, ADR 0015): before tasks, whose creates claim too.
+  PoolService pools(service, metrics);
+  for (const PoolSettings& p : config.pools) {
+    if (auto added = pools.add(p, true); !added)
+      return fail("serve.pools: " + added.error().message, added.error().hint);
+  }
+  service.set_claimer([&pools](const api::CreateSandboxRequest& request,
+                               const std::optional<std::string>& key) {
+    return pools.claim(request, key);
+  });
+  reconciled += "; " + pools.start();
   snapshot::SnapshotConfig snapshot_config = config.snapshots;
   snapshot_config.scratch_dir = config.data_dir;
   SnapshotService snapshots(service, **objects, snapshot_config, metrics);
@@ -294,6 +306,7 @@ int serve(const ServeFlags& flags) {
   context.limits.max_exec_output = config.max_exec_output_bytes;
   context.limits.max_upload = config.max_upload_bytes;
   context.tasks = &tasks;
+  context.pools = &pools;
   ApiRouter router(context, *keys);
   auto fds = connection_budget(config, *nofile, network);
   if (!fds) return fail(fds.error().message, fds.error().hint);
@@ -334,6 +347,7 @@ int serve(const ServeFlags& flags) {
          describe(*nofile, *fds).c_str());
   fflush(stdout);
   server.run();
+  pools.stop();
   tasks.stop();
   service.stop();
   volumes.stop();

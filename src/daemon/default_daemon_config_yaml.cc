@@ -80,6 +80,8 @@ serve:
     max_files: 100000           # entries archived per snapshot (more: partial)
     max_depth: 64               # directory levels
     max_bytes: 1Gi              # file content read per snapshot
+  pools: []                     # warm pools (docs/config.md, pools), e.g.
+  #  - {name: py, min: 4, max: 8, idle_limit: 10m, sandbox: {image: python}}
 sandbox:                        # defaults of every sandbox, as for corral run --config
   cpu_limit: "2"
   memory_limit: "2Gi"

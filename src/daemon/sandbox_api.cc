@@ -2,6 +2,7 @@
 // destroy, extend, network, and the revocation of its broker tokens.
 #include "base/json_text.h"
 #include "daemon/api_context.h"
+#include "daemon/pool_service.h"
 #include "daemon/sandbox_service.h"
 
 namespace corral::daemon {
@@ -20,15 +21,20 @@ bool fail_if_error(ApiRequest& r, const ApiResult<T>& result) {
 void handle_create_sandbox(ApiContext& ctx, ApiRequest& r) {
   auto body = read_json_body(r, ctx.limits.max_json_body);
   if (fail_if_error(r, body)) return;
-  auto request =
-      api::parse_create_sandbox_over(body->empty() ? "{}" : *body, ctx.sandboxes.defaults());
-  if (!request) return send_error(r.out, api::to_api_error(request.error()));
+  auto request = parse_create_with_pool(ctx, *body);
+  if (fail_if_error(r, request)) return;
   std::optional<std::string> key;
   if (auto k = r.head.header("idempotency-key"); k) {
     if (k->empty() || k->size() > 200)
       return send_error(r.out, api::make_api_error(api::ApiErrorCode::kInvalidValue,
                                                    "Idempotency-Key must be 1 to 200 characters",
                                                    "Idempotency-Key"));
+    if (k->rfind(kPoolKeyPrefix, 0) == 0)
+      return send_error(r.out, api::make_api_error(api::ApiErrorCode::kInvalidValue,
+                                                   "Idempotency-Key may not start with \"" +
+                                                       std::string(kPoolKeyPrefix) + "\"",
+                                                   "Idempotency-Key",
+                                                   "that prefix marks warm pools' sandboxes"));
     key = std::string(*k);
   }
   auto created = ctx.sandboxes.create(*request, key, r.ns);
@@ -55,6 +61,10 @@ void handle_get_sandbox(ApiContext& ctx, ApiRequest& r) {
 }
 
 void handle_delete_sandbox(ApiContext& ctx, ApiRequest& r) {
+  // A warm pool's unclaimed sandbox is no caller's (ADR 0015).
+  if (ctx.sandboxes.unclaimed_pooled(r.params[0]))
+    return send_error(r.out, api::make_api_error(api::ApiErrorCode::kNotFound,
+                                                 "no sandbox with id \"" + r.params[0] + "\""));
   auto info = ctx.sandboxes.destroy(r.params[0], "deleted through the API");
   if (fail_if_error(r, info)) return;
   send_json(r.out, 200, api::to_json(*info));

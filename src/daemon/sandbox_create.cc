@@ -27,8 +27,9 @@ using nlohmann::json;
 class SandboxService::Creation {
  public:
   Creation(SandboxService& service, const api::CreateSandboxRequest& request,
-           std::optional<std::string> idempotency_key, std::string ns)
+           std::optional<std::string> idempotency_key, std::string ns, bool pooled = false)
       : s_(service),
+        pooled_(pooled),
         spec_(request.spec),
         key_(std::move(idempotency_key)),
         ns_(std::move(ns)),
@@ -78,6 +79,7 @@ class SandboxService::Creation {
   }
 
   SandboxService& s_;
+  const bool pooled_;  // for a warm pool: hidden until claimed (ADR 0015)
   const Clock::time_point t0_ = Clock::now();
   SandboxSpec spec_;
   const std::optional<std::string> key_;
@@ -103,7 +105,26 @@ class SandboxService::Creation {
 ApiResult<SandboxService::Created> SandboxService::create(
     const api::CreateSandboxRequest& request, std::optional<std::string> idempotency_key,
     const std::string& ns) {
+  if (claimer_) {
+    // A claim with a key takes the key's lock and claims only when no
+    // earlier create used the key; else the cold path answers the retry.
+    std::optional<SandboxRegistry::KeyLock> lock;
+    bool fresh_key = true;
+    if (idempotency_key) {
+      lock.emplace(registry_, *idempotency_key);
+      auto earlier = store_.find_by_idempotency_key(*idempotency_key);
+      fresh_key = earlier && !*earlier;
+    }
+    if (fresh_key) {
+      if (auto claimed = claimer_(request, idempotency_key)) return std::move(*claimed);
+    }
+  }
   return Creation(*this, request, std::move(idempotency_key), ns).run();
+}
+
+ApiResult<SandboxService::Created> SandboxService::create_pooled(
+    const api::CreateSandboxRequest& request, const std::string& pool_key) {
+  return Creation(*this, request, pool_key, "default", true).run();
 }
 
 ApiResult<SandboxService::Created> SandboxService::Creation::run() {
@@ -308,6 +329,7 @@ void SandboxService::Creation::register_entry() {
   e_->ns = ns_;
   s_.diagnostics_book_.open(id_, ns_);
   e_->building = true;  // until ~Creation, or fail()'s own teardown
+  e_->pooled = pooled_;
   s_.registry_.add(e_, std::move(share_));
   // Bookkeeping that can trail the work goes through the journal; the
   // journal is flushed before the create is acknowledged.

@@ -74,6 +74,14 @@ struct SandboxEntry {
   // Guarded by mu: its last self-check (daemon/self_check.h, T3), for
   // GET /v1/sandboxes/{id} and diagnostics; unset while none has run.
   std::optional<SelfCheckReport> self_check;
+  // Guarded by mu: made for a warm pool and not claimed yet (C4, ADR
+  // 0015): hidden from every route until a claim clears it; never set again.
+  bool pooled = false;
 };
+
+inline bool is_pooled(SandboxEntry& sandbox) {
+  std::lock_guard lock(sandbox.mu);
+  return sandbox.pooled;
+}
 
 }  // namespace corral::daemon

@@ -36,7 +36,8 @@ ApiResult<std::shared_ptr<ProcessEntry>> SandboxService::spawn(
     }
     if (!replaced) req.env.push_back(prefix + v);
   }
-  req.cwd = request.cwd.value_or("");
+  // The spec's workdir (a claim of a pooled sandbox binds its own: ADR 0015).
+  req.cwd = request.cwd.value_or(sandbox->spec.workdir);
   req.new_session = true;
   const auto timeout =
       std::chrono::milliseconds(request.timeout_ms.value_or(sandbox->spec.limits.timeout.count()));

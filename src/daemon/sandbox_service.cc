@@ -254,7 +254,11 @@ ApiResult<api::SandboxInfo> SandboxService::get(std::string_view id) {
                       "list sandboxes with GET /v1/sandboxes");
     return api_fail(record.error());
   }
-  return info_of(*record, entry(id));
+  auto e = entry(id);
+  if (e && is_pooled(*e))
+    return api_fail(api::ApiErrorCode::kNotFound, "no sandbox with id \"" + std::string(id) + "\"",
+                    "", "list sandboxes with GET /v1/sandboxes");
+  return info_of(*record, e);
 }
 
 ApiResult<std::vector<api::SandboxInfo>> SandboxService::list() {
@@ -262,7 +266,9 @@ ApiResult<std::vector<api::SandboxInfo>> SandboxService::list() {
   if (!records) return api_fail(records.error());
   std::vector<api::SandboxInfo> out;
   for (const auto& r : *records) {
-    auto info = info_of(r, entry(r.id));
+    auto e = entry(r.id);
+    if (e && is_pooled(*e)) continue;  // not a caller's until claimed (ADR 0015)
+    auto info = info_of(r, e);
     if (info) out.push_back(std::move(*info));
   }
   return out;
@@ -293,6 +299,9 @@ ApiResult<std::shared_ptr<SandboxEntry>> SandboxService::live(std::string_view i
     return api_fail(api::ApiErrorCode::kNotFound, "no sandbox with id \"" + std::string(id) + "\"");
   }
   std::lock_guard lock(e->mu);
+  // An unclaimed pooled sandbox takes no caller's work (ADR 0015).
+  if (e->pooled)
+    return api_fail(api::ApiErrorCode::kNotFound, "no sandbox with id \"" + std::string(id) + "\"");
   if (!takes_work(e->state) || !e->live)
     return api_fail(api::ApiErrorCode::kConflict,
                     "sandbox " + std::string(id) + " is " +

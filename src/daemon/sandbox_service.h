@@ -102,11 +102,36 @@ class SandboxService {
   ApiResult<Created> create(const api::CreateSandboxRequest& request,
                             std::optional<std::string> idempotency_key,
                             const std::string& ns = "default");
+  // Warm pools (C4, ADR 0015; pool_service.h, sandbox_claim.cc). A create
+  // first asks the claimer (set before the API serves): nullopt is a miss,
+  // and the create goes on cold.
+  using Claimer = std::function<std::optional<ApiResult<Created>>(
+      const api::CreateSandboxRequest& request, const std::optional<std::string>& key)>;
+  void set_claimer(Claimer claimer) { claimer_ = std::move(claimer); }
+  // A sandbox for a pool: an ordinary cold create whose entry stays hidden
+  // (SandboxEntry::pooled) until claim_pooled; `pool_key` marks its row.
+  ApiResult<Created> create_pooled(const api::CreateSandboxRequest& request,
+                                   const std::string& pool_key);
+  // Hands pooled sandbox `id` to the caller of `claim`: binds its env,
+  // workdir, timeout and max_lifetime (from now), stores and audits the
+  // claim. Fails (the sandbox stays as it was, or is gone) when it is no
+  // longer claimable; the caller then tries another or goes cold.
+  // `key`: the claim's Idempotency-Key, which its row takes (the caller
+  // holds the key's lock and found no earlier create with it).
+  ApiResult<Created> claim_pooled(const std::string& id, const api::CreateSandboxRequest& claim,
+                                  const SandboxSpec& pool_spec, const std::string& pool,
+                                  const std::optional<std::string>& key);
+
   // The named volumes creates may mount (docs/volumes.md); unset: a spec
   // with volumes is refused. Set before the API serves.
   void set_volumes(volume::VolumeStore* volumes) { volumes_ = volumes; }
   // True while the registry holds the sandbox (alive, or being torn down).
   bool registered(std::string_view id) { return entry(id) != nullptr; }
+  // True for a warm pool's sandbox not claimed yet (hidden from callers).
+  bool unclaimed_pooled(std::string_view id) {
+    auto e = entry(id);
+    return e && is_pooled(*e);
+  }
   ApiResult<api::SandboxInfo> get(std::string_view id);
   // The OOM kills in the sandbox's cgroup so far, whatever its state: read
   // now, or as its teardown last read them (on cgroup v2 an OOM kill takes
@@ -268,6 +293,7 @@ class SandboxService {
   NetworkService* network_;
   SecretService* secrets_;
   volume::VolumeStore* volumes_ = nullptr;
+  Claimer claimer_;
 
   // The live entries, their capacity reservations and the idempotency
   // keys' locks; its mutex is taken after any entry's or process's mu

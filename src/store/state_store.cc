@@ -560,6 +560,24 @@ Status StateStore::set_expiry(std::string_view id, std::int64_t expires_at_ms) {
   return ok();
 }
 
+Status StateStore::set_claimed(std::string_view id, std::string_view spec_json,
+                               std::int64_t expires_at_ms,
+                               std::optional<std::string_view> idempotency_key) {
+  CORRAL_TRY(check_id("sandbox", id));
+  std::lock_guard lock(db_->mu);
+  sqlite3* h = db_->handle;
+  std::string what = "recording the claim of sandbox " + std::string(id);
+  auto st = Stmt::prepare(h,
+                          "UPDATE sandboxes SET spec_json = ?2, expires_at = ?3, "
+                          "idempotency_key = ?5, updated_at = ?4 WHERE id = ?1",
+                          &db_->cache);
+  if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
+  st->bind(1, id).bind(2, spec_json).bind(3, expires_at_ms).bind(4, now_ms()).bind(5, idempotency_key);
+  CORRAL_TRY_CTX(st->run("UPDATE sandboxes"), what);
+  if (sqlite3_changes(h) == 0) return no_sandbox(id);
+  return ok();
+}
+
 Result<std::optional<SandboxRecord>> StateStore::find_by_idempotency_key(std::string_view key) {
   std::lock_guard lock(db_->mu);
   sqlite3* h = db_->handle;

@@ -146,6 +146,11 @@ class StateStore {
   Status set_runtime(std::string_view id, std::string_view runtime_json);
   // Moves a sandbox's lifetime deadline (POST /v1/sandboxes/{id}/timeout).
   Status set_expiry(std::string_view id, std::int64_t expires_at_ms);
+  // A warm pool's sandbox handed to a caller (C4, ADR 0015): the claim's
+  // spec and expiry, and the pool's marker key replaced by the claim's
+  // idempotency key (or none), in one write.
+  Status set_claimed(std::string_view id, std::string_view spec_json, std::int64_t expires_at_ms,
+                     std::optional<std::string_view> idempotency_key);
 
   Result<SandboxRecord> get(std::string_view id);
   // The sandbox created with this idempotency key, if any.

@@ -43,7 +43,12 @@ void expect_shape(json d) {  // a copy: see check() below
         "disk_quota_hits", "disk", "network_blocked", "secret_read_failures", "self_check",
         "timeouts", "residue", "destroy_reason", "daemon"})
     EXPECT_TRUE(d.contains(key)) << key << " missing: " << d.dump();
-  EXPECT_TRUE(d["self_check"].is_null()) << "no self-check has landed yet";
+  // The self-check's report (T3): the checks that ran, all passed (a
+  // sandbox that failed one was never handed out); null with it off.
+  if (!d["self_check"].is_null()) {
+    EXPECT_TRUE(d["self_check"].value("ok", false)) << d["self_check"].dump();
+    EXPECT_FALSE(d["self_check"]["checks"].empty()) << d["self_check"].dump();
+  }
   EXPECT_TRUE(d["daemon"]["pool_hit_rate"].is_null()) << "no pools yet";
 }
 
@@ -143,7 +148,11 @@ TEST(DaemonDiagnostics, BlockedRequestsAreCountedWithTheirReasons) {
   auto world_or = NetWorld::create();
   ASSERT_TRUE(world_or.has_value()) << world_or.error().message;
   NetWorld& world = **world_or;
-  TestDaemon d({}, "serve:\n  network:\n    dns_servers: [\"" + world.dns_endpoint() + "\"]\n");
+  // The self-check's own probes (a denied canary name, a proxy connection
+  // closed at once) would be counted as this sandbox's blocked requests:
+  // off here until they are told apart (issue 16, next session).
+  TestDaemon d({}, "serve:\n  self_check: \"off\"\n  network:\n    dns_servers: [\"" +
+                       world.dns_endpoint() + "\"]\n");
   ASSERT_TRUE(d.ready()) << d.output();
   const std::string body =
       R"({"network": {"mode": "allowlist", "allow": ["allowed.test"]}, "limits": {"memory": "128Mi"}})";

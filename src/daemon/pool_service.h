@@ -1,0 +1,117 @@
+// PoolService: warm pools (REQUIREMENTS.md C4, docs/adr/0015-warm-pools.md).
+// Each pool keeps sandboxes of one identity-free spec made ahead (by
+// SandboxService::create_pooled: the same create, capacity reservation
+// and audit as any other), hidden until a create claims one. A create that
+// names a pool, or whose spec equals one's (identity left out), takes a
+// sandbox (SandboxService::claim_pooled binds the caller's env, workdir,
+// timeout and max_lifetime); a miss goes on as a cold create.
+//
+// One refill thread makes sandboxes, one at a time, for the pool furthest
+// below its target, and backs a pool off (1 s doubling to 60 s) while its
+// creates fail (over capacity, setup failures). Its mutex is a leaf: no
+// SandboxService call is made under it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/metrics.h"
+#include "daemon/pool_settings.h"
+#include "daemon/sandbox_service.h"
+
+namespace corral::daemon {
+
+// The idempotency-key prefix that marks a pooled sandbox's store row until
+// it is claimed; clients may not use it.
+inline constexpr std::string_view kPoolKeyPrefix = "corral-pool:";
+
+struct PoolStatus {
+  PoolSettings settings;
+  std::string spec_json;  // the pooled sandboxes' spec (canonical)
+  std::uint32_t ready = 0;
+  std::uint32_t building = 0;
+  std::uint32_t target = 0;  // what the refill aims for now (min..max)
+  std::uint64_t hits = 0;
+  std::uint64_t misses = 0;
+  std::uint64_t refill_failures = 0;
+  std::int64_t backoff_ms = 0;  // until the next refill attempt; 0: none
+  std::string last_error;       // the last failed refill's message
+  bool from_config = false;
+};
+
+class PoolService {
+ public:
+  PoolService(SandboxService& sandboxes, MetricsRegistry& metrics);
+  ~PoolService();  // stops the refill thread; pooled sandboxes stay (start() rebuilds)
+  PoolService(const PoolService&) = delete;
+  PoolService& operator=(const PoolService&) = delete;
+
+  // A new pool: 400 for settings that cannot make a pool (with the field),
+  // 409 for a name in use.
+  ApiResult<PoolStatus> add(const PoolSettings& settings, bool from_config = false);
+  // Ends a pool: its ready sandboxes are destroyed; claimed ones live on.
+  ApiResult<PoolStatus> remove(const std::string& name);
+  std::vector<PoolStatus> list();
+  ApiResult<PoolStatus> get(const std::string& name);
+  // The spec a create naming `name` is read over; nullopt: no such pool.
+  std::optional<SandboxSpec> base_spec(const std::string& name);
+
+  // Destroys what a previous daemon left pooled (its rows still carry the
+  // pool key), then starts the refill thread. Returns a summary.
+  std::string start();
+  void stop();
+
+  // SandboxService's claimer: nullopt when the create goes on cold (a
+  // miss, or a create no pool is about).
+  std::optional<ApiResult<SandboxService::Created>> claim(
+      const api::CreateSandboxRequest& request, const std::optional<std::string>& key);
+
+  // The spec with the claim-time fields left out: what a match compares.
+  static std::string match_key(const SandboxSpec& spec);
+
+ private:
+  struct Pool {
+    PoolSettings settings;
+    SandboxSpec spec;       // read over the daemon's defaults
+    std::string key;        // match_key(spec)
+    std::uint64_t generation = 0;
+    bool from_config = false;
+    std::deque<std::string> ready;  // ids, oldest first
+    std::uint32_t building = 0;
+    std::deque<std::chrono::steady_clock::time_point> recent_claims;
+    int failures_in_a_row = 0;
+    std::chrono::steady_clock::time_point next_try{};
+    std::uint64_t hits = 0, misses = 0, refill_failures = 0;
+    std::string last_error;
+  };
+  std::uint32_t target_of(Pool& pool, std::chrono::steady_clock::time_point now);
+  PoolStatus status_of(Pool& pool, std::chrono::steady_clock::time_point now);
+  void update_gauges(const Pool& pool);
+  void refill_loop();
+  // One refill step; false when nothing was due.
+  bool refill_once();
+  void forget_gone();
+  void miss(const std::string& pool, const std::string& reason);
+
+  SandboxService& sandboxes_;
+  MetricsRegistry& metrics_;
+  Histogram& claim_seconds_;
+
+  std::mutex mu_;  // guards what follows; a leaf (no SandboxService call under it)
+  std::condition_variable cv_;
+  std::map<std::string, Pool, std::less<>> pools_;
+  std::uint64_t next_generation_ = 1;
+  bool stopping_ = false;
+  std::thread refill_;
+};
+
+}  // namespace corral::daemon
