@@ -145,9 +145,10 @@ TEST(DaemonTaskMultipart, EveryMalformedBodyIsRefusedByNameAndStoresNothing) {
     cases.push_back({"a task part that is not JSON", f, 400, "not application/json"});
   }
   {
+    const std::string text = good.dump();  // FormPart bodies are views
     std::vector<http::FormPart> ps{{"in", std::nullopt, "", "abc"},
-                                   {"task", std::nullopt, "", good.dump()}};
-    const std::string b = http::new_form_boundary({"abc", good.dump()});
+                                   {"task", std::nullopt, "", text}};
+    const std::string b = http::new_form_boundary({"abc", text});
     cases.push_back({"the task part not first",
                      {http::write_form_data(ps, b), "multipart/form-data; boundary=" + b},
                      400,
