@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/json_text.h"
 #include "cli/daemon_client.h"
 
 namespace corral::cli {
@@ -40,7 +41,7 @@ std::string num(const json& v) {
     snprintf(buf, sizeof buf, "%.2f", v.get<double>());
     return buf;
   }
-  return v.dump();
+  return json_text(v);
 }
 
 std::string mib(const json& v) {
@@ -94,7 +95,7 @@ void print_summary(const json& d) {
            text(at(f, "reason")).c_str());
   const json& sc = at(d, "self_check");
   line(sc.is_object() && at(sc, "ok") == false, "self-check",
-       sc.is_null() ? "not recorded" : sc.dump());
+       sc.is_null() ? "not recorded" : json_text(sc));
   const json& t = at(d, "timeouts");
   line(positive(at(t, "process_timeouts")) || at(t, "lifetime_expired") == true, "timeouts",
        "processes killed by their timeout " + num(at(t, "process_timeouts")) +

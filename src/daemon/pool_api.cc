@@ -77,7 +77,7 @@ ApiResult<PoolSettings> parse_pool(const std::string& body) {
     } else if (k == "sandbox") {
       if (!v.is_object())
         return tl::unexpected(bad("sandbox", "sandbox must be an object (a create body)"));
-      s.sandbox_json = v.dump();
+      s.sandbox_json = json_text(v);
     } else {
       return tl::unexpected(api::make_api_error(
           api::ApiErrorCode::kUnknownField, "unknown field \"" + k + "\"", k,
@@ -139,7 +139,7 @@ ApiResult<api::CreateSandboxRequest> parse_create_with_pool(ApiContext& ctx,
                                                 "pool must be a string", "pool"));
     pool = j["pool"].get<std::string>();
     j.erase("pool");
-    rest = j.dump();
+    rest = json_text(j);
   }
   std::optional<SandboxSpec> base;
   if (pool) {

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
+#include "base/json_text.h"
 #include "spec/units.h"
 
 namespace corral {
@@ -75,7 +76,7 @@ Status apply_pool_config(const YamlReader& reader, const YamlEntry& entry,
       if (e.name == "sandbox") {
         if (e.value.IsNull()) return ok();
         CORRAL_TRY(reader.expect_map(e, "a map: a create body (image, limits, ...)"));
-        p.sandbox_json = to_json(e.value).dump();
+        p.sandbox_json = json_text(to_json(e.value));
         return ok();
       }
       return reader.unknown_key(e, kPoolKeys, {{"size", "min"}, {"spec", "sandbox"}});
