@@ -184,8 +184,8 @@ std::vector<std::string> rows(const std::string& path, const std::string& sql) {
 const char* const kOldTables[] = {
     "SELECT * FROM sandboxes ORDER BY rowid",      "SELECT * FROM transitions ORDER BY id",
     "SELECT * FROM processes ORDER BY rowid",      "SELECT * FROM tasks ORDER BY rowid",
-    "SELECT * FROM task_transitions ORDER BY id", "SELECT task_id, idx, sha256, hex(content) FROM "
-                                                  "task_inputs ORDER BY rowid",
+    "SELECT * FROM task_transitions ORDER BY id",
+    "SELECT task_id, idx, sha256, hex(content) FROM task_inputs ORDER BY rowid",
 };
 
 TEST(DiagnosticsTable, MigratesFromSchema6WithoutLoss) {
