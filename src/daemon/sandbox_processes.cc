@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "base/crash_point.h"
 #include "base/scope_guard.h"
 #include "daemon/sandbox_service.h"
 #include "daemon/sandbox_service_internal.h"
@@ -185,13 +186,6 @@ std::shared_ptr<ProcessEntry> SandboxService::find_process(SandboxEntry& sandbox
 void SandboxService::finish_process(SandboxEntry& sandbox, ProcessEntry& p) {
   p.ended_at_ms = now_ms();
   const double seconds = std::chrono::duration<double>(Clock::now() - p.started).count();
-  if (p.background) {
-    journal_.flush();
-    // The whole result, as the API reports it: a restarted daemon lists
-    // the process with the same answer (docs/api.md).
-    (void)store_.update_process(p.id, ProcessState::kExited, p.exit_code, p.signal, p.timed_out,
-                                p.ended_at_ms);
-  }
   json ev{{"type", "exec.exit"},
           {"sandbox", sandbox.id},
           {"process", p.id},
@@ -201,8 +195,19 @@ void SandboxService::finish_process(SandboxEntry& sandbox, ProcessEntry& p) {
   if (p.signal) ev["signal"] = *p.signal;
   if (!p.failure.empty()) ev["failure"] = p.failure;
   // Written before anyone hears of the end (the exec's response, a wait):
-  // an acknowledged exit is in the log.
+  // an acknowledged exit is in the log. Before the store too: a restarted
+  // daemon answers a wait from the store, so a kill between the two must
+  // leave the record without the stored exit, never the other way round
+  // (the process is then found gone and reported lost, a second record).
   audit_in_order(journal_, audit_, sandbox.id, ev);
+  crash_point("exec.exit.audited");
+  if (p.background) {
+    journal_.flush();
+    // The whole result, as the API reports it: a restarted daemon lists
+    // the process with the same answer (docs/api.md).
+    (void)store_.update_process(p.id, ProcessState::kExited, p.exit_code, p.signal, p.timed_out,
+                                p.ended_at_ms);
+  }
   signal_event(p);
   // Diagnostics (T1): its timeout, a SIGXFSZ, the layer full as it ended.
   bool full = false;
@@ -249,14 +254,16 @@ void SandboxService::lose_process(SandboxEntry& sandbox, ProcessEntry& p, const 
     p.phase = ProcessEntry::Phase::kExited;
     p.ended_at_ms = now_ms();
     p.deadline.reset();
+    // Audited before it is stored, as an exit is (finish_process).
+    audit_in_order(journal_, audit_, sandbox.id,
+                   json{{"type", "exec.exit"},
+                        {"sandbox", sandbox.id},
+                        {"process", p.id},
+                        {"lost", true},
+                        {"failure", "lost after a daemon restart: " + why}});
     journal_.flush();
     (void)store_.update_process(p.id, ProcessState::kLost, std::nullopt, std::nullopt,
                                 p.timed_out, p.ended_at_ms);
-    audit_later(json{{"type", "exec.exit"},
-                     {"sandbox", sandbox.id},
-                     {"process", p.id},
-                     {"lost", true},
-                     {"failure", "lost after a daemon restart: " + why}});
     signal_event(p);
     p.pidfd.reset();  // as finish_process: a finished entry keeps no fds
     p.stdin_writer.reset();

@@ -179,6 +179,47 @@ INSTANTIATE_TEST_SUITE_P(DaemonRestartProcesses, EndedProcesses,
 
 // Processes that end while no daemon runs: their exits wait in the
 // sandbox's spawn channel and the next daemon reports them as they were.
+// A kill -9 between a process's exec.exit record and its stored exit
+// (crash point exec.exit.audited, base/crash_point.h). The record comes
+// first: the restarted daemon answers a wait from the store, so an exit
+// code it answers must already be in the log (docs/audit.md: no
+// acknowledged operation is lost). Here the store does not have the exit:
+// the process is reported lost, with a second record saying so.
+TEST(DaemonRestartProcesses, AnExitIsAuditedBeforeItIsStored) {
+  ::setenv("CORRAL_TEST_CRASH_AT", "exec.exit.audited", 1);
+  TestDaemon d;
+  ::unsetenv("CORRAL_TEST_CRASH_AT");  // the restarted daemon runs on
+  ASSERT_TRUE(d.ready()) << d.output();
+  const std::string id = d.create_sandbox();
+  ASSERT_FALSE(id.empty()) << d.output();
+  const std::string pid = start_background(d, id, R"({"cmd": "sleep 0.3; exit 13"})");
+  ASSERT_FALSE(pid.empty());
+  // It dies by its own SIGKILL as the exit is handled (after the start is
+  // answered: the command sleeps first).
+  bool died = false;
+  for (int i = 0; i < 500 && !died; ++i) {
+    died = ::kill(d.pid(), 0) != 0 || d.request("GET", "/v1/sandboxes/" + id).status == 0;
+    if (!died) std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(died) << "the crash point was not reached\n" << d.output();
+  (void)d.kill9();  // reaps it, if the harness has not
+  ASSERT_TRUE(d.restart()) << d.output();
+  const json info = wait_for(d, id, pid);
+  std::vector<json> exits;
+  for (const auto& r : d.audit_records("exec.exit"))
+    if (r.value("process", "") == pid) exits.push_back(r);
+  ASSERT_FALSE(exits.empty()) << "no exec.exit record of " << pid;
+  EXPECT_EQ(number(exits.front(), "exit_code"), 13) << exits.front();
+  // Whatever the daemon answers, the log has it.
+  if (number(info, "exit_code") != -1) {
+    EXPECT_EQ(number(info, "exit_code"), 13) << info;
+  } else {
+    ASSERT_EQ(exits.size(), 2u) << "a lost process has its own record";
+    EXPECT_TRUE(exits.back().value("lost", false)) << exits.back();
+  }
+  EXPECT_EQ(d.request("DELETE", "/v1/sandboxes/" + id).json().value("state", ""), "cleaned");
+}
+
 TEST(DaemonRestartProcesses, ProcessThatEndsWhileTheDaemonIsDownHasItsRealExit) {
   TestDaemon d;
   ASSERT_TRUE(d.ready()) << d.output();
