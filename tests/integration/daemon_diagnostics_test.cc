@@ -176,6 +176,17 @@ TEST(DaemonDiagnostics, BlockedRequestsAreCountedWithTheirReasons) {
   EXPECT_EQ(d.request("GET", "/metrics").body.find("corral_network_blocked_total{"),
             std::string::npos)
       << "the self-check's probes were counted on /metrics";
+  // They were seen, and audited as the self-check's: the canary (denied),
+  // and the proxy connection that sent nothing.
+  bool canary_seen = false, proxy_seen = false;
+  for (const json& rec : d.audit_records("network.dns"))
+    if (rec.value("sandbox", "") == quiet && rec.value("self_check", false) &&
+        rec.value("name", "") == "self-check-canary.corral.invalid")
+      canary_seen = rec.value("decision", "") == "deny";
+  for (const json& rec : d.wait_audit("network.connection", 2))
+    if (rec.value("sandbox", "") == quiet && rec.value("self_check", false)) proxy_seen = true;
+  EXPECT_TRUE(canary_seen) << "no denied canary query audited as the self-check's";
+  EXPECT_TRUE(proxy_seen) << "no proxy connection audited as the self-check's";
 
   json r = d.exec(id, "getent hosts denied.test; echo rc=$?");
   EXPECT_NE(r.value("stdout", "").find("rc=2"), std::string::npos) << r.dump();
