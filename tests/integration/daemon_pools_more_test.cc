@@ -5,6 +5,7 @@
 // good; the daemon-wide pool hit rate in a sandbox's diagnostics and in
 // `corral diagnose`.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <chrono>
 #include <set>
@@ -135,6 +136,50 @@ TEST(DaemonPoolsMore, ApiPoolsSurviveARestartAndDeleteEndsThemForGood) {
   EXPECT_EQ(pools["pools"][0].value("name", ""), "keep");
   // The claimed sandbox is the caller's and lived through the restart.
   EXPECT_EQ(d.exec(claimed, "echo still").value("stdout", ""), "still\n");
+}
+
+// Runs `sql` on the daemon's state database, as another process would.
+std::string sql_on(const TestDaemon& d, const std::string& sql) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open((d.data_dir() + "/state.db").c_str(), &db) != SQLITE_OK) return "open failed";
+  sqlite3_busy_timeout(db, 5000);
+  std::string out;
+  auto row = [](void* o, int n, char** v, char**) {
+    if (n > 0 && v[0] != nullptr) *static_cast<std::string*>(o) = v[0];
+    return 0;
+  };
+  char* err = nullptr;
+  if (sqlite3_exec(db, sql.c_str(), row, &out, &err) != SQLITE_OK) out = "error: " + std::string(err);
+  sqlite3_free(err);
+  sqlite3_close(db);
+  return out;
+}
+
+// A stored pool whose name serve.pools now uses, or whose spec the daemon
+// refuses, is not rebuilt: dropped from the store, its settings on the
+// start-up line, and the config's pool is the one served.
+TEST(DaemonPoolsMore, StoredPoolsTheDaemonCannotRebuildAreDroppedWithTheirSettingsPrinted) {
+  TestDaemon d({}, pool_config("small", 1, 1));
+  ASSERT_TRUE(d.ready()) << d.output();
+  ASSERT_EQ(sql_on(d,
+                   "INSERT INTO pools (name, settings_json, created_at) VALUES "
+                   "('small', '{\"name\":\"small\",\"min\":3,\"max\":3,"
+                   "\"idle_limit_ms\":600000,\"sandbox\":{}}', 1), "
+                   "('netpool', '{\"name\":\"netpool\",\"min\":1,\"max\":1,"
+                   "\"idle_limit_ms\":600000,\"sandbox\":{\"network\":{\"mode\":\"open\"}}}', 1)"),
+            "");
+  ASSERT_TRUE(d.restart()) << d.output();
+  json small = d.request("GET", "/v1/pools/small").json();
+  EXPECT_EQ(small.value("source", ""), "config") << small.dump();
+  EXPECT_EQ(small.value("min", 0), 1) << small.dump();
+  EXPECT_EQ(d.request("GET", "/v1/pools/netpool").status, 404);
+  EXPECT_EQ(sql_on(d, "SELECT count(*) FROM pools"), "0");
+  const std::string out = d.output();
+  EXPECT_NE(out.find("stored pool small dropped (serve.pools has a pool of that name)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("stored pool netpool dropped"), std::string::npos) << out;
+  EXPECT_NE(out.find(R"("mode":"open")"), std::string::npos) << "its settings are printed: " << out;
 }
 
 // T1: the daemon-wide hit rate over the creates that named or matched a
