@@ -22,6 +22,12 @@ constexpr auto kFirstBackoff = std::chrono::seconds(1);
 constexpr auto kMaxBackoff = std::chrono::seconds(60);
 // A claim counts toward growing the pool (up to max) this long.
 constexpr auto kDemandWindow = std::chrono::seconds(60);
+// The refill's make of a replacement (several ms of CPU: clone, cgroups,
+// layer) waits this long after a claim while the pool has a ready sandbox
+// left, so that the claimer's first command does not compete with it on a
+// small host (issue 16: claim -> first output). Not extended by later
+// claims: a burst still refills back to back.
+constexpr auto kClaimGrace = std::chrono::milliseconds(15);
 // How often the refill thread looks for pooled sandboxes that ended
 // without a claim (their idle limit, a DELETE by id).
 constexpr auto kSweepEvery = std::chrono::seconds(1);
@@ -323,6 +329,8 @@ std::optional<ApiResult<SandboxService::Created>> PoolService::claim(
       // Popped under the lock: one claim per sandbox, ever.
       id = std::move(it->second.ready.front());
       it->second.ready.pop_front();
+      if (!it->second.ready.empty() && it->second.hold_until <= t0)
+        it->second.hold_until = t0 + kClaimGrace;
       update_gauges(it->second);
     }
     cv_.notify_all();  // the refill replaces it
@@ -428,7 +436,7 @@ void PoolService::refill_loop() {
     auto wake = Clock::now() + kSweepEvery;
     for (auto& [name, pool] : pools_) {
       if (pool.ready.size() + pool.building < target_of(pool, Clock::now()))
-        wake = std::min(wake, std::max(pool.next_try, Clock::now()));
+        wake = std::min(wake, std::max({pool.next_try, pool.hold_until, Clock::now()}));
     }
     cv_.wait_until(lock, wake);
   }
@@ -468,7 +476,7 @@ bool PoolService::refill_once() {
     const auto now = Clock::now();
     std::int64_t worst = 0;
     for (auto& [n, pool] : pools_) {
-      if (pool.next_try > now) continue;
+      if (pool.next_try > now || pool.hold_until > now) continue;
       const std::int64_t deficit = static_cast<std::int64_t>(target_of(pool, now)) -
                                    static_cast<std::int64_t>(pool.ready.size() + pool.building);
       if (deficit > worst) {

@@ -108,6 +108,9 @@ class PoolService {
     std::deque<std::chrono::steady_clock::time_point> recent_claims;
     int failures_in_a_row = 0;
     std::chrono::steady_clock::time_point next_try{};
+    // After a claim that left the pool a ready sandbox, the refill waits
+    // this long: the claimer's first command gets the CPUs first.
+    std::chrono::steady_clock::time_point hold_until{};
     std::uint64_t hits = 0, misses = 0, refill_failures = 0;
     std::string last_error;
   };
