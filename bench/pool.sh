@@ -16,7 +16,15 @@ BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD="$repo/$BUILD"
 dir=$(mktemp -d /tmp/corral-bench-XXXXXX)
 pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
+# Pooled sandboxes outlive a daemon's stop (the next one would rebuild
+# them): the pools are ended first, which destroys them.
+end_pools() {
+  for mode in on off; do
+    curl -s --unix-socket "$dir/$mode/corral.sock" -X DELETE http://corral/v1/pools/bench >/dev/null 2>&1 || true
+    curl -s --unix-socket "$dir/$mode/corral.sock" -X DELETE http://corral/v1/pools/mem >/dev/null 2>&1 || true
+  done
+}
+trap 'end_pools; for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
 for mode in on off; do
   mkdir -p "$dir/$mode"
   cat >"$dir/$mode/serve.yaml" <<YAML
