@@ -296,7 +296,14 @@ Result<TaskRequest> read_task(const Json& doc, const Ctx& ctx, std::uint64_t max
   if (const Json* sb = obj->get("sandbox"); sb != nullptr) {
     if (!sb->is_object()) return wrong_type("sandbox", "an object (a POST /v1/sandboxes body)", *sb);
     t.sandbox_json = dump(*sb);
-    if (auto checked = parse_create_sandbox(t.sandbox_json); !checked)
+    // "pool" (C4) is the daemon's to read (over that pool's spec): the
+    // rest is checked here.
+    Json rest = *sb;
+    if (auto pool = rest.find("pool"); pool != rest.end()) {
+      if (!pool->is_string()) return wrong_type("sandbox.pool", "a string (a pool's name)", *pool);
+      rest.erase(pool);
+    }
+    if (auto checked = parse_create_sandbox(dump(rest)); !checked)
       return sandbox_error(checked.error());
   }
   std::uint64_t inline_left = max_inline;

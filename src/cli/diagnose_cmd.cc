@@ -1,5 +1,6 @@
 // corral diagnose ID: a sandbox's diagnostics (REQUIREMENTS.md T1; docs/cli.md),
 // as a readable summary, or the API's JSON with --json.
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -54,6 +55,22 @@ std::string mib(const json& v) {
 // One line per symptom; "!" marks one that happened.
 void line(bool hit, const std::string& what, const std::string& text) {
   printf("%s %-18s %s\n", hit ? "!" : " ", what.c_str(), text.c_str());
+}
+
+// "85% (17 of 20 pool creates served warm)": the daemon-wide pool hit rate.
+std::string pool_rate(const json& rate, const json& hits, const json& misses) {
+  if (!rate.is_number()) return "unknown";
+  char buf[96];
+  const bool counts = hits.is_number_unsigned() && misses.is_number_unsigned();
+  if (!counts) {
+    snprintf(buf, sizeof buf, "%.0f%%", rate.get<double>() * 100.0);
+    return buf;
+  }
+  const auto h = hits.get<std::uint64_t>();
+  snprintf(buf, sizeof buf, "%.0f%% (%llu of %llu pool creates served warm, daemon-wide)",
+           rate.get<double>() * 100.0, static_cast<unsigned long long>(h),
+           static_cast<unsigned long long>(h + misses.get<std::uint64_t>()));
+  return buf;
 }
 
 std::string text(const json& v) { return v.is_string() ? v.get<std::string>() : std::string(); }
@@ -114,7 +131,10 @@ void print_summary(const json& d) {
   const json& daemon = at(d, "daemon");
   if (daemon.is_object())
     line(false, "pool hit rate",
-         at(daemon, "pool_hit_rate").is_null() ? "no pools" : num(at(daemon, "pool_hit_rate")));
+         at(daemon, "pool_hit_rate").is_null()
+             ? "no create named or matched a pool yet"
+             : pool_rate(at(daemon, "pool_hit_rate"), at(daemon, "pool_hits"),
+                         at(daemon, "pool_misses")));
 }
 
 }  // namespace

@@ -282,8 +282,9 @@ int serve(const ServeFlags& flags) {
       return fail("serve.pools: " + added.error().message, added.error().hint);
   }
   service.set_claimer([&pools](const api::CreateSandboxRequest& request,
-                               const std::optional<std::string>& key) {
-    return pools.claim(request, key);
+                               const std::optional<std::string>& key,
+                               const std::function<bool()>& key_is_fresh) {
+    return pools.claim(request, key, key_is_fresh);
   });
   reconciled += "; " + pools.start();
   snapshot::SnapshotConfig snapshot_config = config.snapshots;
@@ -298,6 +299,7 @@ int serve(const ServeFlags& flags) {
   TaskService tasks(config.tasks, service, *store, objects->get(), metrics);
   tasks.set_snapshots(&snapshots);
   tasks.set_volumes(&volumes);
+  tasks.set_pools(&pools);
   reconciled += "; " + tasks.start();
 
   ApiContext context{service, metrics, ApiLimits{}, objects->get()};

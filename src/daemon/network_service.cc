@@ -230,7 +230,9 @@ void NetworkService::count_blocked(std::string_view layer, std::string_view reas
 }
 
 void NetworkService::on_egress(const net::EgressEvent& e) {
-  if (!e.allowed) count_blocked("proxy", net::egress_refusal_name(e.refusal));
+  // The self-check's connection sends nothing and has no name.
+  const bool probe = e.name.empty() && probes_.take(e.sandbox, "proxy", "");
+  if (!e.allowed && !probe) count_blocked("proxy", net::egress_refusal_name(e.refusal));
   json ev{{"type", "network.connection"},
           {"sandbox", e.sandbox},
           {"decision", e.allowed ? "allow" : "deny"},
@@ -250,6 +252,7 @@ void NetworkService::on_egress(const net::EgressEvent& e) {
   if (!e.address.empty()) ev["address"] = e.address;
   if (!e.allowed) ev["refusal"] = std::string(net::egress_refusal_name(e.refusal));
   if (!e.end.empty()) ev["end"] = e.end;
+  if (probe) ev["self_check"] = true;
   audit(std::move(ev));
 }
 
@@ -257,7 +260,8 @@ void NetworkService::on_dns(const net::DnsLogEntry& e) {
   const bool blocked = e.outcome == net::DnsOutcome::kDenied ||
                        e.outcome == net::DnsOutcome::kRefused ||
                        e.outcome == net::DnsOutcome::kTypeRefused;
-  if (blocked) count_blocked("dns", net::dns_outcome_name(e.outcome));
+  const bool probe = probes_.take(e.sandbox_id, "dns", e.name);
+  if (blocked && !probe) count_blocked("dns", net::dns_outcome_name(e.outcome));
   json ev{{"type", "network.dns"},
           {"sandbox", e.sandbox_id},
           {"name", e.name},
@@ -269,6 +273,7 @@ void NetworkService::on_dns(const net::DnsLogEntry& e) {
           {"cached", e.cached},
           {"latency_us", e.latency.count()}};
   if (!e.upstream_error.empty()) ev["upstream_error"] = e.upstream_error;
+  if (probe) ev["self_check"] = true;
   audit(std::move(ev));
 }
 

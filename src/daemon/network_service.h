@@ -26,6 +26,7 @@
 #include "base/result.h"
 #include "daemon/daemon_config.h"
 #include "daemon/metrics.h"
+#include "daemon/self_check_probes.h"
 #include "jail/sandbox_network.h"
 #include "egress/cert_authority.h"
 #include "egress/network_engine.h"
@@ -122,6 +123,13 @@ class NetworkService {
     net::NetworkPolicy policy;
   };
   std::map<std::string, Served> served_;
+
+ public:
+  // The self-check's probes (T3): not counted as blocked requests.
+  SelfCheckProbes& self_check_probes() { return probes_; }
+
+ private:
+  SelfCheckProbes probes_;
 };
 
 }  // namespace corral::daemon

@@ -128,31 +128,7 @@ void handle_delete_pool(ApiContext& ctx, ApiRequest& r) {
 
 ApiResult<api::CreateSandboxRequest> parse_create_with_pool(ApiContext& ctx,
                                                             const std::string& body) {
-  std::optional<std::string> pool;
-  std::string rest = body.empty() ? "{}" : body;
-  // "pool" is the handler's: the create codec reads the rest over the
-  // pool's spec (or over the daemon's defaults without one).
-  auto j = json::parse(rest, nullptr, false);
-  if (j.is_object() && j.contains("pool")) {
-    if (!j["pool"].is_string())
-      return tl::unexpected(api::make_api_error(api::ApiErrorCode::kWrongType,
-                                                "pool must be a string", "pool"));
-    pool = j["pool"].get<std::string>();
-    j.erase("pool");
-    rest = json_text(j);
-  }
-  std::optional<SandboxSpec> base;
-  if (pool) {
-    if (ctx.pools != nullptr) base = ctx.pools->base_spec(*pool);
-    if (!base)
-      return tl::unexpected(api::make_api_error(
-          api::ApiErrorCode::kNotFound, "no pool named " + *pool, "pool",
-          "list pools with GET /v1/pools, or leave \"pool\" out for a cold create"));
-  }
-  auto request = api::parse_create_sandbox_over(rest, base ? *base : ctx.sandboxes.defaults());
-  if (!request) return tl::unexpected(api::to_api_error(request.error()));
-  request->pool = pool;
-  return std::move(*request);
+  return parse_create_over_pool(ctx.pools, ctx.sandboxes.defaults(), body);
 }
 
 }  // namespace corral::daemon

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include "api/api_model.h"
+#include "base/json_text.h"
 #include "base/random.h"
 #include "spec/volume_ref.h"
 
@@ -19,6 +22,12 @@ constexpr auto kFirstBackoff = std::chrono::seconds(1);
 constexpr auto kMaxBackoff = std::chrono::seconds(60);
 // A claim counts toward growing the pool (up to max) this long.
 constexpr auto kDemandWindow = std::chrono::seconds(60);
+// The refill's make of a replacement (several ms of CPU: clone, cgroups,
+// layer) waits this long after a claim while the pool has a ready sandbox
+// left, so that the claimer's first command does not compete with it on a
+// small host (issue 16: claim -> first output). Not extended by later
+// claims: a burst still refills back to back.
+constexpr auto kClaimGrace = std::chrono::milliseconds(15);
 // How often the refill thread looks for pooled sandboxes that ended
 // without a claim (their idle limit, a DELETE by id).
 constexpr auto kSweepEvery = std::chrono::seconds(1);
@@ -31,7 +40,65 @@ std::string random_tag() {
   return buf;
 }
 
+// A pool's row in the state store (StateStore::put_pool).
+std::string settings_json(const PoolSettings& s) {
+  nlohmann::json sandbox = nlohmann::json::parse(s.sandbox_json, nullptr, false);
+  if (!sandbox.is_object()) sandbox = nlohmann::json::object();
+  return json_text(nlohmann::json{{"name", s.name},
+                                  {"min", s.min},
+                                  {"max", s.max},
+                                  {"idle_limit_ms", s.idle_limit_ms},
+                                  {"sandbox", std::move(sandbox)}});
+}
+
+std::optional<PoolSettings> settings_of(const std::string& text) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object() || !j.contains("name") || !j["name"].is_string() ||
+      !j.value("min", nlohmann::json()).is_number_unsigned() ||
+      !j.value("max", nlohmann::json()).is_number_unsigned() ||
+      !j.value("idle_limit_ms", nlohmann::json()).is_number_integer() ||
+      !j.value("sandbox", nlohmann::json()).is_object())
+    return std::nullopt;
+  PoolSettings s;
+  s.name = j["name"].get<std::string>();
+  s.min = j["min"].get<std::uint32_t>();
+  s.max = j["max"].get<std::uint32_t>();
+  s.idle_limit_ms = j["idle_limit_ms"].get<std::int64_t>();
+  s.sandbox_json = json_text(j["sandbox"]);
+  return s;
+}
+
 }  // namespace
+
+ApiResult<api::CreateSandboxRequest> parse_create_over_pool(PoolService* pools,
+                                                            const SandboxSpec& defaults,
+                                                            const std::string& body) {
+  std::optional<std::string> pool;
+  std::string rest = body.empty() ? "{}" : body;
+  // "pool" is read here: the create codec reads the rest over the pool's
+  // spec (or over the daemon's defaults without one).
+  auto j = nlohmann::json::parse(rest, nullptr, false);
+  if (j.is_object() && j.contains("pool")) {
+    if (!j["pool"].is_string())
+      return tl::unexpected(api::make_api_error(api::ApiErrorCode::kWrongType,
+                                                "pool must be a string", "pool"));
+    pool = j["pool"].get<std::string>();
+    j.erase("pool");
+    rest = json_text(j);
+  }
+  std::optional<SandboxSpec> base;
+  if (pool) {
+    if (pools != nullptr) base = pools->base_spec(*pool);
+    if (!base)
+      return tl::unexpected(api::make_api_error(
+          api::ApiErrorCode::kNotFound, "no pool named " + *pool, "pool",
+          "list pools with GET /v1/pools, or leave \"pool\" out for a cold create"));
+  }
+  auto request = api::parse_create_sandbox_over(rest, base ? *base : defaults);
+  if (!request) return tl::unexpected(api::to_api_error(request.error()));
+  request->pool = pool;
+  return std::move(*request);
+}
 
 PoolService::PoolService(SandboxService& sandboxes, MetricsRegistry& metrics)
     : sandboxes_(sandboxes),
@@ -54,6 +121,11 @@ std::string PoolService::match_key(const SandboxSpec& spec) {
 }
 
 ApiResult<PoolStatus> PoolService::add(const PoolSettings& in, bool from_config) {
+  return insert(in, from_config, !from_config);
+}
+
+ApiResult<PoolStatus> PoolService::insert(const PoolSettings& in, bool from_config,
+                                          bool store_it) {
   if (!is_valid_volume_name(in.name))
     return api_fail(api::ApiErrorCode::kInvalidValue,
                     "pool name \"" + in.name + "\" is not [a-z0-9][a-z0-9._-]{0,62}", "name");
@@ -93,12 +165,25 @@ ApiResult<PoolStatus> PoolService::add(const PoolSettings& in, bool from_config)
   if (pools_.count(in.name) != 0)
     return api_fail(api::ApiErrorCode::kConflict, "a pool named " + in.name + " exists", "name",
                     "DELETE /v1/pools/" + in.name + " first");
+  // Stored before it exists: a pool the API answered 201 for is rebuilt
+  // after a restart.
+  if (store_it) {
+    if (auto st = sandboxes_.store().put_pool(
+            {in.name, settings_json(settings), StateStore::now_ms()});
+        !st) {
+      if (st.error().code == ErrorCode::kAlreadyExists)
+        return api_fail(api::ApiErrorCode::kConflict, "a pool named " + in.name + " is stored",
+                        "name", "DELETE /v1/pools/" + in.name + " first");
+      return api_fail(st.error());
+    }
+  }
   Pool& pool = pools_[in.name];
   pool.settings = settings;
   pool.spec = spec;
   pool.key = match_key(spec);
   pool.generation = next_generation_++;
   pool.from_config = from_config;
+  pool_count_.store(pools_.size(), std::memory_order_relaxed);
   update_gauges(pool);
   cv_.notify_all();
   return status_of(pool, Clock::now());
@@ -113,10 +198,15 @@ ApiResult<PoolStatus> PoolService::remove(const std::string& name) {
     if (it == pools_.end())
       return api_fail(api::ApiErrorCode::kNotFound, "no pool named " + name, "",
                       "list pools with GET /v1/pools");
+    // For good: the next daemon does not rebuild it.
+    if (!it->second.from_config) {
+      if (auto gone = sandboxes_.store().delete_pool(name); !gone) return api_fail(gone.error());
+    }
     ready.swap(it->second.ready);
     update_gauges(it->second);
     status = status_of(it->second, Clock::now());
     pools_.erase(it);
+    pool_count_.store(pools_.size(), std::memory_order_relaxed);
   }
   metrics_.gauge("corral_pool_ready", "Pooled sandboxes ready to claim", {{"pool", name}}).set(0);
   for (const std::string& id : ready) (void)sandboxes_.destroy(id, "pool " + name + " deleted");
@@ -187,10 +277,14 @@ void PoolService::miss(const std::string& pool, const std::string& reason) {
 }
 
 std::optional<ApiResult<SandboxService::Created>> PoolService::claim(
-    const api::CreateSandboxRequest& request, const std::optional<std::string>& key) {
+    const api::CreateSandboxRequest& request, const std::optional<std::string>& key,
+    const std::function<bool()>& key_is_fresh) {
   const auto t0 = Clock::now();
   std::string name;
   SandboxSpec pool_spec;
+  // Without pools a create pays nothing more than this (issue 16).
+  if (!request.pool && pool_count_.load(std::memory_order_relaxed) == 0) return std::nullopt;
+  const std::string want = match_key(request.spec);
   {
     std::lock_guard lock(mu_);
     if (request.pool) {
@@ -201,7 +295,6 @@ std::optional<ApiResult<SandboxService::Created>> PoolService::claim(
             "list pools with GET /v1/pools, or leave \"pool\" out for a cold create"));
       name = it->first;
     } else {
-      const std::string want = match_key(request.spec);
       for (auto& [n, pool] : pools_) {
         if (pool.key == want) {
           name = n;
@@ -211,6 +304,8 @@ std::optional<ApiResult<SandboxService::Created>> PoolService::claim(
       if (name.empty()) return std::nullopt;  // no pool is about this create
     }
   }
+  // A key an earlier create used: the cold path answers the retry.
+  if (!key_is_fresh()) return std::nullopt;
   // A spec that is not the pool's (what cannot be bound at claim): cold.
   std::string reason;
   {
@@ -219,7 +314,7 @@ std::optional<ApiResult<SandboxService::Created>> PoolService::claim(
     if (it == pools_.end()) return std::nullopt;  // deleted meanwhile
     Pool& pool = it->second;
     pool.recent_claims.push_back(t0);
-    if (reason.empty() && match_key(request.spec) != pool.key) reason = "spec";
+    if (want != pool.key) reason = "spec";
     pool_spec = pool.spec;
   }
   while (reason.empty()) {
@@ -234,6 +329,8 @@ std::optional<ApiResult<SandboxService::Created>> PoolService::claim(
       // Popped under the lock: one claim per sandbox, ever.
       id = std::move(it->second.ready.front());
       it->second.ready.pop_front();
+      if (!it->second.ready.empty() && it->second.hold_until <= t0)
+        it->second.hold_until = t0 + kClaimGrace;
       update_gauges(it->second);
     }
     cv_.notify_all();  // the refill replaces it
@@ -245,6 +342,7 @@ std::optional<ApiResult<SandboxService::Created>> PoolService::claim(
     }
     metrics_.counter("corral_pool_hits_total", "Creates served from a warm pool", {{"pool", name}})
         .inc();
+    sandboxes_.count_pool_claim(true);
     claim_seconds_.observe(std::chrono::duration<double>(Clock::now() - t0).count());
     return ApiResult<SandboxService::Created>(std::move(*claimed));
   }
@@ -253,10 +351,45 @@ std::optional<ApiResult<SandboxService::Created>> PoolService::claim(
     if (auto it = pools_.find(name); it != pools_.end()) ++it->second.misses;
   }
   miss(name, reason);
+  sandboxes_.count_pool_claim(false);
   return std::nullopt;
 }
 
+std::string PoolService::restore() {
+  auto rows = sandboxes_.store().list_pools();
+  if (!rows) return "; the stored pools could not be read: " + rows.error().message;
+  std::size_t restored = 0;
+  std::string notes;
+  for (const PoolRecord& row : *rows) {
+    auto settings = settings_of(row.settings_json);
+    std::string why;
+    if (!settings || settings->name != row.name) {
+      why = "its stored settings are not a pool's";
+    } else {
+      bool in_config = false;
+      {
+        std::lock_guard lock(mu_);
+        in_config = pools_.count(row.name) != 0;
+      }
+      if (in_config) {
+        why = "serve.pools has a pool of that name";
+      } else if (auto added = insert(*settings, false, false); !added) {
+        why = added.error().message;
+      }
+    }
+    if (why.empty()) {
+      ++restored;
+      continue;
+    }
+    // Dropped for good, with its settings in the log to make it again.
+    (void)sandboxes_.store().delete_pool(row.name);
+    notes += "; stored pool " + row.name + " dropped (" + why + "): " + row.settings_json;
+  }
+  return ", " + std::to_string(restored) + " of them stored through /v1/pools" + notes;
+}
+
 std::string PoolService::start() {
+  const std::string stored = restore();
   // A previous daemon's pooled sandboxes: rebuilt, not re-adopted (ADR 0015).
   std::size_t rebuilt = 0;
   if (auto records = sandboxes_.store().list(); records) {
@@ -273,7 +406,7 @@ std::string PoolService::start() {
   }
   if (!refill_.joinable()) refill_ = std::thread([this] { refill_loop(); });
   std::lock_guard lock(mu_);
-  return std::to_string(pools_.size()) + " pools, " + std::to_string(rebuilt) +
+  return std::to_string(pools_.size()) + " pools" + stored + ", " + std::to_string(rebuilt) +
          " pooled sandboxes of the previous daemon destroyed for a rebuild";
 }
 
@@ -303,7 +436,7 @@ void PoolService::refill_loop() {
     auto wake = Clock::now() + kSweepEvery;
     for (auto& [name, pool] : pools_) {
       if (pool.ready.size() + pool.building < target_of(pool, Clock::now()))
-        wake = std::min(wake, std::max(pool.next_try, Clock::now()));
+        wake = std::min(wake, std::max({pool.next_try, pool.hold_until, Clock::now()}));
     }
     cv_.wait_until(lock, wake);
   }
@@ -343,7 +476,7 @@ bool PoolService::refill_once() {
     const auto now = Clock::now();
     std::int64_t worst = 0;
     for (auto& [n, pool] : pools_) {
-      if (pool.next_try > now) continue;
+      if (pool.next_try > now || pool.hold_until > now) continue;
       const std::int64_t deficit = static_cast<std::int64_t>(target_of(pool, now)) -
                                    static_cast<std::int64_t>(pool.ready.size() + pool.building);
       if (deficit > worst) {

@@ -12,10 +12,12 @@
 // SandboxService call is made under it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -48,6 +50,15 @@ struct PoolStatus {
   bool from_config = false;
 };
 
+class PoolService;
+
+// A create body (POST /v1/sandboxes, a task's "sandbox"), its "pool" read
+// here: the rest is read over that pool's spec, or over `defaults` without
+// one. 404 (field "pool") for a pool `pools` does not have.
+ApiResult<api::CreateSandboxRequest> parse_create_over_pool(PoolService* pools,
+                                                            const SandboxSpec& defaults,
+                                                            const std::string& body);
+
 class PoolService {
  public:
   PoolService(SandboxService& sandboxes, MetricsRegistry& metrics);
@@ -56,24 +67,31 @@ class PoolService {
   PoolService& operator=(const PoolService&) = delete;
 
   // A new pool: 400 for settings that cannot make a pool (with the field),
-  // 409 for a name in use.
+  // 409 for a name in use. A pool not from the config is stored (the
+  // state store's pools table) and rebuilt by the next daemon's start().
   ApiResult<PoolStatus> add(const PoolSettings& settings, bool from_config = false);
-  // Ends a pool: its ready sandboxes are destroyed; claimed ones live on.
+  // Ends a pool (and its stored row, for good): its ready sandboxes are
+  // destroyed; claimed ones live on.
   ApiResult<PoolStatus> remove(const std::string& name);
   std::vector<PoolStatus> list();
   ApiResult<PoolStatus> get(const std::string& name);
   // The spec a create naming `name` is read over; nullopt: no such pool.
   std::optional<SandboxSpec> base_spec(const std::string& name);
 
-  // Destroys what a previous daemon left pooled (its rows still carry the
-  // pool key), then starts the refill thread. Returns a summary.
+  // Adds the pools stored by POST /v1/pools (a config pool of the same
+  // name wins), destroys what a previous daemon left pooled (its rows
+  // still carry the pool key), then starts the refill thread. Returns a
+  // summary.
   std::string start();
   void stop();
 
   // SandboxService's claimer: nullopt when the create goes on cold (a
   // miss, or a create no pool is about).
+  // `key_is_fresh` (SandboxService::Claimer) is asked only once a pool is
+  // about the create: without pools a create costs one map lookup here.
   std::optional<ApiResult<SandboxService::Created>> claim(
-      const api::CreateSandboxRequest& request, const std::optional<std::string>& key);
+      const api::CreateSandboxRequest& request, const std::optional<std::string>& key,
+      const std::function<bool()>& key_is_fresh);
 
   // The spec with the claim-time fields left out: what a match compares.
   static std::string match_key(const SandboxSpec& spec);
@@ -90,9 +108,16 @@ class PoolService {
     std::deque<std::chrono::steady_clock::time_point> recent_claims;
     int failures_in_a_row = 0;
     std::chrono::steady_clock::time_point next_try{};
+    // After a claim that left the pool a ready sandbox, the refill waits
+    // this long: the claimer's first command gets the CPUs first.
+    std::chrono::steady_clock::time_point hold_until{};
     std::uint64_t hits = 0, misses = 0, refill_failures = 0;
     std::string last_error;
   };
+  // add() without the row (`store_it` false: rebuilt from it).
+  ApiResult<PoolStatus> insert(const PoolSettings& settings, bool from_config, bool store_it);
+  // The stored pools added again; the summary's part about them.
+  std::string restore();
   std::uint32_t target_of(Pool& pool, std::chrono::steady_clock::time_point now);
   PoolStatus status_of(Pool& pool, std::chrono::steady_clock::time_point now);
   void update_gauges(const Pool& pool);
@@ -109,6 +134,7 @@ class PoolService {
   std::mutex mu_;  // guards what follows; a leaf (no SandboxService call under it)
   std::condition_variable cv_;
   std::map<std::string, Pool, std::less<>> pools_;
+  std::atomic<std::size_t> pool_count_{0};  // pools_.size(), read without mu_ by claim()
   std::uint64_t next_generation_ = 1;
   bool stopping_ = false;
   std::thread refill_;

@@ -108,16 +108,16 @@ ApiResult<SandboxService::Created> SandboxService::create(
   if (claimer_) {
     // A claim with a key takes the key's lock and claims only when no
     // earlier create used the key; else the cold path answers the retry.
+    // The claimer asks only once a pool is about this create: a create no
+    // pool is about pays no store lookup for it.
     std::optional<SandboxRegistry::KeyLock> lock;
-    bool fresh_key = true;
-    if (idempotency_key) {
+    auto fresh_key = [&]() -> bool {
+      if (!idempotency_key) return true;
       lock.emplace(registry_, *idempotency_key);
       auto earlier = store_.find_by_idempotency_key(*idempotency_key);
-      fresh_key = earlier && !*earlier;
-    }
-    if (fresh_key) {
-      if (auto claimed = claimer_(request, idempotency_key)) return std::move(*claimed);
-    }
+      return earlier && !*earlier;
+    };
+    if (auto claimed = claimer_(request, idempotency_key, fresh_key)) return std::move(*claimed);
   }
   return Creation(*this, request, std::move(idempotency_key), ns).run();
 }

@@ -60,6 +60,8 @@ void DiagnosticsBook::observe(const json& event) {
   const std::int64_t now = StateStore::now_ms();
   if (type == "network.dns" || type == "network.connection" || type == "network.gateway") {
     if (text_of(event, "decision") != "deny") return;
+    // The self-check's own probes (T3, self_check_probes.h): not the sandbox's.
+    if (auto sc = event.find("self_check"); sc != event.end() && *sc == true) return;
     BlockedRequest r;
     r.at_ms = now;
     r.detail = text_of(event, "reason");

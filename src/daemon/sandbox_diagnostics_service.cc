@@ -35,8 +35,13 @@ json self_check_json(const std::optional<SelfCheckReport>& r) {
 std::string version_name(CgroupVersion v) { return v == CgroupVersion::kV2 ? "v2" : "v1"; }
 
 // What the daemon as a whole adds to every answer: the warm pools' hit
-// rate (C4) once pools exist; null until then.
-json daemon_part() { return json{{"pool_hit_rate", nullptr}}; }
+// rate (C4) since the daemon started, over the creates that named or
+// matched a pool; null while there were none.
+json daemon_part(std::uint64_t hits, std::uint64_t misses) {
+  json rate = nullptr;
+  if (hits + misses > 0) rate = static_cast<double>(hits) / static_cast<double>(hits + misses);
+  return json{{"pool_hit_rate", std::move(rate)}, {"pool_hits", hits}, {"pool_misses", misses}};
+}
 
 api::ApiError not_found(std::string_view id) {
   return api::make_api_error(api::ApiErrorCode::kNotFound,
@@ -82,7 +87,8 @@ ApiResult<json> SandboxService::diagnostics(std::string_view id, const std::stri
     if (!doc.is_object())
       return api_fail(api::ApiErrorCode::kInternal,
                       "the stored diagnostics of sandbox " + std::string(id) + " are not JSON");
-    doc["daemon"] = daemon_part();
+    doc["daemon"] = daemon_part(pool_hits_.load(std::memory_order_relaxed),
+                               pool_misses_.load(std::memory_order_relaxed));
     return doc;
   }
   // Live: read now.
@@ -109,7 +115,8 @@ ApiResult<json> SandboxService::diagnostics(std::string_view id, const std::stri
     }
   }
   json doc = diagnostics_json(in);
-  doc["daemon"] = daemon_part();
+  doc["daemon"] = daemon_part(pool_hits_.load(std::memory_order_relaxed),
+                               pool_misses_.load(std::memory_order_relaxed));
   return doc;
 }
 

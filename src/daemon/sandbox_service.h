@@ -104,9 +104,12 @@ class SandboxService {
                             const std::string& ns = "default");
   // Warm pools (C4, ADR 0015; pool_service.h, sandbox_claim.cc). A create
   // first asks the claimer (set before the API serves): nullopt is a miss,
-  // and the create goes on cold.
+  // and the create goes on cold. `key_is_fresh` takes the key's lock and
+  // says whether no earlier create used it; the claimer calls it (once, not
+  // under its own lock) only when a pool is about the create.
   using Claimer = std::function<std::optional<ApiResult<Created>>(
-      const api::CreateSandboxRequest& request, const std::optional<std::string>& key)>;
+      const api::CreateSandboxRequest& request, const std::optional<std::string>& key,
+      const std::function<bool()>& key_is_fresh)>;
   void set_claimer(Claimer claimer) { claimer_ = std::move(claimer); }
   // A sandbox for a pool: an ordinary cold create whose entry stays hidden
   // (SandboxEntry::pooled) until claim_pooled; `pool_key` marks its row.
@@ -127,6 +130,11 @@ class SandboxService {
   void set_volumes(volume::VolumeStore* volumes) { volumes_ = volumes; }
   // True while the registry holds the sandbox (alive, or being torn down).
   bool registered(std::string_view id) { return entry(id) != nullptr; }
+  // A create that named or matched a pool: served from it (hit) or cold
+  // (miss). Daemon-wide, for diagnostics' pool_hit_rate (T1).
+  void count_pool_claim(bool hit) {
+    (hit ? pool_hits_ : pool_misses_).fetch_add(1, std::memory_order_relaxed);
+  }
   // True for a warm pool's sandbox not claimed yet (hidden from callers).
   bool unclaimed_pooled(std::string_view id) {
     auto e = entry(id);
@@ -294,6 +302,7 @@ class SandboxService {
   SecretService* secrets_;
   volume::VolumeStore* volumes_ = nullptr;
   Claimer claimer_;
+  std::atomic<std::uint64_t> pool_hits_{0}, pool_misses_{0};
 
   // The live entries, their capacity reservations and the idempotency
   // keys' locks; its mutex is taken after any entry's or process's mu

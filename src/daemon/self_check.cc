@@ -193,7 +193,11 @@ NetworkChecks check_network(SandboxService& service, SandboxEntry& sandbox) {
     out.dns = failed("no socket in the sandbox's network namespace: " + opened.error().message);
     return out;
   }
+  // The probes below are the self-check's, not the sandbox's requests:
+  // said before they are sent (self_check_probes.h).
+  SelfCheckProbes& probes = network.self_check_probes();
   // The proxy's connect goes first and completes while DNS is asked.
+  probes.expect(sandbox.id, "proxy", "");
   const sockaddr_in proxy = endpoint(host, proxy_port);
   const int connect_rc = ::connect(tcp.get(), reinterpret_cast<const sockaddr*>(&proxy), sizeof proxy);
   const int connect_err = connect_rc == 0 ? 0 : errno;
@@ -208,6 +212,7 @@ NetworkChecks check_network(SandboxService& service, SandboxEntry& sandbox) {
     // way no upstream is asked, so the check costs no internet round trip.
     const std::string gateway(net::kGatewayName);
     const bool granted = !status->gateway.empty();
+    probes.expect(sandbox.id, "dns", gateway);
     auto r = ask(udp.get(), gateway, why);
     if (!r) {
       out.dns = failed("the sandbox's resolver " + host + ":53 did not answer: " + why);
@@ -227,6 +232,7 @@ NetworkChecks check_network(SandboxService& service, SandboxEntry& sandbox) {
     for (const auto& rule : policy->rules) wildcard |= !rule.deny && rule.domain == "*";
     out.canary_run = out.dns.ok && policy->mode == net::NetworkMode::kAllowlist && !wildcard;
     if (out.canary_run) {
+      probes.expect(sandbox.id, "dns", kSelfCheckCanary);
       auto c = ask(udp.get(), kSelfCheckCanary, why);
       if (!c)
         out.canary = failed("the sandbox's resolver did not answer the canary " +

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "daemon/pool_service.h"
 #include "daemon/sandbox_service.h"
 #include "snapshot/snapshot_store.h"
 #include "volume/volume_store.h"
@@ -166,9 +167,9 @@ ApiResult<TaskService::Submitted> TaskService::submit(const std::string& ns,
   }
   // The sandbox spec is checked now, against the daemon's defaults, so that
   // a spec the daemon would refuse is a 400, not a failed task.
-  if (auto spec = api::parse_create_sandbox_over(sandbox_body(*request), sandboxes_.defaults());
+  if (auto spec = parse_create_over_pool(pools_, sandboxes_.defaults(), sandbox_body(*request));
       !spec) {
-    api::ApiError e = api::to_api_error(spec.error());
+    api::ApiError e = spec.error();
     e.field = e.field.empty() ? "sandbox" : "sandbox." + e.field;
     e.message = "sandbox: " + e.message;
     return tl::unexpected(e);

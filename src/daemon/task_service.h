@@ -59,6 +59,7 @@ namespace corral::daemon {
 
 class SandboxService;
 class SnapshotService;
+class PoolService;
 struct ProcessEntry;
 
 class TaskService {
@@ -110,6 +111,9 @@ class TaskService {
   // Where inputs with "volume" are read from (the caller's namespace's
   // volumes); unset: such a task is refused at submit. Before start().
   void set_volumes(volume::VolumeStore* volumes) { volumes_ = volumes; }
+  // The warm pools a task's `"sandbox": {"pool": ...}` names (C4); unset:
+  // such a task is refused at submit (404). Before start().
+  void set_pools(PoolService* pools) { pools_ = pools; }
   const TaskConfig& config() const { return config_; }
   // Removes finished tasks older than the retention, with their stored
   // objects; returns how many. Run by the pruner thread; public for tests.
@@ -157,6 +161,7 @@ class TaskService {
   MetricsRegistry& metrics_;
   SnapshotService* snapshots_ = nullptr;
   volume::VolumeStore* volumes_ = nullptr;
+  PoolService* pools_ = nullptr;
 
   std::mutex mu_;  // guards queue_, queued_ids_, active_, cancel_requested_, stopping_
   std::condition_variable queue_cv_;

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "daemon/pool_service.h"
 #include "daemon/task_replay.h"
 #include "daemon/task_runner.h"
 
@@ -51,7 +52,9 @@ bool TaskService::Runner::create() {
     const bool empty = body.find_first_not_of(" \t\r\n{") == close;
     body = body.substr(0, close) + (empty ? "" : ",") + "\"volumes\":" + req_.volumes_json + "}";
   }
-  auto spec = api::parse_create_sandbox_over(body, s_.sandboxes_.defaults());
+  // Over the pool's spec when it names one (C4): its create claims from
+  // the pool, under the create key's lock (a retry never claims twice).
+  auto spec = parse_create_over_pool(s_.pools_, s_.sandboxes_.defaults(), body);
   if (!spec) return fail("setup", "the sandbox spec: " + spec.error().message);
   // T2: what a replay needs, before the sandbox exists (docs/tasks.md
   // "Replay"): the spec as the defaults made it (secret names, never

@@ -169,6 +169,16 @@ CREATE TABLE sandbox_diagnostics (
 ) STRICT;
 CREATE INDEX sandbox_diagnostics_by_time ON sandbox_diagnostics(recorded_at);
 )sql",
+    // 7 -> 8: the warm pools made through POST /v1/pools (C4, issue 16),
+    // rebuilt when the daemon starts again; serve.pools stay in the config.
+    // settings_json: {name, min, max, idle_limit_ms, sandbox}.
+    R"sql(
+CREATE TABLE pools (
+  name TEXT PRIMARY KEY NOT NULL,
+  settings_json TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+) STRICT;
+)sql",
 };
 static_assert(std::size(kMigrations) == StateStore::kSchemaVersion,
               "one migration per schema version");

@@ -88,6 +88,13 @@ struct DiagnosticsRecord {
   std::string diagnostics_json;  // a JSON object
 };
 
+// A warm pool made through the API (C4; pool_table.cc), rebuilt at start.
+struct PoolRecord {
+  std::string name;
+  std::string settings_json;  // a JSON object: {name, min, max, idle_limit_ms, sandbox}
+  std::int64_t created_at_ms = 0;
+};
+
 struct CreateResult {
   SandboxRecord sandbox;
   bool created = false;  // false: an earlier request with the same idempotency key
@@ -98,7 +105,7 @@ struct CreateResult {
 
 class StateStore {
  public:
-  static constexpr int kSchemaVersion = 7;
+  static constexpr int kSchemaVersion = 8;
 
   // What an acknowledged write survives. kPowerLoss: synchronous=FULL, every
   // commit is fsync'd before the call returns. kProcessCrash:
@@ -245,6 +252,15 @@ class StateStore {
   Result<std::optional<DiagnosticsRecord>> get_diagnostics(std::string_view sandbox_id);
   // Removes the rows recorded before `before_ms`; returns how many.
   Result<std::size_t> prune_diagnostics(std::int64_t before_ms);
+
+  // ---- Warm pools made through the API (C4; pool_table.cc) ----
+
+  // Stores a new pool; kAlreadyExists when its name is stored already.
+  Status put_pool(const PoolRecord& record);
+  // Removes pool `name`'s row; false when there was none.
+  Result<bool> delete_pool(std::string_view name);
+  // Every stored pool, by name.
+  Result<std::vector<PoolRecord>> list_pools();
 
   // "ok", or what PRAGMA integrity_check reports.
   Result<std::string> integrity_check();

@@ -148,10 +148,10 @@ TEST(DaemonDiagnostics, BlockedRequestsAreCountedWithTheirReasons) {
   auto world_or = NetWorld::create();
   ASSERT_TRUE(world_or.has_value()) << world_or.error().message;
   NetWorld& world = **world_or;
-  // The self-check's own probes (a denied canary name, a proxy connection
-  // closed at once) would be counted as this sandbox's blocked requests:
-  // off here until they are told apart (issue 16, next session).
-  TestDaemon d({}, "serve:\n  self_check: \"off\"\n  network:\n    dns_servers: [\"" +
+  // The self-check (T3) is on: its own probes (the denied canary name,
+  // gateway.corral.internal without a gateway, a proxy connection closed
+  // at once) must not be counted as the sandboxes' blocked requests.
+  TestDaemon d({}, "serve:\n  self_check: \"on\"\n  network:\n    dns_servers: [\"" +
                        world.dns_endpoint() + "\"]\n");
   ASSERT_TRUE(d.ready()) << d.output();
   const std::string body =
@@ -160,6 +160,33 @@ TEST(DaemonDiagnostics, BlockedRequestsAreCountedWithTheirReasons) {
   const std::string quiet = d.create_sandbox(body);
   ASSERT_FALSE(id.empty()) << d.output();
   ASSERT_FALSE(quiet.empty()) << d.output();
+  // The self-check ran its network probes on both, canary included.
+  for (const std::string& sb : {id, quiet}) {
+    json sc = diagnostics(d, sb)["self_check"];
+    ASSERT_TRUE(sc.is_object()) << sc.dump();
+    std::string names;
+    for (const auto& c : sc["checks"]) names += c.value("name", "") + ",";
+    EXPECT_NE(names.find("canary,"), std::string::npos) << sc.dump();
+    EXPECT_NE(names.find("proxy,"), std::string::npos) << sc.dump();
+  }
+  // The probes' events reach the engine's threads a little later: give
+  // them time to be (wrongly) counted before anything of the test's runs.
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(count(diagnostics(d, id)["network_blocked"]["total"]), 0);
+  EXPECT_EQ(d.request("GET", "/metrics").body.find("corral_network_blocked_total{"),
+            std::string::npos)
+      << "the self-check's probes were counted on /metrics";
+  // They were seen, and audited as the self-check's: the canary (denied),
+  // and the proxy connection that sent nothing.
+  bool canary_seen = false, proxy_seen = false;
+  for (const json& rec : d.audit_records("network.dns"))
+    if (rec.value("sandbox", "") == quiet && rec.value("self_check", false) &&
+        rec.value("name", "") == "self-check-canary.corral.invalid")
+      canary_seen = rec.value("decision", "") == "deny";
+  for (const json& rec : d.wait_audit("network.connection", 2))
+    if (rec.value("sandbox", "") == quiet && rec.value("self_check", false)) proxy_seen = true;
+  EXPECT_TRUE(canary_seen) << "no denied canary query audited as the self-check's";
+  EXPECT_TRUE(proxy_seen) << "no proxy connection audited as the self-check's";
 
   json r = d.exec(id, "getent hosts denied.test; echo rc=$?");
   EXPECT_NE(r.value("stdout", "").find("rc=2"), std::string::npos) << r.dump();
@@ -176,10 +203,17 @@ TEST(DaemonDiagnostics, BlockedRequestsAreCountedWithTheirReasons) {
     json& b = diag["network_blocked"];
     EXPECT_GE(count(b["total"]), 2) << diag.dump();
     EXPECT_GE(count(b["by_reason"]["dns:denied"]), 1) << diag.dump();
+    // Exactly the test's own: every one kept is (fewer than keep_last).
+    EXPECT_EQ(count(b["total"]), static_cast<std::int64_t>(b["last"].size())) << diag.dump();
     bool named = false, proxied = false;
     for (const auto& e : b["last"]) {
-      if (e.value("layer", "") == "dns" && e.value("host", "") == "denied.test") named = true;
-      if (e.value("layer", "") == "proxy") proxied = true;
+      const bool dns_own = e.value("layer", "") == "dns" && e.value("host", "") == "denied.test";
+      const bool proxy_own = e.value("layer", "") == "proxy" &&
+                             (e.value("host", "") == "denied.test" ||
+                              e.value("host", "").find("198.51.100.11") != std::string::npos);
+      EXPECT_TRUE(dns_own || proxy_own) << "not the test's request: " << e.dump();
+      named |= dns_own;
+      proxied |= proxy_own;
       EXPECT_GT(count(e["at_ms"]), 0) << e.dump();
       EXPECT_FALSE(e.value("reason", "").empty()) << e.dump();
     }
@@ -195,6 +229,16 @@ TEST(DaemonDiagnostics, BlockedRequestsAreCountedWithTheirReasons) {
   }
   check(live);
   EXPECT_EQ(count(diagnostics(d, quiet)["network_blocked"]["total"]), 0);
+  // /metrics counts the same refusals, the probes' not among them.
+  {
+    const std::string metrics = d.request("GET", "/metrics").body;
+    double sum = 0;
+    for (std::size_t at = metrics.find("\ncorral_network_blocked_total{"); at != std::string::npos;
+         at = metrics.find("\ncorral_network_blocked_total{", at + 1))
+      sum += std::stod(metrics.substr(metrics.find("} ", at) + 2));
+    EXPECT_EQ(sum, static_cast<double>(count(diagnostics(d, id)["network_blocked"]["total"])))
+        << metrics;
+  }
 
   ASSERT_EQ(d.request("DELETE", "/v1/sandboxes/" + id).status, 200);
   json after = diagnostics(d, id);

@@ -155,6 +155,12 @@ TestDaemon::~TestDaemon() {
     (void)launch();
   }
   if (pid_ > 0 && port_ != 0) {
+    // Warm pools' sandboxes are in no list (ADR 0015) and outlive the
+    // daemon's stop: ending each pool destroys them.
+    auto pools = request("GET", "/v1/pools").json();
+    if (pools.is_object() && pools.contains("pools")) {
+      for (const auto& p : pools["pools"]) request("DELETE", "/v1/pools/" + p.value("name", ""));
+    }
     // Destroy what is left, so no test leaks sandboxes.
     auto list = request("GET", "/v1/sandboxes");
     auto j = list.json();

@@ -1,0 +1,287 @@
+// The warm pools' table (REQUIREMENTS.md C4, issue 16): the schema 7 -> 8
+// migration on a literal schema-7 database (every table and index as
+// corral wrote them before pools were stored, with rows in each), and the
+// table's put / list / delete, which PoolService uses to rebuild the pools
+// made through POST /v1/pools after a restart.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <string>
+#include <vector>
+
+#include "store/state_store.h"
+#include "store_test_support.h"
+#include "support/temp_dir.h"
+
+namespace corral {
+namespace {
+
+using store_test::open_or_die;
+using store_test::raw_sql;
+
+class TempDir : public ::corral::testing::TempDir {
+ public:
+  TempDir() : ::corral::testing::TempDir("corral-pool-table") {}
+};
+
+// Schema 7 exactly as migrations 0 -> 7 built it (state_store.cc at
+// edd9961), then one row in each table, and user_version 7.
+constexpr const char* kSchema7 = R"sql(
+CREATE TABLE sandboxes (
+  id TEXT PRIMARY KEY NOT NULL,
+  state TEXT NOT NULL CHECK (state IN
+    ('creating','initializing','ready','running','destroying','cleaned','failed')),
+  spec_json TEXT NOT NULL,
+  idempotency_key TEXT UNIQUE,
+  host_uid_base INTEGER,
+  cgroup TEXT,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  expires_at INTEGER,
+  error TEXT
+) STRICT;
+CREATE INDEX sandboxes_by_state ON sandboxes(state);
+CREATE INDEX sandboxes_by_expiry ON sandboxes(expires_at) WHERE expires_at IS NOT NULL;
+CREATE TABLE transitions (
+  id INTEGER PRIMARY KEY,
+  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,
+  from_state TEXT CHECK (from_state IN
+    ('creating','initializing','ready','running','destroying','cleaned','failed')),
+  to_state TEXT NOT NULL CHECK (to_state IN
+    ('creating','initializing','ready','running','destroying','cleaned','failed')),
+  at INTEGER NOT NULL,
+  reason TEXT NOT NULL
+) STRICT;
+CREATE INDEX transitions_by_sandbox ON transitions(sandbox_id, id);
+CREATE TABLE processes (
+  id TEXT PRIMARY KEY NOT NULL,
+  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,
+  argv_json TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('starting','running','exited','lost')),
+  exit_code INTEGER,
+  signal INTEGER,
+  started_at INTEGER NOT NULL,
+  ended_at INTEGER
+) STRICT;
+CREATE INDEX processes_by_sandbox ON processes(sandbox_id);
+
+ALTER TABLE sandboxes ADD COLUMN runtime_json TEXT;
+
+ALTER TABLE processes ADD COLUMN deadline_at INTEGER;
+ALTER TABLE processes ADD COLUMN host_pid INTEGER CHECK (host_pid > 0);
+ALTER TABLE processes ADD COLUMN host_start_time INTEGER CHECK (host_start_time > 0);
+
+ALTER TABLE processes ADD COLUMN timed_out INTEGER NOT NULL DEFAULT 0 CHECK (timed_out IN (0, 1));
+UPDATE processes SET timed_out = 1
+  WHERE state = 'exited' AND exit_code = 124 AND signal IS NOT NULL;
+
+CREATE TABLE tasks (
+  id TEXT PRIMARY KEY NOT NULL,
+  ns TEXT NOT NULL,
+  status TEXT NOT NULL CHECK (status IN
+    ('queued','running','succeeded','failed','timed_out','cancelled')),
+  stage TEXT NOT NULL,
+  request_json TEXT NOT NULL,
+  resolved_json TEXT NOT NULL DEFAULT '',
+  exit_code INTEGER,
+  signal INTEGER,
+  reason TEXT,
+  detail TEXT,
+  sandbox_id TEXT,
+  process_id TEXT,
+  outputs_json TEXT NOT NULL DEFAULT '[]',
+  snapshot_id TEXT,
+  snapshot_error TEXT,
+  attempt INTEGER NOT NULL DEFAULT 1 CHECK (attempt >= 1),
+  replay_of TEXT,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  started_at INTEGER,
+  finished_at INTEGER,
+  CHECK ((finished_at IS NULL) = (status IN ('queued','running')))
+) STRICT;
+CREATE INDEX tasks_by_status ON tasks(status);
+CREATE INDEX tasks_by_created ON tasks(created_at, id);
+CREATE INDEX tasks_by_finished ON tasks(finished_at) WHERE finished_at IS NOT NULL;
+CREATE TABLE task_transitions (
+  id INTEGER PRIMARY KEY,
+  task_id TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+  from_status TEXT CHECK (from_status IN
+    ('queued','running','succeeded','failed','timed_out','cancelled')),
+  to_status TEXT NOT NULL CHECK (to_status IN
+    ('queued','running','succeeded','failed','timed_out','cancelled')),
+  stage TEXT NOT NULL,
+  attempt INTEGER NOT NULL CHECK (attempt >= 1),
+  at INTEGER NOT NULL,
+  reason TEXT NOT NULL
+) STRICT;
+CREATE INDEX task_transitions_by_task ON task_transitions(task_id, id);
+
+CREATE TABLE task_inputs (
+  task_id TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+  idx INTEGER NOT NULL CHECK (idx >= 0),
+  sha256 TEXT NOT NULL CHECK (length(sha256) = 64),
+  content BLOB NOT NULL,
+  PRIMARY KEY (task_id, idx)
+) STRICT;
+CREATE TABLE sandbox_diagnostics (
+  sandbox_id TEXT PRIMARY KEY NOT NULL,
+  ns TEXT NOT NULL,
+  recorded_at INTEGER NOT NULL,
+  diagnostics_json TEXT NOT NULL
+) STRICT;
+CREATE INDEX sandbox_diagnostics_by_time ON sandbox_diagnostics(recorded_at);
+INSERT INTO sandboxes (id, state, spec_json, idempotency_key, host_uid_base, cgroup, created_at,
+                       updated_at, expires_at, error, runtime_json)
+  VALUES ('sb-old', 'cleaned', '{"limits":{"memory":"64Mi"}}', 'key-1', 165536, 'sb-old', 10, 20,
+          NULL, NULL, '{"init_pid":1234}'),
+         ('sb-live', 'ready', '{}', NULL, 231072, 'sb-live', 30, 31, 4102444800000, NULL, NULL);
+INSERT INTO transitions (sandbox_id, from_state, to_state, at, reason)
+  VALUES ('sb-old', NULL, 'creating', 10, 'create'),
+         ('sb-old', 'creating', 'initializing', 11, 'x'),
+         ('sb-old', 'initializing', 'ready', 12, 'ready'),
+         ('sb-old', 'ready', 'destroying', 19, 'deleted'),
+         ('sb-old', 'destroying', 'cleaned', 20, 'teardown verified');
+INSERT INTO processes (id, sandbox_id, argv_json, state, exit_code, signal, started_at, ended_at,
+                       deadline_at, host_pid, host_start_time, timed_out)
+  VALUES ('p-1', 'sb-old', '["sleep","9"]', 'exited', 124, 9, 13, 18, 17, 4242, 777, 1);
+INSERT INTO tasks (id, ns, status, stage, request_json, created_at, updated_at, started_at,
+                   finished_at, sandbox_id, reason)
+  VALUES ('t-1', 'default', 'failed', 'execute', '{"command":["false"]}', 40, 41, 40, 41,
+          'sb-old', 'exit_code');
+INSERT INTO task_transitions (task_id, from_status, to_status, stage, attempt, at, reason)
+  VALUES ('t-1', NULL, 'queued', 'none', 1, 40, 'submitted');
+INSERT INTO task_inputs (task_id, idx, sha256, content)
+  VALUES ('t-1', 0, '2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824', X'68656c6c6f');
+INSERT INTO sandbox_diagnostics (sandbox_id, ns, recorded_at, diagnostics_json)
+  VALUES ('sb-old', 'default', 20, '{"oom_kills":1}');
+PRAGMA user_version = 7;
+)sql";
+
+void write_schema7_database(const std::string& path) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, kSchema7, nullptr, nullptr, &err), SQLITE_OK)
+      << (err != nullptr ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+}
+
+// Every row of `sql`, each column's type and text joined by '|': what the
+// migration must not change.
+std::vector<std::string> rows(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  std::vector<std::string> out;
+  while (st != nullptr && sqlite3_step(st) == SQLITE_ROW) {
+    std::string row;
+    for (int c = 0; c < sqlite3_column_count(st); ++c) {
+      row += std::to_string(sqlite3_column_type(st, c)) + ":";
+      if (const unsigned char* p = sqlite3_column_text(st, c); p != nullptr)
+        row += reinterpret_cast<const char*>(p);
+      row += "|";
+    }
+    out.push_back(std::move(row));
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return out;
+}
+
+const char* const kOldTables[] = {
+    "SELECT * FROM sandboxes ORDER BY rowid",
+    "SELECT * FROM transitions ORDER BY id",
+    "SELECT * FROM processes ORDER BY rowid",
+    "SELECT * FROM tasks ORDER BY rowid",
+    "SELECT * FROM task_transitions ORDER BY id",
+    "SELECT task_id, idx, sha256, hex(content) FROM task_inputs ORDER BY rowid",
+    "SELECT * FROM sandbox_diagnostics ORDER BY rowid",
+};
+
+TEST(PoolTable, MigratesFromSchema7WithoutLoss) {
+  TempDir dir;
+  const std::string path = dir.file("state.db");
+  write_schema7_database(path);
+  ASSERT_EQ(raw_sql(path, "PRAGMA user_version"), "7");
+  ASSERT_EQ(raw_sql(path, "SELECT count(*) FROM sqlite_master WHERE name = 'pools'"), "0");
+  std::vector<std::vector<std::string>> before;
+  for (const char* sql : kOldTables) before.push_back(rows(path, sql));
+  for (const auto& t : before) ASSERT_FALSE(t.empty());
+  {
+    StateStore store = open_or_die(path);
+    EXPECT_EQ(StateStore::kSchemaVersion, 8);
+    EXPECT_EQ(*store.pragma("user_version"), "8");
+    EXPECT_EQ(*store.integrity_check(), "ok");
+    // The old rows read through today's store.
+    auto old = store.get("sb-old");
+    ASSERT_TRUE(old) << old.error().to_string();
+    EXPECT_EQ(old->state, SandboxState::kCleaned);
+    EXPECT_EQ(store.transitions("sb-old")->size(), 5u);
+    EXPECT_TRUE(store.list_processes("sb-old")->at(0).timed_out);
+    EXPECT_EQ(store.get_task("t-1")->sandbox_id, "sb-old");
+    EXPECT_EQ(store.task_input_content("t-1", 0)->bytes, "hello");
+    auto diag = store.get_diagnostics("sb-old");
+    ASSERT_TRUE(diag && diag->has_value());
+    EXPECT_EQ((*diag)->diagnostics_json, R"({"oom_kills":1})");
+    // The new table works on the migrated database.
+    EXPECT_TRUE(store.list_pools()->empty());
+    ASSERT_TRUE(store.put_pool({"py", R"({"name":"py","min":2})", 30}));
+  }
+  EXPECT_EQ(raw_sql(path, "SELECT strict FROM pragma_table_list WHERE name = 'pools'"), "1");
+  for (std::size_t i = 0; i < std::size(kOldTables); ++i)
+    EXPECT_EQ(rows(path, kOldTables[i]), before[i]) << kOldTables[i];
+  // Reopening does not migrate again, and keeps the row.
+  StateStore again = open_or_die(path);
+  auto pools = again.list_pools();
+  ASSERT_TRUE(pools) << pools.error().to_string();
+  ASSERT_EQ(pools->size(), 1u);
+  EXPECT_EQ(pools->at(0).name, "py");
+  EXPECT_EQ(pools->at(0).settings_json, R"({"name":"py","min":2})");
+  EXPECT_EQ(pools->at(0).created_at_ms, 30);
+}
+
+TEST(PoolTable, PutRefusesATakenNameListSortsDeleteIsForGood) {
+  TempDir dir;
+  const std::string path = dir.file("state.db");
+  {
+    StateStore store = open_or_die(path);
+    ASSERT_TRUE(store.put_pool({"web", R"({"name":"web"})", 1}));
+    ASSERT_TRUE(store.put_pool({"py", R"({"name":"py"})", 2}));
+    auto again = store.put_pool({"py", R"({"name":"py","min":9})", 3});
+    ASSERT_FALSE(again);
+    EXPECT_EQ(again.error().code, ErrorCode::kAlreadyExists);
+    auto listed = store.list_pools();
+    ASSERT_TRUE(listed);
+    ASSERT_EQ(listed->size(), 2u);
+    EXPECT_EQ(listed->at(0).name, "py");
+    EXPECT_EQ(listed->at(0).settings_json, R"({"name":"py"})");  // the first put's
+    EXPECT_EQ(listed->at(1).name, "web");
+    EXPECT_EQ(*store.delete_pool("py"), true);
+    EXPECT_EQ(*store.delete_pool("py"), false);
+    EXPECT_EQ(*store.delete_pool("none"), false);
+  }
+  // A reopened store (the next daemon) finds only what is left.
+  StateStore store = open_or_die(path);
+  auto listed = store.list_pools();
+  ASSERT_TRUE(listed);
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->at(0).name, "web");
+}
+
+TEST(PoolTable, RefusesSettingsThatAreNotAJsonObjectOrNoName) {
+  TempDir dir;
+  StateStore store = open_or_die(dir.file("state.db"));
+  for (const char* bad : {"", "[1]", "{", "3"}) {
+    auto st = store.put_pool({"py", bad, 1});
+    ASSERT_FALSE(st) << bad;
+    EXPECT_EQ(st.error().code, ErrorCode::kInvalidArgument);
+  }
+  EXPECT_FALSE(store.put_pool({"", "{}", 1}));
+  EXPECT_TRUE(store.list_pools()->empty());
+}
+
+}  // namespace
+}  // namespace corral
