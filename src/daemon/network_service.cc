@@ -250,6 +250,9 @@ void NetworkService::on_egress(const net::EgressEvent& e) {
   if (!e.address.empty()) ev["address"] = e.address;
   if (!e.allowed) ev["refusal"] = std::string(net::egress_refusal_name(e.refusal));
   if (!e.end.empty()) ev["end"] = e.end;
+  // Set only in a dry run (X2): a path can carry a token.
+  if (!e.method.empty()) ev["method"] = e.method;
+  if (!e.path.empty()) ev["path"] = e.path;
   audit(std::move(ev));
 }
 
