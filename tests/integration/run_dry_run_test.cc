@@ -148,7 +148,7 @@ TEST_F(run_dry_run, DnsIsAnsweredLocally) {
   RunOutcome r = run_sandbox(
       {"--dry-run", "--dns", "127.0.0.1:9", "--allow", "example.com"},
       {"/usr/bin/python3", "-c",
-       "import socket\n"
+       std::string("import socket\n") +
        "print(socket.gethostbyname('example.com'))\n"
        "try:\n  socket.gethostbyname('denied.example.org'); print('resolved')\n"
        "except OSError: print('nxdomain')\n"});

@@ -350,7 +350,7 @@ TEST_F(DryRun, DaemonSandboxAndTaskKeepEverythingAndReportEachAction) {
        {{"mounts", {{{"source", data}, {"target", "/data"}, {"writable", true}}}},
         {"network", {{"allow", {"allowed.test"}}}}}},
       {"volumes", {{{"volume", "dryvol"}, {"target", "/vol"}, {"writable", true}}}},
-      {"sh", "rm /data/victim /vol/precious && echo made > /workspace/made && "
+      {"sh", std::string("rm /data/victim /vol/precious && echo made > /workspace/made && ") +
              "python3 -c \"import socket; s=socket.create_connection(('allowed.test',80),5); "
              "s.sendall(b'GET /task HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\n'); s.recv(99)\""},
       {"outputs", {{{"path", "/workspace/made"}}}}};
