@@ -121,7 +121,9 @@ void expect_network_reported(const json& network) {
   const json* tcp = connection(network, "allowed.test", 5432);
   ASSERT_NE(tcp, nullptr) << "raw TCP is mapped back to its name: " << network.dump();
   const json* denied = connection(network, "denied.test", 80);
-  if (denied != nullptr) EXPECT_EQ((*denied)["real_run"], "deny") << denied->dump();
+  if (denied != nullptr) {
+    EXPECT_EQ((*denied)["real_run"], "deny") << denied->dump();
+  }
   bool dns_allowed = false, dns_denied = false;
   for (const auto& q : network["dns"]) {
     if (q.value("name", "") == "allowed.test" && q.value("type", "") == "A") {
