@@ -335,8 +335,9 @@ TEST_F(DryRun, DaemonSandboxAndTaskKeepEverythingAndReportEachAction) {
   EXPECT_EQ(tree_hash(data), host_before) << "the host dir changed in a dry run";
   EXPECT_EQ(volume_hash(d, "dryvol"), volume_before) << "the volume changed in a dry run";
   expect_upstreams_untouched(world);
-  EXPECT_EQ(d.request("GET", "/v1/sandboxes/" + id + "/dry-run").status, 404)
-      << "the report goes with the sandbox";
+  EXPECT_EQ(d.request("GET", "/v1/sandboxes/" + id + "/dry-run").status, 409)
+      << "the report goes with the sandbox (destroyed: 409, as every route of a live one)";
+  EXPECT_EQ(d.request("GET", "/v1/sandboxes/sb-000000000000/dry-run").status, 404);
 
   // A sandbox that is not a dry run has no report.
   const std::string normal = d.create_sandbox("{}");
