@@ -201,7 +201,8 @@ Result<CreateSandboxRequest> parse_create(std::string_view body, const SandboxSp
   if (!doc) return tl::unexpected<Error>(doc.error());
   auto obj = open_object(*doc, "", ctx,
                          {"image", "limits", "max_lifetime", "env", "mounts", "volumes", "workdir",
-                          "hostname", "root", "network", "secrets", "expected_duration"});
+                          "hostname", "root", "network", "secrets", "expected_duration",
+                          "dry_run"});
   if (!obj) return tl::unexpected<Error>(obj.error());
   CreateSandboxRequest request;
   if (base != nullptr) request.spec = *base;
@@ -267,6 +268,7 @@ Result<CreateSandboxRequest> parse_create(std::string_view body, const SandboxSp
     s.hostname = std::move(*name);
   }
   CORRAL_TRY(read_into(*obj, "root", s.root, any_bool()));
+  CORRAL_TRY(read_into(*obj, "dry_run", s.dry_run, any_bool()));
   // A network object replaces the defaults' network as a whole.
   if (const Json* network = obj->get("network")) {
     auto n = read_network_object(*network, obj->at("network"), ctx);
@@ -329,6 +331,7 @@ std::string to_json(const CreateSandboxRequest& request) {
   j["network"] = network_json(s.network);
   if (!s.secrets.empty()) j["secrets"] = secrets_json(s.secrets);
   if (s.expected_duration_ms > 0) j["expected_duration"] = duration_json(s.expected_duration_ms);
+  if (s.dry_run) j["dry_run"] = true;
   return dump(j);
 }
 

@@ -275,11 +275,11 @@ Result<TaskRequest> read_task(const Json& doc, const Ctx& ctx, std::uint64_t max
                  ? open_object(doc, "", ctx,
                                {"id", "sandbox", "inputs", "command", "sh", "env", "cwd", "stdin",
                                 "stdin_b64", "timeout", "outputs", "volumes", "snapshot",
-                                "keep_sandbox"})
+                                "keep_sandbox", "dry_run"})
                  : open_object(doc, "", ctx,
                                {"id", "sandbox", "inputs", "command", "sh", "env", "cwd", "stdin",
                                 "stdin_b64", "stdin_part", "timeout", "outputs", "volumes",
-                                "snapshot", "keep_sandbox"});
+                                "snapshot", "keep_sandbox", "dry_run"});
   if (!obj) return tl::unexpected<Error>(obj.error());
   TaskRequest t;
   const Json* id = obj->get("id");
@@ -389,6 +389,7 @@ Result<TaskRequest> read_task(const Json& doc, const Ctx& ctx, std::uint64_t max
     t.snapshot = std::move(*mode);
   }
   CORRAL_TRY(read_into(*obj, "keep_sandbox", t.keep_sandbox, any_bool()));
+  CORRAL_TRY(read_into(*obj, "dry_run", t.dry_run, any_bool()));
   return t;
 }
 
@@ -488,6 +489,7 @@ std::string to_canonical_json(const TaskRequest& t) {
   j["volumes"] = volumes ? std::move(*volumes) : Json::array();
   j["snapshot"] = t.snapshot;
   j["keep_sandbox"] = t.keep_sandbox;
+  if (t.dry_run) j["dry_run"] = true;  // only when set: older stored requests stay equal
   return dump(j);
 }
 
@@ -592,6 +594,10 @@ Json task_json(const TaskInfo& t) {
     auto resolved = parse_json(*t.resolved_json, kStored);
     if (resolved) j["resolved"] = std::move(*resolved);
   }
+  if (t.dry_run_json) {
+    auto report = parse_json(*t.dry_run_json, kStored);
+    if (report) j["dry_run"] = std::move(*report);
+  }
   return j;
 }
 
@@ -636,6 +642,8 @@ Result<TaskInfo> read_task_info(const Json& doc, std::string_view path, const Ct
     t.request_json = dump(*req);
   if (const Json* res = obj->get("resolved"); res != nullptr && res->is_object())
     t.resolved_json = dump(*res);
+  if (const Json* dry = obj->get("dry_run"); dry != nullptr && dry->is_object())
+    t.dry_run_json = dump(*dry);
   return t;
 }
 

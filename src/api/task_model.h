@@ -81,6 +81,9 @@ struct TaskRequest {
   std::string volumes_json = "[]";
   std::string snapshot = "on_failure";  // on_failure | always | never
   bool keep_sandbox = false;
+  // Dry-run (X2, docs/dry-run.md): the sandbox is a dry run (as its
+  // "sandbox" object's "dry_run" would make it); the result has the report.
+  bool dry_run = false;
 
   // The argv to run: `command`, or {"/bin/sh", "-c", sh}.
   std::vector<std::string> argv() const;
@@ -158,6 +161,8 @@ struct TaskInfo {
   // What replay keeps (resolved spec, image, input copies, secret names;
   // never a secret's value); GET of one task only.
   std::optional<std::string> resolved_json;
+  // A dry run's report (X2, docs/dry-run.md), JSON, once collected.
+  std::optional<std::string> dry_run_json;
 
   // succeeded, failed, timed_out or cancelled: nothing about it changes any more.
   bool finished() const {

@@ -17,6 +17,7 @@
 #include "cli/cli_output.h"
 #include "cli/commands.h"
 #include "cli/flag_parser.h"
+#include "daemon/dry_run_record.h"
 #include "image/image_store.h"
 #include "jail/sandbox_planner.h"
 #include "jail/sandbox_runner.h"
@@ -67,9 +68,10 @@ constexpr const char* kRunUsage =
     "  --gateway-secret-file FILE  sign gateway tokens with this 0600 key (made if missing)\n"
     "  --config FILE        YAML with cpu_limit, memory_limit, disk_limit, ...\n"
     "  --tty / --no-tty     force or refuse a pty (default: when on a terminal)\n"
-    "  --dry-run            run, but keep every write in the sandbox: writable mounts\n"
-    "                       become copy-on-write overlays; then say what would have\n"
-    "                       changed (docs/dry-run.md)\n"
+    "  --dry-run            run, but let nothing leave the sandbox: writable mounts\n"
+    "                       become copy-on-write overlays, DNS and connections are\n"
+    "                       answered locally; then say what it would have done\n"
+    "                       (docs/dry-run.md)\n"
     "  --json               print the JSON report on stderr at the end\n"
     "  --report FILE        write the JSON report to FILE\n"
     "\n"
@@ -103,32 +105,7 @@ int report_flag_error(const FlagError& e) {
   return usage_error(e.message);
 }
 
-// The dry-run report (docs/dry-run.md has its fields).
-nlohmann::json dry_run_json(const DryRunWrites& w) {
-  nlohmann::json changes = nlohmann::json::array();
-  for (const WriteChange& c : w.changes) {
-    nlohmann::json one = {{"path", c.path},
-                          {"change", change_kind_name(c.kind)},
-                          {"type", c.type},
-                          {"size", c.size}};
-    one["diff"] = c.diff ? nlohmann::json(*c.diff) : nlohmann::json(nullptr);
-    if (c.redacted) one["redacted"] = true;
-    changes.push_back(std::move(one));
-  }
-  nlohmann::json areas = nlohmann::json::array();
-  for (const WriteArea& a : w.areas) areas.push_back({{"target", a.target}, {"kind", a.kind}});
-  return {{"writes",
-           {{"created", w.created},
-            {"modified", w.modified},
-            {"deleted", w.deleted},
-            {"bytes_written", w.bytes_written},
-            {"truncated", w.truncated},
-            {"areas", std::move(areas)},
-            {"changes", std::move(changes)}}},
-          {"summary", summarize_writes(w)}};
-}
-
-nlohmann::json to_json(const RunResult& r) {
+nlohmann::json to_json(const RunResult& r, const daemon::DryRunRecord& dry) {
   nlohmann::json j;
   j["sandbox_id"] = r.sandbox_id;
   j["exit_code"] = r.exit_code;
@@ -153,7 +130,7 @@ nlohmann::json to_json(const RunResult& r) {
   } else {
     j["error"] = nullptr;
   }
-  if (r.dry_run) j["dry_run"] = dry_run_json(*r.dry_run);
+  if (r.dry_run) j["dry_run"] = daemon::dry_run_report(*r.dry_run, dry);
   return j;
 }
 
@@ -336,9 +313,39 @@ std::optional<int> prepare_network(SandboxSpec& spec, const RunFlags& flags, Run
   return std::nullopt;
 }
 
-// What every refusal of the sandbox's network prints on stderr.
-net::NetworkAuditSinks refusal_printers() {
+// A dry run's network events (X2), in the form the daemon's audit log
+// gives them (daemon/network_service.cc), for the report.
+nlohmann::json dry_run_event(const net::EgressEvent& e) {
+  nlohmann::json ev{{"type", "network.connection"}, {"name", e.name},       {"port", e.port},
+                    {"protocol", e.protocol},        {"reason", e.reason},   {"sni", e.sni},
+                    {"host", e.host},                {"method", e.method},   {"path", e.path},
+                    {"connect_host", e.connect_host}, {"original_address", e.original_address},
+                    {"address", e.address}};
+  if (!e.allowed) ev["refusal"] = std::string(net::egress_refusal_name(e.refusal));
+  return ev;
+}
+nlohmann::json dry_run_event(const net::DnsLogEntry& e) {
+  return {{"type", "network.dns"},
+          {"name", e.name},
+          {"qtype", net::dns::type_name(e.qtype)},
+          {"outcome", std::string(net::dns_outcome_name(e.outcome))},
+          {"addresses", e.addresses}};
+}
+nlohmann::json dry_run_event(const net::GatewayEvent& e) {
+  return {{"type", "network.gateway"}, {"service", e.service}, {"method", e.method},
+          {"path", e.path},            {"reason", e.reason}};
+}
+
+// What every refusal of the sandbox's network prints on stderr; a dry
+// run's events go to `dry` instead (its summary says what was tried).
+net::NetworkAuditSinks refusal_printers(daemon::DryRunRecord* dry) {
   net::NetworkAuditSinks sinks;
+  if (dry != nullptr) {
+    sinks.egress = [dry](const net::EgressEvent& e) { dry->observe(dry_run_event(e)); };
+    sinks.dns = [dry](const net::DnsLogEntry& e) { dry->observe(dry_run_event(e)); };
+    sinks.gateway = [dry](const net::GatewayEvent& e) { dry->observe(dry_run_event(e)); };
+    return sinks;
+  }
   sinks.egress = [](const net::EgressEvent& e) {
     if (e.allowed) return;
     fprintf(stderr, "corral: network: refused %s%s%s:%u: %s\n",
@@ -365,12 +372,13 @@ net::NetworkAuditSinks refusal_printers() {
 
 // The notices, the error and the residue on stderr; the JSON report where
 // --report and --json ask for it. Returns the exit status.
-int report_result(const RunResult& result, const RunFlags& flags) {
+int report_result(const RunResult& result, const RunFlags& flags,
+                  const daemon::DryRunRecord& dry) {
   for (const std::string& n : result.notices) fprintf(stderr, "corral: %s\n", n.c_str());
   if (result.failure) print_error(result.failure->message, result.failure->hint);
   for (const std::string& r : result.residue)
     fprintf(stderr, "corral: warning: left behind after cleanup: %s\n", r.c_str());
-  nlohmann::json report = to_json(result);
+  nlohmann::json report = to_json(result, dry);
   if (!flags.report.empty()) {
     std::ofstream out(flags.report, std::ios::trunc);
     out << json_text(report) << "\n";
@@ -379,7 +387,7 @@ int report_result(const RunResult& result, const RunFlags& flags) {
   if (flags.json) {
     fprintf(stderr, "%s\n", json_text(report).c_str());
   } else if (result.dry_run) {
-    fprintf(stderr, "corral: dry-run: %s\n", summarize_writes(*result.dry_run).c_str());
+    fprintf(stderr, "corral: dry-run: %s\n", daemon::summarize_dry_run(*result.dry_run, dry).c_str());
   }
   return result.exit_code;
 }
@@ -416,30 +424,29 @@ int run_command(int argc, char** argv) {
     if (auto status = use_image(spec, flags, images, options, image_lock)) return *status;
   }
 
+  // A dry run's DNS and proxy answer every query and connection
+  // themselves (X2, ADR 0016): recorded here, nothing sent upstream.
+  // Declared first: the engine's threads feed it until the engine is gone.
+  daemon::DryRunRecord dry;
   // A networked sandbox gets its proxy and DNS from this process (ADR 0005).
   std::unique_ptr<net::NetworkEngine> network;
   std::string gateway_secret;
   if (auto status = prepare_network(spec, flags, options, gateway_secret)) return *status;
-  // Until the dry-run proxy lands (docs/dry-run.md), a dry run has no
-  // network at all rather than a real one: nothing may leave the sandbox.
-  if (flags.dry_run && spec.network.mode != "none")
-    return usage_error(
-        "--dry-run does not record network requests yet, so it takes no network: leave out "
-        "--allow, --network, --network-template and --gateway");
   options.network_ready = [&](const std::string& id, const SandboxNetwork& n) -> Status {
     net::NetworkEngineConfig config;
     config.dns_servers = n.policy.dns_servers;
     config.gateway_services = flags.gateway_services;
     config.gateway_secret = gateway_secret;
-    auto engine = net::NetworkEngine::start(std::move(config), refusal_printers());
+    auto engine =
+        net::NetworkEngine::start(std::move(config), refusal_printers(flags.dry_run ? &dry : nullptr));
     if (!engine) return tl::unexpected(engine.error());
     network = std::move(*engine);
     return network->add_sandbox(id, n.host_address(),
                                 net::IpAddress::v4(n.slot->sandbox_address()).str(), n.policy);
   };
   RunResult result = run_sandbox(spec, options);
-  network.reset();
-  return report_result(result, flags);
+  network.reset();  // joins the proxy's threads: every event is in `dry`
+  return report_result(result, flags, dry);
 }
 
 }  // namespace corral::cli

@@ -92,6 +92,7 @@ void handle_extend_sandbox(ApiContext& ctx, ApiRequest& r);
 void handle_set_network(ApiContext& ctx, ApiRequest& r);
 void handle_revoke_secrets(ApiContext& ctx, ApiRequest& r);
 void handle_sandbox_diagnostics(ApiContext& ctx, ApiRequest& r);  // diagnostics_api.cc
+void handle_sandbox_dry_run(ApiContext& ctx, ApiRequest& r);      // sandbox_dry_run.cc
 
 void handle_exec(ApiContext& ctx, ApiRequest& r);
 void handle_start_process(ApiContext& ctx, ApiRequest& r);

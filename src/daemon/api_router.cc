@@ -62,6 +62,8 @@ const Route kRoutes[] = {
     {"GET", "/v1/snapshots/{id}/archive", handle_download_snapshot},
     // Diagnostics (T1, issue 16).
     {"GET", "/v1/sandboxes/{id}/diagnostics", handle_sandbox_diagnostics},
+    // Dry-run (X2, issue 16).
+    {"GET", "/v1/sandboxes/{id}/dry-run", handle_sandbox_dry_run},
     {"GET", "/v1/pools", handle_list_pools},
     {"POST", "/v1/pools", handle_create_pool},
     {"GET", "/v1/pools/{name}", handle_get_pool},

@@ -253,6 +253,9 @@ void NetworkService::on_egress(const net::EgressEvent& e) {
   if (!e.allowed) ev["refusal"] = std::string(net::egress_refusal_name(e.refusal));
   if (!e.end.empty()) ev["end"] = e.end;
   if (probe) ev["self_check"] = true;
+  // Set only in a dry run (X2): a path can carry a token.
+  if (!e.method.empty()) ev["method"] = e.method;
+  if (!e.path.empty()) ev["path"] = e.path;
   audit(std::move(ev));
 }
 

@@ -6,6 +6,9 @@
 // the sandbox is built (factory, network, secrets) and waited for. A
 // failure after the row exists is stored, audited and torn down
 // (Creation::fail), which gives the reservation back.
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <nlohmann/json.hpp>
 
 #include "base/json_text.h"
@@ -14,6 +17,7 @@
 #include "daemon/sandbox_service_internal.h"
 #include "daemon/self_check.h"
 #include "image/image_store.h"
+#include "jail/host_base.h"
 #include "jail/sandbox_planner.h"
 #include "jail/stage.h"
 #include "volume/volume_store.h"
@@ -67,6 +71,10 @@ class SandboxService::Creation {
   std::optional<ApiResult<Created>> self_check();
   Status stage_volumes(SandboxSpec& factory_spec);
   void unstage_volumes();
+  // Dry-run (X2, sandbox_dry_run.cc): the writable mounts' sources before
+  // the factory makes them overlays; the baseline once it is ready.
+  Status prepare_dry_run(const SandboxSpec& factory_spec);
+  Status start_dry_run();
   ApiResult<Created> fail(api::ApiErrorCode code, std::string message, std::string hint,
                           std::string field);
   ApiResult<Created> created();
@@ -91,6 +99,7 @@ class SandboxService::Creation {
   bool volumes_acquired_ = false;
   std::optional<net::NetworkPolicy> policy_;
   std::shared_ptr<secrets::ResolvedSecrets> resolved_secrets_;
+  std::shared_ptr<DryRunSandbox> dry_run_;  // set for a dry run
   RunOptions options_;
   std::string id_;
   std::string spec_json_;
@@ -105,7 +114,9 @@ class SandboxService::Creation {
 ApiResult<SandboxService::Created> SandboxService::create(
     const api::CreateSandboxRequest& request, std::optional<std::string> idempotency_key,
     const std::string& ns) {
-  if (claimer_) {
+  // A dry run is never claimed from a pool: pooled sandboxes were made
+  // without overlays, so it is always a cold create (X2).
+  if (claimer_ && !request.spec.dry_run) {
     // A claim with a key takes the key's lock and claims only when no
     // earlier create used the key; else the cold path answers the retry.
     // The claimer asks only once a pool is about this create: a create no
@@ -237,6 +248,7 @@ ApiResult<void> SandboxService::Creation::resolve_network() {
                         "this daemon cannot give sandboxes a network: " + *why, "network",
                         "see the daemon's start-up log; `corral doctor` checks nftables");
       policy_ = std::move(*p);
+      policy_->dry_run = spec_.dry_run;  // X2: DNS and proxy answer it themselves
     }
   } else if (spec_.network.mode != "none") {
     return api_fail(api::ApiErrorCode::kNetworkUnavailable,
@@ -390,6 +402,13 @@ ApiResult<SandboxService::Created> SandboxService::Creation::build() {
                     (gone ? " (the sub-path was removed while the sandbox was being created)" : ""),
                 st.error().hint, "volumes");
   }
+  if (spec_.dry_run) {
+    if (auto st = prepare_dry_run(factory_spec); !st) {
+      unstage_volumes();
+      return fail(api::ApiErrorCode::kSetupFailed, "dry-run: " + st.error().message,
+                  st.error().hint, "");
+    }
+  }
   SetupFailure failure;
   auto made =
       s_.factory_.create(factory_spec, options_, expires_, &failure, s_.limits_.setup_timeout);
@@ -447,6 +466,11 @@ ApiResult<SandboxService::Created> SandboxService::Creation::build() {
     return fail(api::ApiErrorCode::kSetupFailed, msg, ready_failure.hint, "");
   }
   if (auto failed = self_check()) return std::move(*failed);
+  if (dry_run_) {
+    if (auto st = start_dry_run(); !st)
+      return fail(api::ApiErrorCode::kSetupFailed, "dry-run: " + st.error().message,
+                  st.error().hint, "");
+  }
   {
     std::lock_guard lock(e_->mu);
     s_.transition_later(e_.get(), id_, SandboxState::kReady, "PID 1 and zygote up");
@@ -486,6 +510,49 @@ ApiResult<SandboxService::Created> SandboxService::Creation::created() {
   auto info = s_.info_of(*record, e_);
   if (!info) return tl::unexpected(info.error());
   return Created{*info, true};
+}
+
+}  // namespace corral::daemon
+
+namespace corral::daemon {
+
+// Opened before the factory call: a volume's staged bind is gone after it.
+Status SandboxService::Creation::prepare_dry_run(const SandboxSpec& factory_spec) {
+  auto state = std::make_shared<DryRunSandbox>();
+  std::size_t overlay = 0;  // the planner numbers the writable mounts' overlays in this order
+  for (const MountSpec& m : factory_spec.mounts) {
+    if (!m.writable) continue;
+    UniqueFd fd(::open(m.source.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd) return errno_error("open(" + m.source + ")");
+    struct stat st;
+    if (::fstat(fd.get(), &st) != 0) return errno_error("fstat(" + m.source + ")");
+    if (!S_ISDIR(st.st_mode)) continue;  // the planner refuses it, with the reason
+    state->mounts.push_back(
+        DryMountArea{m.target, fd.get(), "dry/" + std::to_string(overlay++) + "/upper"});
+    state->sources.push_back(std::move(fd));
+  }
+  std::string lower = options_.base.rootfs;
+  if (lower.empty()) {
+    auto host = ensure_host_base();
+    if (!host) return tl::unexpected(host.error());
+    lower = host->rootfs;
+    state->base_in_use = std::move(host->in_use);
+  }
+  state->root_lower.reset(::open(lower.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!state->root_lower) return errno_error("open(" + lower + ")");
+  dry_run_ = std::move(state);
+  return ok();
+}
+
+// After the self-check (whose probes are not the caller's): what the layer
+// holds now is the baseline, and from now on the record takes its events.
+Status SandboxService::Creation::start_dry_run() {
+  UniqueFd upper(::openat(e_->live->layer_root_fd(), "upper",
+                          O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!upper) return errno_error("openat(layer/upper)");
+  dry_run_->baseline = snapshot_upper(upper.get());
+  s_.dry_run_book_.add(id_, dry_run_);
+  return ok();
 }
 
 }  // namespace corral::daemon

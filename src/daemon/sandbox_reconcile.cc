@@ -333,6 +333,7 @@ Status SandboxService::Reconciler::serve_network_again(SandboxEntry& e) {
   if (s_.network_ == nullptr) return make_error(ErrorCode::kUnavailable, "no network engine");
   auto policy = s_.network_->resolve(e.spec.network);
   if (!policy) return tl::unexpected(policy.error());
+  policy->dry_run = e.spec.dry_run;  // X2: still answered locally after a restart
   return s_.network_->reattach(e.id, *e.net_slot, e.live->identity().init_pid, *policy);
 }
 

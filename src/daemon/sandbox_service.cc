@@ -341,6 +341,7 @@ ApiResult<api::SandboxInfo> SandboxService::set_network(std::string_view id,
   if (!policy)
     return api_fail(api::ApiErrorCode::kInvalidValue, policy.error().message, "",
                     policy.error().hint);
+  policy->dry_run = e->spec.dry_run;  // X2: a new policy never ends a dry run
   if (!e->net_slot) {
     if (policy->has_network())
       return api_fail(api::ApiErrorCode::kConflict,

@@ -41,6 +41,7 @@
 #include "api/api_model.h"
 #include "base/unique_fd.h"
 #include "daemon/api_result.h"
+#include "daemon/dry_run_record.h"
 #include "daemon/journal.h"
 #include "daemon/metrics.h"
 #include "daemon/network_service.h"
@@ -202,12 +203,23 @@ class SandboxService {
   void set_diagnostics(const DiagnosticsConfig& config);
   // An audit event of the network engine or the broker, seen before the
   // audit budget may drop it: refusals are counted per sandbox.
-  void observe_for_diagnostics(const nlohmann::json& event) { diagnostics_book_.observe(event); }
+  // (A dry-run sandbox's record takes it too: X2, sandbox_dry_run.cc.)
+  void observe_for_diagnostics(const nlohmann::json& event) {
+    diagnostics_book_.observe(event);
+    dry_run_book_.observe(event);
+  }
   // GET /v1/sandboxes/{id}/diagnostics: a live sandbox's read now, a
   // destroyed one's as its teardown recorded them (until the retention
   // ends). not_found (404) for an unknown id, one of another namespace
   // than `ns`, and one whose diagnostics were pruned.
   ApiResult<nlohmann::json> diagnostics(std::string_view id, const std::string& ns);
+
+  // Dry-run (X2, docs/dry-run.md; sandbox_dry_run.cc): GET
+  // /v1/sandboxes/{id}/dry-run, what live dry-run sandbox `id` would have
+  // done so far (writes read from its layer now, network, secret reads).
+  // not_found (404) for an unknown id, conflict (409) for one that is not
+  // a dry run or is being destroyed.
+  ApiResult<nlohmann::json> dry_run_report(std::string_view id);
 
   // Appends an audit record after everything the journal still holds.
   void audit_now(const nlohmann::json& event);
@@ -337,6 +349,7 @@ class SandboxService {
   DiagnosticsConfig diagnostics_config_;
   DiagnosticsBook diagnostics_book_;
   std::chrono::steady_clock::time_point next_diagnostics_prune_{};  // the reaper's
+  DryRunBook dry_run_book_;  // live dry-run sandboxes (X2)
   Journal journal_;  // last: drained before the rest goes
 };
 

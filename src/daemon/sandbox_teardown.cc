@@ -137,6 +137,7 @@ DestroyReport SandboxService::remove_from_host(const std::shared_ptr<SandboxEntr
     metrics_.counter("corral_teardown_lease_timeouts_total",
                      "Teardowns that went on while a request still held the sandbox's files")
         .inc();
+  dry_run_book_.remove(e->id);  // X2: its report is gone with its layer
   DestroyReport report;
   if (e->host_left) {
     if (e->live) {

@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "daemon/pool_service.h"
+#include "base/json_text.h"
 #include "daemon/sandbox_service.h"
 #include "snapshot/snapshot_store.h"
 #include "volume/volume_store.h"
@@ -493,6 +494,12 @@ api::TaskInfo TaskService::info_of(const TaskRecord& t, bool with_request) {
   if (with_request) {
     info.request_json = t.request_json;
     if (!t.resolved_json.empty()) info.resolved_json = t.resolved_json;
+  }
+  // A dry run's report (X2) is kept with what replay keeps (no new column).
+  if (t.resolved_json.find("\"dry_run\"") != std::string::npos) {
+    auto resolved = nlohmann::json::parse(t.resolved_json, nullptr, false);
+    if (resolved.is_object() && resolved.contains("dry_run"))
+      info.dry_run_json = json_text(resolved["dry_run"]);
   }
   return info;
 }

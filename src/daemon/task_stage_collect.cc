@@ -18,6 +18,14 @@ void TaskService::Runner::collect() {
   if (!stage(TaskStage::kCollect)) return;
   const auto t0 = Clock::now();
   store_logs();
+  // X2: a dry run's report, while the sandbox lives, kept with what replay
+  // keeps (shown as the task's "dry_run").
+  if (sandbox_ && sandbox_->spec.dry_run) {
+    auto report = s_.sandboxes_.dry_run_report(sandbox_->id);
+    resolved_["dry_run"] =
+        report ? *report : nlohmann::json{{"error", report.error().message}};
+    (void)store_resolved();
+  }
   if (!command_ended(outcome_)) return;  // cancelled: its output is kept, not its files
   std::vector<TaskOutputRecord> records;
   std::optional<StageFailure> failure = collect_outputs(records);

@@ -56,6 +56,7 @@ bool TaskService::Runner::create() {
   // the pool, under the create key's lock (a retry never claims twice).
   auto spec = parse_create_over_pool(s_.pools_, s_.sandboxes_.defaults(), body);
   if (!spec) return fail("setup", "the sandbox spec: " + spec.error().message);
+  if (req_.dry_run) spec->spec.dry_run = true;  // X2: a replay is a dry run too
   // T2: what a replay needs, before the sandbox exists (docs/tasks.md
   // "Replay"): the spec as the defaults made it (secret names, never
   // values), before the lifetime is raised for this task.

@@ -50,6 +50,8 @@ std::string_view gateway_refusal_name(GatewayRefusal r) {
       return "secret_refused";
     case GatewayRefusal::kUpstreamTls:
       return "upstream_tls";
+    case GatewayRefusal::kDryRun:
+      return "dry_run";
     case GatewayRefusal::kCount:
       break;
   }

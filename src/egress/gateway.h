@@ -80,12 +80,13 @@ enum class GatewayRefusal : std::uint8_t {
   kTimeout,          // 408: no complete head in time (or the client vanished)
   kSecretRefused,    // 403: a broker token that may not go to this service (issue 5)
   kUpstreamTls,      // 502: https service: TLS handshake or certificate failed
+  kDryRun,           // 503: a dry run (X2): checked and recorded, never forwarded
   kCount,
 };
 // "none", "malformed", "path", "no_token", "bad_token", "unknown_service",
 // "not_granted", "method", "path_not_allowed", "rate_limited",
 // "length_required", "upstream_failed", "upstream_timeout", "timeout",
-// "secret_refused", "upstream_tls".
+// "secret_refused", "upstream_tls", "dry_run".
 std::string_view gateway_refusal_name(GatewayRefusal r);
 
 struct GatewayEvent {

@@ -65,6 +65,8 @@ int status_of(GatewayRefusal r) {
       return 504;
     case GatewayRefusal::kTimeout:
       return 408;
+    case GatewayRefusal::kDryRun:
+      return 503;
     case GatewayRefusal::kNone:
     case GatewayRefusal::kCount:
       break;
@@ -134,6 +136,14 @@ class Gateway::Session {
     if (request_.head.target == kSecretReadPath) return serve_secret_read();
     if (!authenticate() || !check_policy() || !take_rate_token()) return;
     build_upstream_head();
+    if (conn_.policy != nullptr && conn_.policy->dry_run) {
+      // X2: checked as a real run would be, recorded, never connected, and
+      // no broker token is swapped.
+      refuse(GatewayRefusal::kDryRun,
+             "dry run: nothing was sent; a real run would forward it to " + host_port_,
+             "run it without dry-run to reach the service");
+      return;
+    }
     if (!connect_upstream() || !start_upstream_tls() || !swap_broker_tokens() || !send_request())
       return;
     if (reflection_)

@@ -88,9 +88,10 @@ NetworkEngine::~NetworkEngine() {
 
 DnsPolicy NetworkEngine::dns_policy(const std::string& id,
                                     std::shared_ptr<const NetworkPolicy> policy,
-                                    const std::string& host_address) {
+                                    const std::string& host_address,
+                                    std::shared_ptr<DryRunAddresses> dry_run_addresses) {
   (void)id;
-  return [policy, host_address](const DnsQuestionContext& q) {
+  return [policy, host_address, dry_run_addresses](const DnsQuestionContext& q) {
     DnsVerdict v;
     if (q.name == kGatewayName) {
       if (policy->gateway_services.empty()) {
@@ -106,6 +107,12 @@ DnsPolicy NetworkEngine::dns_policy(const std::string& id,
     Decision d = check_dns_name(*policy, q.name);
     v.action = d.allowed ? DnsAction::kResolve : DnsAction::kNxDomain;
     v.reason = d.rule.empty() ? d.reason : d.reason + ": " + d.rule;
+    if (policy->dry_run && d.allowed) {
+      // X2: a name a real run would resolve gets a synthetic address of
+      // its own, never an upstream query; the proxy maps it back.
+      v.fixed_ipv4 = dry_run_addresses->address_for(q.name);
+      v.reason = "dry run: answered locally; " + v.reason;
+    }
     return v;
   };
 }
@@ -113,13 +120,14 @@ DnsPolicy NetworkEngine::dns_policy(const std::string& id,
 Status NetworkEngine::add_sandbox(const std::string& id, const std::string& host_address,
                                   const std::string& sandbox_address, const NetworkPolicy& policy) {
   auto shared = std::make_shared<const NetworkPolicy>(policy);
+  auto dry = std::make_shared<DryRunAddresses>();
   {
     std::lock_guard lock(mu_);
     if (sandboxes_.count(id) != 0)
       return make_error(ErrorCode::kAlreadyExists, "sandbox " + id + " already has a network");
   }
   auto dns_port = dns_->add_sandbox(id, host_address, config_.firewall.dns_port,
-                                    dns_policy(id, shared, host_address), sandbox_address);
+                                    dns_policy(id, shared, host_address, dry), sandbox_address);
   if (!dns_port) return tl::unexpected(dns_port.error().wrap("DNS for sandbox " + id));
   if (auto st = dns_->set_upstreams(id, policy.dns_servers); !st) {
     dns_->remove_sandbox(id);
@@ -131,23 +139,25 @@ Status NetworkEngine::add_sandbox(const std::string& id, const std::string& host
     return tl::unexpected(proxy_port.error().wrap("proxy for sandbox " + id));
   }
   std::lock_guard lock(mu_);
-  sandboxes_[id] = Entry{host_address, shared};
+  sandboxes_[id] = Entry{host_address, shared, dry};
   return ok();
 }
 
 Status NetworkEngine::set_policy(const std::string& id, const NetworkPolicy& policy) {
   auto shared = std::make_shared<const NetworkPolicy>(policy);
   std::string host_address;
+  std::shared_ptr<DryRunAddresses> dry;
   {
     std::lock_guard lock(mu_);
     auto it = sandboxes_.find(id);
     if (it == sandboxes_.end())
       return make_error(ErrorCode::kNotFound, "sandbox " + id + " has no network");
     host_address = it->second.host_address;
+    dry = it->second.dry_run_addresses;
     it->second.policy = shared;
   }
   CORRAL_TRY(dns_->set_upstreams(id, policy.dns_servers));
-  CORRAL_TRY(dns_->set_policy(id, dns_policy(id, shared, host_address)));
+  CORRAL_TRY(dns_->set_policy(id, dns_policy(id, shared, host_address, dry)));
   return proxy_->set_policy(id, shared);
 }
 

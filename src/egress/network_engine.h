@@ -13,6 +13,7 @@
 
 #include "base/result.h"
 #include "egress/dns_server.h"
+#include "egress/dry_run_addresses.h"
 #include "egress/egress_proxy.h"
 #include "egress/firewall.h"
 #include "egress/gateway.h"
@@ -83,7 +84,8 @@ class NetworkEngine {
  private:
   NetworkEngine() = default;
   DnsPolicy dns_policy(const std::string& id, std::shared_ptr<const NetworkPolicy> policy,
-                       const std::string& host_address);
+                       const std::string& host_address,
+                       std::shared_ptr<DryRunAddresses> dry_run_addresses);
 
   NetworkEngineConfig config_;
   std::unique_ptr<DnsServer> dns_;
@@ -93,6 +95,7 @@ class NetworkEngine {
   struct Entry {
     std::string host_address;
     std::shared_ptr<const NetworkPolicy> policy;
+    std::shared_ptr<DryRunAddresses> dry_run_addresses;  // X2: a dry run's names, for its life
   };
   std::map<std::string, Entry> sandboxes_;
 };

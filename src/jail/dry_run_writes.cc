@@ -281,6 +281,37 @@ const char* change_kind_name(WriteChange::Kind kind) {
   return "?";
 }
 
+DryRunWrites collect_layer_writes(int layer_root_fd, int root_lower_fd,
+                                  const std::vector<DryMountArea>& mounts,
+                                  const WriteBaseline* root_baseline,
+                                  const SecretCheck& has_secret) {
+  DryRunWrites out;
+  auto sub = [layer_root_fd](const std::string& rel) {
+    return UniqueFd(
+        openat(layer_root_fd, rel.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  };
+  struct Area {
+    std::string upper, target;
+  };
+  for (const Area& a : {Area{"upper", "/"}, Area{"tmp", "/tmp"}, Area{"shm", "/dev/shm"}}) {
+    UniqueFd upper = sub(a.upper);
+    if (!upper) continue;
+    const bool root = a.target == "/";
+    out.areas.push_back(WriteArea{a.target, "layer"});
+    collect_writes(upper.get(), root ? root_lower_fd : -1, a.target, root ? root_baseline : nullptr,
+                   has_secret, out);
+  }
+  for (const DryMountArea& m : mounts) {
+    UniqueFd upper = sub(m.upper);
+    // The O_PATH source reopened for reading, never through a symlink.
+    UniqueFd lower(openat(m.source_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    out.areas.push_back(WriteArea{m.target, "mount"});
+    if (upper)
+      collect_writes(upper.get(), lower ? lower.get() : -1, m.target, nullptr, has_secret, out);
+  }
+  return out;
+}
+
 std::string summarize_writes(const DryRunWrites& writes) {
   struct Group {
     std::uint64_t files = 0, bytes = 0;

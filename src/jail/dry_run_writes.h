@@ -69,6 +69,24 @@ void collect_writes(int upper_fd, int lower_fd, const std::string& target,
                     const WriteBaseline* baseline, const SecretCheck& has_secret,
                     DryRunWrites& out);
 
+// A writable mount made an overlay: where the sandbox sees it, its host
+// source (an O_PATH fd, only ever read) and its upper dir in the layer.
+struct DryMountArea {
+  std::string target;
+  int source_fd = -1;
+  std::string upper;  // relative to the layer root ("dry/N/upper")
+};
+
+// Everything a dry-run sandbox wrote: the layer's upper dir over the root
+// lower (`root_lower_fd`, minus `root_baseline`), its tmp and shm dirs, and
+// each writable mount's upper over its source. `layer_root_fd`: the
+// writable layer's root. Used after a `corral run` command and on request
+// for a daemon's live sandbox.
+DryRunWrites collect_layer_writes(int layer_root_fd, int root_lower_fd,
+                                  const std::vector<DryMountArea>& mounts,
+                                  const WriteBaseline* root_baseline,
+                                  const SecretCheck& has_secret);
+
 const char* change_kind_name(WriteChange::Kind kind);
 
 // "would write 3 files (12 KiB) under /workspace, would delete /data/x".

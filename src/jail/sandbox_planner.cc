@@ -180,32 +180,12 @@ Status prepare_dry_overlays(WritableLayer& layer, const std::vector<DryOverlay>&
 }  // namespace
 
 DryRunWrites collect_dry_run_writes(const PreparedSandbox& prepared, const SecretCheck& has_secret) {
-  DryRunWrites out;
-  const int layer = prepared.layer->root_fd();
-  auto sub = [layer](const std::string& rel) {
-    return UniqueFd(openat(layer, rel.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  };
-  struct Area {
-    std::string upper, target;
-  };
-  for (const Area& a : {Area{"upper", "/"}, Area{"tmp", "/tmp"}, Area{"shm", "/dev/shm"}}) {
-    UniqueFd upper = sub(a.upper);
-    if (!upper) continue;
-    UniqueFd lower;
-    if (a.target == "/")
-      lower = UniqueFd(open(prepared.plan.lower_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    out.areas.push_back(WriteArea{a.target, "layer"});
-    collect_writes(upper.get(), lower ? lower.get() : -1, a.target,
-                   a.target == "/" ? &prepared.dry_baseline : nullptr, has_secret, out);
-  }
-  for (const PreparedSandbox::DryMount& m : prepared.dry_mounts) {
-    UniqueFd upper = sub(m.upper);
-    // The O_PATH source reopened for reading, never through a symlink.
-    UniqueFd lower(openat(m.source_fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    out.areas.push_back(WriteArea{m.target, "mount"});
-    if (upper) collect_writes(upper.get(), lower ? lower.get() : -1, m.target, nullptr, has_secret, out);
-  }
-  return out;
+  UniqueFd lower(open(prepared.plan.lower_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  std::vector<DryMountArea> mounts;
+  for (const PreparedSandbox::DryMount& m : prepared.dry_mounts)
+    mounts.push_back(DryMountArea{m.target, m.source_fd.get(), m.upper});
+  return collect_layer_writes(prepared.layer->root_fd(), lower ? lower.get() : -1, mounts,
+                              &prepared.dry_baseline, has_secret);
 }
 
 std::string new_sandbox_id() {
@@ -242,10 +222,13 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
                       "enable Landlock (CONFIG_SECURITY_LANDLOCK, lsm=landlock,...); run "
                       "`corral doctor`");
 
+  // Dry-run (X2): asked by `corral run` (options) or by the spec (the daemon).
+  const bool dry_run = options.dry_run || spec.dry_run;
   {
     auto network = plan_sandbox_network(spec.network, options.network, failed_stage);
     if (!network) return tl::unexpected(network.error());
     p.network = std::move(*network);
+    p.network.policy.dry_run = dry_run;  // DNS and proxy answer it themselves
   }
 
   failed_stage = Stage::kUidRange;
@@ -289,14 +272,14 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
     p.bind_fds.push_back(std::move(*tree));
   }
   std::vector<std::string> landlock_writable;
-  p.dry_run = options.dry_run;
+  p.dry_run = dry_run;
   std::vector<DryOverlay> overlays;  // dry-run: writable mounts made overlays
   for (const MountSpec& m : spec.mounts) {
     auto rel = relative_target(m.target);
     if (!rel) return tl::unexpected(rel.error());
     auto opened = open_mount_source(m, options.mount_roots, options.cwd);
     if (!opened) return tl::unexpected(opened.error());
-    const bool overlay = options.dry_run && m.writable;
+    const bool overlay = dry_run && m.writable;
     if (overlay && !opened->is_dir)
       return make_error(ErrorCode::kInvalidArgument,
                         "dry-run: the writable mount " + m.target +
@@ -365,7 +348,7 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
   }
   if (!s) return tl::unexpected(s.error());
   CORRAL_TRY(prepare_dry_overlays(L, overlays, run_dir() + "/stage", plan.binds));
-  if (options.dry_run) {
+  if (dry_run) {
     UniqueFd upper(openat(L.root_fd(), "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!upper) return errno_error("openat(layer/upper)");
     p.dry_baseline = snapshot_upper(upper.get());

@@ -104,6 +104,9 @@ struct SandboxSpec {
   // How long the task is expected to take (S4: a broker token lives 1.5x
   // this); 0: not declared (tokens live as long as the sandbox).
   std::int64_t expected_duration_ms = 0;
+  // Dry-run (X2, docs/dry-run.md): writable mounts become copy-on-write
+  // overlays and the network is answered locally; nothing leaves.
+  bool dry_run = false;
 };
 
 }  // namespace corral

@@ -140,11 +140,25 @@ TEST_F(run_dry_run, AWritableFileMountIsRefused) {
       << r.err;
 }
 
-TEST_F(run_dry_run, NetworkIsRefusedUntilRecorded) {
-  RunOutcome r = run_sandbox({"--dry-run", "--allow", "example.com"}, {"true"});
-  EXPECT_EQ(r.exit_code, 125);
-  EXPECT_NE(r.err.find("--dry-run does not record network requests yet"), std::string::npos)
-      << r.err;
+// A dry run's DNS answers an allowed name itself with a synthetic address
+// (198.18.0.0/15), whatever the upstream: here an upstream that does not
+// exist, so a forwarded query would fail. A denied name is NXDOMAIN.
+TEST_F(run_dry_run, DnsIsAnsweredLocally) {
+  if (geteuid() != 0) CORRAL_SKIP_OR_FAIL("network tests run as root");
+  RunOutcome r = run_sandbox(
+      {"--dry-run", "--dns", "127.0.0.1:9", "--allow", "example.com"},
+      {"/usr/bin/python3", "-c",
+       std::string("import socket\n") +
+       "print(socket.gethostbyname('example.com'))\n"
+       "try:\n  socket.gethostbyname('denied.example.org'); print('resolved')\n"
+       "except OSError: print('nxdomain')\n"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.rfind("198.18.", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("nxdomain"), std::string::npos) << r.out;
+  bool recorded = false;
+  for (const auto& q : r.report["dry_run"]["network"]["dns"])
+    recorded |= q.value("name", "") == "example.com" && q.value("outcome", "") == "answered";
+  EXPECT_TRUE(recorded) << r.report.dump();
 }
 
 }  // namespace
