@@ -7,6 +7,7 @@
 
 #include "api/api_model.h"
 #include "base/random.h"
+#include "daemon/claim_bind.h"
 #include "spec/volume_ref.h"
 
 namespace corral::daemon {
@@ -50,6 +51,10 @@ std::string PoolService::match_key(const SandboxSpec& spec) {
   s.limits.max_lifetime = std::chrono::milliseconds(0);
   s.limits.timeout = std::chrono::milliseconds(0);
   s.expected_duration_ms = 0;
+  // Bound at claim too (claim_bind.h): host name, secrets (but TLS
+  // interception, whose CA bundle is a mount of its own).
+  s.hostname.clear();
+  if (secrets_bindable_at_claim(s)) s.secrets.clear();
   return api::spec_to_json(s);
 }
 
@@ -238,7 +243,26 @@ std::optional<ApiResult<SandboxService::Created>> PoolService::claim(
     }
     cv_.notify_all();  // the refill replaces it
     auto claimed = sandboxes_.claim_pooled(id, request, pool_spec, name, key);
-    if (!claimed) continue;  // gone or expiring: the next one
+    if (!claimed) {
+      const api::ApiError& why = claimed.error();
+      // The request's own mistake (a secret it may not have): answered as
+      // a cold create answers it.
+      if (why.is(api::ApiErrorCode::kInvalidValue) || why.is(api::ApiErrorCode::kUnavailable)) {
+        {
+          std::lock_guard lock(mu_);
+          if (auto it = pools_.find(name); it != pools_.end()) ++it->second.misses;
+        }
+        miss(name, "refused");
+        return ApiResult<SandboxService::Created>(std::move(claimed));
+      }
+      // A binding that failed (the sandbox is destroyed): a cold create,
+      // rather than one pooled sandbox after another.
+      if (why.is(api::ApiErrorCode::kSetupFailed)) {
+        reason = "bind";
+        break;
+      }
+      continue;  // gone or expiring: the next one
+    }
     {
       std::lock_guard lock(mu_);
       if (auto it = pools_.find(name); it != pools_.end()) ++it->second.hits;
