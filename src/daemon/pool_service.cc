@@ -92,8 +92,12 @@ ApiResult<PoolStatus> PoolService::add(const PoolSettings& in, bool from_config)
     return api_fail(api::ApiErrorCode::kInvalidValue,
                     "pool " + in.name + ": a pool's sandbox spec may not have " + identity,
                     std::string("sandbox.") + identity,
-                    "pooled sandboxes are made before their caller is known; creates that need " +
-                        std::string(identity) + " are made cold (docs/adr/0015-warm-pools.md)");
+                    std::string(identity) == "secrets"
+                        ? "pooled sandboxes are made before their caller is known; a create "
+                          "claiming one brings its own secrets (docs/adr/0015-warm-pools.md)"
+                        : "pooled sandboxes are made before their caller is known; creates that "
+                          "need " + std::string(identity) +
+                              " are made cold (docs/adr/0015-warm-pools.md)");
   std::lock_guard lock(mu_);
   if (pools_.count(in.name) != 0)
     return api_fail(api::ApiErrorCode::kConflict, "a pool named " + in.name + " exists", "name",
