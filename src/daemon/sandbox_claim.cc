@@ -56,7 +56,8 @@ ApiResult<void> bind_identity(SandboxService& service, const std::string& id, Sa
     return tl::unexpected(resolved.error());
   }
   auto failed = [&](const std::string& what, const Error& why) -> ApiResult<void> {
-    (void)service.destroy(id, "pool: binding the claim's " + what + " failed");
+    // The reason is audited: names and paths, never a value.
+    (void)service.destroy(id, "pool: binding the claim's " + what + " failed: " + why.message);
     return api_fail(api::ApiErrorCode::kSetupFailed, what + ": " + why.message, "", why.hint);
   };
   if (spec.hostname != pool_spec.hostname) {

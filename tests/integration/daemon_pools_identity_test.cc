@@ -14,6 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include <chrono>
 #include <climits>
 #include <filesystem>
@@ -342,6 +345,50 @@ TEST(DaemonPoolsIdentity, AClaimWhoseSecretsAreRefusedDestroysItsPooledSandbox) 
             std::string::npos)
       << metrics;
   EXPECT_NE(metrics.find("corral_pool_hits_total{pool=\"one\"} 1"), std::string::npos) << metrics;
+}
+
+// A pooled sandbox's /etc/hostname swapped for a symlink to a host file
+// (planted from the host here, as a hostile layer would have it): the
+// claim's rewrite never follows it, the host file is untouched, the pooled
+// sandbox is destroyed and the create is made cold with the host name.
+TEST(DaemonPoolsIdentity, ALayerFileSwappedForASymlinkIsNeverFollowed) {
+  if (geteuid() != 0) CORRAL_SKIP_OR_FAIL("planting into a sandbox's root needs root");
+  SecretFile store({"api"});
+  TestDaemon d({}, config(store, "one", 1));
+  ASSERT_TRUE(d.ready()) << d.output();
+  ASSERT_EQ(wait_ready(d, "one", 1).value("ready", 0u), 1u);
+  const std::set<std::string> pooled = pooled_ids(d);
+  ASSERT_EQ(pooled.size(), 1u);
+  const std::string id = *pooled.begin();
+  const std::vector<pid_t> pids = sandbox_pids(id);
+  ASSERT_FALSE(pids.empty());
+
+  const std::string canary_dir = make_temp_dir("pool-canary");
+  const std::string canary = canary_dir + "/hostname";
+  {
+    std::ofstream(canary) << "host-canary\n";
+  }
+  const std::string planted = "/proc/" + std::to_string(pids.front()) + "/root/etc/hostname";
+  ASSERT_EQ(unlink(planted.c_str()), 0) << strerror(errno);
+  ASSERT_EQ(symlink(canary.c_str(), planted.c_str()), 0) << strerror(errno);
+
+  HttpReply r;
+  const std::string got = d.create_sandbox(R"({"pool": "one", "hostname": "agent-b"})", &r);
+  ASSERT_FALSE(got.empty()) << describe(r);
+  EXPECT_NE(got, id) << "a sandbox whose binding failed was handed out";
+  EXPECT_EQ(read_all(canary), "host-canary\n") << "the rewrite followed the symlink";
+  EXPECT_EQ(d.exec(got, "hostname; cat /etc/hostname").value("stdout", ""), "agent-b\nagent-b\n");
+  std::string state;
+  for (int i = 0; i < 300 && state != "cleaned"; ++i) {
+    state = d.request("GET", "/v1/sandboxes/" + id).json().value("state", "");
+    if (state != "cleaned") std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(state, "cleaned");
+  const std::string metrics = d.request("GET", "/metrics").body;
+  EXPECT_NE(metrics.find("corral_pool_misses_total{pool=\"one\",reason=\"bind\"} 1"),
+            std::string::npos)
+      << metrics;
+  std::filesystem::remove_all(canary_dir);
 }
 
 }  // namespace
