@@ -34,8 +34,10 @@ bool secrets_bindable_at_claim(const SandboxSpec& spec) {
 Result<std::vector<MountSpec>> pooled_secret_mounts(SecretService* service, const std::string& id,
                                                     std::vector<std::string>& mount_roots) {
   std::vector<MountSpec> out;
-  // Without the read watch file secrets are refused (prepare): no tmpfs.
-  if (service == nullptr || service->unavailable_reason()) return out;
+  // Without the read watch file secrets are refused (prepare), and an
+  // empty store (loaded once, at start) has none to give: no tmpfs.
+  if (service == nullptr || service->unavailable_reason() || service->store().keys().empty())
+    return out;
   auto m = service->empty_mount(id);
   if (!m) return tl::unexpected(m.error());
   out.push_back(std::move(*m));
