@@ -28,16 +28,15 @@ Status bind_hostname(const LiveSandbox& live, const std::string& hostname);
 
 // `env` with HOSTNAME=`hostname`, unless the claim's own env sets HOSTNAME
 // (it wins at a cold create too).
-std::vector<std::string> env_with_hostname(std::vector<std::string> env,
-                                           const SandboxSpec& claim);
+std::vector<std::string> env_with_hostname(std::vector<std::string> env, const SandboxSpec& claim);
 
 // --- secrets (claim_secrets.cc) ---
 
 // A spec's secrets resolved against the store, with the answers a cold
 // create gives (400 names the entry, 503 when the daemon cannot serve
 // them; never a value). Null for a spec without secrets.
-ApiResult<std::shared_ptr<secrets::ResolvedSecrets>> resolve_spec_secrets(
-    SecretService* service, const SandboxSpec& spec);
+ApiResult<std::shared_ptr<secrets::ResolvedSecrets>> resolve_spec_secrets(SecretService* service,
+                                                                          const SandboxSpec& spec);
 
 // Whether a spec's secrets can be bound to a running pooled sandbox: not
 // when one intercepts TLS (its CA bundle is bound over the system's at

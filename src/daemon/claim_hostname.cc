@@ -52,11 +52,12 @@ Status set_uts_name(int init_pidfd, const std::string& hostname) {
 
 // One of the layer's files, rewritten in place: `rel` under the layer's
 // root, a regular file, never a symlink on the way.
-Status rewrite_layer_file(int layer_root, const char* rel, const std::string& content, uid_t owner) {
+Status rewrite_layer_file(int layer_root, const char* rel, const std::string& content,
+                          uid_t owner) {
   const std::string shown = std::string("layer/") + rel;
-  UniqueFd fd(sys::openat2(layer_root, rel, O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0,
-                           RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-                               RESOLVE_NO_XDEV));
+  UniqueFd fd(sys::openat2(
+      layer_root, rel, O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0,
+      RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV));
   if (!fd) return errno_error("openat2(" + shown + ")");
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return errno_error("fstat(" + shown + ")");
@@ -86,8 +87,7 @@ Status bind_hostname(const LiveSandbox& live, const std::string& hostname) {
   return ok();
 }
 
-std::vector<std::string> env_with_hostname(std::vector<std::string> env,
-                                           const SandboxSpec& claim) {
+std::vector<std::string> env_with_hostname(std::vector<std::string> env, const SandboxSpec& claim) {
   for (const auto& kv : claim.env)
     if (kv.first == "HOSTNAME") return env;
   const std::string entry = "HOSTNAME=" + claim.hostname;

@@ -10,8 +10,8 @@
 
 namespace corral::daemon {
 
-ApiResult<std::shared_ptr<secrets::ResolvedSecrets>> resolve_spec_secrets(
-    SecretService* service, const SandboxSpec& spec) {
+ApiResult<std::shared_ptr<secrets::ResolvedSecrets>> resolve_spec_secrets(SecretService* service,
+                                                                          const SandboxSpec& spec) {
   if (spec.secrets.empty()) return std::shared_ptr<secrets::ResolvedSecrets>();
   if (service == nullptr)
     return api_fail(api::ApiErrorCode::kInvalidValue, "this daemon serves no secrets", "secrets",

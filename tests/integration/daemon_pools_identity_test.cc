@@ -15,10 +15,9 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
-
 #include <chrono>
 #include <climits>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -291,7 +290,8 @@ TEST(DaemonPoolsIdentity, NothingOfOneClaimsSecretsOrHostnameReachesAnother) {
       EXPECT_EQ(out.find(value), std::string::npos) << key << " of A in B";
     const std::vector<pid_t> pids = sandbox_pids(b);
     ASSERT_FALSE(pids.empty()) << b;
-    EXPECT_TRUE(std::filesystem::is_empty("/proc/" + std::to_string(pids.front()) + "/root/run/secrets"))
+    EXPECT_TRUE(
+        std::filesystem::is_empty("/proc/" + std::to_string(pids.front()) + "/root/run/secrets"))
         << b;
     EXPECT_EQ(uts_name_of(pids.front()), "sandbox");
     if (round == 0) {
@@ -316,9 +316,9 @@ TEST(DaemonPoolsIdentity, AClaimWhoseSecretsAreRefusedDestroysItsPooledSandbox) 
 
   const HttpReply claim =
       d.request("POST", "/v1/sandboxes", R"({"pool": "one", "secrets": [{"name": "nope"}]})");
-  const HttpReply cold = d.request(
-      "POST", "/v1/sandboxes",
-      R"({"limits": {"memory": "80Mi", "disk": "16Mi"}, "secrets": [{"name": "nope"}]})");
+  const HttpReply cold =
+      d.request("POST", "/v1/sandboxes",
+                R"({"limits": {"memory": "80Mi", "disk": "16Mi"}, "secrets": [{"name": "nope"}]})");
   EXPECT_EQ(claim.status, 400) << describe(claim);
   EXPECT_EQ(claim.status, cold.status) << describe(cold);
   EXPECT_EQ(claim.json()["error"].value("code", "a"), cold.json()["error"].value("code", "b"))
@@ -365,9 +365,7 @@ TEST(DaemonPoolsIdentity, ALayerFileSwappedForASymlinkIsNeverFollowed) {
 
   const std::string canary_dir = make_temp_dir("pool-canary");
   const std::string canary = canary_dir + "/hostname";
-  {
-    std::ofstream(canary) << "host-canary\n";
-  }
+  { std::ofstream(canary) << "host-canary\n"; }
   const std::string planted = "/proc/" + std::to_string(pids.front()) + "/root/etc/hostname";
   ASSERT_EQ(unlink(planted.c_str()), 0) << strerror(errno);
   ASSERT_EQ(symlink(canary.c_str(), planted.c_str()), 0) << strerror(errno);
