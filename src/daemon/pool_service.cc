@@ -10,6 +10,7 @@
 #include "api/api_model.h"
 #include "base/json_text.h"
 #include "base/random.h"
+#include "daemon/claim_bind.h"
 #include "spec/volume_ref.h"
 
 namespace corral::daemon {
@@ -117,6 +118,10 @@ std::string PoolService::match_key(const SandboxSpec& spec) {
   s.limits.max_lifetime = std::chrono::milliseconds(0);
   s.limits.timeout = std::chrono::milliseconds(0);
   s.expected_duration_ms = 0;
+  // Bound at claim too (claim_bind.h): host name, secrets (but TLS
+  // interception, whose CA bundle is a mount of its own).
+  s.hostname.clear();
+  if (secrets_bindable_at_claim(s)) s.secrets.clear();
   return api::spec_to_json(s);
 }
 
@@ -159,8 +164,12 @@ ApiResult<PoolStatus> PoolService::insert(const PoolSettings& in, bool from_conf
     return api_fail(api::ApiErrorCode::kInvalidValue,
                     "pool " + in.name + ": a pool's sandbox spec may not have " + identity,
                     std::string("sandbox.") + identity,
-                    "pooled sandboxes are made before their caller is known; creates that need " +
-                        std::string(identity) + " are made cold (docs/adr/0015-warm-pools.md)");
+                    std::string(identity) == "secrets"
+                        ? "pooled sandboxes are made before their caller is known; a create "
+                          "claiming one brings its own secrets (docs/adr/0015-warm-pools.md)"
+                        : "pooled sandboxes are made before their caller is known; creates that "
+                          "need " + std::string(identity) +
+                              " are made cold (docs/adr/0015-warm-pools.md)");
   std::lock_guard lock(mu_);
   if (pools_.count(in.name) != 0)
     return api_fail(api::ApiErrorCode::kConflict, "a pool named " + in.name + " exists", "name",
@@ -335,7 +344,26 @@ std::optional<ApiResult<SandboxService::Created>> PoolService::claim(
     }
     cv_.notify_all();  // the refill replaces it
     auto claimed = sandboxes_.claim_pooled(id, request, pool_spec, name, key);
-    if (!claimed) continue;  // gone or expiring: the next one
+    if (!claimed) {
+      const api::ApiError& why = claimed.error();
+      // The request's own mistake (a secret it may not have): answered as
+      // a cold create answers it.
+      if (why.is(api::ApiErrorCode::kInvalidValue) || why.is(api::ApiErrorCode::kUnavailable)) {
+        {
+          std::lock_guard lock(mu_);
+          if (auto it = pools_.find(name); it != pools_.end()) ++it->second.misses;
+        }
+        miss(name, "refused");
+        return ApiResult<SandboxService::Created>(std::move(claimed));
+      }
+      // A binding that failed (the sandbox is destroyed): a cold create,
+      // rather than one pooled sandbox after another.
+      if (why.is(api::ApiErrorCode::kSetupFailed)) {
+        reason = "bind";
+        break;
+      }
+      continue;  // gone or expiring: the next one
+    }
     {
       std::lock_guard lock(mu_);
       if (auto it = pools_.find(name); it != pools_.end()) ++it->second.hits;

@@ -1,12 +1,15 @@
 // The claim of a warm pool's sandbox (C4, docs/adr/0015-warm-pools.md):
 // the caller's identity bound to a sandbox that runs already and has never
 // run anything of anyone. What is bound here is what a cold create puts in
-// the daemon's own per-spawn state (env, workdir, timeout) or its expiry;
-// what would need the sandbox's namespaces (network, secrets, mounts,
-// hostname) makes a spec not poolable (PoolService's match), never half
+// the daemon's own per-spawn state (env, workdir, timeout, env secrets and
+// broker tokens), its expiry, its host name (UTS namespace and layer
+// files) and its file secrets (the pooled sandbox's empty secret tmpfs):
+// claim_bind.h. What would need new mounts or a network (network, mounts,
+// volumes) makes a spec not poolable (PoolService's match), never half
 // bound here.
 #include <nlohmann/json.hpp>
 
+#include "daemon/claim_bind.h"
 #include "daemon/sandbox_service.h"
 #include "daemon/self_check.h"
 #include "daemon/sandbox_service_internal.h"
@@ -41,6 +44,33 @@ std::vector<std::string> bind_env(const std::vector<std::string>& made,
   return env;
 }
 
+// Host name and secrets (claim_bind.h). `e` is popped from its pool and
+// still hidden.
+ApiResult<void> bind_identity(SandboxService& service, const std::string& id, SandboxEntry& e,
+                              const SandboxSpec& spec, const SandboxSpec& pool_spec) {
+  SecretService* secrets = service.secret_service();
+  // The request's own mistakes answer as at a cold create (400, 503).
+  auto resolved = resolve_spec_secrets(secrets, spec);
+  if (!resolved) {
+    (void)service.destroy(id, "pool: the claim's secrets were refused");
+    return tl::unexpected(resolved.error());
+  }
+  auto failed = [&](const std::string& what, const Error& why) -> ApiResult<void> {
+    // The reason is audited: names and paths, never a value.
+    (void)service.destroy(id, "pool: binding the claim's " + what + " failed: " + why.message);
+    return api_fail(api::ApiErrorCode::kSetupFailed, what + ": " + why.message, "", why.hint);
+  };
+  if (spec.hostname != pool_spec.hostname) {
+    if (auto st = bind_hostname(*e.live, spec.hostname); !st) return failed("hostname", st.error());
+  }
+  if (*resolved) {
+    if (secrets == nullptr)
+      return failed("secrets", Error{ErrorCode::kInternal, "no secret service", "", 0});
+    if (auto st = secrets->inject(id, *resolved); !st) return failed("secrets", st.error());
+  }
+  return {};
+}
+
 }  // namespace
 
 ApiResult<SandboxService::Created> SandboxService::claim_pooled(
@@ -51,23 +81,43 @@ ApiResult<SandboxService::Created> SandboxService::claim_pooled(
     return api_fail(api::ApiErrorCode::kConflict, "pooled sandbox " + id + " is gone");
   SandboxSpec spec = claim.spec;
   spec.argv.clear();
-  const std::int64_t expires = now_ms() + spec.limits.max_lifetime.count();
+  // Claimable: still the pool's, ready, never used, not being torn down,
+  // and not about to expire.
+  auto claimable = [&] {
+    return e->pooled && e->state == SandboxState::kReady && e->live && !e->tearing_down &&
+           !e->torn && e->processes.empty() && e->expires_at_ms - now_ms() >= kClaimMarginMs;
+  };
   {
     std::lock_guard lock(e->mu);
-    // Claimable: still the pool's, ready, never used, not being torn down,
-    // and not about to expire.
-    if (!e->pooled || e->state != SandboxState::kReady || !e->live || e->tearing_down ||
-        e->torn || !e->processes.empty() || e->expires_at_ms - now_ms() < kClaimMarginMs)
+    if (!claimable())
       return api_fail(api::ApiErrorCode::kConflict, "pooled sandbox " + id + " is not claimable");
-    // From here on it is the caller's: it never goes back to a pool.
-    e->pooled = false;
-    e->env = bind_env(e->env, pool_spec, spec);
-    // The image's workdir, as a cold create resolves it, unless the claim
-    // names its own.
-    if (spec.workdir == pool_spec.workdir) spec.workdir = e->spec.workdir;
-    spec.network = e->spec.network;  // "none", as the match required
-    e->spec = spec;
-    e->expires_at_ms = expires;
+  }
+  // Host name and secrets, bound while it is still hidden (pooled: no
+  // route reaches it) and popped (no other claim can): nothing runs in it
+  // before they are complete. A failure destroys it, never handed out.
+  if (auto bound = bind_identity(*this, id, *e, spec, pool_spec); !bound)
+    return tl::unexpected(bound.error());
+  const std::int64_t expires = now_ms() + spec.limits.max_lifetime.count();
+  bool taken = false;
+  {
+    std::lock_guard lock(e->mu);
+    taken = claimable();
+    if (taken) {
+      // From here on it is the caller's: it never goes back to a pool.
+      e->pooled = false;
+      e->env = env_with_hostname(bind_env(e->env, pool_spec, spec), spec);
+      // The image's workdir, as a cold create resolves it, unless the
+      // claim names its own.
+      if (spec.workdir == pool_spec.workdir) spec.workdir = e->spec.workdir;
+      spec.network = e->spec.network;  // "none", as the match required
+      e->spec = spec;
+      e->expires_at_ms = expires;
+    }
+  }
+  if (!taken) {
+    // Torn down meanwhile: what inject issued goes with it.
+    if (secrets_ != nullptr) (void)secrets_->remove(id);
+    return api_fail(api::ApiErrorCode::kConflict, "pooled sandbox " + id + " is not claimable");
   }
   std::optional<std::string_view> row_key;
   if (key) row_key = *key;

@@ -13,6 +13,7 @@
 
 #include "base/json_text.h"
 #include "daemon/api_context.h"
+#include "daemon/claim_bind.h"
 #include "daemon/sandbox_service.h"
 #include "daemon/sandbox_service_internal.h"
 #include "daemon/self_check.h"
@@ -261,15 +262,8 @@ ApiResult<void> SandboxService::Creation::resolve_network() {
 // The secrets, checked against the store: a missing key or a broken rule
 // is the request's fault (issue 5; never a value in the message).
 ApiResult<void> SandboxService::Creation::resolve_secrets() {
-  if (spec_.secrets.empty()) return {};
-  if (s_.secrets_ == nullptr)
-    return api_fail(api::ApiErrorCode::kInvalidValue, "this daemon serves no secrets", "secrets",
-                    "create it without secrets");
-  auto r = s_.secrets_->prepare(spec_);
-  if (!r && r.error().code == ErrorCode::kUnavailable)
-    return api_fail(api::ApiErrorCode::kUnavailable, r.error().message, "secrets", r.error().hint);
-  if (!r)
-    return api_fail(api::ApiErrorCode::kInvalidValue, r.error().message, "secrets", r.error().hint);
+  auto r = resolve_spec_secrets(s_.secrets_, spec_);  // a claim answers the same (claim_secrets.cc)
+  if (!r) return tl::unexpected(r.error());
   resolved_secrets_ = std::move(*r);
   return {};
 }
@@ -392,6 +386,13 @@ ApiResult<SandboxService::Created> SandboxService::Creation::build() {
     for (auto& mount : *m) factory_spec.mounts.push_back(std::move(mount));
     options_.mount_roots.push_back(s_.secrets_->mounts_root());
     options_.mount_roots.push_back(s_.secrets_->trust_root());
+  } else if (pooled_) {
+    // A warm pool's: the empty tmpfs a claim's file secrets fill (ADR 0015).
+    auto m = pooled_secret_mounts(s_.secrets_, id_, options_.mount_roots);
+    if (!m)
+      return fail(api::ApiErrorCode::kSetupFailed, "secrets: " + m.error().message, m.error().hint,
+                  "");
+    for (auto& mount : *m) factory_spec.mounts.push_back(std::move(mount));
   }
   if (auto st = stage_volumes(factory_spec); !st) {
     unstage_volumes();

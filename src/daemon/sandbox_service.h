@@ -117,9 +117,12 @@ class SandboxService {
   ApiResult<Created> create_pooled(const api::CreateSandboxRequest& request,
                                    const std::string& pool_key);
   // Hands pooled sandbox `id` to the caller of `claim`: binds its env,
-  // workdir, timeout and max_lifetime (from now), stores and audits the
-  // claim. Fails (the sandbox stays as it was, or is gone) when it is no
-  // longer claimable; the caller then tries another or goes cold.
+  // workdir, timeout and max_lifetime (from now), host name and secrets
+  // (claim_bind.h), stores and audits the claim. Fails (the sandbox stays
+  // as it was, or is gone) when it is no longer claimable; the caller then
+  // tries another or goes cold. Secrets the request may not have answer
+  // 400/503 as at a cold create, a binding that fails setup_failed: the
+  // sandbox is destroyed in both cases.
   // `key`: the claim's Idempotency-Key, which its row takes (the caller
   // holds the key's lock and found no earlier create with it).
   ApiResult<Created> claim_pooled(const std::string& id, const api::CreateSandboxRequest& claim,

@@ -231,16 +231,22 @@ Result<std::vector<MountSpec>> SecretService::mounts(const std::string& id,
   bool files = false;
   for (const auto& s : resolved.secrets) files |= s.mode == sec::SecretMode::kFile;
   if (!files) return out;
+  auto spec = empty_mount(id);
+  if (!spec) return tl::unexpected(spec.error());
+  out.push_back(std::move(*spec));
+  return out;
+}
+
+Result<MountSpec> SecretService::empty_mount(const std::string& id) {
   auto m = sec::SecretMount::create(mount_dir(id));
   if (!m) return tl::unexpected(m.error());
   MountSpec spec;
   spec.source = m->dir();
   spec.target = std::string(sec::kSecretsDir);
   spec.writable = false;
-  out.push_back(std::move(spec));
   std::lock_guard lock(mu_);
   pending_mounts_[id] = std::move(*m);
-  return out;
+  return spec;
 }
 
 Status SecretService::inject(const std::string& id,

@@ -75,6 +75,9 @@ class SecretService {
   // the system bundle. Empty when it needs neither.
   Result<std::vector<MountSpec>> mounts(const std::string& id,
                                         const secrets::ResolvedSecrets& resolved);
+  // File-mode secrets' empty tmpfs alone, for a warm pool's sandbox: a
+  // claim's inject() fills it (docs/adr/0015-warm-pools.md).
+  Result<MountSpec> empty_mount(const std::string& id);
   // The directories those mounts come from (mount roots for the factory).
   std::string mounts_root() const { return data_dir_ + "/secrets"; }
   std::string trust_root() const { return data_dir_ + "/trust"; }

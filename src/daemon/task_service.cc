@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <functional>
 
-#include "daemon/pool_service.h"
 #include "base/json_text.h"
+#include "daemon/pool_service.h"
 #include "daemon/sandbox_service.h"
 #include "snapshot/snapshot_store.h"
 #include "volume/volume_store.h"

@@ -195,6 +195,11 @@ std::string new_sandbox_id() {
   return buf;
 }
 
+std::string etc_hosts_for(const std::string& hostname) {
+  return "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" +
+         hostname + "\n";
+}
+
 Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec,
                                                          const RunOptions& options,
                                                          Stage& failed_stage) {
@@ -313,10 +318,7 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
   const uid_t user = base + plan.uid;
   const std::string home = spec.root ? "/root" : "/home/sandbox";
   auto [passwd, group] = make_account_files(options.base, spec.root);
-  std::string hosts =
-      "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
-      "127.0.1.1\t" +
-      spec.hostname + "\n";
+  const std::string hosts = etc_hosts_for(spec.hostname);
   Status s = ok();
   auto step = [&](Status st) {
     if (s && !st) s = std::move(st);

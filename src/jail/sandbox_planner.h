@@ -53,4 +53,8 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
 // "sb-" + 12 random hex digits.
 std::string new_sandbox_id();
 
+// The sandbox's /etc/hosts for host name `hostname` (the layer's copy; a
+// warm pool's claim writes the same text, daemon/claim_hostname.cc).
+std::string etc_hosts_for(const std::string& hostname);
+
 }  // namespace corral

@@ -62,6 +62,12 @@ TEST(PoolMatch, ClaimTimeFieldsAreLeftOutAndEverythingElseCounts) {
   claim.limits.max_lifetime = std::chrono::hours(2);
   claim.limits.timeout = std::chrono::seconds(5);
   claim.expected_duration_ms = 1000;
+  // Bound at claim too (claim_bind.h): the host name and secrets of every
+  // mode, but a broker host that is intercepted (its CA bundle is a mount).
+  claim.hostname = "other";
+  claim.secrets.push_back(SecretSpec{"k"});
+  claim.secrets.push_back(SecretSpec{"f", "", "file"});
+  claim.secrets.push_back(SecretSpec{"b", "", "broker", "", "", "", {{"api.example.test"}}});
   EXPECT_EQ(PoolService::match_key(claim), key);
 
   auto differs = [&](auto change) {
@@ -69,13 +75,16 @@ TEST(PoolMatch, ClaimTimeFieldsAreLeftOutAndEverythingElseCounts) {
     change(s);
     return PoolService::match_key(s) != key;
   };
-  EXPECT_TRUE(differs([](SandboxSpec& s) { s.hostname = "other"; }));
   EXPECT_TRUE(differs([](SandboxSpec& s) { s.limits.memory_bytes *= 2; }));
   EXPECT_TRUE(differs([](SandboxSpec& s) { s.limits.pids = 7; }));
   EXPECT_TRUE(differs([](SandboxSpec& s) { s.image = "python"; }));
   EXPECT_TRUE(differs([](SandboxSpec& s) { s.root = true; }));
   EXPECT_TRUE(differs([](SandboxSpec& s) { s.network.mode = "open"; }));
-  EXPECT_TRUE(differs([](SandboxSpec& s) { s.secrets.push_back(SecretSpec{"k"}); }));
+  EXPECT_TRUE(differs([](SandboxSpec& s) {
+    SecretSpec intercepted{"b", "", "broker"};
+    intercepted.hosts.push_back(SecretHostSpec{"api.example.test", 443, true});
+    s.secrets.push_back(intercepted);
+  }));
   EXPECT_TRUE(differs([](SandboxSpec& s) { s.mounts.push_back(MountSpec{"/srv", "/m", false}); }));
   EXPECT_TRUE(differs([](SandboxSpec& s) {
     s.volumes.push_back(VolumeMountSpec{"cache", "", "/c", false});
