@@ -282,8 +282,8 @@ int serve(const ServeFlags& flags) {
       return fail("serve.pools: " + added.error().message, added.error().hint);
   }
   service.set_claimer([&pools](const api::CreateSandboxRequest& request,
-                               const std::optional<std::string>& key) {
-    return pools.claim(request, key);
+                               const std::optional<std::string>& key, const std::string& ns) {
+    return pools.claim(request, key, ns);
   });
   reconciled += "; " + pools.start();
   snapshot::SnapshotConfig snapshot_config = config.snapshots;

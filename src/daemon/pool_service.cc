@@ -50,6 +50,10 @@ std::string PoolService::match_key(const SandboxSpec& spec) {
   s.limits.max_lifetime = std::chrono::milliseconds(0);
   s.limits.timeout = std::chrono::milliseconds(0);
   s.expected_duration_ms = 0;
+  // Bound at claim too (claim_binding.h): a pool's spec has none of them.
+  s.network = NetworkSpec{};
+  s.mounts.clear();
+  s.volumes.clear();
   return api::spec_to_json(s);
 }
 
@@ -187,7 +191,8 @@ void PoolService::miss(const std::string& pool, const std::string& reason) {
 }
 
 std::optional<ApiResult<SandboxService::Created>> PoolService::claim(
-    const api::CreateSandboxRequest& request, const std::optional<std::string>& key) {
+    const api::CreateSandboxRequest& request, const std::optional<std::string>& key,
+    const std::string& ns) {
   const auto t0 = Clock::now();
   std::string name;
   SandboxSpec pool_spec;
@@ -222,6 +227,9 @@ std::optional<ApiResult<SandboxService::Created>> PoolService::claim(
     if (reason.empty() && match_key(request.spec) != pool.key) reason = "spec";
     pool_spec = pool.spec;
   }
+  // Network, mounts, volumes that cannot be bound (or are wrong): checked
+  // before a sandbox is taken, so that such a request never costs one.
+  if (reason.empty()) reason = sandboxes_.claim_unbindable(request.spec, ns);
   while (reason.empty()) {
     std::string id;
     {
@@ -237,7 +245,11 @@ std::optional<ApiResult<SandboxService::Created>> PoolService::claim(
       update_gauges(it->second);
     }
     cv_.notify_all();  // the refill replaces it
-    auto claimed = sandboxes_.claim_pooled(id, request, pool_spec, name, key);
+    auto claimed = sandboxes_.claim_pooled(id, request, pool_spec, name, key, ns);
+    if (!claimed && claimed.error().is(api::ApiErrorCode::kSetupFailed)) {
+      reason = "bind";  // destroyed; the cold create tries the same binding
+      break;
+    }
     if (!claimed) continue;  // gone or expiring: the next one
     {
       std::lock_guard lock(mu_);

@@ -73,7 +73,8 @@ class PoolService {
   // SandboxService's claimer: nullopt when the create goes on cold (a
   // miss, or a create no pool is about).
   std::optional<ApiResult<SandboxService::Created>> claim(
-      const api::CreateSandboxRequest& request, const std::optional<std::string>& key);
+      const api::CreateSandboxRequest& request, const std::optional<std::string>& key,
+      const std::string& ns = "default");
 
   // The spec with the claim-time fields left out: what a match compares.
   static std::string match_key(const SandboxSpec& spec);

@@ -2,11 +2,13 @@
 // the caller's identity bound to a sandbox that runs already and has never
 // run anything of anyone. What is bound here is what a cold create puts in
 // the daemon's own per-spawn state (env, workdir, timeout) or its expiry;
-// what would need the sandbox's namespaces (network, secrets, mounts,
-// hostname) makes a spec not poolable (PoolService's match), never half
-// bound here.
+// network, mounts and volumes go into the sandbox's namespaces
+// (claim_binding.h), and a binding that fails destroys the sandbox.
 #include <nlohmann/json.hpp>
 
+#include "base/json_text.h"
+
+#include "daemon/claim_binding.h"
 #include "daemon/sandbox_service.h"
 #include "daemon/self_check.h"
 #include "daemon/sandbox_service_internal.h"
@@ -45,7 +47,7 @@ std::vector<std::string> bind_env(const std::vector<std::string>& made,
 
 ApiResult<SandboxService::Created> SandboxService::claim_pooled(
     const std::string& id, const api::CreateSandboxRequest& claim, const SandboxSpec& pool_spec,
-    const std::string& pool, const std::optional<std::string>& key) {
+    const std::string& pool, const std::optional<std::string>& key, const std::string& ns) {
   auto e = entry(id);
   if (!e)
     return api_fail(api::ApiErrorCode::kConflict, "pooled sandbox " + id + " is gone");
@@ -65,14 +67,35 @@ ApiResult<SandboxService::Created> SandboxService::claim_pooled(
     // The image's workdir, as a cold create resolves it, unless the claim
     // names its own.
     if (spec.workdir == pool_spec.workdir) spec.workdir = e->spec.workdir;
-    spec.network = e->spec.network;  // "none", as the match required
     e->spec = spec;
     e->expires_at_ms = expires;
+    e->ns = ns;
+  }
+  // Network, mounts and volumes, into its namespaces (C4): all of it, or
+  // the sandbox is destroyed, never handed out, and the create goes cold.
+  ClaimBinding binding;
+  if (auto st = ClaimBinder(*this, spec, ns).bind(*e, binding); !st) {
+    (void)destroy(id, "pool: binding the claim failed: " + st.error().message);
+    return api_fail(api::ApiErrorCode::kSetupFailed,
+                    "the pooled sandbox could not be given the claim's network or mounts: " +
+                        st.error().message);
+  }
+  if (!binding.proxy_env.empty()) {
+    std::lock_guard lock(e->mu);
+    ClaimBinder::set_proxy_env(e->env, binding, spec);
   }
   std::optional<std::string_view> row_key;
   if (key) row_key = *key;
   if (auto st = store_.set_claimed(id, api::spec_to_json(spec), expires, row_key); !st) {
     (void)destroy(id, "pool: the claim could not be stored");
+    return api_fail(st.error());
+  }
+  // What a restarted daemon re-attaches with: the claim's env, network
+  // slot and namespace.
+  if (auto st = store_.set_runtime(
+          id, json_text(runtime_json(e->live->identity(), e->env, e->net_slot, nullptr, ns)));
+      !st) {
+    (void)destroy(id, "pool: the claim's runtime record could not be stored");
     return api_fail(st.error());
   }
   e->live->set_deadline(expires);
