@@ -235,6 +235,30 @@ TEST(DaemonPoolsBinding, AVolumeBoundAtClaimIsTheVolume) {
   ASSERT_EQ(d.request("DELETE", "/v1/sandboxes/" + id).status, 200);
 }
 
+// The network a claim bound is re-attached by a restarted daemon as a cold
+// create's: the pooled sandbox's init held the slot's lock from the start.
+TEST(DaemonPoolsBinding, ARestartKeepsTheNetworkBoundAtClaim) {
+  if (geteuid() != 0) CORRAL_SKIP_OR_FAIL("network tests run as root");
+  auto world_or = NetWorld::create();
+  ASSERT_TRUE(world_or.has_value()) << world_or.error().message;
+  TestDaemon d({}, pool_config(1, "  network:\n    dns_servers: [\"" +
+                                      (*world_or)->dns_endpoint() + "\"]\n"));
+  ASSERT_TRUE(d.ready()) << d.output();
+  ASSERT_EQ(wait_ready(d, 1).value("ready", 0u), 1u) << d.output();
+  HttpReply r;
+  const std::string id = d.create_sandbox(
+      R"({"pool": "p", "network": {"mode": "allowlist", "allow": ["allowed.test"]}})", &r);
+  ASSERT_FALSE(id.empty()) << describe(r);
+  ASSERT_EQ(pooled(d).count(id), 1u);
+  ASSERT_TRUE(d.restart()) << d.output();
+  json info = d.request("GET", "/v1/sandboxes/" + id).json();
+  EXPECT_EQ(info.value("state", ""), "ready") << info.dump();
+  EXPECT_EQ(info["network"].value("mode", ""), "allowlist") << info.dump();
+  json got = d.exec(id, std::string(kFetch) + "allowed.test");
+  EXPECT_EQ(stdout_of(got), "200\n") << got.dump();
+  ASSERT_EQ(d.request("DELETE", "/v1/sandboxes/" + id).status, 200);
+}
+
 // Two claims, each with its own network and mount: never one sandbox for
 // both, and nothing of the first (its files, its mount, its resolver, its
 // proxy variables, its link) is in the second.
