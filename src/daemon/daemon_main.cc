@@ -283,8 +283,8 @@ int serve(const ServeFlags& flags) {
   }
   service.set_claimer([&pools](const api::CreateSandboxRequest& request,
                                const std::optional<std::string>& key,
-                               const std::function<bool()>& key_is_fresh) {
-    return pools.claim(request, key, key_is_fresh);
+                               const std::function<bool()>& key_is_fresh, const std::string& ns) {
+    return pools.claim(request, key, key_is_fresh, ns);
   });
   reconciled += "; " + pools.start();
   snapshot::SnapshotConfig snapshot_config = config.snapshots;

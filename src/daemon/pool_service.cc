@@ -118,10 +118,14 @@ std::string PoolService::match_key(const SandboxSpec& spec) {
   s.limits.max_lifetime = std::chrono::milliseconds(0);
   s.limits.timeout = std::chrono::milliseconds(0);
   s.expected_duration_ms = 0;
-  // Bound at claim too (claim_bind.h): host name, secrets (but TLS
-  // interception, whose CA bundle is a mount of its own).
+  // Bound at claim too (claim_bind.h, claim_binding.h): host name,
+  // secrets (but TLS interception, whose CA bundle is a mount of its
+  // own), network, mounts and volumes.
   s.hostname.clear();
   if (secrets_bindable_at_claim(s)) s.secrets.clear();
+  s.network = NetworkSpec{};
+  s.mounts.clear();
+  s.volumes.clear();
   return api::spec_to_json(s);
 }
 
@@ -287,7 +291,7 @@ void PoolService::miss(const std::string& pool, const std::string& reason) {
 
 std::optional<ApiResult<SandboxService::Created>> PoolService::claim(
     const api::CreateSandboxRequest& request, const std::optional<std::string>& key,
-    const std::function<bool()>& key_is_fresh) {
+    const std::function<bool()>& key_is_fresh, const std::string& ns) {
   const auto t0 = Clock::now();
   std::string name;
   SandboxSpec pool_spec;
@@ -326,6 +330,9 @@ std::optional<ApiResult<SandboxService::Created>> PoolService::claim(
     if (want != pool.key) reason = "spec";
     pool_spec = pool.spec;
   }
+  // Network, mounts, volumes that cannot be bound (or are wrong): checked
+  // before a sandbox is taken, so that such a request never costs one.
+  if (reason.empty()) reason = sandboxes_.claim_unbindable(request.spec, ns);
   while (reason.empty()) {
     std::string id;
     {
@@ -343,7 +350,7 @@ std::optional<ApiResult<SandboxService::Created>> PoolService::claim(
       update_gauges(it->second);
     }
     cv_.notify_all();  // the refill replaces it
-    auto claimed = sandboxes_.claim_pooled(id, request, pool_spec, name, key);
+    auto claimed = sandboxes_.claim_pooled(id, request, pool_spec, name, key, ns);
     if (!claimed) {
       const api::ApiError& why = claimed.error();
       // The request's own mistake (a secret it may not have): answered as

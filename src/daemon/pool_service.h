@@ -91,7 +91,7 @@ class PoolService {
   // about the create: without pools a create costs one map lookup here.
   std::optional<ApiResult<SandboxService::Created>> claim(
       const api::CreateSandboxRequest& request, const std::optional<std::string>& key,
-      const std::function<bool()>& key_is_fresh);
+      const std::function<bool()>& key_is_fresh, const std::string& ns = "default");
 
   // The spec with the claim-time fields left out: what a match compares.
   static std::string match_key(const SandboxSpec& spec);

@@ -4,12 +4,14 @@
 // the daemon's own per-spawn state (env, workdir, timeout, env secrets and
 // broker tokens), its expiry, its host name (UTS namespace and layer
 // files) and its file secrets (the pooled sandbox's empty secret tmpfs):
-// claim_bind.h. What would need new mounts or a network (network, mounts,
-// volumes) makes a spec not poolable (PoolService's match), never half
-// bound here.
+// claim_bind.h. Network, mounts and volumes go into the sandbox's
+// namespaces (claim_binding.h). A binding that fails destroys the sandbox,
+// never half bound, never handed out.
 #include <nlohmann/json.hpp>
 
+#include "base/json_text.h"
 #include "daemon/claim_bind.h"
+#include "daemon/claim_binding.h"
 #include "daemon/sandbox_service.h"
 #include "daemon/self_check.h"
 #include "daemon/sandbox_service_internal.h"
@@ -75,7 +77,7 @@ ApiResult<void> bind_identity(SandboxService& service, const std::string& id, Sa
 
 ApiResult<SandboxService::Created> SandboxService::claim_pooled(
     const std::string& id, const api::CreateSandboxRequest& claim, const SandboxSpec& pool_spec,
-    const std::string& pool, const std::optional<std::string>& key) {
+    const std::string& pool, const std::optional<std::string>& key, const std::string& ns) {
   auto e = entry(id);
   if (!e)
     return api_fail(api::ApiErrorCode::kConflict, "pooled sandbox " + id + " is gone");
@@ -109,9 +111,9 @@ ApiResult<SandboxService::Created> SandboxService::claim_pooled(
       // The image's workdir, as a cold create resolves it, unless the
       // claim names its own.
       if (spec.workdir == pool_spec.workdir) spec.workdir = e->spec.workdir;
-      spec.network = e->spec.network;  // "none", as the match required
       e->spec = spec;
       e->expires_at_ms = expires;
+      e->ns = ns;
     }
   }
   if (!taken) {
@@ -119,10 +121,31 @@ ApiResult<SandboxService::Created> SandboxService::claim_pooled(
     if (secrets_ != nullptr) (void)secrets_->remove(id);
     return api_fail(api::ApiErrorCode::kConflict, "pooled sandbox " + id + " is not claimable");
   }
+  // Network, mounts and volumes, into its namespaces (C4): all of it, or
+  // the sandbox is destroyed, never handed out, and the create goes cold.
+  ClaimBinding binding;
+  if (auto st = ClaimBinder(*this, spec, ns).bind(*e, binding); !st) {
+    (void)destroy(id, "pool: binding the claim failed: " + st.error().message);
+    return api_fail(api::ApiErrorCode::kSetupFailed,
+                    "the pooled sandbox could not be given the claim's network or mounts: " +
+                        st.error().message);
+  }
+  if (!binding.proxy_env.empty()) {
+    std::lock_guard lock(e->mu);
+    ClaimBinder::set_proxy_env(e->env, binding, spec);
+  }
   std::optional<std::string_view> row_key;
   if (key) row_key = *key;
   if (auto st = store_.set_claimed(id, api::spec_to_json(spec), expires, row_key); !st) {
     (void)destroy(id, "pool: the claim could not be stored");
+    return api_fail(st.error());
+  }
+  // What a restarted daemon re-attaches with: the claim's env, network
+  // slot and namespace.
+  if (auto st = store_.set_runtime(
+          id, json_text(runtime_json(e->live->identity(), e->env, e->net_slot, nullptr, ns)));
+      !st) {
+    (void)destroy(id, "pool: the claim's runtime record could not be stored");
     return api_fail(st.error());
   }
   e->live->set_deadline(expires);

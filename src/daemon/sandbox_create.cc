@@ -129,7 +129,8 @@ ApiResult<SandboxService::Created> SandboxService::create(
       auto earlier = store_.find_by_idempotency_key(*idempotency_key);
       return earlier && !*earlier;
     };
-    if (auto claimed = claimer_(request, idempotency_key, fresh_key)) return std::move(*claimed);
+    if (auto claimed = claimer_(request, idempotency_key, fresh_key, ns))
+      return std::move(*claimed);
   }
   return Creation(*this, request, std::move(idempotency_key), ns).run();
 }
@@ -375,6 +376,10 @@ ApiResult<SandboxService::Created> SandboxService::Creation::build() {
     s_.transition_later(e_.get(), id_, SandboxState::kInitializing, "id, cgroup and layer next");
   }
   options_.sandbox_id = id_;
+  // A pooled sandbox's init holds an address slot for a claim's network
+  // (ADR 0015); it has none itself.
+  options_.network.reserve_slot =
+      pooled_ && s_.network_ != nullptr && !s_.network_->unavailable();
   // File-mode secrets: the sandbox's own tmpfs, bound at /run/secrets by
   // init like any mount (the stored spec does not list it).
   SandboxSpec factory_spec = spec_;
@@ -428,6 +433,8 @@ ApiResult<SandboxService::Created> SandboxService::Creation::build() {
   }
   const std::vector<std::string> env = made->env;
   if (made->net_slot >= 0) e_->net_slot = static_cast<std::uint32_t>(made->net_slot);
+  if (made->reserved_net_slot >= 0)
+    e_->reserved_net_slot = static_cast<std::uint32_t>(made->reserved_net_slot);
   auto live = LiveSandbox::adopt(std::move(*made), s_.cgroups_);
   if (!live) return fail(api::ApiErrorCode::kSetupFailed, live.error().message, "", "");
   {

@@ -31,6 +31,9 @@ struct SandboxEntry {
   std::unique_ptr<LiveSandbox> live;  // set once init is running
   std::vector<std::string> env;       // base environment of its processes
   std::optional<std::uint32_t> net_slot;  // its veth pair's slot, if it has network
+  // A warm pool's sandbox: the slot its init holds, unlinked, for a claim
+  // that brings network (claim_network.cc); it becomes net_slot then.
+  std::optional<std::uint32_t> reserved_net_slot;
   // One network update at a time: the engine, the spec and the store then
   // change in the same order (held across the store write, not only mu).
   std::mutex network_mu;

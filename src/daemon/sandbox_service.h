@@ -110,7 +110,7 @@ class SandboxService {
   // under its own lock) only when a pool is about the create.
   using Claimer = std::function<std::optional<ApiResult<Created>>(
       const api::CreateSandboxRequest& request, const std::optional<std::string>& key,
-      const std::function<bool()>& key_is_fresh)>;
+      const std::function<bool()>& key_is_fresh, const std::string& ns)>;
   void set_claimer(Claimer claimer) { claimer_ = std::move(claimer); }
   // A sandbox for a pool: an ordinary cold create whose entry stays hidden
   // (SandboxEntry::pooled) until claim_pooled; `pool_key` marks its row.
@@ -127,7 +127,12 @@ class SandboxService {
   // holds the key's lock and found no earlier create with it).
   ApiResult<Created> claim_pooled(const std::string& id, const api::CreateSandboxRequest& claim,
                                   const SandboxSpec& pool_spec, const std::string& pool,
-                                  const std::optional<std::string>& key);
+                                  const std::optional<std::string>& key,
+                                  const std::string& ns = "default");
+  // Whether what `spec` brings that lives in the sandbox's namespaces
+  // (network, mounts, volumes: claim_binding.h) can be bound at claim:
+  // empty, or the miss's reason. Asked before a pooled sandbox is taken.
+  std::string claim_unbindable(const SandboxSpec& spec, const std::string& ns = "default");
 
   // The named volumes creates may mount (docs/volumes.md); unset: a spec
   // with volumes is refused. Set before the API serves.
@@ -265,6 +270,7 @@ class SandboxService {
   // (sandbox_reconcile.cc), each with the state its steps share.
   class Creation;
   class Reconciler;
+  class ClaimBinder;  // claim_network.cc, claim_mounts.cc
   // Destroys a sandbox's host resources and records the outcome
   // (sandbox_teardown.cc).
   api::SandboxInfo teardown(const std::shared_ptr<SandboxEntry>& entry, std::string_view id,

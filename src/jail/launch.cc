@@ -109,7 +109,7 @@ void fill_held_fds(const PreparedSandbox& prepared, const LaunchedInit& init, in
                       prepared.base_in_use.get(),
                       init.alive.get(),
                       image_lock_fd,
-                      prepared.network.slot ? prepared.network.slot->lock_fd() : -1};
+                      prepared.network.slot_lock_fd()};
   static_assert(sizeof held == sizeof plan.held_fds);
   std::copy(std::begin(held), std::end(held), plan.held_fds);
 }

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "jail/mount_tree.h"
 #include "jail/stage.h"
 #include "sys/syscalls.h"
 
@@ -39,50 +40,6 @@ constexpr DevLink kDevLinks[] = {
   child_fail(plan.control_fd, static_cast<int>(stage), errno, detail);
 }
 
-// Opens (creating if needed) the mount target `rel` beneath `root_fd`
-// without following any symlink: a hostile image cannot redirect a bind.
-int open_target(int root_fd, const char* rel, bool is_dir) {
-  char buf[4096];
-  size_t len = strlen(rel);
-  if (len == 0 || len >= sizeof buf) {
-    errno = ENAMETOOLONG;
-    return -1;
-  }
-  memcpy(buf, rel, len + 1);
-  int dir = fcntl(root_fd, F_DUPFD_CLOEXEC, 0);
-  if (dir < 0) return -1;
-  char* part = buf;
-  for (;;) {
-    char* slash = strchr(part, '/');
-    bool last = slash == nullptr;
-    if (!last) *slash = '\0';
-    if (*part != '\0') {
-      int next;
-      if (!last || is_dir) {
-        if (mkdirat(dir, part, 0755) != 0 && errno != EEXIST) {
-          close(dir);
-          return -1;
-        }
-        next = sys::openat2(dir, part, O_PATH | O_DIRECTORY | O_CLOEXEC, 0,
-                            RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH);
-      } else {
-        int f = sys::openat2(dir, part, O_WRONLY | O_CREAT | O_CLOEXEC, 0644,
-                             RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH);
-        if (f < 0 && errno == EISDIR) f = -1;
-        if (f >= 0) close(f);
-        next = sys::openat2(dir, part, O_PATH | O_CLOEXEC, 0,
-                            RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH);
-      }
-      close(dir);
-      if (next < 0) return -1;
-      dir = next;
-    }
-    if (last) break;
-    part = slash + 1;
-  }
-  return dir;
-}
-
 void idmap_tree(const SandboxPlan& plan, int tree, int userns_fd, Stage stage, const char* what) {
   mount_attr attr{};
   attr.attr_set = MOUNT_ATTR_IDMAP;
@@ -92,7 +49,7 @@ void idmap_tree(const SandboxPlan& plan, int tree, int userns_fd, Stage stage, c
 }
 
 void bind_tree(const SandboxPlan& plan, int root_fd, const BindStep& step, Stage stage) {
-  int target = open_target(root_fd, step.target.c_str(), step.is_dir);
+  int target = open_mount_target(root_fd, step.target.c_str(), step.is_dir);
   if (target < 0) fail(plan, stage, step.target.c_str());
   if (move_mount(step.source_fd, "", target, "",
                  MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
@@ -118,7 +75,7 @@ void overlay_tree(const SandboxPlan& plan, int root_fd, const BindStep& step, St
   int mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
   if (mnt < 0) fail(plan, stage, what);
   close(fs);
-  int target = open_target(root_fd, what, true);
+  int target = open_mount_target(root_fd, what, true);
   if (target < 0) fail(plan, stage, what);
   if (move_mount(mnt, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
     fail(plan, stage, what);

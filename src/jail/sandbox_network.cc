@@ -29,6 +29,11 @@ std::string SandboxNetwork::host_address() const {
   return slot ? net::IpAddress::v4(slot->host_address()).str() : std::string();
 }
 
+int SandboxNetwork::slot_lock_fd() const {
+  if (slot) return slot->lock_fd();
+  return reserved ? reserved->lock_fd() : -1;
+}
+
 std::string SandboxNetwork::resolv_conf() const {
   return "# corral: answers only the names this sandbox may reach\nnameserver " + host_address() +
          "\noptions ndots:0 attempts:2 timeout:2\n";
@@ -51,12 +56,16 @@ Result<SandboxNetwork> plan_sandbox_network(const NetworkSpec& spec, const Netwo
   SandboxNetwork out;
   out.policy = std::move(*policy);
   out.proxy_port = options.proxy_port;
-  if (!out.policy.has_network()) return out;  // loopback only, as mode none
+  if (!out.policy.has_network() && !options.reserve_slot)
+    return out;  // loopback only, as mode none
 
   failed_stage = Stage::kNetworkSlot;
   auto slot = net::NetSlot::acquire(options.pool);
   if (!slot) return tl::unexpected(slot.error());
-  out.slot.emplace(std::move(*slot));
+  if (out.policy.has_network())
+    out.slot.emplace(std::move(*slot));
+  else
+    out.reserved.emplace(std::move(*slot));
   return out;
 }
 

@@ -24,6 +24,11 @@ struct NetworkOptions {
   const std::vector<net::NetworkTemplate>* templates = nullptr;  // null: the shipped ones
   net::NetSlotPool pool;
   std::uint16_t proxy_port = 15001;  // on the host end (firewall.h)
+  // A warm pool's sandbox (C4, ADR 0015): made without network, but its
+  // init holds a free address slot (never linked), so that a claim can
+  // give it the caller's network and a restarted daemon finds the slot
+  // held by init as for a cold create.
+  bool reserve_slot = false;
 };
 
 // The spec's fields as the policy resolver takes them; allow_domains (the
@@ -33,9 +38,12 @@ net::NetworkRequest network_request(const NetworkSpec& spec);
 struct SandboxNetwork {
   net::NetworkPolicy policy;
   std::optional<net::NetSlot> slot;  // only when the policy lets something out
+  std::optional<net::NetSlot> reserved;  // reserve_slot without network: held, not linked
   std::uint16_t proxy_port = 0;
 
   std::string host_address() const;  // "10.211.0.1"
+  // The lock init keeps: the linked slot's or the reserved one's (-1: none).
+  int slot_lock_fd() const;
   // nameserver <host end>: UDP 53 to anywhere is redirected to corral's
   // DNS anyway; this only saves programs a wrong first guess.
   std::string resolv_conf() const;

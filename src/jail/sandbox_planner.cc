@@ -19,6 +19,7 @@
 #include "jail/host_base.h"
 #include "jail/idmap_userns.h"
 #include "jail/landlock.h"
+#include "jail/mount_tree.h"
 #include "jail/seccomp_cache.h"
 
 namespace corral {
@@ -26,7 +27,6 @@ namespace corral {
 namespace {
 
 constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-constexpr uid_t kSandboxUid = 1000;
 constexpr gid_t kTtyGid = 5;
 
 const char* const kMaskedProcFiles[] = {
@@ -35,81 +35,7 @@ const char* const kMaskedProcFiles[] = {
 const char* const kMaskedProcDirs[] = {"acpi", "scsi", "asound", "driver", "firmware"};
 const char* const kReadOnlyProc[] = {"sys", "irq", "bus", "fs"};
 
-// A target inside the sandbox: absolute, no "..", returned without the
-// leading slash.
-Result<std::string> relative_target(const std::string& target) {
-  if (target.empty() || target[0] != '/')
-    return make_error(ErrorCode::kInvalidArgument,
-                      "mount target \"" + target + "\" must be an absolute path");
-  std::string rel;
-  std::stringstream ss(target);
-  std::string part;
-  while (std::getline(ss, part, '/')) {
-    if (part.empty() || part == ".") continue;
-    if (part == "..")
-      return make_error(ErrorCode::kInvalidArgument,
-                        "mount target \"" + target + "\" must not contain \"..\"");
-    rel += (rel.empty() ? "" : "/") + part;
-  }
-  if (rel.empty())
-    return make_error(ErrorCode::kInvalidArgument, "cannot mount over the sandbox's root /");
-  for (const char* reserved : {"proc", "dev", "sys"}) {
-    std::string r(reserved);
-    if (rel == r || rel.rfind(r + "/", 0) == 0)
-      return make_error(ErrorCode::kInvalidArgument,
-                        "mount target \"" + target + "\" is under /" + r + ", which corral owns");
-  }
-  return rel;
-}
-
-// A detached copy of the mount tree at `source_fd`, with the sandbox's
-// mount flags applied, ready for init to attach (open_tree only clones
-// mounts of the caller's own namespace, so it is done here, on the host).
-Result<UniqueFd> clone_tree(int source_fd, bool writable, const std::string& what) {
-  UniqueFd tree(
-      open_tree(source_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE));
-  if (!tree) return errno_error("open_tree(" + what + ")");
-  mount_attr attr{};
-  attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (writable ? 0 : MOUNT_ATTR_RDONLY);
-  if (mount_setattr(tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
-    return errno_error("mount_setattr(" + what + ")");
-  return tree;
-}
-
-// Shows the owner of a --mount source as the sandbox's user, so the
-// sandbox can use a directory it was given, and what it writes there
-// belongs to the directory's owner on the host. Host root is never mapped
-// for a writable mount: the sandbox could otherwise leave setuid-root files
-// on the host. Such a source keeps the plain mount (what the sandbox writes
-// is owned by its own unprivileged host uid). Returns a notice when the
-// idmap is not applied; isolation is the same either way.
-Result<std::string> idmap_user_mount(int tree, int source_fd, bool writable, uid_t host_base,
-                                     uid_t sandbox_uid, const std::string& what) {
-  struct stat st;
-  if (fstat(source_fd, &st) != 0) return errno_error("fstat(" + what + ")");
-  if (writable && (st.st_uid == 0 || st.st_gid == 0)) {
-    return "mount " + what +
-           " is owned by host root: files the sandbox writes there are "
-           "owned by its own host uid " +
-           std::to_string(host_base + sandbox_uid) +
-           " (give the directory to an unprivileged owner to have them owned by that user)";
-  }
-  auto line = [&](unsigned owner) {
-    return std::to_string(owner) + " " + std::to_string(host_base + sandbox_uid) + " 1\n";
-  };
-  auto ns = make_idmap_userns(line(st.st_uid), line(st.st_gid));
-  if (!ns) return tl::unexpected(ns.error().wrap("idmapping " + what));
-  mount_attr attr{};
-  attr.attr_set = MOUNT_ATTR_IDMAP;
-  attr.userns_fd = static_cast<std::uint64_t>(ns->get());
-  if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0) {
-    if (errno == EINVAL || errno == EPERM || errno == EOPNOTSUPP)
-      return "mount " + what + ": its file system cannot do idmapped mounts (" +
-             std::string(errno_name(errno)) + "); files keep their host owners";
-    return errno_error("mount_setattr(" + what + ", MOUNT_ATTR_IDMAP)");
-  }
-  return std::string();
-}
+std::string sandbox_home(const SandboxSpec& spec) { return spec.root ? "/root" : "/home/sandbox"; }
 
 std::string read_small_file(const std::string& path) {
   struct stat st;
@@ -186,6 +112,10 @@ DryRunWrites collect_dry_run_writes(const PreparedSandbox& prepared, const Secre
     mounts.push_back(DryMountArea{m.target, m.source_fd.get(), m.upper});
   return collect_layer_writes(prepared.layer->root_fd(), lower ? lower.get() : -1, mounts,
                               &prepared.dry_baseline, has_secret);
+}
+
+std::vector<std::string> landlock_writable_dirs(const SandboxSpec& spec) {
+  return {"/workspace", "/tmp", "/var/tmp", sandbox_home(spec)};
 }
 
 std::string new_sandbox_id() {
@@ -316,7 +246,7 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
   p.layer.emplace(std::move(*layer));
   WritableLayer& L = *p.layer;
   const uid_t user = base + plan.uid;
-  const std::string home = spec.root ? "/root" : "/home/sandbox";
+  const std::string home = sandbox_home(spec);
   auto [passwd, group] = make_account_files(options.base, spec.root);
   const std::string hosts = etc_hosts_for(spec.hostname);
   Status s = ok();
@@ -456,10 +386,10 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
   // Landlock: read everywhere; write only where the sandbox is meant to.
   plan.landlock = make_landlock_plan(abi);
   std::vector<std::pair<std::string, bool>> rules = {{"/", false}};
-  for (const char* w : {"/workspace", "/tmp", "/var/tmp", "/dev/shm", "/dev/pts", "/dev/null",
-                        "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx"})
+  for (const std::string& w : landlock_writable_dirs(spec)) rules.emplace_back(w, true);
+  for (const char* w : {"/dev/shm", "/dev/pts", "/dev/null", "/dev/zero", "/dev/full", "/dev/tty",
+                        "/dev/ptmx"})
     rules.emplace_back(w, true);
-  rules.emplace_back(home, true);
   if (spec.root) {
     // Root may change the writable layer anywhere but /proc, /dev, /sys.
     std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir(lower.c_str()), closedir);

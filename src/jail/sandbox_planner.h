@@ -50,6 +50,18 @@ Result<std::unique_ptr<PreparedSandbox>> prepare_sandbox(const SandboxSpec& spec
                                                          const RunOptions& options,
                                                          Stage& failed_stage);
 
+// The uid of a sandbox's processes inside it: 0 for a root sandbox, else
+// this one (its host uid is the block's base plus it).
+inline constexpr uid_t kSandboxUid = 1000;
+inline uid_t sandbox_user_uid(const SandboxSpec& spec) { return spec.root ? 0 : kSandboxUid; }
+
+// The directories a sandbox's processes may write beneath (Landlock),
+// besides /dev's files, its writable mounts and, for a root sandbox, the
+// top of its layer. The rules are fixed when the sandbox starts: a mount
+// attached later (a warm pool's claim) is writable only at or beneath one
+// of these.
+std::vector<std::string> landlock_writable_dirs(const SandboxSpec& spec);
+
 // "sb-" + 12 random hex digits.
 std::string new_sandbox_id();
 

@@ -115,7 +115,8 @@ Result<std::string> recv_frame(int sock, std::vector<UniqueFd>* fds) {
 json options_to_json(const RunOptions& o) {
   return json{
       {"rootfs", o.base.rootfs},      {"env", o.base.env}, {"passwd_source", o.base.passwd_source},
-      {"mount_roots", o.mount_roots}, {"cwd", o.cwd},      {"sandbox_id", o.sandbox_id}};
+      {"mount_roots", o.mount_roots}, {"cwd", o.cwd},      {"sandbox_id", o.sandbox_id},
+      {"reserve_net_slot", o.network.reserve_slot}};
 }
 
 // The daemon's network settings, fixed when the factory is forked.
@@ -133,6 +134,7 @@ RunOptions options_from_json(const json& j) {
   o.mount_roots = j.value("mount_roots", std::vector<std::string>{});
   o.cwd = j.value("cwd", "");
   o.sandbox_id = j.value("sandbox_id", "");
+  o.network.reserve_slot = j.value("reserve_net_slot", false);
   o.long_lived = true;
   return o;
 }
@@ -214,6 +216,9 @@ void serve_one(int sock, CgroupManager* manager, const std::string& request) {
       {"cgroup", cgroup.name()},
       {"net_slot", prepared.network.slot ? static_cast<std::int64_t>(prepared.network.slot->index())
                                          : std::int64_t{-1}},
+      {"reserved_net_slot", prepared.network.reserved
+                                ? static_cast<std::int64_t>(prepared.network.reserved->index())
+                                : std::int64_t{-1}},
       {"notices", prepared.notices}};
   UniqueFd layer_dup(fcntl(prepared.layer->mount_fd(), F_DUPFD_CLOEXEC, 3));
   const int fds[kReplyFds] = {init.pidfd.get(), init.control.get(), init.spawn.get(),
@@ -374,6 +379,7 @@ Result<CreatedSandbox> SandboxFactory::create(const SandboxSpec& spec, const Run
   c.host_uid_base = reply.value("host_uid_base", 0u);
   c.cgroup = reply.value("cgroup", "");
   c.net_slot = reply.value("net_slot", std::int64_t{-1});
+  c.reserved_net_slot = reply.value("reserved_net_slot", std::int64_t{-1});
   c.notices = reply.value("notices", std::vector<std::string>{});
   c.env = reply.value("env", std::vector<std::string>{});
   c.pidfd = std::move(fds[0]);

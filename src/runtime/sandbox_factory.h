@@ -36,6 +36,8 @@ struct CreatedSandbox {
   std::vector<std::string> notices;
   std::vector<std::string> env;  // the base environment of its processes ("K=V")
   std::int64_t net_slot = -1;    // its veth pair's slot (net/net_slot.h); -1: no network
+  // A warm pool's sandbox: the slot its init holds for a claim (-1: none).
+  std::int64_t reserved_net_slot = -1;
   UniqueFd pidfd;                // init
   UniqueFd control;              // ControlMessage from init (failure, zygote exit)
   UniqueFd spawn;                // the zygote's requests and replies

@@ -39,6 +39,8 @@ PRIVILEGED = {
     "src/jail/rootfs_setup.cc": "init builds the sandbox's root file system: mounts, pivot_root",
     "src/jail/workload.cc": "the workload joins the commands' user namespace and execs the command",
     "src/jail/zygote.cc": "the zygote clones and execs each command of a long-lived sandbox",
+    "src/jail/running_mounts.cc": "a forked helper enters a running sandbox's mount namespace to "
+                                  "attach a warm pool claim's mounts",
     "src/jail/command_userns.cc": "the zygote's helper that makes the commands' user namespace, and "
                                   "a probe that seccomp refuses setns",
     "src/jail/idmap_userns.cc": "a forked child unshares the user namespace of an idmapped mount",
