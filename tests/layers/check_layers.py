@@ -46,6 +46,8 @@ PRIVILEGED = {
     "src/jail/idmap_userns.cc": "a forked child unshares the user namespace of an idmapped mount",
     "src/jail/host_check.cc": "corral doctor: a forked child tries each namespace corral uses",
     "src/netns/netlink.cc": "setns into a sandbox's network namespace, on a short thread of its own",
+    "src/daemon/claim_hostname.cc": "a thread made for it joins a running sandbox's UTS namespace "
+                                    "to set a warm pool claim's host name, and ends",
     "src/base/subprocess.cc": "the one fork/exec runner for host tools: nft (no static "
                               "libnftables, ADR 0005), mmdebstrap, umoci",
     "src/image/staging_dir.cc": "detaches what a killed image tool left mounted in corral's own "
