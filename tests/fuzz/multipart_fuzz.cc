@@ -68,7 +68,12 @@ void fuzz_read(std::string_view in) {
       return;
   }
   const std::string again = http::write_form_data(*parts, "b");
-  auto back = http::parse_form_data(again, "b", limits);
+  // The writer's heads are canonical ("; name=", its own Content-Type
+  // line), so a head the reader took at the limit may come back a few
+  // bytes longer: the property is the round trip, not the head's size.
+  http::FormLimits relaxed = limits;
+  relaxed.max_part_head_bytes = limits.max_part_head_bytes + 128;
+  auto back = http::parse_form_data(again, "b", relaxed);
   require(back.has_value());
   same_parts(*parts, *back);
 }
