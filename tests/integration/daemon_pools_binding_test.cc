@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "support/daemon_harness.h"
+#include "support/pool_fixture.h"
 #include "support/net_world.h"
 #include "support/sandbox_harness.h"
 #include "support/skip.h"
@@ -31,29 +32,6 @@ namespace {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
-
-std::string describe(const HttpReply& r) {
-  return "HTTP " + std::to_string(r.status) + " " + r.body.substr(0, 600);
-}
-
-// A pool of plain sandboxes (no network, no mounts), with `serve_extra`
-// (two-space indented serve: keys) for the daemon.
-std::string pool_config(int min, const std::string& serve_extra) {
-  return "serve:\n" + serve_extra + "  pools:\n    - name: p\n      min: " + std::to_string(min) +
-         "\n      max: " + std::to_string(min) +
-         "\n      sandbox:\n        limits: {memory: 64Mi, disk: 16Mi}\n";
-}
-
-json wait_ready(TestDaemon& d, std::uint32_t ready) {
-  json last;
-  for (int i = 0; i < 900; ++i) {
-    HttpReply r = d.request("GET", "/v1/pools/p");
-    last = r.json();
-    if (r.status == 200 && last.value("ready", 0u) >= ready) return last;
-    std::this_thread::sleep_for(100ms);
-  }
-  return last;
-}
 
 // The sandboxes the daemon made for the pool, and the spec each was made
 // with (their create records carry the pool's idempotency key).
@@ -99,10 +77,10 @@ TEST(DaemonPoolsBinding, AClaimGetsExactlyItsAllowlistAndThePoolHadNoNetwork) {
   auto world_or = NetWorld::create();
   ASSERT_TRUE(world_or.has_value()) << world_or.error().message;
   NetWorld& world = **world_or;
-  TestDaemon d({}, pool_config(2, "  network:\n    dns_servers: [\"" + world.dns_endpoint() +
+  TestDaemon d({}, pool_config("p", 2, 2, "  network:\n    dns_servers: [\"" + world.dns_endpoint() +
                                       "\"]\n"));
   ASSERT_TRUE(d.ready()) << d.output();
-  ASSERT_EQ(wait_ready(d, 2).value("ready", 0u), 2u) << d.output();
+  ASSERT_EQ(wait_ready(d, "p", 2).value("ready", 0u), 2u) << d.output();
 
   // Claimed with no network, a pooled sandbox shows what every pooled one
   // has: loopback only, no resolver of corral's, no proxy.
@@ -113,7 +91,7 @@ TEST(DaemonPoolsBinding, AClaimGetsExactlyItsAllowlistAndThePoolHadNoNetwork) {
   EXPECT_EQ(stdout_of(d.exec(plain, "echo \"${HTTP_PROXY-unset}\"")), "unset\n");
   EXPECT_NE(stdout_of(d.exec(plain, std::string(kFetch) + "allowed.test")).find("refused"),
             std::string::npos);
-  ASSERT_EQ(wait_ready(d, 2).value("ready", 0u), 2u);
+  ASSERT_EQ(wait_ready(d, "p", 2).value("ready", 0u), 2u);
 
   const std::string id = d.create_sandbox(
       R"({"pool": "p", "network": {"mode": "allowlist", "allow": ["allowed.test"]}})", &r);
@@ -168,9 +146,9 @@ TEST(DaemonPoolsBinding, MountsBoundAtClaimHaveTheirModesSeenFromTheHost) {
   ASSERT_EQ(::chmod(rw.c_str(), 0777), 0);  // past the umask: the sandbox's user writes here
   ASSERT_EQ(::mkdir(ro.c_str(), 0755), 0);
   { std::ofstream(ro + "/given") << "read me\n"; }
-  TestDaemon d({}, pool_config(2, "  mount_roots: [\"" + root + "\"]\n"));
+  TestDaemon d({}, pool_config("p", 2, 2, "  mount_roots: [\"" + root + "\"]\n"));
   ASSERT_TRUE(d.ready()) << d.output();
-  ASSERT_EQ(wait_ready(d, 2).value("ready", 0u), 2u) << d.output();
+  ASSERT_EQ(wait_ready(d, "p", 2).value("ready", 0u), 2u) << d.output();
 
   HttpReply r;
   const std::string id = d.create_sandbox(
@@ -215,11 +193,11 @@ TEST(DaemonPoolsBinding, AVolumeBoundAtClaimIsTheVolume) {
   struct stat st {};
   if (::stat("/dev/loop-control", &st) != 0)
     CORRAL_SKIP_OR_FAIL("no /dev/loop-control: volumes need loop devices");
-  TestDaemon d({}, pool_config(1, "  volumes:\n    max_quota: 64Mi\n    max_total: 256Mi\n"));
+  TestDaemon d({}, pool_config("p", 1, 1, "  volumes:\n    max_quota: 64Mi\n    max_total: 256Mi\n"));
   ASSERT_TRUE(d.ready()) << d.output();
   HttpReply made = d.request("POST", "/v1/volumes", R"({"name": "vol", "quota": "16Mi"})");
   ASSERT_EQ(made.status / 100, 2) << describe(made);
-  ASSERT_EQ(wait_ready(d, 1).value("ready", 0u), 1u) << d.output();
+  ASSERT_EQ(wait_ready(d, "p", 1).value("ready", 0u), 1u) << d.output();
   HttpReply r;
   const std::string id = d.create_sandbox(
       R"({"pool": "p", "volumes": [{"volume": "vol", "target": "/workspace/vol", "writable": true}]})",
@@ -241,10 +219,10 @@ TEST(DaemonPoolsBinding, ARestartKeepsTheNetworkBoundAtClaim) {
   if (geteuid() != 0) CORRAL_SKIP_OR_FAIL("network tests run as root");
   auto world_or = NetWorld::create();
   ASSERT_TRUE(world_or.has_value()) << world_or.error().message;
-  TestDaemon d({}, pool_config(1, "  network:\n    dns_servers: [\"" +
+  TestDaemon d({}, pool_config("p", 1, 1, "  network:\n    dns_servers: [\"" +
                                       (*world_or)->dns_endpoint() + "\"]\n"));
   ASSERT_TRUE(d.ready()) << d.output();
-  ASSERT_EQ(wait_ready(d, 1).value("ready", 0u), 1u) << d.output();
+  ASSERT_EQ(wait_ready(d, "p", 1).value("ready", 0u), 1u) << d.output();
   HttpReply r;
   const std::string id = d.create_sandbox(
       R"({"pool": "p", "network": {"mode": "allowlist", "allow": ["allowed.test"]}})", &r);
@@ -270,10 +248,10 @@ TEST(DaemonPoolsBinding, TwoClaimsNeverShareAndNothingOfAReachesB) {
   const std::string dir_a = root + "/a";
   ASSERT_EQ(::mkdir(dir_a.c_str(), 0777), 0);
   ASSERT_EQ(::chmod(dir_a.c_str(), 0777), 0);
-  TestDaemon d({}, pool_config(2, "  mount_roots: [\"" + root + "\"]\n  network:\n    dns_servers: [\"" +
+  TestDaemon d({}, pool_config("p", 2, 2, "  mount_roots: [\"" + root + "\"]\n  network:\n    dns_servers: [\"" +
                                       (*world_or)->dns_endpoint() + "\"]\n"));
   ASSERT_TRUE(d.ready()) << d.output();
-  ASSERT_EQ(wait_ready(d, 2).value("ready", 0u), 2u) << d.output();
+  ASSERT_EQ(wait_ready(d, "p", 2).value("ready", 0u), 2u) << d.output();
 
   HttpReply r;
   const std::string a = d.create_sandbox(
@@ -306,9 +284,9 @@ TEST(DaemonPoolsBinding, TwoClaimsNeverShareAndNothingOfAReachesB) {
 // way, and says so). The miss is counted as a binding failure.
 TEST(DaemonPoolsBinding, AFailedBindingDestroysTheSandboxAndTheCreateGoesCold) {
   const std::string root = make_temp_dir("pool-bindfail");
-  TestDaemon d({}, pool_config(1, "  mount_roots: [\"" + root + "\"]\n"));
+  TestDaemon d({}, pool_config("p", 1, 1, "  mount_roots: [\"" + root + "\"]\n"));
   ASSERT_TRUE(d.ready()) << d.output();
-  ASSERT_EQ(wait_ready(d, 1).value("ready", 0u), 1u) << d.output();
+  ASSERT_EQ(wait_ready(d, "p", 1).value("ready", 0u), 1u) << d.output();
   const std::set<std::string> before = [&] {
     std::set<std::string> ids;
     for (const auto& kv : pooled(d)) ids.insert(kv.first);
@@ -342,7 +320,7 @@ TEST(DaemonPoolsBinding, AFailedBindingDestroysTheSandboxAndTheCreateGoesCold) {
             std::string::npos)
       << metrics;
   // The pool refills, and a bindable claim is a hit again.
-  ASSERT_EQ(wait_ready(d, 1).value("ready", 0u), 1u);
+  ASSERT_EQ(wait_ready(d, "p", 1).value("ready", 0u), 1u);
   const std::string ok = d.create_sandbox(
       R"({"pool": "p", "mounts": [{"source": ")" + root + R"(", "target": "/workspace/in"}]})", &r);
   ASSERT_FALSE(ok.empty()) << describe(r);
@@ -359,9 +337,9 @@ TEST(DaemonPoolsBinding, AWritableMountOutsideTheWritableDirsGoesCold) {
   const std::string dir = root + "/data";
   ASSERT_EQ(::mkdir(dir.c_str(), 0777), 0);
   ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
-  TestDaemon d({}, pool_config(1, "  mount_roots: [\"" + root + "\"]\n"));
+  TestDaemon d({}, pool_config("p", 1, 1, "  mount_roots: [\"" + root + "\"]\n"));
   ASSERT_TRUE(d.ready()) << d.output();
-  ASSERT_EQ(wait_ready(d, 1).value("ready", 0u), 1u) << d.output();
+  ASSERT_EQ(wait_ready(d, "p", 1).value("ready", 0u), 1u) << d.output();
   HttpReply r;
   const std::string id = d.create_sandbox(
       R"({"pool": "p", "mounts": [{"source": ")" + dir + R"(", "target": "/data", "writable": true}]})",

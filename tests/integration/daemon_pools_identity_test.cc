@@ -9,7 +9,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
 #include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,7 +25,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/sha256.h"
 #include "support/daemon_harness.h"
+#include "support/pool_fixture.h"
 #include "support/secret_file.h"
 
 namespace corral::testing {
@@ -35,10 +36,6 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-std::string describe(const HttpReply& r) {
-  return "HTTP " + std::to_string(r.status) + " " + r.body.substr(0, 600);
-}
-
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
@@ -46,45 +43,9 @@ std::string read_all(const std::string& path) {
   return ss.str();
 }
 
-std::string sha256_hex(const std::string& data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  EVP_Digest(data.data(), data.size(), md, &n, EVP_sha256(), nullptr);
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < n; ++i) {
-    out += kHex[md[i] >> 4];
-    out += kHex[md[i] & 15];
-  }
-  return out;
-}
-
 // A daemon serving `store` with one pool, `name`, of `min` sandboxes.
 std::string config(const SecretFile& store, const std::string& name, int min) {
-  return "serve:\n  secrets:\n    file: " + store.path + "\n  pools:\n    - name: " + name +
-         "\n      min: " + std::to_string(min) + "\n      max: " + std::to_string(min) +
-         "\n      sandbox:\n        limits: {memory: 64Mi, disk: 16Mi}\n";
-}
-
-json wait_ready(TestDaemon& d, const std::string& pool, std::uint32_t ready) {
-  json last;
-  for (int i = 0; i < 900; ++i) {
-    HttpReply r = d.request("GET", "/v1/pools/" + pool);
-    last = r.json();
-    if (r.status == 200 && last.value("ready", 0u) >= ready) return last;
-    std::this_thread::sleep_for(100ms);
-  }
-  return last;
-}
-
-std::set<std::string> pooled_ids(const TestDaemon& d) {
-  std::set<std::string> ids;
-  for (const json& rec : d.audit_records("sandbox.create")) {
-    const json key = rec.value("idempotency_key", json());
-    if (key.is_string() && key.get<std::string>().rfind("corral-pool:", 0) == 0)
-      ids.insert(rec.value("sandbox", ""));
-  }
-  return ids;
+  return pool_config(name, min, min, "  secrets:\n    file: " + store.path + "\n");
 }
 
 // The host pids of sandbox `id`'s processes (init and the zygote, before

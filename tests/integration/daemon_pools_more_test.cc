@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "support/daemon_harness.h"
+#include "support/pool_fixture.h"
 #include "support/sandbox_harness.h"
 #include "support/task_client.h"
 
@@ -21,36 +22,6 @@ namespace {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
-
-std::string describe(const HttpReply& r) {
-  return "HTTP " + std::to_string(r.status) + " " + r.body.substr(0, 600);
-}
-
-std::string pool_config(const std::string& name, int min, int max) {
-  return "serve:\n  pools:\n    - name: " + name + "\n      min: " + std::to_string(min) +
-         "\n      max: " + std::to_string(max) +
-         "\n      sandbox:\n        limits: {memory: 64Mi, disk: 16Mi}\n";
-}
-
-// The pool's status once it has `ready` sandboxes (or after 90 s: the
-// caller's assertion then shows what it had).
-json wait_ready(TestDaemon& d, const std::string& pool, std::uint32_t ready) {
-  json last;
-  for (int i = 0; i < 900; ++i) {
-    HttpReply r = d.request("GET", "/v1/pools/" + pool);
-    last = r.json();
-    if (r.status == 200 && last.value("ready", 0u) >= ready) return last;
-    std::this_thread::sleep_for(100ms);
-  }
-  return last;
-}
-
-// The sandboxes handed out by a claim (audited sandbox.claim).
-std::set<std::string> claimed_ids(const TestDaemon& d) {
-  std::set<std::string> ids;
-  for (const json& rec : d.audit_records("sandbox.claim")) ids.insert(rec.value("sandbox", ""));
-  return ids;
-}
 
 // A task naming pool "py" runs in one of its sandboxes; submitting it again
 // (while it runs and after) answers the stored task and claims nothing

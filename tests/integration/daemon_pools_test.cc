@@ -16,48 +16,13 @@
 #include <vector>
 
 #include "support/daemon_harness.h"
+#include "support/pool_fixture.h"
 
 namespace corral::testing {
 namespace {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
-
-std::string describe(const HttpReply& r) {
-  return "HTTP " + std::to_string(r.status) + " " + r.body.substr(0, 600);
-}
-
-std::string pool_config(const std::string& name, int min, int max,
-                        const std::string& extra_serve = "") {
-  return "serve:\n" + extra_serve + "  pools:\n    - name: " + name + "\n      min: " +
-         std::to_string(min) + "\n      max: " + std::to_string(max) +
-         "\n      sandbox:\n        limits: {memory: 64Mi, disk: 16Mi}\n";
-}
-
-// The pool's status once it has `ready` sandboxes ready (or after 90 s:
-// the caller's assertion then shows what it had).
-json wait_ready(TestDaemon& d, const std::string& pool, std::uint32_t ready) {
-  json last;
-  for (int i = 0; i < 900; ++i) {
-    HttpReply r = d.request("GET", "/v1/pools/" + pool);
-    last = r.json();
-    if (r.status == 200 && last.value("ready", 0u) >= ready) return last;
-    std::this_thread::sleep_for(100ms);
-  }
-  return last;
-}
-
-// Ids of the sandboxes the daemon made for pools (their create records
-// carry the pool's idempotency key).
-std::set<std::string> pooled_ids(const TestDaemon& d) {
-  std::set<std::string> ids;
-  for (const json& rec : d.audit_records("sandbox.create")) {
-    const json key = rec.value("idempotency_key", json());
-    if (key.is_string() && key.get<std::string>().rfind("corral-pool:", 0) == 0)
-      ids.insert(rec.value("sandbox", ""));
-  }
-  return ids;
-}
 
 std::size_t listed(TestDaemon& d) {
   return d.request("GET", "/v1/sandboxes").json()["sandboxes"].size();
