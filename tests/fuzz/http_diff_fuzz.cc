@@ -312,6 +312,34 @@ bool ours_trailer_seen(std::string_view body) {
   return t != std::string_view::npos && body.substr(t, 2) != "\r\n";
 }
 
+// Whether a chunk-size line's extension holds a control byte (NUL, a bare LF
+// or CR, DEL, ... but not HTAB) before the line's CRLF.
+bool ctl_in_extension(std::string_view body) {
+  std::size_t at = 0;
+  for (int chunks = 0; chunks < 10000; ++chunks) {
+    std::uint64_t size = 0;
+    std::size_t n = 0;
+    while (at + n < body.size() && std::isxdigit(static_cast<unsigned char>(body[at + n])) &&
+           n < 16) {
+      char c = body[at + n];
+      size = size * 16 + static_cast<std::uint64_t>(std::isdigit(static_cast<unsigned char>(c))
+                                                        ? c - '0'
+                                                        : (c | 0x20) - 'a' + 10);
+      ++n;
+    }
+    std::size_t eol = body.find("\r\n", at);
+    if (n == 0 || eol == std::string_view::npos) return false;
+    for (std::size_t i = at + n; i < eol; ++i) {
+      auto c = static_cast<unsigned char>(body[i]);
+      if ((c < 0x20 && c != '\t') || c == 0x7f) return true;
+    }
+    at = eol + 2;
+    if (size == 0 || size > body.size() - at) return false;
+    at += static_cast<std::size_t>(size) + 2;
+  }
+  return false;
+}
+
 // Whether a line of the body starts with more than 16 hex digits.
 bool long_hex_run(std::string_view body) {
   for (std::size_t at = 0; at < body.size();) {
@@ -373,6 +401,8 @@ void diff_chunked(std::string_view body) {
     why = "C2 a trailer Beast refuses (not a field, or a framing field); we drop trailers";
   } else if (mine == kRefused && theirs == kDone && long_hex_run(body)) {
     why = "C3 a chunk size of more than 16 hex digits (leading zeros too)";
+  } else if (mine == kRefused && theirs == kDone && ctl_in_extension(body)) {
+    why = "C4 a control byte in a chunk extension (Beast takes NUL or a bare LF in a quoted one)";
   } else if (mine == kRefused && theirs == kDone && ours_trailer_seen(body) &&
              has_obs_fold(body.substr(trailer_start(body) - 2))) {
     why = "H8 obs-fold (in a trailer)";
