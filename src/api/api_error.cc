@@ -77,6 +77,9 @@ Result<ApiError> read_error_body(const Json& v, std::string_view path, const Ctx
   CORRAL_TRY(read_into(*obj, "field", e.field, any_string(ctx)));
   CORRAL_TRY(read_into(*obj, "hint", e.hint, any_string(ctx)));
   CORRAL_TRY(read_into(*obj, "check", e.check, any_string(ctx)));
+  // An empty code names nothing a client could act on: the body is not an
+  // error body (the caller keeps it as the message of an internal error).
+  if (e.code.empty()) return fail(ApiErrorCode::kInvalidValue, obj->at("code"), "is empty");
   // A code this build does not know (a newer server's) is kept, as a 500.
   std::optional<ApiErrorCode> id = parse_error_code(e.code);
   e.http_status = id ? error_code_info(*id).http_status : 500;

@@ -121,6 +121,16 @@ TEST(ApiErrorCodes, UnknownCodeOfANewerServerIsKept) {
   }
 }
 
+// An error body whose code is empty names nothing to act on: it is kept
+// whole as the message of an internal error, never as an error without a code.
+TEST(ApiErrorCodes, EmptyCodeIsNotAnErrorBody) {
+  const std::string body = R"({"error":{"code":"","hint":"h"}})";
+  ApiError e = parse_api_error(502, body);
+  EXPECT_TRUE(e.is(ApiErrorCode::kInternal));
+  EXPECT_EQ(e.http_status, 502);
+  EXPECT_EQ(e.message, body);
+}
+
 // docs/api.md's table of stable codes ("| `code` | status | when |", after
 // the line naming api::error_codes()) lists exactly the table's rows.
 TEST(ApiErrorCodes, DocTableListsExactlyTheseCodes) {
