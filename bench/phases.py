@@ -3,9 +3,10 @@
 
 Runs it N times under `perf trace` (only a dozen syscalls are traced, so the
 overhead stays small), finds the landmarks of each phase in the trace (the
-cgroup mkdirs, clone3, the cgroup.procs writes, the "go" message, the user
+cgroup mkdirs, clone3, init's writes to its cgroup's tasks files, the
+"joined" and "go" messages, the user
 namespace clone, pivot_root, umount2, landlock_restrict_self, the execve of
-/bin/true, the exits, the freezer writes, the rmdirs) and prints the median,
+/bin/true, the exits, the rmdirs) and prints the median,
 p10 and p90 of every phase. Not part of `make bench`; needs root, perf
 (Debian: linux-perf) and python3. The landmarks follow the launcher's
 current syscall sequence: when that changes, adjust `phases()` below.
@@ -21,7 +22,7 @@ import sys
 import tempfile
 import time
 
-TRACED = ("clone3,clone,execve,write,sendto,recvfrom,pivot_root,umount2,"
+TRACED = ("clone3,clone,execve,write,sendto,sendmsg,recvfrom,pivot_root,umount2,"
           "landlock_restrict_self,exit_group,rmdir,mkdir")
 
 LINE = re.compile(r"\s*([\d.]+|\?) \(\s*([\d.]*)\s*(?:ms)?\): (\S+)/(\d+)\s+(.*)$")
@@ -70,13 +71,13 @@ def phases(ev):
     launcher = next(e["pid"] for e in ev if e["t"] is not None)
     mk1 = first(launcher, lambda e: e["name"] == "mkdir")
     etc = last(launcher, lambda e: e["name"] == "write" and "count: 79" in e["raw"])  # /etc/hosts
-    bpf = first(launcher, lambda e: e["name"] == "write", etc["t"] + 1e-9)  # the compiled filter
     cg = first(launcher, lambda e: e["name"] == "mkdir" and e["ret"] == "0")
     c3 = first(launcher, lambda e: e["name"] == "clone3")
     init = int(next(re.search(r"= (\d+)", x["raw"]).group(1) for x in ev
                     if x["pid"] == launcher and x["name"] == "clone3" and x["ret"]))
-    attach = first(launcher, lambda e: e["name"] == "write", c3["t"])
-    go = first(launcher, lambda e: e["name"] == "sendto")
+    join = first(init, lambda e: e["name"] == "write")  # "0" to the first tasks file
+    joined = first(init, lambda e: e["name"] == "sendto")  # kJoined
+    go = first(launcher, lambda e: e["name"] == "sendmsg")
     userns = first(init, lambda e: e["name"] == "clone")
     pivot = first(init, lambda e: e["name"] == "pivot_root")
     umount = first(init, lambda e: e["name"] == "umount2")
@@ -85,19 +86,20 @@ def phases(ev):
     exe = first(workload, lambda e: e["name"] == "execve")
     texit = first(workload, lambda e: e["name"] == "exit_group")
     iexit = first(init, lambda e: e["name"] == "exit_group")
-    freeze = first(launcher, lambda e: e["name"] == "write", iexit["t"])
+    # The freezer is written only if processes are left (none normally).
+    rm1 = first(launcher, lambda e: e["name"] == "rmdir", iexit["t"])
     rmdir = last(launcher, lambda e: e["name"] == "rmdir")
     lexit = first(launcher, lambda e: e["name"] == "exit_group")
     return [
         ("launcher start: exec, ld.so, C++ init (to first mkdir)", mk1["t"]),
         ("plan: uid slot, host base, writable layer tmpfs + /etc files", etc["t"] - mk1["t"]),
-        ("plan: seccomp filter compile (libseccomp)", bpf["t"] - etc["t"]),
-        ("plan: stage dir, lock, stale-cgroup scan, cgroup detect", cg["t"] - bpf["t"]),
+        ("plan: seccomp program (cached), stage dir, lock, stale-cgroup scan, cgroup detect",
+         cg["t"] - etc["t"]),
         ("cgroups: mkdir x5 + limits", c3["t"] - cg["t"]),
         ("clone3: new mnt, pid, net, ipc, uts namespaces", end(c3) - c3["t"]),
-        ("cgroup v1 attach: first cgroup.procs write", end(attach) - attach["t"]),
-        ("cgroup v1 attach: 4 more writes, send go",
-         go["t"] - end(attach) + (attach["t"] - end(c3))),
+        ("init: first steps after clone3, up to its cgroup join", join["t"] - end(c3)),
+        ("init: joins its cgroup (v1: \"0\" to 5 tasks files), says so", end(joined) - join["t"]),
+        ("launcher: hears the join, sends go", go["t"] - end(joined)),
         ("init: go -> clone(user ns) (cgroup ns, stage mount, /proc)", userns["t"] - go["t"]),
         ("init: id maps, overlay root, /dev, /proc masks -> pivot_root",
          pivot["t"] - userns["t"]),
@@ -106,8 +108,8 @@ def phases(ev):
         ("workload: landlock + seccomp load -> execve", exe["t"] - ll["t"]),
         ("/bin/true: execve -> exit_group", texit["t"] - exe["t"]),
         ("init: reap workload, report -> exit_group", iexit["t"] - texit["t"]),
-        ("init exit (pid/mnt ns teardown) + launcher wakeup", freeze["t"] - iexit["t"]),
-        ("teardown: freezer FROZEN/THAWED + cgroup rmdir x5", end(rmdir) - freeze["t"]),
+        ("init exit (pid/mnt ns teardown) + launcher wakeup, stats", rm1["t"] - iexit["t"]),
+        ("teardown: cgroup rmdir x5", end(rmdir) - rm1["t"]),
         ("teardown: layer wipe, usage, mountinfo check, unlock", lexit["t"] - end(rmdir)),
         ("TOTAL (launcher exec -> launcher exit_group)", lexit["t"]),
     ]

@@ -22,7 +22,7 @@
 
 #include "base/fs.h"
 #include "base/unique_fd.h"
-#include "daemon/claim_bind.h"
+#include "daemon/claim_identity.h"
 #include "jail/sandbox_planner.h"
 #include "sys/syscalls.h"
 

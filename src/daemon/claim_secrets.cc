@@ -6,7 +6,7 @@
 // sandbox gets the same read-only, idmapped bind of an empty tmpfs of its
 // own when it is made, and inject fills it at claim (0400, the sandbox
 // user's, as at a cold create). No mount is made in a running sandbox.
-#include "daemon/claim_bind.h"
+#include "daemon/claim_identity.h"
 
 namespace corral::daemon {
 

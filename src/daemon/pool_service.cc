@@ -10,7 +10,7 @@
 #include "api/api_model.h"
 #include "base/json_text.h"
 #include "base/random.h"
-#include "daemon/claim_bind.h"
+#include "daemon/claim_identity.h"
 #include "spec/volume_ref.h"
 
 namespace corral::daemon {
@@ -118,7 +118,7 @@ std::string PoolService::match_key(const SandboxSpec& spec) {
   s.limits.max_lifetime = std::chrono::milliseconds(0);
   s.limits.timeout = std::chrono::milliseconds(0);
   s.expected_duration_ms = 0;
-  // Bound at claim too (claim_bind.h, claim_binding.h): host name,
+  // Bound at claim too (claim_identity.h, claim_binding.h): host name,
   // secrets (but TLS interception, whose CA bundle is a mount of its
   // own), network, mounts and volumes.
   s.hostname.clear();

@@ -4,13 +4,13 @@
 // the daemon's own per-spawn state (env, workdir, timeout, env secrets and
 // broker tokens), its expiry, its host name (UTS namespace and layer
 // files) and its file secrets (the pooled sandbox's empty secret tmpfs):
-// claim_bind.h. Network, mounts and volumes go into the sandbox's
+// claim_identity.h. Network, mounts and volumes go into the sandbox's
 // namespaces (claim_binding.h). A binding that fails destroys the sandbox,
 // never half bound, never handed out.
 #include <nlohmann/json.hpp>
 
 #include "base/json_text.h"
-#include "daemon/claim_bind.h"
+#include "daemon/claim_identity.h"
 #include "daemon/claim_binding.h"
 #include "daemon/sandbox_service.h"
 #include "daemon/self_check.h"
@@ -46,7 +46,7 @@ std::vector<std::string> bind_env(const std::vector<std::string>& made,
   return env;
 }
 
-// Host name and secrets (claim_bind.h). `e` is popped from its pool and
+// Host name and secrets (claim_identity.h). `e` is popped from its pool and
 // still hidden.
 ApiResult<void> bind_identity(SandboxService& service, const std::string& id, SandboxEntry& e,
                               const SandboxSpec& spec, const SandboxSpec& pool_spec) {

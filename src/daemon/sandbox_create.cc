@@ -13,7 +13,7 @@
 
 #include "base/json_text.h"
 #include "daemon/api_context.h"
-#include "daemon/claim_bind.h"
+#include "daemon/claim_identity.h"
 #include "daemon/sandbox_service.h"
 #include "daemon/sandbox_service_internal.h"
 #include "daemon/self_check.h"

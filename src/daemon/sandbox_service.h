@@ -118,7 +118,7 @@ class SandboxService {
                                    const std::string& pool_key);
   // Hands pooled sandbox `id` to the caller of `claim`: binds its env,
   // workdir, timeout and max_lifetime (from now), host name and secrets
-  // (claim_bind.h), stores and audits the claim. Fails (the sandbox stays
+  // (claim_identity.h), stores and audits the claim. Fails (the sandbox stays
   // as it was, or is gone) when it is no longer claimable; the caller then
   // tries another or goes cold. Secrets the request may not have answer
   // 400/503 as at a cold create, a binding that fails setup_failed: the

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "base/unique_fd.h"
 
 namespace corral {
 
@@ -80,6 +81,12 @@ class Cgroup {
   // v2 only: an O_PATH|O_DIRECTORY fd for clone3(CLONE_INTO_CGROUP), -1 on v1.
   // Owned by the Cgroup; valid until destroy().
   virtual int clone_into_fd() const = 0;
+  // v1 only (empty on v2): the `tasks` file of every hierarchy, opened for
+  // writing, for a new single-threaded process to join by writing "0" to
+  // each itself (jail/init_process.cc). A thread that moves itself skips the
+  // global threadgroup lock, whose write side waits for an RCU grace period
+  // (~7 ms here) when a pid is written to cgroup.procs (ADR 0002).
+  virtual Result<std::vector<UniqueFd>> open_self_join() const = 0;
   // Counters of a controller the manager does not use (v2_at) read 0.
   virtual Result<CgroupStats> stats() const = 0;
   // Processes in the cgroup and in any cgroup below it.

@@ -8,6 +8,8 @@
 // cgroup.kill and no group OOM kill: kill_all freezes the cgroup (freezer
 // hierarchy), SIGKILLs every process through a pidfd, thaws, and repeats
 // until cgroup.procs is empty in every hierarchy.
+#include <fcntl.h>
+
 #include <algorithm>
 #include <thread>
 
@@ -57,6 +59,17 @@ class CgroupV1 final : public Cgroup {
   }
 
   int clone_into_fd() const override { return -1; }
+
+  Result<std::vector<UniqueFd>> open_self_join() const override {
+    std::vector<UniqueFd> fds;
+    for (const auto& d : dirs_) {
+      const std::string path = join_path(d.path, "tasks");
+      UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
+      if (!fd) return errno_error("open(" + path + ")");
+      fds.push_back(std::move(fd));
+    }
+    return fds;
+  }
 
   Result<CgroupStats> stats() const override {
     CgroupStats s;

@@ -89,6 +89,10 @@ class CgroupV2 final : public Cgroup {
 
   int clone_into_fd() const override { return dir_fd_.get(); }
 
+  Result<std::vector<UniqueFd>> open_self_join() const override {
+    return std::vector<UniqueFd>{};
+  }
+
   Result<CgroupStats> stats() const override {
     CgroupStats s;
     auto fail = [&](Error e) { return tl::unexpected<Error>(e.wrap("reading stats of " + dir_)); };

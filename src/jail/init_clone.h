@@ -10,9 +10,9 @@
 
 namespace corral {
 
-// Returns init's pid (> 0) with *pidfd set, or -1 with errno. On v1 the
-// caller moves init into the cgroup (Cgroup::add_process) before "go".
-// plan.unshare_cgroup_ns is set here (v1: init unshares it after the move).
+// Returns init's pid (> 0) with *pidfd set, or -1 with errno. On v1 init
+// joins the cgroup itself, through plan.cgroup_join_fds, before "go".
+// plan.unshare_cgroup_ns is set here (v1: init unshares it after joining).
 // The child closes the `count` fds in `close_in_child` (the creator's ends
 // of its channels: init must see EOF if its creator dies before "go"), then
 // runs run_init(plan) and never returns.

@@ -119,6 +119,28 @@ int close_fds_except(const int* keep, int count) {
   return sys::close_range(next, ~0U, 0);
 }
 
+namespace {
+
+// Cgroup v1: into the sandbox's cgroup before anything else, by ourselves
+// (Cgroup::open_self_join says why), then tell the launcher, which waits for
+// it before "go". On failure the launcher hears it and nothing runs.
+void join_cgroup(SandboxPlan& plan) {
+  bool any = false;
+  for (int& fd : plan.cgroup_join_fds) {
+    if (fd < 0) continue;
+    any = true;
+    if (write(fd, "0", 1) != 1) fail(plan, Stage::kCgroup, "joining the sandbox's cgroup");
+    close(fd);
+    fd = -1;
+  }
+  if (!any) return;
+  ControlMessage joined{};
+  joined.type = ControlType::kJoined;
+  if (send(plan.control_fd, &joined, sizeof joined, MSG_NOSIGNAL) != sizeof joined) _exit(125);
+}
+
+}  // namespace
+
 void run_init(SandboxPlan& plan) {
   // If `corral run` dies, so does the sandbox: the pid namespace goes with
   // us. A long-lived sandbox outlives a daemon crash (ADR 0004): the daemon
@@ -138,6 +160,7 @@ void run_init(SandboxPlan& plan) {
   signal(SIGPIPE, SIG_DFL);
   prctl(PR_SET_DUMPABLE, 0);
   prctl(PR_SET_NAME, "corral-init");
+  join_cgroup(plan);
   ControlMessage go{};
   int held[3] = {-1, -1, -1};
   if (recv_go(plan.control_fd, &go, held) != sizeof go || go.type != ControlType::kGo) _exit(125);

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <iterator>
 
@@ -114,8 +115,17 @@ void fill_held_fds(const PreparedSandbox& prepared, const LaunchedInit& init, in
   std::copy(std::begin(held), std::end(held), plan.held_fds);
 }
 
-// 4. Clone init into its namespaces (and, on v2, its cgroup).
+// 4. Clone init into its namespaces (and, on v2, its cgroup; on v1 it
+// joins by itself with `join_fds`, step 5).
 StepStatus clone_init(SandboxPlan& plan, const LaunchOptions& options, LaunchedInit& init) {
+  auto join_fds = init.cgroup->open_self_join();
+  if (!join_fds) return step_failed(LaunchStep::kCgroupAttach, Stage::kCgroup, join_fds.error());
+  if (join_fds->size() > std::size(plan.cgroup_join_fds)) {
+    return step_failed(LaunchStep::kCgroupAttach, Stage::kCgroup,
+                       Error{ErrorCode::kUnavailable, "too many cgroup v1 hierarchies to join", "",
+                             0});
+  }
+  for (std::size_t i = 0; i < join_fds->size(); ++i) plan.cgroup_join_fds[i] = (*join_fds)[i].get();
   std::vector<int> close_in_init = options.close_in_init;
   close_in_init.push_back(init.control.get());
   if (init.spawn) close_in_init.push_back(init.spawn.get());
@@ -130,6 +140,8 @@ StepStatus clone_init(SandboxPlan& plan, const LaunchOptions& options, LaunchedI
                                 static_cast<int>(close_in_init.size()));
   const int clone_errno = errno;
   init.pidfd = UniqueFd(pidfd);
+  // Init has its copies (join_fds closes ours).
+  std::fill(std::begin(plan.cgroup_join_fds), std::end(plan.cgroup_join_fds), -1);
   if (init.pid < 0) {
     return step_failed(LaunchStep::kClone, Stage::kClone,
                        Error{ErrorCode::kSystem, "clone3(new namespaces)",
@@ -138,13 +150,31 @@ StepStatus clone_init(SandboxPlan& plan, const LaunchOptions& options, LaunchedI
   return {};
 }
 
-// 5. On cgroup v1 init is moved into its cgroup now (v2 cloned it there);
-// init unshares its cgroup namespace after "go", so it sees itself at /.
-StepStatus attach_to_cgroup(LaunchedInit& init) {
+// 5. On cgroup v1, init's word that it joined its cgroup (v2 cloned it
+// there); init unshares its cgroup namespace after "go", so it sees itself
+// at /. Bounded: an init that never answers is a failed launch.
+StepStatus await_cgroup_joined(LaunchedInit& init) {
   if (init.cgroup->clone_into_fd() >= 0) return {};
-  if (auto st = init.cgroup->add_process(init.pid); !st)
-    return step_failed(LaunchStep::kCgroupAttach, Stage::kCgroup, st.error());
-  return {};
+  auto failed = [](Error e) {
+    return step_failed(LaunchStep::kCgroupAttach, Stage::kCgroup, std::move(e));
+  };
+  pollfd p{init.control.get(), POLLIN, 0};
+  int ready;
+  do {
+    ready = poll(&p, 1, 10000);
+  } while (ready < 0 && errno == EINTR);
+  if (ready == 0)
+    return failed(Error{ErrorCode::kTimeout, "init did not join its cgroup within 10 s", "", 0});
+  ControlMessage msg{};
+  ssize_t n = ready < 0 ? -1 : recv(init.control.get(), &msg, sizeof msg, MSG_DONTWAIT);
+  if (n == static_cast<ssize_t>(sizeof msg) && msg.type == ControlType::kJoined) return {};
+  if (n == static_cast<ssize_t>(sizeof msg) && msg.type == ControlType::kFailure) {
+    msg.detail[sizeof msg.detail - 1] = '\0';
+    return failed(Error{ErrorCode::kSystem,
+                        std::string(msg.detail) + ": " + strerror(msg.err), "", msg.err});
+  }
+  return failed(n < 0 ? errno_error("reading init's control channel").value()
+                      : Error{ErrorCode::kSystem, "init ended before joining its cgroup", "", 0});
 }
 
 // 6. The veth pair, then the caller's proxy and DNS on its host end,
@@ -210,7 +240,7 @@ StepStatus run_steps(const SandboxSpec& spec, PreparedSandbox& prepared,
   child_ends[1].reset();
   plan.control_fd = plan.spawn_fd = -1;
   if (!cloned) return cloned;
-  if (auto st = attach_to_cgroup(init); !st) return st;
+  if (auto st = await_cgroup_joined(init); !st) return st;
   if (auto st = link_network(prepared, options, init); !st) return st;
   // Init holds its copies of the mount sources; ours would only keep them
   // busy for the sandbox's life.

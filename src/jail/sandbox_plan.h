@@ -52,8 +52,9 @@ struct RlimitSetting {
 // Messages on the launcher <-> init control socket (SOCK_SEQPACKET).
 // kExtend (daemon -> init of a long-lived sandbox): a new lifetime
 // deadline. kExpired (init -> daemon): the deadline passed with no daemon
-// to end the sandbox, so init ended it.
-enum class ControlType : int { kGo = 1, kFailure, kExited, kPtyMaster, kExtend, kExpired };
+// to end the sandbox, so init ended it. kJoined (init -> launcher, cgroup
+// v1, before "go"): init moved itself into its cgroup.
+enum class ControlType : int { kGo = 1, kFailure, kExited, kPtyMaster, kExtend, kExpired, kJoined };
 struct ControlMessage {
   ControlType type;
   int wait_status;  // kExited: the workload's wait status
@@ -67,7 +68,10 @@ struct SandboxPlan {
   // Control channel (child's end) and how init joins its cgroup namespace.
   int control_fd = -1;
   int stdio[3] = {0, 1, 2};       // what becomes the sandbox's fds 0, 1, 2
-  bool unshare_cgroup_ns = true;  // v1: after the launcher placed init
+  bool unshare_cgroup_ns = true;  // v1: after init joined its cgroup
+  // v1: the cgroup's `tasks` files (Cgroup::open_self_join). Init writes
+  // "0" to each as its first step, then reports kJoined; -1: none (v2).
+  int cgroup_join_fds[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
 
   // File system.
   int layer_mount_fd = -1;        // detached tmpfs (WritableLayer)

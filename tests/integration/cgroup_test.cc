@@ -166,6 +166,10 @@ TEST(CgroupReal, LifecycleLimitsStatsKillDestroy) {
     EXPECT_EQ(read_text(find_file(paths, "cpu.cfs_period_us")), "100000");
     EXPECT_EQ(read_text(find_file(paths, "cpu.cfs_quota_us")), "50000");
     EXPECT_EQ((*cg)->clone_into_fd(), -1);
+    // One `tasks` file per hierarchy, for init to join by itself.
+    auto join = (*cg)->open_self_join();
+    ASSERT_TRUE(join) << join.error().to_string();
+    EXPECT_EQ(join->size(), paths.size());
   } else {
     EXPECT_EQ(read_text(find_file(paths, "memory.max")), "268435456");
     std::string swap = find_file(paths, "memory.swap.max");
@@ -176,6 +180,9 @@ TEST(CgroupReal, LifecycleLimitsStatsKillDestroy) {
     EXPECT_EQ(read_text(find_file(paths, "pids.max")), "64");
     EXPECT_EQ(read_text(find_file(paths, "cpu.max")), "50000 100000");
     EXPECT_GE((*cg)->clone_into_fd(), 0);
+    auto join = (*cg)->open_self_join();
+    ASSERT_TRUE(join) << join.error().to_string();
+    EXPECT_TRUE(join->empty()) << "v2 clones init into its cgroup: nothing to join";
   }
   auto listed = m->list();
   ASSERT_TRUE(listed) << listed.error().to_string();

@@ -10,7 +10,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "base/paths.h"
 #include "base/unique_fd.h"
@@ -28,6 +31,58 @@ bool exists(const std::string& path) {
 }
 
 std::string lock_path_of(const std::string& id) { return run_dir() + "/sandboxes/" + id + ".lock"; }
+
+// A real cgroup whose v1 `tasks` files are handed out read-only, so that
+// init's join (a write) fails as a refused one would.
+class UnjoinableCgroup final : public Cgroup {
+ public:
+  explicit UnjoinableCgroup(std::unique_ptr<Cgroup> real) : real_(std::move(real)) {}
+  const std::string& name() const override { return real_->name(); }
+  Status add_process(pid_t pid) override { return real_->add_process(pid); }
+  int clone_into_fd() const override { return real_->clone_into_fd(); }
+  Result<std::vector<UniqueFd>> open_self_join() const override {
+    std::vector<UniqueFd> fds;
+    for (const std::string& dir : real_->paths()) {
+      fds.emplace_back(open((dir + "/tasks").c_str(), O_RDONLY | O_CLOEXEC));
+      if (!fds.back()) return errno_error("open " + dir + "/tasks");
+    }
+    return fds;
+  }
+  Result<CgroupStats> stats() const override { return real_->stats(); }
+  Result<std::vector<pid_t>> processes() const override { return real_->processes(); }
+  Status kill_all() override { return real_->kill_all(); }
+  Status destroy() override { return real_->destroy(); }
+  std::vector<std::string> paths() const override { return real_->paths(); }
+
+ private:
+  std::unique_ptr<Cgroup> real_;
+};
+
+class UnjoinableCgroups final : public CgroupManager {
+ public:
+  explicit UnjoinableCgroups(CgroupManager& real) : real_(real) {}
+  CgroupVersion version() const override { return real_.version(); }
+  std::string describe() const override { return real_.describe(); }
+  Result<std::unique_ptr<Cgroup>> create(std::string_view name,
+                                         const CgroupLimits& limits) override {
+    auto cg = real_.create(name, limits);
+    if (!cg) return tl::unexpected<Error>(cg.error());
+    return std::unique_ptr<Cgroup>(std::make_unique<UnjoinableCgroup>(std::move(*cg)));
+  }
+  Result<std::unique_ptr<Cgroup>> open(std::string_view name) override { return real_.open(name); }
+  Result<std::vector<std::string>> list() const override { return real_.list(); }
+
+ private:
+  CgroupManager& real_;
+};
+
+// The cgroup lines of /proc/<pid>/cgroup, as the host sees them.
+std::vector<std::string> cgroup_lines(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cgroup");
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
 
 class Launch : public ::testing::Test {
  protected:
@@ -67,6 +122,60 @@ TEST_F(Launch, ALaunchedInitIsUndoneCompletely) {
   EXPECT_FALSE(exists(lock_path_of(id)));
   EXPECT_FALSE(cgroups_->open(id).has_value()) << "cgroup " << id << " is left";
   EXPECT_TRUE(undo_launch(init).empty()) << "a second undo finds nothing to do";
+}
+
+// By "go", init is in its cgroup in every hierarchy the sandbox uses: on
+// v1 it moved itself there (Cgroup::open_self_join), on v2 it was cloned
+// there. Nothing the workload does can run outside the limits.
+TEST_F(Launch, InitIsInEveryHierarchyOfItsCgroupBeforeGo) {
+  auto launched = launch_init(spec_, *prepared_, options_);
+  ASSERT_TRUE(launched.has_value()) << launched.error().error.message;
+  const std::string suffix = "/corral/" + prepared_->id;
+  const auto lines = cgroup_lines(launched->pid);
+  std::ostringstream all;
+  for (const auto& l : lines) all << l << "\n";
+  const std::vector<std::string> wanted =
+      cgroups_->version() == CgroupVersion::kV1
+          ? std::vector<std::string>{"memory", "pids", "cpu", "cpuacct"}
+          : std::vector<std::string>{""};
+  for (const std::string& controller : wanted) {
+    bool found = false;
+    for (const auto& l : lines) {
+      // "N:ctrl[,ctrl]:path" on v1, "0::path" on v2.
+      const auto first = l.find(':');
+      const auto second = l.find(':', first + 1);
+      if (first == std::string::npos || second == std::string::npos) continue;
+      const std::string ctrls = "," + l.substr(first + 1, second - first - 1) + ",";
+      const bool named = controller.empty() ? ctrls == ",," : ctrls.find("," + controller + ",") !=
+                                                                  std::string::npos;
+      if (!named) continue;
+      found = true;
+      EXPECT_TRUE(l.size() >= suffix.size() &&
+                  l.compare(l.size() - suffix.size(), suffix.size(), suffix) == 0)
+          << "init is outside its cgroup for '" << controller << "': " << l;
+    }
+    EXPECT_TRUE(found) << "no line for '" << controller << "' in\n" << all.str();
+  }
+  EXPECT_TRUE(undo_launch(*launched).empty());
+}
+
+// Cgroup v1: an init that cannot join its cgroup says so, never gets "go",
+// and the launch is undone (init reaped, cgroup and lock file gone).
+TEST_F(Launch, AnInitThatCannotJoinItsCgroupNeverRunsAndIsUndone) {
+  if (cgroups_->version() != CgroupVersion::kV1)
+    GTEST_SKIP() << "v1 only: on v2 init is cloned into its cgroup, there is no join to fail";
+  UnjoinableCgroups unjoinable(*cgroups_);
+  options_.cgroups = &unjoinable;
+  const std::string id = prepared_->id;
+  auto launched = launch_init(spec_, *prepared_, options_);
+  ASSERT_FALSE(launched.has_value()) << "a sandbox started outside its cgroup";
+  EXPECT_EQ(launched.error().step, LaunchStep::kCgroupAttach);
+  EXPECT_EQ(launched.error().stage, Stage::kCgroup);
+  EXPECT_NE(launched.error().error.message.find("joining the sandbox's cgroup"), std::string::npos)
+      << launched.error().error.message;
+  EXPECT_TRUE(launched.error().residue.empty());
+  EXPECT_FALSE(exists(lock_path_of(id))) << "the failed launch left its lock file";
+  EXPECT_FALSE(cgroups_->open(id).has_value()) << "the failed launch left its cgroup";
 }
 
 TEST_F(Launch, ALockFileThatWasThereStopsTheLaunchAndStays) {

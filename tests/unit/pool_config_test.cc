@@ -62,7 +62,7 @@ TEST(PoolMatch, ClaimTimeFieldsAreLeftOutAndEverythingElseCounts) {
   claim.limits.max_lifetime = std::chrono::hours(2);
   claim.limits.timeout = std::chrono::seconds(5);
   claim.expected_duration_ms = 1000;
-  // Bound at claim too (claim_bind.h): the host name and secrets of every
+  // Bound at claim too (claim_identity.h): the host name and secrets of every
   // mode, but a broker host that is intercepted (its CA bundle is a mount).
   claim.hostname = "other";
   claim.secrets.push_back(SecretSpec{"k"});

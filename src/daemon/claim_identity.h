@@ -1,6 +1,7 @@
-// The parts of a warm pool's claim (C4, docs/adr/0015-warm-pools.md) that
-// reach into the running sandbox: its host name and its secrets, bound as a
-// cold create would have made them. SandboxService::claim_pooled calls
+// The caller's identity bound at a warm pool's claim (C4,
+// docs/adr/0015-warm-pools.md): its host name and its secrets, bound into
+// the running sandbox as a cold create would have made them (its network,
+// mounts and volumes: claim_binding.h). SandboxService::claim_pooled calls
 // these while the sandbox is still hidden (pooled), so that nothing can run
 // in it before they are done; a failure destroys it (fail closed).
 #pragma once
