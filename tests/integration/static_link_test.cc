@@ -23,7 +23,8 @@ bool read_at(int fd, off_t offset, T& out) {
 }
 
 // The DT_NEEDED names of a 64-bit ELF file, or an error text.
-std::vector<std::string> needed_libraries(const std::string& path, std::string& error) {
+[[maybe_unused]] std::vector<std::string> needed_libraries(const std::string& path,
+                                                          std::string& error) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return error = "cannot open " + path, std::vector<std::string>{};
   Elf64_Ehdr eh;
