@@ -10,7 +10,10 @@
 
 #include "base/result.h"
 #include "store/sqlite.h"
+#include <optional>
+
 #include "store/state_store.h"
+#include "store/task_input_files.h"
 #include "store/wal_checkpointer.h"
 
 namespace corral {
@@ -21,6 +24,7 @@ struct StateStore::Db {
   std::mutex mu;  // one writer connection, shared by all threads
   sqlite::StmtCache cache;
   WalCheckpointer checkpointer;  // checkpoints off the commit path
+  std::optional<TaskInputFiles> inputs;  // <path>-inputs: inline input bytes
   ~Db() {
     checkpointer.stop();
     cache.clear();

@@ -179,6 +179,12 @@ CREATE TABLE pools (
   created_at INTEGER NOT NULL
 ) STRICT;
 )sql",
+    // 8 -> 9: an inline input's bytes in a file beside the database
+    // (store/task_input_files.h) rather than in `content`, which is then
+    // empty. Rows written before keep their blob (in_file = 0).
+    R"sql(
+ALTER TABLE task_inputs ADD COLUMN in_file INTEGER NOT NULL DEFAULT 0 CHECK (in_file IN (0, 1));
+)sql",
 };
 static_assert(std::size(kMigrations) == StateStore::kSchemaVersion,
               "one migration per schema version");
@@ -281,6 +287,28 @@ std::optional<ProcessState> parse_process_state(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+
+// Removes the input files no row names: written by a submit whose commit a
+// crash (or an error) prevented, or left by a delete that was killed
+// between its commit and the unlink.
+Status sweep_input_files(sqlite3* h, const TaskInputFiles& files) {
+  auto found = files.list_and_clean();
+  if (!found) return tl::unexpected<Error>(found.error());
+  for (const auto& [id, index] : *found) {
+    auto sel = Stmt::prepare(
+        h, "SELECT 1 FROM task_inputs WHERE task_id = ?1 AND idx = ?2 AND in_file = 1");
+    if (!sel) return tl::unexpected<Error>(sel.error());
+    sel->bind(1, id).bind(2, static_cast<std::int64_t>(index));
+    auto row = sel->step("SELECT task_inputs");
+    if (!row) return tl::unexpected<Error>(row.error());
+    if (!*row) files.remove(id, index);
+  }
+  return ok();
+}
+
+}  // namespace
+
 StateStore::StateStore(std::unique_ptr<Db> db) : db_(std::move(db)) {}
 StateStore::StateStore(StateStore&&) noexcept = default;
 StateStore& StateStore::operator=(StateStore&&) noexcept = default;
@@ -366,6 +394,10 @@ Result<StateStore> StateStore::open(const std::string& path, Durability durabili
     }
     CORRAL_TRY_CTX(txn.commit(), "migrating " + where);
   }
+  auto inputs = TaskInputFiles::open(path + "-inputs", durability == Durability::kPowerLoss);
+  if (!inputs) return tl::unexpected<Error>(std::move(inputs).error().wrap("opening " + where));
+  db->inputs = std::move(*inputs);
+  CORRAL_TRY_CTX(sweep_input_files(h, *db->inputs), "opening " + where);
   CORRAL_TRY_CTX(db->checkpointer.start(path, h), "opening " + where);
   return StateStore(std::move(db));
 }

@@ -105,7 +105,7 @@ struct CreateResult {
 
 class StateStore {
  public:
-  static constexpr int kSchemaVersion = 8;
+  static constexpr int kSchemaVersion = 9;
 
   // What an acknowledged write survives. kPowerLoss: synchronous=FULL, every
   // commit is fsync'd before the call returns. kProcessCrash:

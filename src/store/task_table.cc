@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "base/scope_guard.h"
 #include "store/state_db_internal.h"
 #include "store/state_store.h"
 
@@ -374,18 +375,28 @@ Result<TaskSubmitResult> StateStore::submit_task(const TaskRecord& task,
   ins->bind(4, task_stage_name(t.stage)).bind(5, t.request_json).bind(6, t.resolved_json);
   ins->bind(7, std::int64_t{t.attempt}).bind(8, t.replay_of).bind(9, now);
   CORRAL_TRY_CTX(ins->run("INSERT INTO tasks"), what);
+  // The bytes go to files (store/task_input_files.h), complete before the
+  // rows that name them commit; removed again if the commit does not come.
+  const TaskInputFiles& files = *db_->inputs;
+  std::size_t written = 0;
+  ScopeGuard unwritten([&] {
+    for (std::size_t i = 0; i < written; ++i) files.remove(t.id, inputs[i].index);
+  });
   for (const TaskInputContent& in : inputs) {
-    auto put = Stmt::prepare(
-        h, "INSERT INTO task_inputs (task_id, idx, sha256, content) VALUES (?1, ?2, ?3, ?4)",
-        &db_->cache);
+    CORRAL_TRY_CTX(files.write(t.id, in.index, in.bytes), what);
+    ++written;
+    auto put = Stmt::prepare(h,
+                             "INSERT INTO task_inputs (task_id, idx, sha256, content, in_file) "
+                             "VALUES (?1, ?2, ?3, x'', 1)",
+                             &db_->cache);
     if (!put) return tl::unexpected<Error>(std::move(put).error().wrap(what));
     put->bind(1, t.id).bind(2, static_cast<std::int64_t>(in.index)).bind(3, in.sha256);
-    put->bind_blob(4, in.bytes);
     CORRAL_TRY_CTX(put->run("INSERT INTO task_inputs"), what);
   }
   auto tid = insert_transition(h, &db_->cache, t, std::nullopt, "submitted");
   if (!tid) return tl::unexpected<Error>(std::move(tid).error().wrap(what));
   CORRAL_TRY_CTX(txn.commit(), what);
+  unwritten.dismiss();
   return TaskSubmitResult{std::move(t), true, false};
 }
 
@@ -585,9 +596,9 @@ Result<std::vector<TaskRecord>> StateStore::finished_tasks_before(std::int64_t b
 Result<TaskInputContent> StateStore::task_input_content(std::string_view id, std::size_t index) {
   CORRAL_TRY(check_task_id("task id", id));
   std::lock_guard lock(db_->mu);
-  auto sel = Stmt::prepare(db_->handle,
-                           "SELECT sha256, content FROM task_inputs WHERE task_id = ?1 AND idx = ?2",
-                           &db_->cache);
+  auto sel = Stmt::prepare(
+      db_->handle, "SELECT sha256, content, in_file FROM task_inputs WHERE task_id = ?1 AND idx = ?2",
+      &db_->cache);
   if (!sel) return tl::unexpected<Error>(std::move(sel).error());
   sel->bind(1, id).bind(2, static_cast<std::int64_t>(std::min<std::size_t>(index, INT64_MAX)));
   auto row = sel->step("SELECT task_inputs");
@@ -598,7 +609,15 @@ Result<TaskInputContent> StateStore::task_input_content(std::string_view id, std
   TaskInputContent c;
   c.index = index;
   c.sha256 = sel->text(0);
-  c.bytes = sel->text(1);
+  if (sel->int64(2) == 0) {
+    c.bytes = sel->text(1);  // a row of schema 8 or older
+    return c;
+  }
+  auto bytes = db_->inputs->read(id, index);
+  if (!bytes)
+    return tl::unexpected<Error>(std::move(bytes).error().wrap(
+        "task " + std::string(id) + ": stored input " + std::to_string(index)));
+  c.bytes = std::move(*bytes);
   return c;
 }
 
@@ -623,12 +642,26 @@ Status StateStore::delete_task(std::string_view id) {
                       what + ": it is " + status_name + "; only a finished task is deleted",
                       "cancel it first, or wait until it finishes");
   }
+  // Its input files go after the commit (a kill in between leaves them to
+  // the next open's sweep).
+  std::vector<std::size_t> in_files;
+  auto files = Stmt::prepare(h, "SELECT idx FROM task_inputs WHERE task_id = ?1 AND in_file = 1",
+                             &db_->cache);
+  if (!files) return tl::unexpected<Error>(std::move(files).error().wrap(what));
+  files->bind(1, id);
+  for (;;) {
+    auto more = files->step("SELECT task_inputs");
+    if (!more) return tl::unexpected<Error>(std::move(more).error().wrap(what));
+    if (!*more) break;
+    in_files.push_back(static_cast<std::size_t>(files->int64(0)));
+  }
   // The transition and input rows go with it (ON DELETE CASCADE).
   auto del = Stmt::prepare(h, "DELETE FROM tasks WHERE id = ?1", &db_->cache);
   if (!del) return tl::unexpected<Error>(std::move(del).error().wrap(what));
   del->bind(1, id);
   CORRAL_TRY_CTX(del->run("DELETE FROM tasks"), what);
   CORRAL_TRY_CTX(txn.commit(), what);
+  for (std::size_t index : in_files) db_->inputs->remove(id, index);
   return ok();
 }
 

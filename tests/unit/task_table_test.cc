@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +16,8 @@
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <set>
@@ -31,6 +34,16 @@ namespace corral {
 namespace {
 
 using namespace task_test;  // NOLINT(google-build-using-namespace): the tests' helpers
+
+std::string read_file_or_empty(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+bool file_exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
 
 // ---- the table: schema ----
 
@@ -307,9 +320,60 @@ TEST(TaskTableTest, InlineInputBytesAreStoredBesideTheTask) {
   EXPECT_FALSE(bad);
   EXPECT_EQ(store.get_task("in-2").error().code, ErrorCode::kNotFound);
 
+  // The bytes are files beside the database (schema 9), not blobs in it.
+  const std::string files = dir.file("state.db") + "-inputs";
+  EXPECT_EQ(read_file_or_empty(files + "/in-1.0"), bytes);
+  EXPECT_TRUE(file_exists(files + "/in-1.2"));
+  EXPECT_EQ(raw_sql(dir.file("state.db"),
+                    "SELECT sum(length(content)) || ' ' || sum(in_file) FROM task_inputs"),
+            "0 2");
+  struct stat st;
+  ASSERT_EQ(stat(files.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u) << "the input files' directory is the daemon's alone";
+
   ASSERT_TRUE(store.update_task("in-1", to_status(T::kCancelled)));
   ASSERT_TRUE(store.delete_task("in-1"));
   EXPECT_EQ(raw_sql(dir.file("state.db"), "SELECT count(*) FROM task_inputs"), "0");
+  EXPECT_FALSE(file_exists(files + "/in-1.0")) << "a deleted task's input file stayed";
+  EXPECT_FALSE(file_exists(files + "/in-1.2"));
+}
+
+// A submit killed between its file and its commit, or a delete between its
+// commit and the unlink, leaves a file no row names: the next open removes
+// it (and half-written temporary files), and keeps every file a row names.
+TEST(TaskTableTest, OpeningRemovesInputFilesNoRowNames) {
+  TempDir dir;
+  const std::string db = dir.file("state.db");
+  const std::string files = db + "-inputs";
+  {
+    StateStore store = open_or_die(db);
+    ASSERT_TRUE(store.submit_task(request("kept"), {{0, std::string(64, 'a'), "mine"}}));
+  }
+  for (const char* name : {"orphan.0", ".tmp-0123456789abcdef", "kept.1", "not-ours"}) {
+    int fd = ::open((files + "/" + name).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0) << name;
+    ::close(fd);
+  }
+  StateStore store = open_or_die(db);
+  EXPECT_FALSE(file_exists(files + "/orphan.0"));
+  EXPECT_FALSE(file_exists(files + "/.tmp-0123456789abcdef"));
+  EXPECT_FALSE(file_exists(files + "/kept.1")) << "no row names input 1 of kept";
+  EXPECT_FALSE(file_exists(files + "/not-ours"));
+  EXPECT_EQ(read_file_or_empty(files + "/kept.0"), "mine");
+  EXPECT_EQ(store.task_input_content("kept", 0)->bytes, "mine");
+}
+
+// A stored input whose file went missing is an error naming it, never
+// empty bytes (the task then fails its input check, storage_unavailable).
+TEST(TaskTableTest, AMissingInputFileIsAnErrorNotEmptyBytes) {
+  TempDir dir;
+  StateStore store = open_or_die(dir.file("state.db"));
+  ASSERT_TRUE(store.submit_task(request("gone"), {{0, std::string(64, 'a'), "bytes"}}));
+  ASSERT_EQ(::unlink((dir.file("state.db") + "-inputs/gone.0").c_str()), 0);
+  auto got = store.task_input_content("gone", 0);
+  ASSERT_FALSE(got);
+  EXPECT_NE(got.error().message.find("stored input 0"), std::string::npos)
+      << got.error().message;
 }
 
 TEST(TaskTableTest, AnotherRequestIsAConflictNamingTheFirstDifferingField) {
