@@ -445,8 +445,12 @@ void handle_start_process(ApiContext& ctx, ApiRequest& r) {
   if (!proc) return send_error(r.out, proc.error());
   {
     std::lock_guard lock((*proc)->mu);
-    (*proc)->stdin_writer = std::move(stdin_w);
-    if (!request->stdin_data.empty()) {
+    // A process can end before we get here (`true` under load): its end
+    // closed the fds it had then, so a writer kept now would stay open for
+    // as long as the finished process is listed.
+    if ((*proc)->finished()) stdin_w.reset();
+    else (*proc)->stdin_writer = std::move(stdin_w);
+    if ((*proc)->stdin_writer && !request->stdin_data.empty()) {
       // Initial stdin, into the empty pipe grown to hold it (at most 1 MiB,
       // checked above); never blocking on a process that does not read.
       grow_pipe((*proc)->stdin_writer.get());
