@@ -105,6 +105,20 @@ Status write_all(int fd, std::string_view data, const std::string& shown) {
   return ok();
 }
 
+Result<std::string> read_up_to(int fd, std::size_t max, const std::string& shown) {
+  std::string out(max, '\0');
+  std::size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = ::read(fd, out.data() + got, out.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno_error("read(" + shown + ")");
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  out.resize(got);
+  return out;
+}
+
 Status mkdir_p(const std::string& path, mode_t mode) {
   if (path.empty()) return make_error(ErrorCode::kInvalidArgument, "mkdir_p: empty path");
   for (size_t pos = 1; pos <= path.size(); ++pos) {

@@ -24,6 +24,10 @@ namespace corral {
 bool write_all(int fd, std::string_view data);
 // The same as a Status: "write(<shown>): <errno>".
 Status write_all(int fd, std::string_view data, const std::string& shown);
+// Reads from `fd` until EOF or `max` bytes, EINTR retried; "read(<shown>):
+// <errno>" if a read fails. A caller that must refuse a longer file asks
+// for one byte more than it allows and checks the size.
+Result<std::string> read_up_to(int fd, std::size_t max, const std::string& shown);
 
 // Creates `path` and its missing parents with `mode` ("mkdir(<prefix>)");
 // an existing directory is fine, anything else there is kInvalidArgument.

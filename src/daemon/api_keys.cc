@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "base/strings.h"
+#include "base/fs.h"
 #include "base/random.h"
 #include "base/scope_guard.h"
 #include "base/unique_fd.h"
@@ -103,19 +104,12 @@ Status load_key_file(const std::string& path, std::vector<Sha256::Digest>& out) 
                       "a key file holds one key per line; check the path");
   }
 
-  std::string text(kMaxKeyFileBytes + 1, '\0');
-  std::size_t used = 0;
-  while (used < text.size()) {
-    ssize_t n = ::read(fd.get(), text.data() + used, text.size() - used);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno_error("read(" + path + ")");
-    if (n == 0) break;
-    used += static_cast<std::size_t>(n);
-  }
-  if (used > kMaxKeyFileBytes) {
+  auto read = read_up_to(fd.get(), kMaxKeyFileBytes + 1, path);
+  if (!read) return tl::unexpected<Error>(read.error());
+  std::string text = std::move(*read);
+  if (text.size() > kMaxKeyFileBytes) {
     return make_error(ErrorCode::kInvalidArgument, "key file " + quoted + " is larger than 1 MiB");
   }
-  text.resize(used);
 
   std::size_t keys = 0;
   std::size_t line_no = 0;

@@ -5,13 +5,12 @@
 
 #include <cstddef>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "base/result.h"
 #include "store/sqlite.h"
-#include <optional>
-
 #include "store/state_store.h"
 #include "store/task_input_files.h"
 #include "store/wal_checkpointer.h"

@@ -80,17 +80,7 @@ Result<std::string> TaskInputFiles::read(std::string_view task_id, std::size_t i
   if (fstat(in.get(), &st) != 0) return errno_error("fstat(" + shown + ")");
   if (!S_ISREG(st.st_mode))
     return make_error(ErrorCode::kInternal, shown + " is not a regular file");
-  std::string bytes(static_cast<std::size_t>(st.st_size), '\0');
-  std::size_t got = 0;
-  while (got < bytes.size()) {
-    ssize_t n = ::read(in.get(), bytes.data() + got, bytes.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno_error("read(" + shown + ")");
-    if (n == 0) break;
-    got += static_cast<std::size_t>(n);
-  }
-  bytes.resize(got);
-  return bytes;
+  return read_up_to(in.get(), static_cast<std::size_t>(st.st_size), shown);
 }
 
 void TaskInputFiles::remove(std::string_view task_id, std::size_t index) const {

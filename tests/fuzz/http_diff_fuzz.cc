@@ -279,9 +279,16 @@ void diff_response(std::string_view head) {
   require(b.keep_alive == ours->keep_alive);
 }
 
+// What the chunk-size lines hold besides the size, up to the last chunk's.
+struct ExtensionsSeen {
+  bool any = false;  // text after the hex digits
+  bool ctl = false;  // a control byte in it (NUL, a bare LF or CR, DEL; not HTAB)
+};
+
 // Where the trailer section starts (after the last chunk's line), walking
-// the chunks leniently; npos when the body does not get there.
-std::size_t trailer_start(std::string_view body, bool* extension = nullptr) {
+// the chunks leniently; npos when the body does not get there. `seen`
+// gathers the extensions of the size lines walked.
+std::size_t trailer_start(std::string_view body, ExtensionsSeen* seen = nullptr) {
   std::size_t at = 0;
   for (int chunks = 0; chunks < 10000; ++chunks) {
     std::uint64_t size = 0;
@@ -296,7 +303,13 @@ std::size_t trailer_start(std::string_view body, bool* extension = nullptr) {
     }
     std::size_t eol = body.find("\r\n", at);
     if (n == 0 || eol == std::string_view::npos) return std::string_view::npos;
-    if (extension && eol > at + n) *extension = true;
+    if (seen && eol > at + n) {
+      seen->any = true;
+      for (std::size_t i = at + n; i < eol; ++i) {
+        auto c = static_cast<unsigned char>(body[i]);
+        if ((c < 0x20 && c != '\t') || c == 0x7f) seen->ctl = true;
+      }
+    }
     at = eol + 2;
     if (size == 0) return at;
     if (size > body.size() - at) return std::string_view::npos;
@@ -310,34 +323,6 @@ std::size_t trailer_start(std::string_view body, bool* extension = nullptr) {
 bool ours_trailer_seen(std::string_view body) {
   std::size_t t = trailer_start(body);
   return t != std::string_view::npos && body.substr(t, 2) != "\r\n";
-}
-
-// Whether a chunk-size line's extension holds a control byte (NUL, a bare LF
-// or CR, DEL, ... but not HTAB) before the line's CRLF.
-bool ctl_in_extension(std::string_view body) {
-  std::size_t at = 0;
-  for (int chunks = 0; chunks < 10000; ++chunks) {
-    std::uint64_t size = 0;
-    std::size_t n = 0;
-    while (at + n < body.size() && std::isxdigit(static_cast<unsigned char>(body[at + n])) &&
-           n < 16) {
-      char c = body[at + n];
-      size = size * 16 + static_cast<std::uint64_t>(std::isdigit(static_cast<unsigned char>(c))
-                                                        ? c - '0'
-                                                        : (c | 0x20) - 'a' + 10);
-      ++n;
-    }
-    std::size_t eol = body.find("\r\n", at);
-    if (n == 0 || eol == std::string_view::npos) return false;
-    for (std::size_t i = at + n; i < eol; ++i) {
-      auto c = static_cast<unsigned char>(body[i]);
-      if ((c < 0x20 && c != '\t') || c == 0x7f) return true;
-    }
-    at = eol + 2;
-    if (size == 0 || size > body.size() - at) return false;
-    at += static_cast<std::size_t>(size) + 2;
-  }
-  return false;
 }
 
 // Whether a line of the body starts with more than 16 hex digits.
@@ -391,17 +376,17 @@ void diff_chunked(std::string_view body) {
   // waits for its CRLF); what matters is where the body ends, and its bytes.
   if (mine != kDone && theirs != kDone) return;
   const char* why = nullptr;
-  bool extension = false;
-  trailer_start(body, &extension);
+  ExtensionsSeen extensions;
+  trailer_start(body, &extensions);
   if (theirs == kRefused && ec == bhttp::error::bad_chunk_extension) {
     why = "C1 a chunk extension outside Beast's grammar";
-  } else if (mine == kDone && extension) {
+  } else if (mine == kDone && extensions.any) {
     why = "C1 a chunk extension outside Beast's grammar (an open quoted string)";
   } else if (mine == kDone && theirs == kRefused && ours_trailer_seen(body)) {
     why = "C2 a trailer Beast refuses (not a field, or a framing field); we drop trailers";
   } else if (mine == kRefused && theirs == kDone && long_hex_run(body)) {
     why = "C3 a chunk size of more than 16 hex digits (leading zeros too)";
-  } else if (mine == kRefused && theirs == kDone && ctl_in_extension(body)) {
+  } else if (mine == kRefused && theirs == kDone && extensions.ctl) {
     why = "C4 a control byte in a chunk extension (Beast takes NUL or a bare LF in a quoted one)";
   } else if (mine == kRefused && theirs == kDone && ours_trailer_seen(body) &&
              has_obs_fold(body.substr(trailer_start(body) - 2))) {
