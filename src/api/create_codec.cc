@@ -202,7 +202,7 @@ Result<CreateSandboxRequest> parse_create(std::string_view body, const SandboxSp
   auto obj = open_object(*doc, "", ctx,
                          {"image", "limits", "max_lifetime", "env", "mounts", "volumes", "workdir",
                           "hostname", "root", "network", "secrets", "expected_duration",
-                          "dry_run"});
+                          "dry_run", "metadata"});
   if (!obj) return tl::unexpected<Error>(obj.error());
   CreateSandboxRequest request;
   if (base != nullptr) request.spec = *base;
@@ -269,6 +269,11 @@ Result<CreateSandboxRequest> parse_create(std::string_view body, const SandboxSp
   }
   CORRAL_TRY(read_into(*obj, "root", s.root, any_bool()));
   CORRAL_TRY(read_into(*obj, "dry_run", s.dry_run, any_bool()));
+  if (const Json* metadata = obj->get("metadata")) {
+    auto m = read_metadata(*metadata, obj->at("metadata"), ctx);
+    if (!m) return tl::unexpected<Error>(m.error());
+    s.metadata = std::move(*m);
+  }
   // A network object replaces the defaults' network as a whole.
   if (const Json* network = obj->get("network")) {
     auto n = read_network_object(*network, obj->at("network"), ctx);
@@ -332,6 +337,7 @@ std::string to_json(const CreateSandboxRequest& request) {
   if (!s.secrets.empty()) j["secrets"] = secrets_json(s.secrets);
   if (s.expected_duration_ms > 0) j["expected_duration"] = duration_json(s.expected_duration_ms);
   if (s.dry_run) j["dry_run"] = true;
+  if (!s.metadata.empty()) j["metadata"] = s.metadata;
   return dump(j);
 }
 

@@ -534,6 +534,32 @@ Result<std::vector<std::pair<std::string, std::string>>> read_env(const Json& v,
   return env;
 }
 
+Result<std::map<std::string, std::string>> read_metadata(const Json& v, std::string_view path,
+                                                         const Ctx& ctx) {
+  if (!v.is_object()) return wrong_type(path, "an object of \"key\": \"value\"", v);
+  if (v.size() > kMaxMetadata)
+    return fail(ApiErrorCode::kInvalidValue, path,
+                "more than " + std::to_string(kMaxMetadata) + " entries (" +
+                    std::to_string(v.size()) + ")");
+  std::map<std::string, std::string> out;
+  for (auto it = v.cbegin(); it != v.cend(); ++it) {
+    const std::string& key = it.key();
+    std::string item_path = join_path(path, key);
+    if (key.empty() || key.size() > kMaxMetadataKey || key.find('\0') != std::string::npos)
+      return fail(ApiErrorCode::kInvalidValue, item_path,
+                  "a metadata key is 1 to " + std::to_string(kMaxMetadataKey) +
+                      " bytes without NUL");
+    auto value = read_string(it.value(), item_path, ctx, "a string value");
+    if (!value) return tl::unexpected<Error>(value.error());
+    if (value->size() > kMaxMetadataValue || value->find('\0') != std::string::npos)
+      return fail(ApiErrorCode::kInvalidValue, item_path,
+                  "a metadata value is at most " + std::to_string(kMaxMetadataValue) +
+                      " bytes without NUL");
+    out.emplace(key, std::move(*value));
+  }
+  return out;
+}
+
 Result<std::vector<std::string>> read_string_list(const Json& v, std::string_view path,
                                                   const Ctx& ctx, std::size_t max_items,
                                                   bool c_strings) {

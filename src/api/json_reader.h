@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -137,6 +138,14 @@ Status check_file_path(const std::string& value, std::string_view path);
 Result<std::vector<std::pair<std::string, std::string>>> read_env(
     const Json& v, std::string_view path, const Ctx& ctx,
     std::vector<std::string>* unset = nullptr);
+// A sandbox's metadata: an object of string values, at most
+// kMaxMetadata entries, keys 1-kMaxMetadataKey bytes, values at most
+// kMaxMetadataValue bytes, no NUL.
+inline constexpr std::size_t kMaxMetadata = 64;
+inline constexpr std::size_t kMaxMetadataKey = 128;
+inline constexpr std::size_t kMaxMetadataValue = 1024;
+Result<std::map<std::string, std::string>> read_metadata(const Json& v, std::string_view path,
+                                                         const Ctx& ctx);
 Result<std::vector<std::string>> read_string_list(const Json& v, std::string_view path,
                                                   const Ctx& ctx, std::size_t max_items,
                                                   bool c_strings);

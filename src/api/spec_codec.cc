@@ -184,6 +184,7 @@ Json spec_json(const SandboxSpec& s) {
   j["secrets"] = secrets_json(s.secrets);
   if (s.expected_duration_ms > 0) j["expected_duration_ms"] = s.expected_duration_ms;
   if (s.dry_run) j["dry_run"] = true;  // only when set: older stored specs stay equal
+  if (!s.metadata.empty()) j["metadata"] = s.metadata;  // the same
   return j;
 }
 
@@ -193,7 +194,7 @@ Json spec_json(const SandboxSpec& s) {
 Result<SandboxSpec> read_spec(const Json& v, std::string path, const Ctx& ctx) {
   auto obj = open_object(v, std::move(path), ctx,
                          {"image", "argv", "limits", "env", "mounts", "volumes", "workdir", "hostname",
-                          "root", "network", "secrets", "expected_duration_ms", "dry_run"});
+                          "root", "network", "secrets", "expected_duration_ms", "dry_run", "metadata"});
   if (!obj) return tl::unexpected<Error>(obj.error());
   SandboxSpec s;
   CORRAL_TRY(read_into(*obj, "image", s.image, any_string(ctx)));
@@ -264,6 +265,11 @@ Result<SandboxSpec> read_spec(const Json& v, std::string path, const Ctx& ctx) {
   CORRAL_TRY(read_into(*obj, "hostname", s.hostname, any_string(ctx)));
   CORRAL_TRY(read_into(*obj, "root", s.root, any_bool()));
   CORRAL_TRY(read_into(*obj, "dry_run", s.dry_run, any_bool()));
+  if (const Json* mv = obj->get("metadata")) {
+    auto m = read_metadata(*mv, obj->at("metadata"), ctx);
+    if (!m) return tl::unexpected<Error>(m.error());
+    s.metadata = std::move(*m);
+  }
   if (const Json* nv = obj->get("network")) {
     auto n = read_network_object(*nv, obj->at("network"), ctx);
     if (!n) return tl::unexpected<Error>(n.error());

@@ -29,6 +29,7 @@
 #include "base/paths.h"
 #include "base/result.h"
 #include "daemon/diagnostics_config.h"
+#include "daemon/e2b_settings.h"
 #include "daemon/pool_settings.h"
 #include "daemon/task_config.h"
 #include "egress/gateway.h"
@@ -165,6 +166,9 @@ struct DaemonConfig {
   // (serve.object_store; D5, docs/config.md): a local directory (default
   // <data_dir>/objects) or an S3 bucket. Opened at start.
   objstore::ObjectStoreConfig object_store;
+
+  // The E2B-compatible facade (serve.e2b; issue 17, docs/e2b.md).
+  daemon::E2bSettings e2b;
 
   // Failure snapshots (serve.snapshots; D4, docs/snapshots.md): retention,
   // quota, the archiver's bounds. scratch_dir is set to data_dir at start.

@@ -22,6 +22,7 @@
 
 #include "daemon/daemon_config.h"
 #include "daemon/object_store_config_yaml.h"
+#include "daemon/e2b_config_yaml.h"
 #include "daemon/pool_config_yaml.h"
 #include "daemon/snapshot_config_yaml.h"
 #include "base/strings.h"
@@ -40,11 +41,12 @@ constexpr std::size_t kMaxApiKeyEntries = 1024;
 constexpr std::size_t kMaxPathBytes = 4095;
 
 constexpr std::array<std::string_view, 2> kTopKeys = {"serve", "sandbox"};
-constexpr std::array<std::string_view, 22> kServeKeys = {
+constexpr std::array<std::string_view, 23> kServeKeys = {
     "listen",          "socket",        "data_dir",        "api_keys",   "capacity",
     "request_timeout", "setup_timeout", "max_exec_output", "max_upload", "mount_roots",
     "durability",      "network",       "secrets",         "audit",      "connections",
-    "object_store",    "tasks", "volumes", "snapshots", "diagnostics", "self_check", "pools"};
+    "object_store",    "tasks", "volumes", "snapshots", "diagnostics", "self_check", "pools",
+    "e2b"};
 constexpr std::array<std::string_view, 2> kDiagnosticsKeys = {"retention", "keep_last"};
 constexpr std::array<std::string_view, 10> kTasksKeys = {
     "workers",  "default_timeout", "max_timeout",        "retention",       "max_body",
@@ -343,6 +345,7 @@ class ServeApplier : private YamlReader {
                             [&](const YamlEntry& d) { return apply_diagnostics(d); });
     }
     if (name == "pools") return apply_pool_config(*this, e, config_.pools);
+    if (name == "e2b") return apply_e2b_config(*this, e, config_.e2b);
     if (contains(kSandboxSettingKeys, name)) {
       return fail(e.line, e.path, "is a sandbox setting: put it in the top-level sandbox: map",
                   "serve: holds the daemon's own settings; sandbox: the defaults of every "

@@ -15,6 +15,7 @@
 #include "daemon/api_keys.h"
 #include "volume/volume_store.h"
 #include "daemon/api_router.h"
+#include "daemon/e2b_facade.h"
 #include "daemon/audit_budget.h"
 #include "daemon/daemon_config.h"
 #include "daemon/fd_budget.h"
@@ -310,6 +311,14 @@ int serve(const ServeFlags& flags) {
   context.tasks = &tasks;
   context.pools = &pools;
   ApiRouter router(context, *keys);
+  // The E2B-compatible facade (docs/e2b.md): its envd access tokens are
+  // derived from a key of this data dir, so they survive a restart.
+  std::optional<E2bFacade> e2b;
+  if (config.e2b.enabled) {
+    auto token_key = E2bFacade::load_or_make_key(config.data_dir + "/e2b-token.key");
+    if (!token_key) return fail("serve.e2b: " + token_key.error().message, token_key.error().hint);
+    e2b.emplace(context, *keys, config.e2b, std::move(*token_key));
+  }
   auto fds = connection_budget(config, *nofile, network);
   if (!fds) return fail(fds.error().message, fds.error().hint);
   if (!fds->warning.empty()) fprintf(stderr, "corral serve: warning: %s\n", fds->warning.c_str());
@@ -318,15 +327,20 @@ int serve(const ServeFlags& flags) {
   server_options.connections = fds->limits;
   // A TCP connection holds an unauthenticated slot until a request of it
   // presents a key the router accepts (issue 14).
-  server_options.authenticate = [&router](const http::Peer& peer, const http::RequestHead& head) {
+  server_options.authenticate = [&router, &e2b](const http::Peer& peer,
+                                                 const http::RequestHead& head) {
+    if (e2b && e2b->owns(head)) return e2b->authenticated(peer, head);
     return router.authenticated(peer, head);
   };
   server_options.warn = [](const std::string& message) {
     fprintf(stderr, "corral serve: warning: %s\n", message.c_str());
   };
   http::Server server(
-      [&router](const http::Peer& peer, const http::RequestHead& head, http::BodyReader& body,
-                http::ResponseWriter& out) { router.handle(peer, head, body, out); },
+      [&router, &e2b](const http::Peer& peer, const http::RequestHead& head,
+                      http::BodyReader& body, http::ResponseWriter& out) {
+        if (e2b && e2b->owns(head)) return e2b->handle(peer, head, body, out);
+        router.handle(peer, head, body, out);
+      },
       server_options);
   connection_metrics(metrics, server);
   std::string where;
@@ -347,6 +361,13 @@ int serve(const ServeFlags& flags) {
   printf("corral serve: listening on %s%s; data in %s (%s); %s\n", where.c_str(),
          key_note->c_str(), config.data_dir.c_str(), reconciled.c_str(),
          describe(*nofile, *fds).c_str());
+  if (e2b && !flags.no_tcp) {
+    const std::string base = "http://" + config.listen_host + ":" +
+                             std::to_string(server.bound_port()) + config.e2b.prefix;
+    printf("corral serve: E2B SDK: E2B_API_URL=%s E2B_SANDBOX_URL=%s/envd E2B_API_KEY=<an API "
+           "key; crl_<hex> may be written e2b_<hex>> (docs/e2b.md)\n",
+           base.c_str(), base.c_str());
+  }
   fflush(stdout);
   server.run();
   pools.stop();

@@ -82,6 +82,11 @@ serve:
     max_bytes: 1Gi              # file content read per snapshot
   pools: []                     # warm pools (docs/config.md, pools), e.g.
   #  - {name: py, min: 4, max: 8, idle_limit: 10m, sandbox: {image: python}}
+  e2b:                          # the E2B-compatible facade (docs/e2b.md)
+    enabled: true
+    prefix: /e2b                # E2B_API_URL=http://HOST:PORT/e2b, E2B_SANDBOX_URL=.../e2b/envd
+    network: open               # a create without network options: open, none or a template
+    templates: {}               # E2B template -> image or pool:<name>, e.g. {python: pool:py}
 sandbox:                        # defaults of every sandbox, as for corral run --config
   cpu_limit: "2"
   memory_limit: "2Gi"

@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "daemon/api_context.h"
+#include "daemon/background_process.h"
 #include "daemon/sandbox_service.h"
 #include "secrets/redactor.h"
 
@@ -26,7 +27,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr const char* kOutputDir = "corral-daemon";  // in the layer root, not under upper/
 constexpr std::size_t kChunk = 64 * 1024;
 
 struct Pipe {
@@ -76,10 +76,6 @@ std::string process_state_of(const ProcessEntry& p) {
   }
 }
 
-std::string output_name(const std::string& pid, std::string_view stream) {
-  return std::string(kOutputDir) + "/" + pid + "." + std::string(stream);
-}
-
 api::ProcessInfo info_of(SandboxEntry& sandbox, ProcessEntry& p) {
   api::ProcessInfo info;
   info.id = p.id;
@@ -94,9 +90,9 @@ api::ProcessInfo info_of(SandboxEntry& sandbox, ProcessEntry& p) {
   if (p.finished()) info.ended_at_ms = p.ended_at_ms;
   if (sandbox.live && p.background) {
     struct stat st;
-    if (fstatat(sandbox.live->layer_root_fd(), output_name(p.id, "stdout").c_str(), &st, 0) == 0)
+    if (fstatat(sandbox.live->layer_root_fd(), process_output_name(p.id, "stdout").c_str(), &st, 0) == 0)
       info.stdout_bytes = static_cast<std::uint64_t>(st.st_size);
-    if (fstatat(sandbox.live->layer_root_fd(), output_name(p.id, "stderr").c_str(), &st, 0) == 0)
+    if (fstatat(sandbox.live->layer_root_fd(), process_output_name(p.id, "stderr").c_str(), &st, 0) == 0)
       info.stderr_bytes = static_cast<std::uint64_t>(st.st_size);
   }
   return info;
@@ -399,83 +395,12 @@ void handle_start_process(ApiContext& ctx, ApiRequest& r) {
   if (!body) return send_error(r.out, body.error());
   auto request = api::parse_exec(*body);
   if (!request) return send_error(r.out, api::to_api_error(request.error()));
-  // A background process's stdin is a pipe the daemon keeps: the initial
-  // input must fit in it (1 MiB), the rest goes through the stdin route.
-  constexpr std::size_t kInitialStdin = 1 << 20;
-  if (request->stdin_data.size() > kInitialStdin)
-    return send_error(
-        r.out, api::make_api_error(api::ApiErrorCode::kInvalidValue,
-                                   "the initial stdin of a background process is at most 1 MiB (" +
-                                       std::to_string(request->stdin_data.size()) + " bytes given)",
-                                   "stdin", "send the rest with POST .../processes/{pid}/stdin"));
   // Held while the output files are open here (a teardown waits).
   auto lease = lease_or_fail(ctx, r);
   if (!lease) return;
-  const std::shared_ptr<SandboxEntry>& sandbox = lease->sandbox();
-  SandboxEntry& s = *sandbox;
-  const int layer = s.live->layer_root_fd();
-  if (mkdirat(layer, kOutputDir, 0700) != 0 && errno != EEXIST)
-    return send_error(r.out, api::make_api_error(api::ApiErrorCode::kInternal,
-                                                 std::string("output dir: ") + strerror(errno)));
-  const std::uint64_t rid = new_request_id();
-  const std::string pid = process_id_for(rid);
-  UniqueFd files[2];
-  for (int i = 0; i < 2; ++i) {
-    std::string name = output_name(pid, i == 0 ? "stdout" : "stderr");
-    files[i] =
-        UniqueFd(openat(layer, name.c_str(),
-                        O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600));
-    if (!files[i]) {
-      int e = errno;
-      return send_error(
-          r.out, e == ENOSPC || e == EDQUOT
-                     ? api::make_api_error(api::ApiErrorCode::kInsufficientStorage,
-                                           "the sandbox's disk is full; no room for process output")
-                     : api::make_api_error(api::ApiErrorCode::kInternal,
-                                           "output file: " + std::string(strerror(e))));
-    }
-  }
-  auto in = make_pipe();
-  if (!in)
-    return send_error(r.out,
-                      api::make_api_error(api::ApiErrorCode::kInternal, "could not make a pipe"));
-  UniqueFd stdio[3] = {std::move(in->read), std::move(files[0]), std::move(files[1])};
-  UniqueFd stdin_w = std::move(in->write);
-  auto proc = ctx.sandboxes.spawn(sandbox, *request, true, stdio, rid);
+  auto proc = start_background_process(ctx.sandboxes, lease->sandbox(), *request);
   if (!proc) return send_error(r.out, proc.error());
-  {
-    std::lock_guard lock((*proc)->mu);
-    // A process can end before we get here (`true` under load): its end
-    // closed the fds it had then, so a writer kept now would stay open for
-    // as long as the finished process is listed.
-    if ((*proc)->finished()) stdin_w.reset();
-    else (*proc)->stdin_writer = std::move(stdin_w);
-    if ((*proc)->stdin_writer && !request->stdin_data.empty()) {
-      // Initial stdin, into the empty pipe grown to hold it (at most 1 MiB,
-      // checked above); never blocking on a process that does not read.
-      grow_pipe((*proc)->stdin_writer.get());
-      set_nonblocking((*proc)->stdin_writer.get());
-      (void)!write((*proc)->stdin_writer.get(), request->stdin_data.data(),
-                   request->stdin_data.size());
-    }
-  }
-  // Report it once the zygote said whether it runs (bounded wait).
-  std::string failure;
-  {
-    std::unique_lock lock((*proc)->mu);
-    (*proc)->cv.wait_for(lock, std::chrono::seconds(5),
-                         [&] { return (*proc)->phase != ProcessEntry::Phase::kStarting; });
-    if ((*proc)->phase == ProcessEntry::Phase::kFailed) failure = (*proc)->failure;
-  }
-  if (!failure.empty()) {
-    // Why it could not start, where its output is read (as an exec's stderr
-    // says it): exit code 127 alone does not tell which name was missing.
-    UniqueFd err(openat(layer, output_name(pid, "stderr").c_str(),
-                        O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW));
-    const std::string line = "corral: " + failure + "\n";
-    if (err) (void)!write(err.get(), line.data(), line.size());
-  }
-  send_json(r.out, 201, api::to_json(info_of(s, **proc)));
+  send_json(r.out, 201, api::to_json(info_of(*lease->sandbox(), **proc)));
 }
 
 void handle_list_processes(ApiContext& ctx, ApiRequest& r) {
@@ -520,7 +445,7 @@ void handle_process_output(ApiContext& ctx, ApiRequest& r) {
                       api::make_api_error(
                           api::ApiErrorCode::kConflict,
                           "process " + p->id + " is an exec: its output goes to its own request"));
-  UniqueFd file(openat(sandbox->live->layer_root_fd(), output_name(p->id, stream).c_str(),
+  UniqueFd file(openat(sandbox->live->layer_root_fd(), process_output_name(p->id, stream).c_str(),
                        O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!file)
     return send_error(r.out, api::make_api_error(api::ApiErrorCode::kNotFound,

@@ -118,6 +118,7 @@ std::string PoolService::match_key(const SandboxSpec& spec) {
   s.limits.max_lifetime = std::chrono::milliseconds(0);
   s.limits.timeout = std::chrono::milliseconds(0);
   s.expected_duration_ms = 0;
+  s.metadata.clear();  // data only: the claim's spec carries it
   // Bound at claim too (claim_identity.h, claim_binding.h): host name,
   // secrets (but TLS interception, whose CA bundle is a mount of its
   // own), network, mounts and volumes.

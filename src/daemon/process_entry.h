@@ -39,6 +39,7 @@ struct ProcessEntry {
   Phase phase = Phase::kStarting;
   UniqueFd pidfd;  // closed once a background process has finished
   pid_t host_pid = -1;
+  std::uint32_t ns_pid = 0;  // its pid inside the sandbox (0: not known)
   int wait_status = 0;
   std::optional<int> exit_code;  // set in kExited and kFailed (126/127/125)
   std::optional<int> signal;

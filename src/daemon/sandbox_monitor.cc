@@ -25,8 +25,12 @@ namespace {
 // epoll tokens: sandbox index in the low bits, what kind of fd in bit 0.
 enum class Watch : std::uint64_t { kSpawn = 0, kInit = 1 };
 
-// The exec path: one open and read, no streams (on every process start).
-pid_t pid_of_pidfd(int pidfd) {
+}  // namespace
+
+using namespace service_internal;
+
+// One open and read, no streams: it runs on every process start.
+pid_t service_internal::pid_of_pidfd(int pidfd, std::uint32_t* in_sandbox) {
   char path[48];
   snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
   UniqueFd fd(open(path, O_RDONLY | O_CLOEXEC));
@@ -35,13 +39,19 @@ pid_t pid_of_pidfd(int pidfd) {
   ssize_t n = read(fd.get(), buf, sizeof buf - 1);
   if (n <= 0) return -1;
   buf[n] = '\0';
+  if (in_sandbox != nullptr) {
+    if (const char* ns = strstr(buf, "\nNSpid:"); ns != nullptr) {
+      const char* end = strchr(ns + 1, '\n');
+      if (end == nullptr) end = buf + n;
+      const char* last = end;
+      while (last > ns + 7 && (last[-1] == ' ' || last[-1] == '\t')) --last;
+      while (last > ns + 7 && last[-1] >= '0' && last[-1] <= '9') --last;
+      *in_sandbox = static_cast<std::uint32_t>(std::strtoul(last, nullptr, 10));
+    }
+  }
   const char* pid = strstr(buf, "\nPid:");  // never the first line ("pos:")
   return pid != nullptr ? static_cast<pid_t>(std::atoi(pid + 5)) : -1;
 }
-
-}  // namespace
-
-using namespace service_internal;
 
 void SandboxService::watch(const std::shared_ptr<SandboxEntry>& e) {
   // Tokens: the entry's address with bit 0 telling spawn fd from pidfd.
@@ -105,7 +115,7 @@ void SandboxService::on_reply(const std::shared_ptr<SandboxEntry>& e, ReceivedRe
   switch (r.reply.type) {
     case SpawnReplyType::kStarted:
       p->pidfd = std::move(r.pidfd);
-      p->host_pid = p->pidfd ? pid_of_pidfd(p->pidfd.get()) : -1;
+      p->host_pid = p->pidfd ? pid_of_pidfd(p->pidfd.get(), &p->ns_pid) : -1;
       if (p->phase == ProcessEntry::Phase::kStarting) p->phase = ProcessEntry::Phase::kRunning;
       if (p->pending_signal != 0 && p->pidfd) {
         if (p->host_pid > 0) kill(-p->host_pid, p->pending_signal);

@@ -202,6 +202,7 @@ SandboxService::Reconciler::Unverified SandboxService::Reconciler::readopt_proce
       if (fd) {
         p->pidfd = std::move(*fd);
         p->host_pid = static_cast<pid_t>(*pr.host_pid);
+        (void)pid_of_pidfd(p->pidfd.get(), &p->ns_pid);
       } else {
         unverified.emplace_back(p, fd.error().message);
       }

@@ -50,6 +50,11 @@ std::function<void()> transition_write(StateStore& store, AuditLog& audit, std::
 void audit_in_order(Journal& journal, AuditLog& audit, const std::string& id,
                     const nlohmann::json& event);
 
+// The pid a pidfd names on the host (-1: unknown), and into *in_sandbox
+// the pid its sandbox sees (the last number of the fdinfo's NSpid line).
+// One open and read, no streams: it runs on every process start.
+pid_t pid_of_pidfd(int pidfd, std::uint32_t* in_sandbox = nullptr);
+
 // Wakes whoever waits for a process: its exec's eventfd and its cv.
 void signal_event(ProcessEntry& p);
 

@@ -162,6 +162,8 @@ FileInfo info_of(const struct stat& st, std::string name) {
   info.mode = static_cast<std::uint32_t>(st.st_mode & 07777);
   info.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   info.nlink = static_cast<std::uint64_t>(st.st_nlink);
+  info.uid = st.st_uid;
+  info.gid = st.st_gid;
   return info;
 }
 

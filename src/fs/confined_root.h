@@ -60,6 +60,8 @@ struct FileInfo {
   std::uint32_t mode = 0;     // permission bits (07777)
   std::int64_t mtime_ns = 0;  // since the epoch
   std::uint64_t nlink = 0;
+  uid_t uid = 0;  // as the host sees them (the sandbox maps its own)
+  gid_t gid = 0;
   std::string link_target;  // only for kSymlink; shown, never followed
 };
 

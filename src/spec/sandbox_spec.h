@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -107,6 +108,9 @@ struct SandboxSpec {
   // Dry-run (X2, docs/dry-run.md): writable mounts become copy-on-write
   // overlays and the network is answered locally; nothing leaves.
   bool dry_run = false;
+  // Labels the client attaches (the E2B facade's "metadata"): never
+  // interpreted, returned with the sandbox, matched by list filters.
+  std::map<std::string, std::string> metadata;
 };
 
 }  // namespace corral

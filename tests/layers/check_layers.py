@@ -72,10 +72,10 @@ def read_table():
         if not in_table or line.startswith("|---"):
             continue
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        m = re.fullmatch(r"`src/([a-z_]+)`", cells[0])
+        m = re.fullmatch(r"`src/([a-z0-9_]+)`", cells[0])
         if not m:
             sys.exit(f"{ADR}: cannot read the layer cell {cells[0]!r}")
-        edges[m.group(1)] = set(re.findall(r"`([a-z_]+)`", cells[-1]))
+        edges[m.group(1)] = set(re.findall(r"`([a-z0-9_]+)`", cells[-1]))
     for layer, deps in edges.items():
         for d in deps - set(edges):
             sys.exit(f"{ADR}: layer {layer} depends on `{d}`, which is not a layer of the table")
@@ -132,7 +132,7 @@ def strip_comments_and_strings(text):
 
 
 def check_includes(reach, failures):
-    include = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"', re.M)
+    include = re.compile(r'^\s*#\s*include\s+"([a-z0-9_]+)/([^"]+)"', re.M)
     for (rel, header), who in sorted(KNOWN_EXCEPTIONS.items()):
         path = ROOT / rel
         if not path.exists() or f'#include "{header}"' not in path.read_text(errors="replace"):
@@ -160,12 +160,12 @@ def check_links(edges, failures):
     cmake = (ROOT / "CMakeLists.txt").read_text()
     cmake = re.sub(r"#[^\n]*", "", cmake)
     seen = set()
-    for m in re.finditer(r"corral_(?:optional_)?layer\(\s*([a-z_]+)([^)]*)\)", cmake):
+    for m in re.finditer(r"corral_(?:optional_)?layer\(\s*([a-z0-9_]+)([^)]*)\)", cmake):
         layer = m.group(1)
         if layer == "name":
             continue  # the function definitions
         seen.add(layer)
-        linked = set(re.findall(r"\bcorral_([a-z_]+)\b", m.group(2)))
+        linked = set(re.findall(r"\bcorral_([a-z0-9_]+)\b", m.group(2)))
         if layer not in edges:
             failures.append(f"CMakeLists.txt: layer {layer} is not in the ADR 0001 table")
         elif linked != edges[layer]:

@@ -1,0 +1,374 @@
+#include "daemon/e2b_facade.h"
+
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "api/base64.h"
+#include "base/fs.h"
+#include "base/random.h"
+#include "daemon/e2b_facade_internal.h"
+#include "daemon/metrics.h"
+#include "daemon/sandbox_service.h"
+#include "e2b/control_messages.h"
+
+namespace corral::daemon {
+
+using namespace e2b_internal;
+
+namespace {
+
+constexpr std::size_t kKeyBytes = 32;
+
+// "e2b_<hex>" is the spelling of a corral key "crl_<hex>" that the Python
+// SDK accepts; any other key is taken as it is.
+std::string corral_key(std::string_view presented) {
+  if (presented.size() > 4 && presented.substr(0, 4) == "e2b_")
+    return "crl_" + std::string(presented.substr(4));
+  return std::string(presented);
+}
+
+std::string to_hex(const unsigned char* bytes, std::size_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i) {
+    out.push_back(digits[bytes[i] >> 4]);
+    out.push_back(digits[bytes[i] & 15]);
+  }
+  return out;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+std::vector<std::string_view> split(std::string_view path) {
+  std::vector<std::string_view> out;
+  std::size_t i = 0;
+  while (i < path.size()) {
+    std::size_t j = path.find('/', i);
+    if (j == std::string_view::npos) j = path.size();
+    out.push_back(path.substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+E2bFacade::E2bFacade(ApiContext& context, const ApiKeys& keys, E2bSettings settings,
+                     std::string token_key)
+    : ctx_(context), keys_(keys), settings_(std::move(settings)), token_key_(std::move(token_key)) {}
+
+Result<std::string> E2bFacade::load_or_make_key(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd && errno == ENOENT) {
+    std::string key(kKeyBytes, '\0');
+    fill_random(key.data(), key.size());
+    const std::string hex = to_hex(reinterpret_cast<const unsigned char*>(key.data()), key.size());
+    const std::string tmp = path + ".tmp";
+    (void)unlink(tmp.c_str());
+    UniqueFd out(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (!out) return errno_error("creating " + tmp);
+    if (auto st = write_all(out.get(), hex + "\n", tmp); !st) return tl::unexpected(st.error());
+    if (fsync(out.get()) != 0) return errno_error("fsync(" + tmp + ")");
+    out.reset();
+    if (rename(tmp.c_str(), path.c_str()) != 0) return errno_error("rename to " + path);
+    fd = UniqueFd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  }
+  if (!fd) return errno_error("opening " + path);
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0) return errno_error("fstat(" + path + ")");
+  if (!S_ISREG(st.st_mode) || (st.st_mode & 077) != 0 ||
+      (st.st_uid != 0 && st.st_uid != geteuid()))
+    return make_error(ErrorCode::kPermissionDenied,
+                      path + " must be a regular file of root's (or the daemon's), mode 0600",
+                      "chmod 600 " + path + ", or remove it to make a new one");
+  auto text = read_up_to(fd.get(), 256, path);
+  if (!text) return tl::unexpected(text.error());
+  std::string hex(trim(std::string_view(*text).substr(0, text->find('\n'))));
+  if (hex.size() != 2 * kKeyBytes || hex.find_first_not_of("0123456789abcdef") != std::string::npos)
+    return make_error(ErrorCode::kInvalidArgument,
+                      path + " does not hold 64 lower-case hex digits",
+                      "remove it: the daemon makes a new key (tokens already given out stop "
+                      "working)");
+  return hex;
+}
+
+bool E2bFacade::owns(const http::RequestHead& head) const {
+  if (!settings_.enabled) return false;
+  const std::string& p = head.path;
+  return p.size() > settings_.prefix.size() && p.compare(0, settings_.prefix.size(), settings_.prefix) == 0 &&
+         p[settings_.prefix.size()] == '/';
+}
+
+std::string E2bFacade::access_token(std::string_view sandbox_id) const {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  const std::string data = "corral-e2b-envd-token:" + std::string(sandbox_id);
+  HMAC(EVP_sha256(), token_key_.data(), static_cast<int>(token_key_.size()),
+       reinterpret_cast<const unsigned char*>(data.data()), data.size(), mac, &len);
+  return to_hex(mac, len);
+}
+
+bool E2bFacade::token_matches(std::string_view sandbox_id, std::string_view presented) const {
+  const std::string want = access_token(sandbox_id);
+  return presented.size() == want.size() &&
+         CRYPTO_memcmp(presented.data(), want.data(), want.size()) == 0;
+}
+
+bool E2bFacade::authenticated(const http::Peer& peer, const http::RequestHead& head) const {
+  const std::string_view rest = std::string_view(head.path).substr(settings_.prefix.size());
+  if (rest.substr(0, 6) == "/envd/") {
+    auto id = head.header("e2b-sandbox-id");
+    auto token = head.header("x-access-token");
+    return id && token && token_matches(trim(*id), trim(*token));
+  }
+  if (peer.kind != http::Peer::kTcp) return true;
+  auto key = head.header("x-api-key");
+  return key && keys_.verify(corral_key(trim(*key)));
+}
+
+void E2bFacade::set_tag(const std::string& process_id, const std::string& tag) {
+  std::lock_guard lock(tags_mu_);
+  tags_[process_id] = tag;
+}
+
+std::optional<std::string> E2bFacade::tag_of(const std::string& process_id) {
+  std::lock_guard lock(tags_mu_);
+  auto it = tags_.find(process_id);
+  if (it == tags_.end()) return std::nullopt;
+  return it->second;
+}
+
+void E2bFacade::forget_tag(const std::string& process_id) {
+  std::lock_guard lock(tags_mu_);
+  tags_.erase(process_id);
+}
+
+void E2bFacade::handle(const http::Peer& peer, const http::RequestHead& head,
+                       http::BodyReader& body, http::ResponseWriter& out) {
+  const std::string_view rest = std::string_view(head.path).substr(settings_.prefix.size());
+  const bool envd = rest.substr(0, 6) == "/envd/";
+  ctx_.metrics
+      .counter("corral_e2b_requests_total", "Requests to the E2B facade, by surface",
+               {{"surface", envd ? "envd" : "control"}})
+      .inc();
+  auto query = http::parse_query(head.query);
+  if (envd) {
+    const std::string method(rest.substr(6));
+    auto id = head.header("e2b-sandbox-id");
+    auto token = head.header("x-access-token");
+    if (!id || id->empty()) {
+      return send_connect_error(out, e2b::ConnectCode::kInvalidArgument,
+                                "the E2b-Sandbox-Id header is missing: set E2B_SANDBOX_URL to "
+                                "this URL and use a sandbox the SDK created or connected to");
+    }
+    if (!token || !token_matches(trim(*id), trim(*token))) {
+      ctx_.metrics
+          .counter("corral_http_unauthorized_total", "Requests refused for a missing or wrong key")
+          .inc();
+      return send_connect_error(out, e2b::ConnectCode::kUnauthenticated,
+                                token ? "the X-Access-Token is not this sandbox's"
+                                      : "the X-Access-Token header is missing");
+    }
+    if (!query)
+      return send_connect_error(out, e2b::ConnectCode::kInvalidArgument, query.error().message);
+    ApiRequest r{peer, head, body, out, {std::string(trim(*id))}, *query, "default"};
+    EnvdCall call{*this, r, std::string(trim(*id)), method};
+    // A sandbox that is gone answers 502, as E2B's proxy does (the SDK's
+    // isRunning() is false on 502 only).
+    auto live = ctx_.sandboxes.live(call.sandbox_id);
+    if (!live || ctx_.sandboxes.unclaimed_pooled(call.sandbox_id)) {
+      (void)out.send(502, {{"content-type", "application/json"}},
+                     e2b::error_json(502, "sandbox " + call.sandbox_id + " is not running"));
+      return;
+    }
+    r.ns = (*live)->ns;
+    if (method == "health") {
+      if (head.method != "GET" && head.method != "HEAD")
+        return send_connect_error(out, e2b::ConnectCode::kUnimplemented, "GET /health only");
+      (void)out.send(204, {}, "");
+      return;
+    }
+    if (method == "files") return handle_files(call);
+    if (head.method != "POST")
+      return send_connect_error(out, e2b::ConnectCode::kUnimplemented,
+                                "Connect calls are POST (" + head.method + " " + method + ")");
+    if (method.rfind("process.Process/", 0) == 0) return handle_process_service(call);
+    if (method.rfind("filesystem.Filesystem/", 0) == 0) return handle_filesystem_service(call);
+    return send_connect_error(out, e2b::ConnectCode::kUnimplemented,
+                              "no envd method " + method);
+  }
+  // The control plane.
+  std::string ns(ApiKeys::kDefaultNamespace);
+  if (peer.kind == http::Peer::kTcp) {
+    auto key = head.header("x-api-key");
+    std::optional<std::string> found;
+    if (key) found = keys_.namespace_of(corral_key(trim(*key)));
+    if (!found) {
+      ctx_.metrics
+          .counter("corral_http_unauthorized_total", "Requests refused for a missing or wrong key")
+          .inc();
+      (void)out.send(401, {{"content-type", "application/json"}, {"connection", "close"}},
+                     e2b::error_json(401, key ? "the API key is not valid"
+                                              : "the X-API-Key header is missing (E2B_API_KEY)"));
+      return;
+    }
+    ns = std::move(*found);
+  }
+  if (!query) return send_control_error(out, 400, query.error().message);
+  ApiRequest r{peer, head, body, out, {}, *query, ns};
+  ControlCall call{*this, r, split(rest.substr(1))};
+  handle_control(call);
+}
+
+// ---- shared helpers ---------------------------------------------------------
+
+namespace e2b_internal {
+
+void send_control_error(http::ResponseWriter& out, int status, std::string_view message) {
+  if (out.started()) return;
+  (void)out.send(status, {{"content-type", "application/json"}}, e2b::error_json(status, message));
+}
+
+void send_control_error(http::ResponseWriter& out, const api::ApiError& e) {
+  std::string message = e.message;
+  if (!e.hint.empty()) message += " (" + e.hint + ")";
+  send_control_error(out, e.http_status, message);
+}
+
+void send_connect_error(http::ResponseWriter& out, e2b::ConnectCode code,
+                        std::string_view message) {
+  if (out.started()) return;
+  (void)out.send(e2b::connect_http_status(code), {{"content-type", "application/json"}},
+                 e2b::connect_error_json({code, std::string(message)}));
+}
+
+e2b::ConnectError connect_error_of(const api::ApiError& e) {
+  using e2b::ConnectCode;
+  ConnectCode code = ConnectCode::kInternal;
+  switch (e.http_status) {
+    case 400:
+    case 413:
+    case 415:
+    case 422: code = ConnectCode::kInvalidArgument; break;
+    case 401: code = ConnectCode::kUnauthenticated; break;
+    case 403: code = ConnectCode::kPermissionDenied; break;
+    case 404: code = ConnectCode::kNotFound; break;
+    case 408: code = ConnectCode::kDeadlineExceeded; break;
+    case 409: code = ConnectCode::kFailedPrecondition; break;
+    case 429: code = ConnectCode::kResourceExhausted; break;
+    case 501: code = ConnectCode::kUnimplemented; break;
+    case 503: code = ConnectCode::kUnavailable; break;
+    case 507: code = ConnectCode::kResourceExhausted; break;
+    default: break;
+  }
+  std::string message = e.message;
+  if (!e.hint.empty()) message += " (" + e.hint + ")";
+  return {code, std::move(message)};
+}
+
+void send_connect_error(http::ResponseWriter& out, const api::ApiError& e) {
+  const e2b::ConnectError c = connect_error_of(e);
+  send_connect_error(out, c.code, c.message);
+}
+
+void send_connect_json(http::ResponseWriter& out, const std::string& json) {
+  (void)out.send(200, {{"content-type", "application/json"}}, json);
+}
+
+namespace {
+
+std::optional<std::string> read_limited(ApiContext& ctx, ApiRequest& r, std::size_t limit) {
+  (void)ctx;
+  if (auto len = r.body.declared_length(); len && *len > limit) {
+    send_connect_error(r.out, e2b::ConnectCode::kResourceExhausted,
+                       "the request is " + std::to_string(*len) + " bytes; at most " +
+                           std::to_string(limit) + " are accepted");
+    return std::nullopt;
+  }
+  auto text = r.body.read_all(limit);
+  if (!text) {
+    send_connect_error(r.out,
+                       text.error().code == ErrorCode::kResourceExhausted
+                           ? e2b::ConnectCode::kResourceExhausted
+                           : e2b::ConnectCode::kInvalidArgument,
+                       "could not read the request: " + text.error().message);
+    return std::nullopt;
+  }
+  return std::move(*text);
+}
+
+bool content_type_is(const ApiRequest& r, std::string_view want) {
+  auto ct = r.head.header("content-type");
+  if (!ct) return false;
+  std::string_view v = trim(ct->substr(0, ct->find(';')));
+  return v == want;
+}
+
+}  // namespace
+
+std::optional<std::string> read_unary(ApiContext& ctx, ApiRequest& r, std::size_t limit) {
+  if (!content_type_is(r, "application/json")) {
+    send_connect_error(r.out, e2b::ConnectCode::kInvalidArgument,
+                       "this facade speaks Connect with JSON: send Content-Type: application/json "
+                       "(binary protobuf is not supported)");
+    return std::nullopt;
+  }
+  return read_limited(ctx, r, limit);
+}
+
+std::optional<std::string> read_stream_request(ApiContext& ctx, ApiRequest& r,
+                                               std::size_t limit) {
+  if (!content_type_is(r, "application/connect+json")) {
+    send_connect_error(r.out, e2b::ConnectCode::kInvalidArgument,
+                       "a streaming call takes Content-Type: application/connect+json "
+                       "(binary protobuf is not supported)");
+    return std::nullopt;
+  }
+  auto body = read_limited(ctx, r, limit + 5);
+  if (!body) return std::nullopt;
+  auto message = e2b::single_envelope(*body);
+  if (!message) {
+    send_connect_error(r.out, e2b::ConnectCode::kInvalidArgument, message.error().message);
+    return std::nullopt;
+  }
+  return std::move(*message);
+}
+
+std::string sandbox_path(const SandboxEntry& sandbox, std::string_view path) {
+  if (!path.empty() && path.front() == '/') return std::string(path);
+  std::string base = sandbox.spec.workdir.empty() ? "/" : sandbox.spec.workdir;
+  if (base.back() != '/') base += '/';
+  if (path == "." || path.empty()) return base;
+  return base + std::string(path);
+}
+
+bool user_allowed(ApiRequest& r, const SandboxEntry& sandbox) {
+  auto auth = r.head.header("authorization");
+  if (!auth) return true;
+  std::string_view v = trim(*auth);
+  if (v.size() < 6 || strncasecmp(v.data(), "basic ", 6) != 0) return true;
+  auto decoded = api::base64_decode(trim(v.substr(6)));
+  if (!decoded) return true;  // not ours to judge: the SDK sends only "user:"
+  const std::string user = decoded->substr(0, decoded->find(':'));
+  if (user == "root" && !sandbox.spec.root) {
+    send_connect_error(r.out, e2b::ConnectCode::kPermissionDenied,
+                       "this sandbox runs its commands as an unprivileged user; create it from a "
+                       "template mapped to a root sandbox to run as root");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace e2b_internal
+
+}  // namespace corral::daemon

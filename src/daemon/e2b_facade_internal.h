@@ -1,0 +1,65 @@
+// What the facade's files (e2b_facade.cc, e2b_control_api.cc,
+// envd_process_api.cc, envd_filesystem_api.cc) share and nothing else
+// includes.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "daemon/api_context.h"
+#include "daemon/e2b_facade.h"
+#include "daemon/sandbox_entry.h"
+#include "daemon/sandbox_lease.h"
+#include "e2b/connect_protocol.h"
+
+namespace corral::daemon::e2b_internal {
+
+// One control-plane call: the caller's namespace, the path after the
+// prefix split into segments, and the request.
+struct ControlCall {
+  E2bFacade& facade;
+  ApiRequest& r;
+  std::vector<std::string_view> path;  // {"v2","sandboxes"}, {"sandboxes","<id>","timeout"}
+};
+void handle_control(ControlCall& call);
+
+// One envd call, its sandbox found and its token checked.
+struct EnvdCall {
+  E2bFacade& facade;
+  ApiRequest& r;
+  std::string sandbox_id;
+  std::string method;  // "process.Process/Start", "files", "health"
+};
+void handle_process_service(EnvdCall& call);
+void handle_filesystem_service(EnvdCall& call);
+void handle_files(EnvdCall& call);
+
+// E2B's control-plane error: {"code": status, "message": ...}.
+void send_control_error(http::ResponseWriter& out, int status, std::string_view message);
+// A corral API error as E2B's control plane says it.
+void send_control_error(http::ResponseWriter& out, const api::ApiError& e);
+// A Connect unary error.
+void send_connect_error(http::ResponseWriter& out, e2b::ConnectCode code, std::string_view message);
+// A corral API error as a Connect error.
+e2b::ConnectError connect_error_of(const api::ApiError& e);
+void send_connect_error(http::ResponseWriter& out, const api::ApiError& e);
+// A unary answer.
+void send_connect_json(http::ResponseWriter& out, const std::string& json);
+
+// The request's body for a unary call (application/json, at most `limit`
+// bytes) or a streaming one (application/connect+json: one envelope);
+// answers the Connect error itself and returns nullopt on failure.
+std::optional<std::string> read_unary(ApiContext& ctx, ApiRequest& r, std::size_t limit);
+std::optional<std::string> read_stream_request(ApiContext& ctx, ApiRequest& r, std::size_t limit);
+
+// A path as envd takes it: relative ones are under the sandbox's workdir.
+std::string sandbox_path(const SandboxEntry& sandbox, std::string_view path);
+
+// The user an envd call asks for (Authorization: Basic base64("user:")),
+// checked against the sandbox: "root" only in a sandbox created with root.
+// Answers permission_denied itself and returns false.
+bool user_allowed(ApiRequest& r, const SandboxEntry& sandbox);
+
+}  // namespace corral::daemon::e2b_internal

@@ -1,0 +1,363 @@
+// The facade's process.Process service (envd's, over Connect with JSON):
+// Start and Connect stream a process's events (start, data as it is
+// produced, end) with keepalives; List, SendInput, SendSignal and
+// CloseStdin are unary. A Start is a corral background process: it lives
+// on when the client goes away, and dies at Connect-Timeout-Ms (the SDK's
+// timeoutMs) or with its sandbox. Output passes the sandbox's redactor.
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+
+#include "daemon/background_process.h"
+#include "daemon/e2b_facade_internal.h"
+#include "daemon/sandbox_service.h"
+#include "e2b/envd_messages.h"
+
+namespace corral::daemon::e2b_internal {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using e2b::ConnectCode;
+
+// The pid the SDK sees: the process's own pid in its sandbox; for one whose
+// pid could not be read (never expected), a stable stand-in from its id.
+std::uint32_t e2b_pid(ProcessEntry& p) {
+  std::lock_guard lock(p.mu);
+  if (p.ns_pid != 0) return p.ns_pid;
+  return static_cast<std::uint32_t>(p.request_id & 0x3fffffff) | 0x40000000u;
+}
+
+std::shared_ptr<ProcessEntry> find(E2bFacade& f, SandboxEntry& s, const e2b::ProcessSelector& sel) {
+  for (auto& p : f.context().sandboxes.processes(s)) {
+    if (sel.pid && e2b_pid(*p) == *sel.pid) return p;
+    if (sel.tag && f.tag_of(p->id) == *sel.tag) return p;
+  }
+  return nullptr;
+}
+
+std::string selector_text(const e2b::ProcessSelector& sel) {
+  return sel.pid ? "pid " + std::to_string(*sel.pid) : "tag \"" + sel.tag.value_or("") + "\"";
+}
+
+// The answer of a stream call that fails before its first event: status
+// 200 and the error in the end-of-stream message, as Connect has it.
+void send_stream_error(http::ResponseWriter& out, ConnectCode code, const std::string& message) {
+  if (out.started()) {
+    (void)out.write(e2b::end_stream_envelope(e2b::ConnectError{code, message}));
+    (void)out.finish();
+    return;
+  }
+  (void)out.send(200, {{"content-type", "application/connect+json"}},
+                 e2b::end_stream_envelope(e2b::ConnectError{code, message}));
+}
+
+std::chrono::seconds keepalive_interval(const ApiRequest& r) {
+  long secs = 50;
+  if (auto v = r.head.header("keepalive-ping-interval"); v) {
+    char* end = nullptr;
+    std::string s(*v);
+    long n = std::strtol(s.c_str(), &end, 10);
+    if (!s.empty() && *end == '\0' && n > 0) secs = std::min(n, 50L);
+  }
+  return std::chrono::seconds(secs);
+}
+
+// Connect-Timeout-Ms: a positive count of milliseconds, at most 10 digits.
+std::optional<std::int64_t> connect_timeout_ms(const ApiRequest& r, bool* bad) {
+  auto v = r.head.header("connect-timeout-ms");
+  if (!v) return std::nullopt;
+  std::string s(*v);
+  if (s.empty() || s.size() > 10 || s.find_first_not_of("0123456789") != std::string::npos) {
+    *bad = true;
+    return std::nullopt;
+  }
+  return std::stoll(s);
+}
+
+// Sends the process's output as it comes, then its end; returns when it
+// ended, or when the client went away (the process goes on).
+void follow(ApiContext& ctx, ApiRequest& r, SandboxEntry& sandbox, ProcessEntry& p,
+            bool from_end) {
+  const int layer = sandbox.live->layer_root_fd();
+  auto redaction = ctx.sandboxes.redaction(sandbox.id);
+  auto out = OutputFollower::open(layer, p.id, "stdout", redaction, from_end);
+  auto err = OutputFollower::open(layer, p.id, "stderr", redaction, from_end);
+  const auto interval = keepalive_interval(r);
+  auto last_sent = Clock::now();
+  auto send = [&](const std::string& message) {
+    last_sent = Clock::now();
+    return static_cast<bool>(r.out.write(e2b::envelope(0, message)));
+  };
+  auto drain = [&](std::optional<OutputFollower>& f, bool is_stderr, bool* any) {
+    if (!f) return true;
+    for (int rounds = 0; rounds < 16; ++rounds) {
+      std::string data = f->read_some();
+      if (data.empty()) return true;
+      *any = true;
+      if (!send(e2b::data_event_json(is_stderr, data))) return false;
+    }
+    return true;
+  };
+  for (;;) {
+    bool finished;
+    {
+      std::lock_guard lock(p.mu);
+      finished = p.finished();
+    }
+    bool any = false;
+    if (!drain(out, false, &any) || !drain(err, true, &any)) return;
+    if (finished) {
+      // One more read after the end: what it wrote just before.
+      do {
+        any = false;
+        if (!drain(out, false, &any) || !drain(err, true, &any)) return;
+      } while (any);
+      for (auto* f : {&out, &err}) {
+        if (!*f) continue;
+        std::string tail = (*f)->finish();
+        if (!tail.empty() && !send(e2b::data_event_json(f == &err, tail))) return;
+      }
+      std::optional<int> code, sig;
+      {
+        std::lock_guard lock(p.mu);
+        code = p.exit_code;
+        sig = p.signal;
+      }
+      if (!send(e2b::end_event_json(e2b::process_end(code, sig)))) return;
+      (void)r.out.write(e2b::end_stream_envelope(std::nullopt));
+      (void)r.out.finish();
+      return;
+    }
+    if (any) continue;
+    if (r.out.peer_gone()) return;
+    if (Clock::now() - last_sent >= interval && !send(e2b::keepalive_event_json())) return;
+    std::unique_lock lock(p.mu);
+    p.cv.wait_for(lock, std::chrono::milliseconds(20), [&] { return p.finished(); });
+  }
+}
+
+void start(EnvdCall& c) {
+  ApiContext& ctx = c.facade.context();
+  auto message = read_stream_request(ctx, c.r, ctx.limits.max_json_body);
+  if (!message) return;
+  auto req = e2b::parse_start_request(*message);
+  if (!req) return send_stream_error(c.r.out, ConnectCode::kInvalidArgument, req.error().message);
+  if (req->pty)
+    return send_stream_error(c.r.out, ConnectCode::kUnimplemented,
+                             "terminals (pty) are not supported by corral's E2B facade yet");
+  bool bad_timeout = false;
+  auto timeout = connect_timeout_ms(c.r, &bad_timeout);
+  if (bad_timeout)
+    return send_stream_error(c.r.out, ConnectCode::kInvalidArgument,
+                             "Connect-Timeout-Ms must be a count of milliseconds");
+  // Leased with this connection: a destroy cuts the stream off.
+  auto lease = ctx.sandboxes.lease(c.sandbox_id, c.r.out.fd());
+  if (!lease) {
+    auto e = connect_error_of(lease.error());
+    return send_stream_error(c.r.out, e.code, e.message);
+  }
+  const std::shared_ptr<SandboxEntry>& sandbox = lease->sandbox();
+  if (!user_allowed(c.r, *sandbox)) return;
+  api::ExecRequest exec;
+  exec.argv.push_back(req->process.cmd);
+  exec.argv.insert(exec.argv.end(), req->process.args.begin(), req->process.args.end());
+  exec.env = req->process.envs;
+  if (req->process.cwd) exec.cwd = sandbox_path(*sandbox, *req->process.cwd);
+  // Without a deadline (the SDK's timeoutMs: 0) it may run as long as its
+  // sandbox lives, not corral's default command timeout.
+  std::int64_t expires;
+  {
+    std::lock_guard lock(sandbox->mu);
+    expires = sandbox->expires_at_ms;
+  }
+  exec.timeout_ms = timeout.value_or(std::max<std::int64_t>(1000, expires - StateStore::now_ms()));
+  auto proc = start_background_process(ctx.sandboxes, sandbox, exec);
+  if (!proc) {
+    auto e = connect_error_of(proc.error());
+    return send_stream_error(c.r.out, e.code, e.message);
+  }
+  ProcessEntry& p = **proc;
+  std::string failure;
+  {
+    std::lock_guard lock(p.mu);
+    // stdin: false (the SDK's default) is a stdin at its end.
+    if (req->stdin != true) p.stdin_writer.reset();
+    if (p.phase == ProcessEntry::Phase::kFailed) failure = p.failure;
+  }
+  if (!failure.empty())
+    return send_stream_error(c.r.out, ConnectCode::kInvalidArgument,
+                             "the command could not start: " + failure);
+  if (req->tag) c.facade.set_tag(p.id, *req->tag);
+  if (!c.r.out.start(200, {{"content-type", "application/connect+json"}}, std::nullopt)) return;
+  if (!c.r.out.write(e2b::envelope(0, e2b::start_event_json(e2b_pid(p))))) return;
+  follow(ctx, c.r, *sandbox, p, false);
+}
+
+void connect(EnvdCall& c) {
+  ApiContext& ctx = c.facade.context();
+  auto message = read_stream_request(ctx, c.r, ctx.limits.max_json_body);
+  if (!message) return;
+  auto sel = e2b::parse_selector_request(*message);
+  if (!sel) return send_stream_error(c.r.out, ConnectCode::kInvalidArgument, sel.error().message);
+  auto lease = ctx.sandboxes.lease(c.sandbox_id, c.r.out.fd());
+  if (!lease) {
+    auto e = connect_error_of(lease.error());
+    return send_stream_error(c.r.out, e.code, e.message);
+  }
+  const std::shared_ptr<SandboxEntry>& sandbox = lease->sandbox();
+  auto p = find(c.facade, *sandbox, *sel);
+  bool finished = true;
+  if (p) {
+    std::lock_guard lock(p->mu);
+    finished = p->finished();
+  }
+  if (!p || finished || !p->background)
+    return send_stream_error(c.r.out, ConnectCode::kNotFound,
+                             "no running process with " + selector_text(*sel));
+  if (!c.r.out.start(200, {{"content-type", "application/connect+json"}}, std::nullopt)) return;
+  if (!c.r.out.write(e2b::envelope(0, e2b::start_event_json(e2b_pid(*p))))) return;
+  // envd replays no history: what the process writes from now on.
+  follow(ctx, c.r, *sandbox, *p, true);
+}
+
+void list(EnvdCall& c) {
+  ApiContext& ctx = c.facade.context();
+  if (!read_unary(ctx, c.r, ctx.limits.max_json_body)) return;
+  auto sandbox = ctx.sandboxes.live(c.sandbox_id);
+  if (!sandbox) return send_connect_error(c.r.out, sandbox.error());
+  std::vector<e2b::ListedProcess> listed;
+  for (auto& p : ctx.sandboxes.processes(**sandbox)) {
+    {
+      std::lock_guard lock(p->mu);
+      if (p->finished()) continue;
+    }
+    e2b::ListedProcess l;
+    l.pid = e2b_pid(*p);
+    if (!p->argv.empty()) {
+      l.config.cmd = p->argv[0];
+      l.config.args.assign(p->argv.begin() + 1, p->argv.end());
+    }
+    l.tag = c.facade.tag_of(p->id);
+    listed.push_back(std::move(l));
+  }
+  send_connect_json(c.r.out, e2b::process_list_json(listed));
+}
+
+// The process a unary call names, or the error answered.
+std::shared_ptr<ProcessEntry> running_process(EnvdCall& c, const e2b::ProcessSelector& sel) {
+  auto sandbox = c.facade.context().sandboxes.live(c.sandbox_id);
+  if (!sandbox) {
+    send_connect_error(c.r.out, sandbox.error());
+    return nullptr;
+  }
+  auto p = find(c.facade, **sandbox, sel);
+  bool finished = true;
+  if (p) {
+    std::lock_guard lock(p->mu);
+    finished = p->finished();
+  }
+  if (!p || finished) {
+    send_connect_error(c.r.out, ConnectCode::kNotFound,
+                       "no running process with " + selector_text(sel));
+    return nullptr;
+  }
+  return p;
+}
+
+void send_input(EnvdCall& c) {
+  ApiContext& ctx = c.facade.context();
+  auto body = read_unary(ctx, c.r, ctx.limits.max_exec_body);
+  if (!body) return;
+  auto req = e2b::parse_send_input(*body);
+  if (!req) return send_connect_error(c.r.out, ConnectCode::kInvalidArgument, req.error().message);
+  if (req->pty)
+    return send_connect_error(c.r.out, ConnectCode::kUnimplemented,
+                              "terminals (pty) are not supported by corral's E2B facade yet");
+  auto p = running_process(c, req->process);
+  if (!p) return;
+  // A copy of the write end, taken under the lock (a CloseStdin or the
+  // process's end may close the original, and its number be reused).
+  UniqueFd own;
+  {
+    std::lock_guard lock(p->mu);
+    if (p->stdin_writer) own.reset(fcntl(p->stdin_writer.get(), F_DUPFD_CLOEXEC, 0));
+  }
+  if (!own)
+    return send_connect_error(c.r.out, ConnectCode::kFailedPrecondition,
+                              "the process's stdin is closed (start it with stdin: true to write "
+                              "to it)");
+  (void)fcntl(own.get(), F_SETFL, fcntl(own.get(), F_GETFL) | O_NONBLOCK);
+  std::size_t off = 0;
+  const auto deadline = Clock::now() + ctx.limits.stdin_write_timeout;
+  while (off < req->data.size()) {
+    ssize_t w = write(own.get(), req->data.data() + off, req->data.size() - off);
+    if (w > 0) {
+      off += static_cast<std::size_t>(w);
+      continue;
+    }
+    if (w < 0 && errno == EAGAIN && Clock::now() < deadline) {
+      pollfd pfd{own.get(), POLLOUT, 0};
+      (void)poll(&pfd, 1, 100);
+      continue;
+    }
+    return send_connect_error(c.r.out,
+                              errno == EAGAIN ? ConnectCode::kDeadlineExceeded
+                                              : ConnectCode::kFailedPrecondition,
+                              (errno == EAGAIN ? "the process does not read its stdin ("
+                                               : "the process closed its stdin (") +
+                                  std::to_string(off) + " bytes were written)");
+  }
+  send_connect_json(c.r.out, "{}");
+}
+
+void send_signal(EnvdCall& c) {
+  ApiContext& ctx = c.facade.context();
+  auto body = read_unary(ctx, c.r, ctx.limits.max_json_body);
+  if (!body) return;
+  auto req = e2b::parse_send_signal(*body);
+  if (!req) return send_connect_error(c.r.out, ConnectCode::kInvalidArgument, req.error().message);
+  auto p = running_process(c, req->process);
+  if (!p) return;
+  ctx.sandboxes.kill_process(*p, req->signal);
+  send_connect_json(c.r.out, "{}");
+}
+
+void close_stdin(EnvdCall& c) {
+  ApiContext& ctx = c.facade.context();
+  auto body = read_unary(ctx, c.r, ctx.limits.max_json_body);
+  if (!body) return;
+  auto sel = e2b::parse_selector_request(*body);
+  if (!sel) return send_connect_error(c.r.out, ConnectCode::kInvalidArgument, sel.error().message);
+  auto p = running_process(c, *sel);
+  if (!p) return;
+  {
+    std::lock_guard lock(p->mu);
+    p->stdin_writer.reset();
+  }
+  send_connect_json(c.r.out, "{}");
+}
+
+}  // namespace
+
+void handle_process_service(EnvdCall& c) {
+  const std::string m = c.method.substr(std::string_view("process.Process/").size());
+  if (m == "Start") return start(c);
+  if (m == "Connect") return connect(c);
+  if (m == "List") return list(c);
+  if (m == "SendInput") return send_input(c);
+  if (m == "SendSignal") return send_signal(c);
+  if (m == "CloseStdin") return close_stdin(c);
+  if (m == "Update" || m == "StreamInput")
+    return send_connect_error(c.r.out, ConnectCode::kUnimplemented,
+                              "process.Process/" + m +
+                                  " is not supported by corral's E2B facade (terminals and "
+                                  "client streams: docs/e2b.md)");
+  send_connect_error(c.r.out, ConnectCode::kUnimplemented, "no method process.Process/" + m);
+}
+
+}  // namespace corral::daemon::e2b_internal
