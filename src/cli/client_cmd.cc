@@ -21,6 +21,7 @@ int client_command(int argc, char** argv) {
   if (verb == "task") return task_command(args);
   if (verb == "volume") return volume_command(args);
   if (verb == "diagnose") return diagnose_command(args);
+  if (verb == "mcp") return mcp_command(args);
   fprintf(stderr, "corral: unknown client command \"%.*s\"\n", static_cast<int>(verb.size()),
           verb.data());
   return 2;

@@ -34,6 +34,7 @@ int rm_command(const std::vector<std::string_view>& args);
 int task_command(const std::vector<std::string_view>& args);  // task_cmd.cc
 int volume_command(const std::vector<std::string_view>& args);  // create|ls|rm
 int diagnose_command(const std::vector<std::string_view>& args);  // diagnose_cmd.cc
+int mcp_command(const std::vector<std::string_view>& args);       // mcp_cmd.cc
 
 // The daemon at `ep` (else $CORRAL_URL and $CORRAL_API_KEY).
 Result<std::unique_ptr<sdk::RemoteProvider>> connect(const Endpoint& ep);

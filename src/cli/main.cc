@@ -26,6 +26,7 @@ constexpr const char* kUsage =
     "  volume create|ls|rm              the daemon's named persistent volumes\n"
     "  snapshot ls|get|rm ...           the daemon's failure snapshots\n"
     "  diagnose ID                      why a sandbox failed (live or destroyed)\n"
+    "  mcp                              an MCP server on stdio for agent hosts\n"
     "  version                          print the version\n"
     "\n"
     "`corral <command> --help` describes each command.\n";
@@ -58,7 +59,7 @@ int main(int argc, char** argv) {
   if (verb == "secrets") return corral::cli::secrets_command(argc - 1, argv + 1);
   if (verb == "snapshot") return corral::cli::snapshot_command(argc - 1, argv + 1);
   if (verb == "create" || verb == "ls" || verb == "inspect" || verb == "exec" || verb == "cp" ||
-      verb == "rm" || verb == "task" || verb == "volume" || verb == "diagnose")
+      verb == "rm" || verb == "task" || verb == "volume" || verb == "diagnose" || verb == "mcp")
     return corral::cli::client_command(argc, argv);
   if (verb == "version" || verb == "--version") {
     puts("corral 0.1.0");

@@ -318,6 +318,7 @@ int serve(const ServeFlags& flags) {
     auto token_key = E2bFacade::load_or_make_key(config.data_dir + "/e2b-token.key");
     if (!token_key) return fail("serve.e2b: " + token_key.error().message, token_key.error().hint);
     e2b.emplace(context, *keys, config.e2b, std::move(*token_key));
+    if (auto st = e2b->check_templates(); !st) return fail(st.error().message, st.error().hint);
   }
   auto fds = connection_budget(config, *nofile, network);
   if (!fds) return fail(fds.error().message, fds.error().hint);

@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "base/json_text.h"
+#include "daemon/yaml_json.h"
 #include "spec/volume_ref.h"
 
 namespace corral {
@@ -71,7 +73,11 @@ Status apply_e2b_config(const YamlReader& reader, const YamlEntry& entry,
       return reader.for_each_entry(e.value, e.path, [&](const YamlEntry& t) -> Status {
         if (!valid_template_name(t.name))
           return reader.fail(t.line, t.path, "is not a template name ([A-Za-z0-9._:/-], 1-128)");
-        auto target = reader.scalar(t, "an image name or pool:<name>");
+        if (t.value.IsMap()) {
+          out.templates[t.name] = {"", json_text(yaml_to_json(t.value))};
+          return ok();
+        }
+        auto target = reader.scalar(t, "an image name, pool:<name>, or a create body (a map)");
         if (!target) return tl::unexpected(target.error());
         std::string_view name = *target;
         if (name.rfind("pool:", 0) == 0) name.remove_prefix(5);
@@ -79,7 +85,7 @@ Status apply_e2b_config(const YamlReader& reader, const YamlEntry& entry,
           return reader.fail(t.value_line, t.path,
                              "\"" + *target + "\" is not an image or pool name",
                              "an image name ([a-z0-9][a-z0-9._-]{0,62}) or pool:<pool name>");
-        out.templates[t.name] = std::move(*target);
+        out.templates[t.name] = {std::move(*target), ""};
         return ok();
       });
     }

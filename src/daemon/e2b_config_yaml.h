@@ -4,8 +4,12 @@
 //     enabled: true
 //     prefix: /e2b          # E2B_API_URL=http://host:port/e2b
 //     network: open         # a create without network options: open, none or a template
-//     templates:            # E2B template -> corral image, or pool:<name>
+//     templates:            # E2B template -> image, pool:<name>, or a create body
 //       python: pool:py
+//       with-key: {image: python, secrets: [{name: openai, mode: broker}]}
+//
+// A template's create body is checked when the daemon starts (serve fails
+// on one a create would refuse).
 #pragma once
 
 #include "base/result.h"

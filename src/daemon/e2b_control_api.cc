@@ -96,6 +96,47 @@ Json network_of(const E2bSettings& settings, const e2b::CreateRequest& req) {
   return n;
 }
 
+}  // namespace
+
+Result<Json> create_body(E2bFacade& facade, const e2b::CreateRequest& req) {
+  ApiContext& ctx = facade.context();
+  const E2bSettings& settings = facade.settings();
+  Json body = Json::object();
+  std::string target;
+  if (auto m = settings.templates.find(req.template_id); m != settings.templates.end()) {
+    target = m->second.target;
+    if (!m->second.create_json.empty()) {
+      body = Json::parse(m->second.create_json, nullptr, false);
+      if (!body.is_object())
+        return make_error(ErrorCode::kInternal,
+                          "serve.e2b.templates." + req.template_id + " is not a create body");
+    }
+  } else if (req.template_id != "base") {
+    target = ctx.pools != nullptr && ctx.pools->base_spec(req.template_id)
+                 ? "pool:" + req.template_id
+                 : req.template_id;
+  }
+  if (target.rfind("pool:", 0) == 0) body["pool"] = target.substr(5);
+  else if (!target.empty()) body["image"] = target;
+  body["max_lifetime"] = req.timeout_s.value_or(300);
+  if (!req.env_vars.empty()) {
+    Json env = body.contains("env") && body["env"].is_object() ? body["env"] : Json::object();
+    for (const auto& [k, v] : req.env_vars) env[k] = v;
+    body["env"] = std::move(env);
+  }
+  Json metadata = Json::object();
+  for (const auto& [k, v] : req.metadata) metadata[k] = v;
+  if (req.template_id != "base") metadata[kTemplateKey] = req.template_id;
+  if (!metadata.empty()) body["metadata"] = std::move(metadata);
+  // The create's own network options win; without them, a template's
+  // network, else the facade's default.
+  const bool asked = req.allow_internet_access.has_value() || req.allow_out || req.deny_out;
+  if (asked || !body.contains("network")) body["network"] = network_of(settings, req);
+  return body;
+}
+
+namespace {
+
 void create(ControlCall& c) {
   ApiContext& ctx = c.facade.context();
   auto body = read_body(c);
@@ -104,29 +145,9 @@ void create(ControlCall& c) {
   // A wrong type and an unsupported field (autoPause, ...) are both 400
   // naming the field: the SDK shows the message.
   if (!req) return send_control_error(c.r.out, 400, req.error().message);
-  Json corral_body = Json::object();
-  const E2bSettings& settings = c.facade.settings();
-  std::string mapped;
-  if (auto m = settings.templates.find(req->template_id); m != settings.templates.end())
-    mapped = m->second;
-  else if (req->template_id != "base")
-    mapped = ctx.pools != nullptr && ctx.pools->base_spec(req->template_id)
-                 ? "pool:" + req->template_id
-                 : req->template_id;
-  if (mapped.rfind("pool:", 0) == 0) corral_body["pool"] = mapped.substr(5);
-  else if (!mapped.empty()) corral_body["image"] = mapped;
-  corral_body["max_lifetime"] = req->timeout_s.value_or(300);
-  if (!req->env_vars.empty()) {
-    Json env = Json::object();
-    for (const auto& [k, v] : req->env_vars) env[k] = v;
-    corral_body["env"] = std::move(env);
-  }
-  Json metadata = Json::object();
-  for (const auto& [k, v] : req->metadata) metadata[k] = v;
-  if (req->template_id != "base") metadata[kTemplateKey] = req->template_id;
-  if (!metadata.empty()) corral_body["metadata"] = std::move(metadata);
-  corral_body["network"] = network_of(settings, *req);
-  auto request = parse_create_with_pool(ctx, json_text(corral_body));
+  auto corral_body = create_body(c.facade, *req);
+  if (!corral_body) return send_control_error(c.r.out, 400, corral_body.error().message);
+  auto request = parse_create_with_pool(ctx, json_text(*corral_body));
   if (!request) return send_control_error(c.r.out, request.error());
   auto created = ctx.sandboxes.create(*request, std::nullopt, c.r.ns);
   if (!created) {

@@ -11,6 +11,7 @@
 
 #include "api/base64.h"
 #include "base/fs.h"
+#include "base/json_text.h"
 #include "base/random.h"
 #include "daemon/e2b_facade_internal.h"
 #include "daemon/metrics.h"
@@ -100,6 +101,21 @@ Result<std::string> E2bFacade::load_or_make_key(const std::string& path) {
                       "remove it: the daemon makes a new key (tokens already given out stop "
                       "working)");
   return hex;
+}
+
+Status E2bFacade::check_templates() {
+  for (const auto& [name, t] : settings_.templates) {
+    e2b::CreateRequest probe;
+    probe.template_id = name;
+    auto body = e2b_internal::create_body(*this, probe);
+    if (!body) return tl::unexpected(body.error());
+    auto parsed = parse_create_with_pool(ctx_, json_text(*body));
+    if (!parsed)
+      return make_error(ErrorCode::kInvalidArgument,
+                        "serve.e2b.templates." + name + ": " + parsed.error().message,
+                        parsed.error().hint);
+  }
+  return ok();
 }
 
 bool E2bFacade::owns(const http::RequestHead& head) const {

@@ -43,6 +43,9 @@ class E2bFacade {
   static Result<std::string> load_or_make_key(const std::string& path);
 
   const E2bSettings& settings() const { return settings_; }
+  // Checks every template of serve.e2b.templates that is a create body as
+  // a create would (the daemon refuses to start on one that fails).
+  Status check_templates();
   // Whether the request is the facade's (its path is under the prefix).
   bool owns(const http::RequestHead& head) const;
   // The connection-level check the server asks (http::ServerOptions):

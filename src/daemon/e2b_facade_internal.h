@@ -13,6 +13,9 @@
 #include "daemon/sandbox_entry.h"
 #include "daemon/sandbox_lease.h"
 #include "e2b/connect_protocol.h"
+#include "e2b/control_messages.h"
+
+#include <nlohmann/json.hpp>
 
 namespace corral::daemon::e2b_internal {
 
@@ -24,6 +27,10 @@ struct ControlCall {
   std::vector<std::string_view> path;  // {"v2","sandboxes"}, {"sandboxes","<id>","timeout"}
 };
 void handle_control(ControlCall& call);
+// The corral create body of an E2B create: its template's (an image, a
+// pool, or a create body of serve.e2b.templates), its timeout, envs,
+// metadata and network.
+Result<nlohmann::json> create_body(E2bFacade& facade, const e2b::CreateRequest& request);
 
 // One envd call, its sandbox found and its token checked.
 struct EnvdCall {

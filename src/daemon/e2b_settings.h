@@ -17,10 +17,15 @@ struct E2bSettings {
   // or the name of a network template. allow_internet_access: false is
   // always no network.
   std::string network = "open";
-  // E2B template -> corral image, or "pool:<name>". Unmapped templates are
-  // taken as a pool of that name, else an image of that name; "base" is
-  // the daemon's default sandbox.
-  std::map<std::string, std::string> templates;
+  // E2B template -> what a create of it makes: an image, "pool:<name>",
+  // or a corral create body (JSON: image, limits, secrets, network, ...).
+  // Unmapped templates are taken as a pool of that name, else an image of
+  // that name; "base" is the daemon's default sandbox.
+  struct Template {
+    std::string target;       // an image or "pool:<name>" (empty: create_json)
+    std::string create_json;  // a create body (empty: target)
+  };
+  std::map<std::string, Template> templates;
 };
 
 }  // namespace corral::daemon

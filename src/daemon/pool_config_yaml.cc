@@ -1,10 +1,10 @@
 #include "daemon/pool_config_yaml.h"
 
 #include <array>
-#include <charconv>
 #include <nlohmann/json.hpp>
 
 #include "base/json_text.h"
+#include "daemon/yaml_json.h"
 #include "spec/units.h"
 
 namespace corral {
@@ -12,35 +12,6 @@ namespace {
 
 constexpr std::array<std::string_view, 5> kPoolKeys = {"name", "min", "max", "idle_limit",
                                                        "sandbox"};
-
-// A YAML value as the JSON of a create body: a plain scalar that reads as
-// a number or a boolean is one (`cpus: 1`), a quoted one stays a string.
-nlohmann::json to_json(const YAML::Node& node) {
-  using nlohmann::json;
-  if (node.IsMap()) {
-    json j = json::object();
-    for (const auto& kv : node) j[kv.first.as<std::string>()] = to_json(kv.second);
-    return j;
-  }
-  if (node.IsSequence()) {
-    json j = json::array();
-    for (const auto& item : node) j.push_back(to_json(item));
-    return j;
-  }
-  if (node.IsNull()) return nullptr;
-  const std::string text = node.Scalar();
-  if (node.Tag() == "?") {
-    if (text == "true" || text == "True" || text == "TRUE") return true;
-    if (text == "false" || text == "False" || text == "FALSE") return false;
-    std::int64_t i = 0;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), i);
-    if (ec == std::errc() && end == text.data() + text.size()) return i;
-    double d = 0;
-    auto [dend, dec] = std::from_chars(text.data(), text.data() + text.size(), d);
-    if (dec == std::errc() && dend == text.data() + text.size()) return d;
-  }
-  return text;
-}
 
 Result<std::int64_t> positive_ms(std::string_view text) {
   auto d = parse_duration(text);
@@ -76,7 +47,7 @@ Status apply_pool_config(const YamlReader& reader, const YamlEntry& entry,
       if (e.name == "sandbox") {
         if (e.value.IsNull()) return ok();
         CORRAL_TRY(reader.expect_map(e, "a map: a create body (image, limits, ...)"));
-        p.sandbox_json = json_text(to_json(e.value));
+        p.sandbox_json = json_text(yaml_to_json(e.value));
         return ok();
       }
       return reader.unknown_key(e, kPoolKeys, {{"size", "min"}, {"spec", "sandbox"}});

@@ -1,5 +1,6 @@
 #include "e2b/control_messages.h"
 
+#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "e2b/envd_messages.h"
@@ -182,6 +183,102 @@ std::string detail_json(const SandboxView& s) {
   Json j = view_object(s, true);
   j["domain"] = nullptr;
   return dump(j);
+}
+
+std::string create_request_json(const CreateRequest& r) {
+  Json j{{"templateID", r.template_id}};
+  if (!r.metadata.empty()) j["metadata"] = r.metadata;
+  if (!r.env_vars.empty()) {
+    Json env = Json::object();
+    for (const auto& [k, v] : r.env_vars) env[k] = v;
+    j["envVars"] = std::move(env);
+  }
+  if (r.timeout_s) j["timeout"] = *r.timeout_s;
+  if (r.allow_internet_access) j["allow_internet_access"] = *r.allow_internet_access;
+  if (r.allow_out || r.deny_out) {
+    Json n = Json::object();
+    if (r.allow_out) n["allowOut"] = *r.allow_out;
+    if (r.deny_out) n["denyOut"] = *r.deny_out;
+    j["network"] = std::move(n);
+  }
+  return dump(j);
+}
+
+namespace {
+
+std::int64_t parse_rfc3339_ms(const std::string& text) {
+  struct tm tm {};
+  int ms = 0;
+  const char* rest = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (rest == nullptr) return 0;
+  if (*rest == '.') {
+    ++rest;
+    int digits = 0;
+    while (*rest >= '0' && *rest <= '9') {
+      if (digits < 3) ms = ms * 10 + (*rest - '0');
+      ++digits;
+      ++rest;
+    }
+    while (digits < 3) {
+      ms *= 10;
+      ++digits;
+    }
+  }
+  return static_cast<std::int64_t>(timegm(&tm)) * 1000 + ms;
+}
+
+Result<SandboxView> view_from(const Json& j) {
+  if (!j.is_object()) return bad("sandbox", "is not an object");
+  SandboxView v;
+  auto str = [&](const char* k) -> std::string {
+    auto it = j.find(k);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  v.sandbox_id = str("sandboxID");
+  if (v.sandbox_id.empty()) return bad("sandboxID", "is missing");
+  v.template_id = str("templateID");
+  v.envd_version = str("envdVersion");
+  if (auto t = j.find("envdAccessToken"); t != j.end() && t->is_string())
+    v.envd_access_token = t->get<std::string>();
+  if (auto m = j.find("metadata"); m != j.end() && m->is_object()) {
+    auto map = string_map(*m, "metadata");
+    if (map) v.metadata = std::move(*map);
+  }
+  if (auto s = str("startedAt"); !s.empty()) v.started_at_ms = parse_rfc3339_ms(s);
+  if (auto s = str("endAt"); !s.empty()) v.end_at_ms = parse_rfc3339_ms(s);
+  if (auto c = j.find("cpuCount"); c != j.end() && c->is_number()) v.cpu_count = c->get<double>();
+  if (auto m = j.find("memoryMB"); m != j.end() && m->is_number_unsigned()) v.memory_mb = m->get<std::uint64_t>();
+  if (auto d = j.find("diskSizeMB"); d != j.end() && d->is_number_unsigned()) v.disk_size_mb = d->get<std::uint64_t>();
+  if (auto s = str("state"); !s.empty()) v.state = s;
+  return v;
+}
+
+}  // namespace
+
+Result<SandboxView> parse_sandbox_view(std::string_view json) {
+  auto j = Json::parse(json, nullptr, false);
+  if (j.is_discarded()) return bad("answer", "is not JSON");
+  return view_from(j);
+}
+
+Result<std::vector<SandboxView>> parse_sandbox_list(std::string_view json) {
+  auto j = Json::parse(json, nullptr, false);
+  if (!j.is_array()) return bad("answer", "is not a JSON array of sandboxes");
+  std::vector<SandboxView> out;
+  for (const Json& item : j) {
+    auto v = view_from(item);
+    if (!v) return tl::unexpected(v.error());
+    out.push_back(std::move(*v));
+  }
+  return out;
+}
+
+std::string error_message(std::string_view body) {
+  auto j = Json::parse(body, nullptr, false);
+  if (j.is_object()) {
+    if (auto m = j.find("message"); m != j.end() && m->is_string()) return m->get<std::string>();
+  }
+  return std::string(body.substr(0, 500));
 }
 
 std::string error_json(int status, std::string_view message) {

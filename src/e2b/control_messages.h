@@ -61,6 +61,15 @@ std::string created_json(const SandboxView& s);
 std::string listed_json(const std::vector<SandboxView>& list);
 std::string detail_json(const SandboxView& s);
 
+// The client's side (a provider talking to an E2B control plane).
+std::string create_request_json(const CreateRequest& request);
+// A create, connect or detail answer, or one ListedSandbox.
+Result<SandboxView> parse_sandbox_view(std::string_view json);
+Result<std::vector<SandboxView>> parse_sandbox_list(std::string_view json);
+// The message of an error body ({"code": n, "message": "..."}), or the
+// body itself when it is not one.
+std::string error_message(std::string_view body);
+
 // {"code": 404, "message": "..."}: E2B's error body (the SDK reads code).
 std::string error_json(int status, std::string_view message);
 

@@ -287,6 +287,74 @@ std::string process_list_json(const std::vector<ListedProcess>& list) {
   return dump(Json{{"processes", std::move(arr)}});
 }
 
+std::string start_request_json(const StartRequest& request) {
+  Json process{{"cmd", request.process.cmd}, {"args", request.process.args}};
+  if (!request.process.envs.empty()) {
+    Json envs = Json::object();
+    for (const auto& [k, v] : request.process.envs) envs[k] = v;
+    process["envs"] = std::move(envs);
+  }
+  if (request.process.cwd) process["cwd"] = *request.process.cwd;
+  Json j{{"process", std::move(process)}};
+  if (request.stdin) j["stdin"] = *request.stdin;
+  if (request.tag) j["tag"] = *request.tag;
+  return dump(j);
+}
+
+std::string selector_json(std::uint32_t pid) { return dump(Json{{"process", {{"pid", pid}}}}); }
+
+std::string send_input_json(std::uint32_t pid, std::string_view data) {
+  return dump(Json{{"process", {{"pid", pid}}}, {"input", {{"stdin", api::base64_encode(data)}}}});
+}
+
+Result<ProcessEvent> parse_process_event(std::string_view json) {
+  auto j = parse_object(json);
+  if (!j) return tl::unexpected(j.error());
+  const Json* ev = member(*j, "event");
+  if (ev == nullptr || !ev->is_object()) return bad("event", "is missing");
+  ProcessEvent out;
+  if (const Json* st = member(*ev, "start")) {
+    out.kind = ProcessEvent::Kind::kStart;
+    if (!st->is_object()) return bad("event.start", "must be an object");
+    auto pid = get_u32(*st, "pid");
+    if (!pid) return tl::unexpected(pid.error());
+    out.pid = pid->value_or(0);
+  } else if (const Json* data = member(*ev, "data")) {
+    out.kind = ProcessEvent::Kind::kData;
+    if (!data->is_object()) return bad("event.data", "must be an object");
+    const Json* b = member(*data, "stdout");
+    if (b == nullptr) {
+      b = member(*data, "stderr");
+      out.is_stderr = true;
+    }
+    if (b == nullptr) b = member(*data, "pty");
+    if (b != nullptr) {
+      auto bytes = get_bytes(*b, "event.data");
+      if (!bytes) return tl::unexpected(bytes.error());
+      out.data = std::move(*bytes);
+    }
+  } else if (const Json* end = member(*ev, "end")) {
+    out.kind = ProcessEvent::Kind::kEnd;
+    if (!end->is_object()) return bad("event.end", "must be an object");
+    if (const Json* c = member(*end, "exitCode"); c != nullptr && c->is_number_integer())
+      out.end.exit_code = static_cast<int>(c->get<std::int64_t>());
+    else
+      out.end.exit_code = 0;
+    auto exited = get_bool(*end, "exited");
+    if (!exited) return tl::unexpected(exited.error());
+    out.end.exited = exited->value_or(false);
+    auto status = get_string(*end, "status");
+    if (!status) return tl::unexpected(status.error());
+    out.end.status = std::move(*status);
+    auto err = get_optional_string(*end, "error");
+    if (!err) return tl::unexpected(err.error());
+    out.end.error = *err;
+  } else if (member(*ev, "keepalive") != nullptr) {
+    out.kind = ProcessEvent::Kind::kKeepalive;
+  }
+  return out;
+}
+
 std::string entry_json(const EntryInfo& entry) { return dump(entry_object(entry)); }
 
 std::string entry_answer_json(const EntryInfo& entry) {

@@ -79,6 +79,23 @@ struct ListedProcess {
 };
 std::string process_list_json(const std::vector<ListedProcess>& list);
 
+// ---- the client's side (a provider talking to an envd) ---------------------
+
+std::string start_request_json(const StartRequest& request);
+// {"process":{"pid":N}}, with "input" for SendInput.
+std::string selector_json(std::uint32_t pid);
+std::string send_input_json(std::uint32_t pid, std::string_view data);
+
+struct ProcessEvent {
+  enum class Kind { kStart, kData, kEnd, kKeepalive, kUnknown } kind = Kind::kUnknown;
+  std::uint32_t pid = 0;       // kStart
+  bool is_stderr = false;      // kData
+  std::string data;            // kData: the bytes
+  ProcessEnd end;              // kEnd
+};
+// One message of a Start or Connect stream ({"event": {...}}).
+Result<ProcessEvent> parse_process_event(std::string_view json);
+
 // ---- filesystem ---------------------------------------------------------------
 
 enum class FileType { kUnspecified, kFile, kDirectory, kSymlink };

@@ -9,6 +9,7 @@ Standard library only; see sdk/python/README.md.
 """
 
 from .client import DEFAULT_URL, Client, Process, Sandbox
+from .e2b import E2bClient, E2bSandbox, connect
 from .errors import (
     BadRequest,
     Conflict,
@@ -30,7 +31,7 @@ from .models import ExecResult, FileEntry, ProcessInfo, SandboxInfo, TaskInfo, T
 __version__ = "0.1.0"
 
 __all__ = [
-    "DEFAULT_URL", "Client", "Sandbox", "Process",
+    "DEFAULT_URL", "Client", "Sandbox", "Process", "E2bClient", "E2bSandbox", "connect",
     "ExecResult", "SandboxInfo", "ProcessInfo", "FileEntry", "TaskInfo", "TaskOutput",
     "CorralError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "RequestTimeout", "Conflict",
     "SandboxExpired", "OverCapacity", "SetupFailed", "InternalError", "Unavailable",

@@ -12,7 +12,7 @@ export function corralBin() {
 }
 
 // Resolves to {url, apiKey, dataDir, stop()} once the daemon listens.
-export async function startDaemon({ config } = {}) {
+export async function startDaemon({ config, env } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'corral-e2b-test-'));
   const args = ['serve', '--data-dir', join(dir, 'data'), '--socket', join(dir, 'corral.sock'),
                 '--listen', '127.0.0.1:0'];
@@ -21,7 +21,7 @@ export async function startDaemon({ config } = {}) {
     writeFileSync(join(dir, 'serve.yaml'), config);
     args.push('--config', join(dir, 'serve.yaml'));
   }
-  const proc = spawn(corralBin(), args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(corralBin(), args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   const output = [];
   const url = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('corral serve did not start:\n' + output.join(''))), 60000);

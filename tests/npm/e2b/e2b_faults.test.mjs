@@ -1,0 +1,253 @@
+// Bad input and faults at the E2B facade (issue 17, "Bad input and
+// faults"): malformed Connect envelopes, huge lengths, bad JSON, unknown
+// methods, chunked bodies, wrong tokens, a client that goes away, a
+// sandbox destroyed under a stream, a deadline. Each gets the protocol's
+// answer, the daemon stays up, and nothing crosses between sandboxes.
+import { after, afterEach, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { InvalidArgumentError, Sandbox } from 'e2b';
+import { canRun, startDaemon } from './daemon.mjs';
+
+const run = canRun('e2b fault suite');
+
+function envelope(flags, text) {
+  const body = Buffer.from(text);
+  const head = Buffer.alloc(5);
+  head[0] = flags;
+  head.writeUInt32BE(body.length, 1);
+  return Buffer.concat([head, body]);
+}
+
+// Splits a Connect stream body into its envelopes.
+function envelopes(buf) {
+  const out = [];
+  let i = 0;
+  while (i + 5 <= buf.length) {
+    const len = buf.readUInt32BE(i + 1);
+    out.push({ flags: buf[i], json: JSON.parse(buf.subarray(i + 5, i + 5 + len).toString()) });
+    i += 5 + len;
+  }
+  assert.equal(i, buf.length, 'no partial envelope at the end');
+  return out;
+}
+
+// One raw request; resolves {status, headers, body: Buffer}.
+function request(url, { method = 'POST', headers = {}, body, chunked = false } = {}) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method, headers }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks) }));
+    });
+    req.on('error', reject);
+    if (body !== undefined) {
+      if (chunked) {
+        for (let i = 0; i < body.length; i += 3) req.write(body.subarray(i, i + 3));
+      } else {
+        req.setHeader('content-length', body.length);
+        req.write(body);
+      }
+    }
+    req.end();
+  });
+}
+
+describe('e2b facade faults', { skip: !run }, () => {
+  let daemon;
+  let opts;
+  let envd;
+  const made = [];
+
+  before(async () => {
+    daemon = await startDaemon({
+      config: 'serve:\n  e2b:\n    network: none\nsandbox:\n  disk_limit: 256Mi\n  memory_limit: 512Mi\n',
+    });
+    opts = {
+      apiKey: daemon.apiKey,
+      apiUrl: daemon.url + '/e2b',
+      sandboxUrl: daemon.url + '/e2b/envd',
+      requestTimeoutMs: 30000,
+    };
+    envd = opts.sandboxUrl;
+  });
+  afterEach(async () => {
+    for (const s of made.splice(0)) await Sandbox.kill(s, opts).catch(() => {});
+  });
+  after(async () => {
+    if (daemon) await daemon.stop();
+  });
+
+  async function create() {
+    const sbx = await Sandbox.create(opts);
+    made.push(sbx.sandboxId);
+    return sbx;
+  }
+  function headers(sbx, type = 'application/json') {
+    return { 'content-type': type, 'e2b-sandbox-id': sbx.sandboxId, 'x-access-token': sbx.envdAccessToken };
+  }
+  async function alive() {
+    const res = await request(daemon.url + '/healthz', { method: 'GET' });
+    assert.equal(res.status, 200, 'the daemon is still up');
+  }
+
+  test('malformed envelopes, huge lengths and bad JSON get invalid_argument', async () => {
+    const sbx = await create();
+    const start = envd + '/process.Process/Start';
+    const h = headers(sbx, 'application/connect+json');
+    const good = envelope(0, JSON.stringify({ process: { cmd: '/bin/true' } }));
+    const cases = {
+      'too short': Buffer.from([0, 0, 0]),
+      'length past the body': Buffer.concat([Buffer.from([0, 0, 0, 1, 0]), Buffer.from('{}')]),
+      'huge length': Buffer.concat([Buffer.from([0, 0xff, 0xff, 0xff, 0xff]), Buffer.from('{}')]),
+      'compressed flag': envelope(1, '{}'),
+      'end-stream flag': envelope(2, '{}'),
+      'two envelopes': Buffer.concat([good, good]),
+      'bad JSON': envelope(0, '{"process":'),
+      'no command': envelope(0, '{"process":{}}'),
+      'args not strings': envelope(0, '{"process":{"cmd":"x","args":[1]}}'),
+    };
+    for (const [name, body] of Object.entries(cases)) {
+      const res = await request(start, { headers: h, body });
+      if (res.status === 200) {
+        const [end] = envelopes(res.body);
+        assert.equal(end.flags, 2, name);
+        assert.equal(end.json.error.code, 'invalid_argument', name);
+      } else {
+        assert.equal(res.status, 400, name);
+        assert.equal(JSON.parse(res.body).code, 'invalid_argument', name);
+      }
+    }
+    // Unary: wrong content type, bad JSON, unknown method and service.
+    const list = envd + '/process.Process/List';
+    let res = await request(list, { headers: headers(sbx, 'application/proto'), body: Buffer.from('') });
+    assert.equal(res.status, 400);
+    res = await request(envd + '/filesystem.Filesystem/Stat', { headers: headers(sbx), body: Buffer.from('{') });
+    assert.equal(JSON.parse(res.body).code, 'invalid_argument');
+    for (const m of ['process.Process/Nope', 'nope.Nope/List', 'filesystem.Filesystem/WatchDir']) {
+      res = await request(`${envd}/${m}`, { headers: headers(sbx), body: Buffer.from('{}') });
+      assert.equal(res.status, 501, m);
+      assert.equal(JSON.parse(res.body).code, 'unimplemented', m);
+    }
+    await alive();
+  });
+
+  test('a chunked request body is read like one with a length', async () => {
+    const sbx = await create();
+    const body = envelope(0, JSON.stringify({ process: { cmd: '/bin/echo', args: ['chunked'] } }));
+    const res = await request(envd + '/process.Process/Start', {
+      headers: headers(sbx, 'application/connect+json'), body, chunked: true,
+    });
+    assert.equal(res.status, 200);
+    const events = envelopes(res.body);
+    assert.ok(events[0].json.event.start.pid > 0);
+    const out = events.filter((e) => e.json.event?.data?.stdout)
+      .map((e) => Buffer.from(e.json.event.data.stdout, 'base64').toString()).join('');
+    assert.equal(out, 'chunked\n');
+    assert.equal(events.at(-2).json.event.end.exitCode ?? 0, 0);
+    assert.deepEqual(events.at(-1), { flags: 2, json: {} });
+  });
+
+  test('tokens: none, wrong, another sandbox\'s, and a missing sandbox header', async () => {
+    const a = await create();
+    const b = await create();
+    const body = Buffer.from(JSON.stringify({ path: '/etc/hostname' }));
+    const stat = envd + '/filesystem.Filesystem/Stat';
+    for (const token of [undefined, '', 'x', b.envdAccessToken, a.envdAccessToken.toUpperCase()]) {
+      const h = { 'content-type': 'application/json', 'e2b-sandbox-id': a.sandboxId };
+      if (token !== undefined) h['x-access-token'] = token;
+      const res = await request(stat, { headers: h, body });
+      assert.equal(res.status, 401, `token ${JSON.stringify(token)?.slice(0, 10)}`);
+    }
+    // The right token with another sandbox's id.
+    let res = await request(stat, {
+      headers: { 'content-type': 'application/json', 'e2b-sandbox-id': b.sandboxId, 'x-access-token': a.envdAccessToken },
+      body,
+    });
+    assert.equal(res.status, 401);
+    res = await request(stat, { headers: { 'content-type': 'application/json', 'x-access-token': a.envdAccessToken }, body });
+    assert.equal(res.status, 400);
+    // The control plane without a key, with a wrong one.
+    res = await request(opts.apiUrl + '/v2/sandboxes', { method: 'GET' });
+    assert.equal(res.status, 401);
+    assert.equal(JSON.parse(res.body).code, 401);
+    await alive();
+  });
+
+  test('a client that goes away leaves the process running; connect sees what follows', async () => {
+    const sbx = await create();
+    const handle = await sbx.commands.run('sleep 0.5; for i in 1 2 3 4 5 6; do echo n$i; sleep 0.3; done',
+                                          { background: true, timeoutMs: 0 });
+    await handle.disconnect();
+    const listed = await sbx.commands.list();
+    assert.ok(listed.some((p) => p.pid === handle.pid), 'still running after the disconnect');
+    const seen = [];
+    const again = await sbx.commands.connect(handle.pid, { onStdout: (d) => seen.push(d) });
+    const result = await again.wait();
+    assert.equal(result.exitCode, 0);
+    assert.ok(seen.join('').includes('n6\n'), seen.join(''));
+  });
+
+  test('Connect-Timeout-Ms ends the process, not only the stream', async () => {
+    const sbx = await create();
+    await assert.rejects(sbx.commands.run('sleep 30', { timeoutMs: 1000 }));
+    await new Promise((r) => setTimeout(r, 500));
+    const listed = await sbx.commands.list();
+    assert.ok(!listed.some((p) => p.cmd === '/bin/bash'), JSON.stringify(listed));
+  });
+
+  test('a sandbox destroyed under a stream ends it; later calls get 502', async () => {
+    const sbx = await create();
+    const handle = await sbx.commands.run('sleep 30', { background: true });
+    const waited = handle.wait().then(() => 'ended', (e) => e);
+    await Sandbox.kill(sbx.sandboxId, opts);
+    const outcome = await Promise.race([waited, new Promise((r) => setTimeout(() => r('hung'), 15000))]);
+    assert.notEqual(outcome, 'hung');
+    const res = await request(envd + '/process.Process/List', { headers: headers(sbx), body: Buffer.from('{}') });
+    assert.equal(res.status, 502);
+    assert.equal(await sbx.isRunning(), false);
+    await alive();
+  });
+
+  test('output of a sandbox given a secret is redacted, streamed or not', async () => {
+    const canary = 'canary-' + Math.random().toString(36).slice(2) + Math.random().toString(36).slice(2);
+    const d = await startDaemon({
+      env: { CORRAL_SECRET_CANARY: canary },
+      config: 'serve:\n  secrets:\n    env_prefix: CORRAL_SECRET_\n  e2b:\n    network: none\n' +
+              '    templates:\n      secretive: {secrets: [{name: canary, mode: env, env_var: CANARY}]}\n' +
+              'sandbox:\n  disk_limit: 256Mi\n  memory_limit: 512Mi\n',
+    });
+    try {
+      const o = { apiKey: d.apiKey, apiUrl: d.url + '/e2b', sandboxUrl: d.url + '/e2b/envd' };
+      const sbx = await Sandbox.create('secretive', o);
+      const r = await sbx.commands.run('echo "$CANARY"; echo "x$CANARY" >&2; test -n "$CANARY"');
+      assert.ok(!r.stdout.includes(canary) && !r.stderr.includes(canary), r.stdout + r.stderr);
+      assert.match(r.stdout, /REDACTED/);
+      const chunks = [];
+      const h = await sbx.commands.run('for i in 1 2; do printf %s "$CANARY" | head -c 9; sleep 0.2; printf "%s\\n" "${CANARY#???????? ?}"; done; echo "$CANARY"',
+                                       { background: true, onStdout: (c) => chunks.push(c) });
+      await h.wait();
+      assert.ok(!chunks.join('').includes(canary), chunks.join(''));
+      await sbx.commands.run('touch "/tmp/$CANARY"');
+      const names = (await sbx.files.list('/tmp')).map((e) => e.name).join(' ');
+      assert.ok(!names.includes(canary), names);
+      await sbx.kill();
+    } finally {
+      await d.stop();
+    }
+  });
+
+  test('paths stay inside the sandbox; secrets files are not served', async () => {
+    const sbx = await create();
+    await sbx.commands.run('ln -s / /tmp/up; ln -s /proc/1/root /tmp/init-root');
+    // An escape through a symlink resolves inside the sandbox's own root.
+    const hostname = await sbx.files.read('/tmp/up/etc/hostname');
+    const inside = (await sbx.commands.run('cat /etc/hostname')).stdout;
+    assert.equal(hostname, inside);
+    // ".." is refused outright, never resolved.
+    await assert.rejects(sbx.files.read('/../../../../etc/hostname'), (e) => e instanceof InvalidArgumentError);
+    await assert.rejects(sbx.files.read('/tmp/init-root/etc/hostname'));
+    await assert.rejects(sbx.files.list('/proc/self'));
+    await alive();
+  });
+});
