@@ -30,7 +30,7 @@ namespace corral::daemon {
 
 // The envd version the facade reports: the highest whose gated features
 // (E2B-PROTOCOL.md section 8) it implements, never a higher one.
-inline constexpr std::string_view kEnvdVersion = "0.5.2";
+inline constexpr std::string_view kEnvdVersion = "0.5.7";
 
 class E2bFacade {
  public:

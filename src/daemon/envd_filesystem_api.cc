@@ -13,6 +13,7 @@
 #include "base/sha256.h"
 #include "daemon/e2b_facade_internal.h"
 #include "daemon/file_ops.h"
+#include "daemon/gzip_inflater.h"
 #include "daemon/sandbox_service.h"
 #include "e2b/control_messages.h"
 #include "e2b/envd_messages.h"
@@ -316,14 +317,104 @@ bool write_one(EnvdCall& c, Target& t, const std::string& path, std::string_view
   return true;
 }
 
+// An upload whose body is the file (envd 0.5.7: application/octet-stream,
+// possibly gzip-compressed), streamed into the file as it arrives.
+void upload_raw(EnvdCall& c) {
+  ApiContext& ctx = c.facade.context();
+  auto raw_path = c.r.query_value("path");
+  if (!raw_path || raw_path->empty())
+    return send_control_error(c.r.out, 400, "a raw upload needs ?path=");
+  const std::string encoding(c.r.head.header("content-encoding").value_or("identity"));
+  const bool gzip = encoding == "gzip" || encoding == "x-gzip";
+  if (!gzip && encoding != "identity")
+    return send_control_error(c.r.out, 415,
+                              "Content-Encoding " + encoding + " is not accepted (gzip or identity)");
+  auto t = open_target(c, true, false);
+  if (!t) return;
+  if (!user_allowed(c.r, *t->sandbox)) return;
+  const std::string path = sandbox_path(*t->sandbox, *raw_path);
+  const uid_t uid = file_owner(*t->sandbox);
+  if (auto slash = path.rfind('/'); slash != std::string::npos && slash > 0) {
+    if (auto st = t->root->mkdir(path.substr(0, slash), 0755, true, uid, uid); !st)
+      return files_refuse(c, *t, "write", path, file_error(st.error()));
+  }
+  auto fd = t->root->open_write(path);
+  if (!fd) return files_refuse(c, *t, "write", path, file_error(fd.error()));
+  if (fchown(fd->get(), uid, uid) != 0)
+    return files_refuse(c, *t, "write", path,
+                        api::make_api_error(api::ApiErrorCode::kInternal,
+                                            "fchown: " + std::string(strerror(errno))));
+  const std::uint64_t limit = ctx.limits.max_upload;
+  std::optional<GzipInflater> inflater;
+  if (gzip) inflater.emplace();
+  Sha256 hash;
+  std::uint64_t written = 0;
+  std::string buf(kBuffer, '\0');
+  std::string plain;
+  auto fail = [&](const api::ApiError& e) {
+    (void)ftruncate(fd->get(), 0);  // give the space back; nothing half-written stays
+    files_refuse(c, *t, "write", path, e);
+  };
+  auto put = [&](std::string_view data) -> bool {
+    if (limit != 0 && data.size() > limit - std::min(limit, written)) {
+      fail(api::make_api_error(api::ApiErrorCode::kBodyTooLarge,
+                               "the file is larger than this daemon's " + std::to_string(limit) +
+                                   " bytes (serve.max_upload)"));
+      return false;
+    }
+    hash.update(data.data(), data.size());
+    if (auto err = write_upload_chunk(fd->get(), data, written)) {
+      fail(*err);
+      return false;
+    }
+    return true;
+  };
+  for (;;) {
+    auto n = c.r.body.read(buf.data(), buf.size());
+    if (!n) {
+      fail(api::make_api_error(n.error().code == ErrorCode::kTimeout
+                                   ? api::ApiErrorCode::kRequestTimeout
+                                   : api::ApiErrorCode::kInvalidValue,
+                               "upload interrupted: " + n.error().message));
+      return;
+    }
+    if (*n == 0) break;
+    const std::string_view chunk(buf.data(), *n);
+    if (!inflater) {
+      if (!put(chunk)) return;
+      continue;
+    }
+    plain.clear();
+    if (auto st = inflater->feed(chunk, plain); !st) {
+      fail(api::make_api_error(api::ApiErrorCode::kInvalidValue,
+                               "the gzip body is corrupt: " + st.error().message));
+      return;
+    }
+    if (!plain.empty() && !put(plain)) return;
+  }
+  if (inflater && !inflater->done()) {
+    fail(api::make_api_error(api::ApiErrorCode::kInvalidValue, "the gzip body is cut short"));
+    return;
+  }
+  t->lease.settle();
+  audit_file(ctx.sandboxes, t->sandbox->id, "write", path,
+             {{"bytes", written}, {"sha256", Sha256::hex(hash.final())}, {"gzip", gzip}});
+  FileRedactor redactor(ctx.sandboxes, t->sandbox->id);
+  nlohmann::json answer = nlohmann::json::array(
+      {{{"name", redactor.text(last_name(path))}, {"type", "file"}, {"path", redactor.text(path)}}});
+  (void)c.r.out.send(200, {{"content-type", "application/json"}},
+                     answer.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
 void upload(EnvdCall& c) {
   ApiContext& ctx = c.facade.context();
   auto ct = c.r.head.header("content-type");
+  if (ct && std::string_view(*ct).substr(0, ct->find(';')) == "application/octet-stream")
+    return upload_raw(c);
   if (!ct || !http::is_form_data(*ct))
-    return send_control_error(c.r.out, 400,
-                              "uploads are multipart/form-data with one \"file\" part per file "
-                              "(this facade reports envd " +
-                                  std::string(kEnvdVersion) + ", which takes no raw uploads)");
+    return send_control_error(c.r.out, 415,
+                              "uploads are multipart/form-data (one \"file\" part per file) or "
+                              "application/octet-stream with ?path=");
   auto boundary = http::form_data_boundary(*ct);
   if (!boundary) return send_control_error(c.r.out, 400, boundary.error().message);
   std::uint64_t limit = kMaxMultipartUpload;

@@ -148,6 +148,27 @@ describe('e2b facade faults', { skip: !run }, () => {
     assert.deepEqual(events.at(-1), { flags: 2, json: {} });
   });
 
+  test('a corrupt or cut gzip upload is refused and leaves an empty file', async () => {
+    const sbx = await create();
+    const { gzipSync } = await import('node:zlib');
+    const good = gzipSync(Buffer.from('hello '.repeat(10000)));
+    const h = { ...headers(sbx, 'application/octet-stream'), 'content-encoding': 'gzip' };
+    for (const [name, body] of [['cut', good.subarray(0, good.length - 20)],
+                                ['corrupt', Buffer.concat([good.subarray(0, 30), Buffer.alloc(40, 0x55), good.subarray(70)])],
+                                ['trailing bytes', Buffer.concat([good, Buffer.from('x')])]]) {
+      const res = await request(envd + '/files?path=%2Ftmp%2Fz.txt', { headers: h, body });
+      assert.equal(res.status, 400, name + ': ' + res.body);
+      const size = (await sbx.commands.run('stat -c %s /tmp/z.txt')).stdout.trim();
+      assert.equal(size, '0', name);
+    }
+    const res = await request(envd + '/files?path=%2Ftmp%2Fz.txt', { headers: { ...h, 'content-encoding': 'br' }, body: good });
+    assert.equal(res.status, 415);
+    const ok = await request(envd + '/files?path=%2Ftmp%2Fz.txt', { headers: h, body: good, chunked: true });
+    assert.equal(ok.status, 200, String(ok.body));
+    assert.equal((await sbx.commands.run('wc -c < /tmp/z.txt')).stdout.trim(), '60000');
+    await alive();
+  });
+
   test('tokens: none, wrong, another sandbox\'s, and a missing sandbox header', async () => {
     const a = await create();
     const b = await create();

@@ -157,6 +157,16 @@ describe('e2b SDK against corral', { skip: !run }, () => {
     assert.equal(await sbx.files.exists('/tmp/m'), false);
     await sbx.files.remove('/tmp/never-was');  // not an error, as envd
     await assert.rejects(sbx.files.read('/tmp/missing.txt'), (e) => e instanceof FileNotFoundError);
+    // envd 0.5.7: raw uploads, gzip-compressed or streamed.
+    assert.equal((await sbx.getInfo()).envdVersion, '0.5.7');
+    await sbx.files.write('/tmp/z/g.txt', 'zipped '.repeat(1000), { gzip: true });
+    assert.equal(await sbx.files.read('/tmp/z/g.txt'), 'zipped '.repeat(1000));
+    const parts = ['str', 'eam'];
+    const source = new ReadableStream({
+      pull(c) { if (parts.length) c.enqueue(new TextEncoder().encode(parts.shift())); else c.close(); },
+    });
+    await sbx.files.write('/tmp/s.txt', source);
+    assert.equal(await sbx.files.read('/tmp/s.txt'), 'stream');
     // What the SDK wrote, the sandbox sees.
     const cat = await sbx.commands.run('cat /tmp/c.txt /tmp/m/1.txt 2>/dev/null; cat /tmp/d/b.bin | wc -c');
     assert.equal(cat.stdout, 'hello5\n');
