@@ -50,17 +50,21 @@ e2b::SandboxView view_of(const E2bFacade& facade, const api::SandboxInfo& info) 
   return v;
 }
 
-// The sandbox `id` when it is live, visible to the caller (its namespace)
-// and not a warm pool's; otherwise answers 404 as E2B does for a sandbox
-// that is gone (the SDK turns it into SandboxNotFoundError or false).
-std::optional<api::SandboxInfo> visible(ControlCall& c, std::string_view id) {
+// Sandbox `id` when it is live, the caller's (its namespace) and not a
+// warm pool's; otherwise answers 404 as E2B does for a sandbox that is gone
+// (the SDK turns it into SandboxNotFoundError or false).
+bool reachable(ControlCall& c, std::string_view id) {
   ApiContext& ctx = c.facade.context();
   auto live = ctx.sandboxes.live(id);
-  if (!live || (*live)->ns != c.r.ns || ctx.sandboxes.unclaimed_pooled(id)) {
-    send_control_error(c.r.out, 404, "sandbox " + std::string(id) + " not found");
-    return std::nullopt;
-  }
-  auto info = ctx.sandboxes.get(id);
+  if (live && (*live)->ns == c.r.ns && !ctx.sandboxes.unclaimed_pooled(id)) return true;
+  send_control_error(c.r.out, 404, "sandbox " + std::string(id) + " not found");
+  return false;
+}
+
+// The same, with what the sandbox is now.
+std::optional<api::SandboxInfo> visible(ControlCall& c, std::string_view id) {
+  if (!reachable(c, id)) return std::nullopt;
+  auto info = c.facade.context().sandboxes.get(id);
   if (!info) {
     send_control_error(c.r.out, 404, "sandbox " + std::string(id) + " not found");
     return std::nullopt;
@@ -257,8 +261,7 @@ void set_timeout(ControlCall& c, std::string_view id, bool connect) {
 }
 
 void kill(ControlCall& c, std::string_view id) {
-  auto info = visible(c, id);
-  if (!info) return;
+  if (!reachable(c, id)) return;
   auto destroyed = c.facade.context().sandboxes.destroy(id, "killed through the E2B facade");
   if (!destroyed) return send_control_error(c.r.out, destroyed.error());
   (void)c.r.out.send(204, {}, "");
@@ -279,7 +282,7 @@ void set_network(ControlCall& c, std::string_view id) {
   if (j.contains("allow_internet_access")) as_create["allow_internet_access"] = j["allow_internet_access"];
   auto req = e2b::parse_create_request(json_text(as_create));
   if (!req) return send_control_error(c.r.out, 400, req.error().message);
-  if (!visible(c, id)) return;
+  if (!reachable(c, id)) return;
   auto network = api::parse_network_update(json_text(network_of(c.facade.settings(), *req)));
   if (!network) return send_control_error(c.r.out, api::to_api_error(network.error()));
   auto updated = c.facade.context().sandboxes.set_network(id, *network);
@@ -313,12 +316,12 @@ void handle_control(ControlCall& c) {
     if (m == "PUT") return set_network(c, p[1]);
   } else if (is(p, {"sandboxes", "*", "metrics"})) {
     if (m == "GET") {
-      if (!visible(c, p[1])) return;
+      if (!reachable(c, p[1])) return;
       return (void)c.r.out.send(200, {{"content-type", "application/json"}}, "[]");
     }
   } else if (is(p, {"sandboxes", "*", "pause"}) || is(p, {"sandboxes", "*", "resume"}) ||
              is(p, {"sandboxes", "*", "snapshots"}) || is(p, {"sandboxes", "*", "fork"})) {
-    if (!visible(c, p[1])) return;
+    if (!reachable(c, p[1])) return;
     // 501, not 409: the SDK reads 409 on pause as "already paused".
     return send_control_error(c.r.out, 501,
                               "corral cannot pause, resume, fork or snapshot a sandbox with its "

@@ -173,6 +173,7 @@ void E2bFacade::handle(const http::Peer& peer, const http::RequestHead& head,
                        http::BodyReader& body, http::ResponseWriter& out) {
   const std::string_view rest = std::string_view(head.path).substr(settings_.prefix.size());
   const bool envd = rest.substr(0, 6) == "/envd/";
+  ctx_.metrics.counter("corral_http_requests_total", "HTTP requests received").inc();
   ctx_.metrics
       .counter("corral_e2b_requests_total", "Requests to the E2B facade, by surface",
                {{"surface", envd ? "envd" : "control"}})
