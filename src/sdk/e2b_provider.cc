@@ -5,6 +5,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "base/json_text.h"
 #include "base/sha256.h"
 #include "e2b/connect_protocol.h"
 #include "e2b/control_messages.h"
@@ -271,7 +272,7 @@ Result<api::ExecResult> E2bProvider::run(std::string_view id, const api::ExecReq
       if (env->flags & e2b::kEnvelopeEndStream) {
         auto j = nlohmann::json::parse(env->message, nullptr, false);
         if (j.is_object() && j.contains("error")) {
-          auto c = e2b::parse_connect_error(j["error"].dump());
+          auto c = e2b::parse_connect_error(json_text(j["error"]));
           failure = c ? connect_error(*c) : status_error(500, "the stream ended with an error");
         }
         ended = true;
