@@ -363,11 +363,19 @@ int serve(const ServeFlags& flags) {
          key_note->c_str(), config.data_dir.c_str(), reconciled.c_str(),
          describe(*nofile, *fds).c_str());
   if (e2b && !flags.no_tcp) {
-    const std::string base = "http://" + config.listen_host + ":" +
-                             std::to_string(server.bound_port()) + config.e2b.prefix;
-    printf("corral serve: E2B SDK: E2B_API_URL=%s E2B_SANDBOX_URL=%s/envd E2B_API_KEY=<an API "
-           "key; crl_<hex> may be written e2b_<hex>> (docs/e2b.md)\n",
-           base.c_str(), base.c_str());
+    const bool v6 = config.listen_host.find(':') != std::string::npos;
+    const std::string base = "http://" + std::string(v6 ? "[" : "") + config.listen_host +
+                             (v6 ? "]" : "") + ":" + std::to_string(server.bound_port()) +
+                             config.e2b.prefix;
+    // The key's E2B spelling, as a command that reads it from the key file
+    // (the key itself is never printed).
+    const std::string key =
+        config.api_key_files.empty()
+            ? std::string("<a key of serve.api_keys, crl_ written e2b_>")
+            : "e2b_$(sed 's/^crl_//' " + config.api_key_files.front() + ")";
+    printf("corral serve: E2B SDK: export E2B_API_URL=%s E2B_SANDBOX_URL=%s/envd E2B_API_KEY=%s "
+           "(docs/e2b.md)\n",
+           base.c_str(), base.c_str(), key.c_str());
   }
   fflush(stdout);
   server.run();
