@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "api/base64.h"
@@ -296,6 +298,40 @@ e2b::ConnectError connect_error_of(const api::ApiError& e) {
 void send_connect_error(http::ResponseWriter& out, const api::ApiError& e) {
   const e2b::ConnectError c = connect_error_of(e);
   send_connect_error(out, c.code, c.message);
+}
+
+void send_stream_error(http::ResponseWriter& out, e2b::ConnectCode code,
+                       const std::string& message) {
+  if (out.started()) {
+    (void)out.write(e2b::end_stream_envelope(e2b::ConnectError{code, message}));
+    (void)out.finish();
+    return;
+  }
+  (void)out.send(200, {{"content-type", "application/connect+json"}},
+                 e2b::end_stream_envelope(e2b::ConnectError{code, message}));
+}
+
+std::chrono::seconds keepalive_interval(const ApiRequest& r) {
+  long secs = 50;
+  if (auto v = r.head.header("keepalive-ping-interval"); v) {
+    const std::string s(*v);
+    char* end = nullptr;
+    const long n = std::strtol(s.c_str(), &end, 10);
+    if (!s.empty() && *end == '\0' && n > 0) secs = std::min(n, 50L);
+  }
+  return std::chrono::seconds(secs);
+}
+
+std::optional<std::int64_t> connect_timeout_ms(const ApiRequest& r, bool* ok) {
+  *ok = true;
+  auto v = r.head.header("connect-timeout-ms");
+  if (!v) return std::nullopt;
+  const std::string s(*v);
+  if (s.empty() || s.size() > 10 || s.find_first_not_of("0123456789") != std::string::npos) {
+    *ok = false;
+    return std::nullopt;
+  }
+  return std::stoll(s);
 }
 
 void send_connect_json(http::ResponseWriter& out, const std::string& json) {

@@ -3,6 +3,8 @@
 // includes.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,6 +44,7 @@ struct EnvdCall {
 void handle_process_service(EnvdCall& call);
 void handle_filesystem_service(EnvdCall& call);
 void handle_files(EnvdCall& call);
+void handle_watch_dir(EnvdCall& call);  // envd_watch_api.cc
 
 // E2B's control-plane error: {"code": status, "message": ...}.
 void send_control_error(http::ResponseWriter& out, int status, std::string_view message);
@@ -52,6 +55,14 @@ void send_connect_error(http::ResponseWriter& out, e2b::ConnectCode code, std::s
 // A corral API error as a Connect error.
 e2b::ConnectError connect_error_of(const api::ApiError& e);
 void send_connect_error(http::ResponseWriter& out, const api::ApiError& e);
+// The answer of a stream call that fails: status 200 and the error in the
+// end-of-stream message, as Connect has it (after the stream started: the
+// end-of-stream message only).
+void send_stream_error(http::ResponseWriter& out, e2b::ConnectCode code, const std::string& message);
+// Keepalive-Ping-Interval (seconds; at most 50, envd's default).
+std::chrono::seconds keepalive_interval(const ApiRequest& r);
+// Connect-Timeout-Ms: nullopt when absent; false in *ok when malformed.
+std::optional<std::int64_t> connect_timeout_ms(const ApiRequest& r, bool* ok);
 // A unary answer.
 void send_connect_json(http::ResponseWriter& out, const std::string& json);
 

@@ -471,11 +471,12 @@ void handle_filesystem_service(EnvdCall& c) {
   if (m == "Move") return move(c);
   if (m == "ListDir") return list_dir(c);
   if (m == "Remove") return remove(c);
-  if (m == "WatchDir" || m == "CreateWatcher" || m == "GetWatcherEvents" || m == "RemoveWatcher")
+  if (m == "WatchDir") return handle_watch_dir(c);
+  if (m == "CreateWatcher" || m == "GetWatcherEvents" || m == "RemoveWatcher")
     return send_connect_error(c.r.out, ConnectCode::kUnimplemented,
                               "filesystem.Filesystem/" + m +
-                                  ": watching directories is not supported by corral's E2B "
-                                  "facade yet (docs/e2b.md)");
+                                  ": the polling watchers are not supported by corral's E2B "
+                                  "facade; WatchDir streams the same events (docs/e2b.md)");
   send_connect_error(c.r.out, ConnectCode::kUnimplemented, "no method filesystem.Filesystem/" + m);
 }
 

@@ -44,41 +44,6 @@ std::string selector_text(const e2b::ProcessSelector& sel) {
   return sel.pid ? "pid " + std::to_string(*sel.pid) : "tag \"" + sel.tag.value_or("") + "\"";
 }
 
-// The answer of a stream call that fails before its first event: status
-// 200 and the error in the end-of-stream message, as Connect has it.
-void send_stream_error(http::ResponseWriter& out, ConnectCode code, const std::string& message) {
-  if (out.started()) {
-    (void)out.write(e2b::end_stream_envelope(e2b::ConnectError{code, message}));
-    (void)out.finish();
-    return;
-  }
-  (void)out.send(200, {{"content-type", "application/connect+json"}},
-                 e2b::end_stream_envelope(e2b::ConnectError{code, message}));
-}
-
-std::chrono::seconds keepalive_interval(const ApiRequest& r) {
-  long secs = 50;
-  if (auto v = r.head.header("keepalive-ping-interval"); v) {
-    char* end = nullptr;
-    std::string s(*v);
-    long n = std::strtol(s.c_str(), &end, 10);
-    if (!s.empty() && *end == '\0' && n > 0) secs = std::min(n, 50L);
-  }
-  return std::chrono::seconds(secs);
-}
-
-// Connect-Timeout-Ms: a positive count of milliseconds, at most 10 digits.
-std::optional<std::int64_t> connect_timeout_ms(const ApiRequest& r, bool* bad) {
-  auto v = r.head.header("connect-timeout-ms");
-  if (!v) return std::nullopt;
-  std::string s(*v);
-  if (s.empty() || s.size() > 10 || s.find_first_not_of("0123456789") != std::string::npos) {
-    *bad = true;
-    return std::nullopt;
-  }
-  return std::stoll(s);
-}
-
 // Sends the process's output as it comes, then its end; returns when it
 // ended, or when the client went away (the process goes on).
 void follow(ApiContext& ctx, ApiRequest& r, SandboxEntry& sandbox, ProcessEntry& p,
@@ -150,9 +115,9 @@ void start(EnvdCall& c) {
   if (req->pty)
     return send_stream_error(c.r.out, ConnectCode::kUnimplemented,
                              "terminals (pty) are not supported by corral's E2B facade yet");
-  bool bad_timeout = false;
-  auto timeout = connect_timeout_ms(c.r, &bad_timeout);
-  if (bad_timeout)
+  bool timeout_ok = true;
+  auto timeout = connect_timeout_ms(c.r, &timeout_ok);
+  if (!timeout_ok)
     return send_stream_error(c.r.out, ConnectCode::kInvalidArgument,
                              "Connect-Timeout-Ms must be a count of milliseconds");
   // Leased with this connection: a destroy cuts the stream off.

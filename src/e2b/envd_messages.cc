@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/base64.h"
+#include "api/task_model.h"
 
 namespace corral::e2b {
 
@@ -437,19 +438,16 @@ Result<WatchDirRequest> parse_watch_dir(std::string_view json) {
   return r;
 }
 
-std::string rfc3339_ms(std::int64_t unix_ms) {
-  time_t secs = static_cast<time_t>(unix_ms / 1000);
-  std::int64_t ms = unix_ms % 1000;
-  if (ms < 0) {
-    ms += 1000;
-    --secs;
-  }
-  struct tm tm {};
-  gmtime_r(&secs, &tm);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
-  return buf;
+std::string watch_start_json() { return R"({"start":{}})"; }
+
+std::string watch_event_json(std::string_view name, FsEventType type) {
+  const char* names[] = {"EVENT_TYPE_UNSPECIFIED", "EVENT_TYPE_CREATE", "EVENT_TYPE_WRITE",
+                         "EVENT_TYPE_REMOVE",      "EVENT_TYPE_RENAME", "EVENT_TYPE_CHMOD"};
+  return dump(Json{{"filesystem", {{"name", std::string(name)}, {"type", names[static_cast<int>(type)]}}}});
 }
+
+std::string watch_keepalive_json() { return R"({"keepalive":{}})"; }
+
+std::string rfc3339_ms(std::int64_t unix_ms) { return api::format_time_ms(unix_ms); }
 
 }  // namespace corral::e2b

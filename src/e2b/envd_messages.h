@@ -139,6 +139,14 @@ struct WatchDirRequest {
 };
 Result<WatchDirRequest> parse_watch_dir(std::string_view json);
 
+// WatchDir's stream: {"start":{}} first, then {"filesystem":{"name",
+// "type"}} per change (name relative to the watched directory), and
+// {"keepalive":{}} while nothing happens.
+enum class FsEventType { kCreate = 1, kWrite = 2, kRemove = 3, kRename = 4, kChmod = 5 };
+std::string watch_start_json();
+std::string watch_event_json(std::string_view name, FsEventType type);
+std::string watch_keepalive_json();
+
 // RFC 3339 in UTC with milliseconds: "2026-12-01T13:40:19.945Z".
 std::string rfc3339_ms(std::int64_t unix_ms);
 

@@ -394,8 +394,12 @@ Result<FileInfo> ConfinedRoot::stat(std::string_view path) const {
   return info;
 }
 
-Result<Listing> ConfinedRoot::list(std::string_view path, std::size_t max_entries) const {
-  auto r = resolve("list", path);
+Result<UniqueFd> ConfinedRoot::open_directory(std::string_view path) const {
+  return open_dir_checked("open_directory", path);
+}
+
+Result<UniqueFd> ConfinedRoot::open_dir_checked(std::string_view op, std::string_view path) const {
+  auto r = resolve(op, path);
   if (!r) return tl::unexpected<Error>(std::move(r).error());
   UniqueFd dir;
   if (r->name.empty()) {
@@ -405,14 +409,21 @@ Result<Listing> ConfinedRoot::list(std::string_view path, std::size_t max_entrie
     struct stat st {};
     if (::fstatat(r->parent.get(), r->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
         S_ISLNK(st.st_mode)) {
-      return path_error("list", path, ELOOP, true);
+      return path_error(op, path, ELOOP, true);
     }
     dir.reset(
         open_last(r->parent.get(), r->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, last_flags()));
-    if (dir) CORRAL_TRY(check_fs(dir.get(), "list", path));
-    if (dir) CORRAL_TRY(check_sealed_fd(dir.get(), "list", path));
+    if (dir) CORRAL_TRY(check_fs(dir.get(), op, path));
+    if (dir) CORRAL_TRY(check_sealed_fd(dir.get(), op, path));
   }
-  if (!dir) return path_error("list", path, errno, true);
+  if (!dir) return path_error(op, path, errno, true);
+  return dir;
+}
+
+Result<Listing> ConfinedRoot::list(std::string_view path, std::size_t max_entries) const {
+  auto opened = open_dir_checked("list", path);
+  if (!opened) return tl::unexpected<Error>(std::move(opened).error());
+  UniqueFd dir = std::move(*opened);
   DirPtr stream = open_dir_stream(dir.get());
   if (!stream) return path_error("list", path, errno, true);
 

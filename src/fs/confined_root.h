@@ -99,6 +99,10 @@ class ConfinedRoot {
   // `truncated` says whether more existed. A symlink to a directory is not
   // listed through (list its target instead).
   Result<Listing> list(std::string_view path, std::size_t max_entries = kDefaultListLimit) const;
+  // A directory, opened O_RDONLY | O_DIRECTORY with list()'s resolution and
+  // checks (not a symlink, not a kernel file system, not sealed): for
+  // watching it with inotify through /proc/self/fd.
+  Result<UniqueFd> open_directory(std::string_view path) const;
   // mode is masked to 0777. With parents, missing directories on the way
   // are created and an existing directory is not an error.
   // Directories it creates are chowned to owner/group unless owner is -1.
@@ -135,6 +139,7 @@ class ConfinedRoot {
   };
   // Opens the parent directory of `path` inside the root.
   Result<Resolved> resolve(std::string_view op, std::string_view path) const;
+  Result<UniqueFd> open_dir_checked(std::string_view op, std::string_view path) const;
   // openat2(root_fd, rel, flags, RESOLVE_IN_ROOT | ...), retried on EAGAIN.
   int open_in_root(const std::string& rel, int flags) const;
   // Removes what is below dir_fd, all on device `dev` (the tree's own

@@ -124,7 +124,7 @@ describe('e2b facade faults', { skip: !run }, () => {
     assert.equal(res.status, 400);
     res = await request(envd + '/filesystem.Filesystem/Stat', { headers: headers(sbx), body: Buffer.from('{') });
     assert.equal(JSON.parse(res.body).code, 'invalid_argument');
-    for (const m of ['process.Process/Nope', 'nope.Nope/List', 'filesystem.Filesystem/WatchDir']) {
+    for (const m of ['process.Process/Nope', 'nope.Nope/List', 'filesystem.Filesystem/CreateWatcher']) {
       res = await request(`${envd}/${m}`, { headers: headers(sbx), body: Buffer.from('{}') });
       assert.equal(res.status, 501, m);
       assert.equal(JSON.parse(res.body).code, 'unimplemented', m);

@@ -172,6 +172,26 @@ describe('e2b SDK against corral', { skip: !run }, () => {
     assert.equal(cat.stdout, 'hello5\n');
   });
 
+  test('files.watchDir streams creates, writes and removes, recursively', async () => {
+    const sbx = await create();
+    await sbx.files.makeDir('/tmp/w');
+    const events = [];
+    const handle = await sbx.files.watchDir('/tmp/w', (e) => events.push(`${e.type}:${e.name}`),
+                                            { recursive: true });
+    await sbx.files.write('/tmp/w/a.txt', 'x');
+    await sbx.commands.run('mkdir /tmp/w/sub');
+    await new Promise((r) => setTimeout(r, 400));  // the new directory's watch is added
+    await sbx.commands.run('echo y > /tmp/w/sub/b.txt; rm /tmp/w/a.txt; mv /tmp/w/sub/b.txt /tmp/w/c.txt');
+    const until = Date.now() + 5000;
+    while (Date.now() < until && !events.includes('rename:c.txt')) await new Promise((r) => setTimeout(r, 100));
+    await handle.stop();
+    for (const want of ['create:a.txt', 'write:a.txt', 'create:sub', 'create:sub/b.txt', 'remove:a.txt',
+                        'rename:sub/b.txt', 'rename:c.txt'])
+      assert.ok(events.includes(want), `${want} in ${events.join(' ')}`);
+    await assert.rejects(sbx.files.watchDir('/tmp/nowhere', () => {}), (e) => e instanceof FileNotFoundError);
+    await assert.rejects(sbx.files.watchDir('/proc', () => {}));
+  });
+
   test('setTimeout, Sandbox.list with metadata, connect by id', async () => {
     const sbx = await create({ metadata: { suite: 'list', n: 'x y&z' } });
     await create({ metadata: { suite: 'other' } });
