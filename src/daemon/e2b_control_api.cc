@@ -56,7 +56,12 @@ e2b::SandboxView view_of(const E2bFacade& facade, const api::SandboxInfo& info) 
 bool reachable(ControlCall& c, std::string_view id) {
   ApiContext& ctx = c.facade.context();
   auto live = ctx.sandboxes.live(id);
-  if (live && (*live)->ns == c.r.ns && !ctx.sandboxes.unclaimed_pooled(id)) return true;
+  bool mine = false;
+  if (live) {
+    std::lock_guard lock((*live)->mu);  // a claim sets ns under mu
+    mine = (*live)->ns == c.r.ns;
+  }
+  if (mine && !ctx.sandboxes.unclaimed_pooled(id)) return true;
   send_control_error(c.r.out, 404, "sandbox " + std::string(id) + " not found");
   return false;
 }
@@ -208,7 +213,12 @@ void list(ControlCall& c) {
     for (auto& info : *all) {
       if (info.state != "ready" && info.state != "running") continue;
       auto live = ctx.sandboxes.live(info.id);
-      if (!live || (*live)->ns != c.r.ns || ctx.sandboxes.unclaimed_pooled(info.id)) continue;
+      if (!live) continue;
+      {
+        std::lock_guard lock((*live)->mu);
+        if ((*live)->ns != c.r.ns) continue;
+      }
+      if (ctx.sandboxes.unclaimed_pooled(info.id)) continue;
       bool match = true;
       for (const auto& [k, v] : filter) {
         auto it = info.spec.metadata.find(k);

@@ -210,7 +210,10 @@ void E2bFacade::handle(const http::Peer& peer, const http::RequestHead& head,
                      e2b::error_json(502, "sandbox " + call.sandbox_id + " is not running"));
       return;
     }
-    r.ns = (*live)->ns;
+    {
+      std::lock_guard lock((*live)->mu);  // a claim sets it under mu
+      r.ns = (*live)->ns;
+    }
     if (method == "health") {
       if (head.method != "GET" && head.method != "HEAD")
         return send_connect_error(out, e2b::ConnectCode::kUnimplemented, "GET /health only");
