@@ -109,14 +109,14 @@ std::optional<OutputFollower> OutputFollower::open(
 }
 
 std::string OutputFollower::read_some(std::size_t max) {
-  std::string raw(max, '\0');
-  ssize_t n = pread(file_.get(), raw.data(), raw.size(), static_cast<off_t>(pos_));
+  if (raw_.size() < max) raw_.resize(max);
+  ssize_t n = pread(file_.get(), raw_.data(), max, static_cast<off_t>(pos_));
   if (n <= 0) return {};
   pos_ += static_cast<std::uint64_t>(n);
-  raw.resize(static_cast<std::size_t>(n));
-  if (!redactor_) return raw;
+  const std::string_view got(raw_.data(), static_cast<std::size_t>(n));
+  if (!redactor_) return std::string(got);
   std::string clean;
-  redactor_->feed(raw, clean);
+  redactor_->feed(got, clean);
   return clean;
 }
 

@@ -57,6 +57,7 @@ class OutputFollower {
  private:
   UniqueFd file_;
   std::uint64_t pos_ = 0;
+  std::string raw_;  // read buffer, kept between calls (a stream polls it)
   std::unique_ptr<secrets::RedactStream> redactor_;
 };
 

@@ -32,7 +32,10 @@ bool is(const std::vector<std::string_view>& path, std::initializer_list<std::st
   return true;
 }
 
-e2b::SandboxView view_of(const E2bFacade& facade, const api::SandboxInfo& info) {
+// `with_token`: the answer carries the envd token (create, connect, get;
+// never a list).
+e2b::SandboxView view_of(const E2bFacade& facade, const api::SandboxInfo& info,
+                         bool with_token = true) {
   e2b::SandboxView v;
   v.sandbox_id = info.id;
   v.metadata = info.spec.metadata;
@@ -40,7 +43,7 @@ e2b::SandboxView view_of(const E2bFacade& facade, const api::SandboxInfo& info) 
   v.template_id = t != v.metadata.end() ? t->second : "base";
   if (t != v.metadata.end()) v.metadata.erase(t);
   v.envd_version = std::string(kEnvdVersion);
-  v.envd_access_token = facade.access_token(info.id);
+  if (with_token) v.envd_access_token = facade.access_token(info.id);
   v.started_at_ms = info.created_at_ms;
   v.end_at_ms = info.expires_at_ms.value_or(info.created_at_ms);
   v.cpu_count = info.spec.limits.cpus;
@@ -238,7 +241,7 @@ void list(ControlCall& c) {
   }
   std::vector<e2b::SandboxView> page;
   for (std::size_t i = start; i < shown.size() && page.size() < limit; ++i)
-    page.push_back(view_of(c.facade, shown[i]));
+    page.push_back(view_of(c.facade, shown[i], false));
   http::Headers headers{{"content-type", "application/json"}};
   if (start + page.size() < shown.size()) headers.push_back({"x-next-token", shown[start + page.size()].id});
   (void)c.r.out.send(200, headers, e2b::listed_json(page));

@@ -314,6 +314,11 @@ void send_stream_error(http::ResponseWriter& out, e2b::ConnectCode code,
                  e2b::end_stream_envelope(e2b::ConnectError{code, message}));
 }
 
+void send_stream_error(http::ResponseWriter& out, const api::ApiError& e) {
+  const e2b::ConnectError c = connect_error_of(e);
+  send_stream_error(out, c.code, c.message);
+}
+
 std::chrono::seconds keepalive_interval(const ApiRequest& r) {
   long secs = 50;
   if (auto v = r.head.header("keepalive-ping-interval"); v) {
@@ -343,8 +348,7 @@ void send_connect_json(http::ResponseWriter& out, const std::string& json) {
 
 namespace {
 
-std::optional<std::string> read_limited(ApiContext& ctx, ApiRequest& r, std::size_t limit) {
-  (void)ctx;
+std::optional<std::string> read_limited(ApiRequest& r, std::size_t limit) {
   if (auto len = r.body.declared_length(); len && *len > limit) {
     send_connect_error(r.out, e2b::ConnectCode::kResourceExhausted,
                        "the request is " + std::to_string(*len) + " bytes; at most " +
@@ -372,17 +376,17 @@ bool content_type_is(const ApiRequest& r, std::string_view want) {
 
 }  // namespace
 
-std::optional<std::string> read_unary(ApiContext& ctx, ApiRequest& r, std::size_t limit) {
+std::optional<std::string> read_unary(ApiRequest& r, std::size_t limit) {
   if (!content_type_is(r, "application/json")) {
     send_connect_error(r.out, e2b::ConnectCode::kInvalidArgument,
                        "this facade speaks Connect with JSON: send Content-Type: application/json "
                        "(binary protobuf is not supported)");
     return std::nullopt;
   }
-  return read_limited(ctx, r, limit);
+  return read_limited(r, limit);
 }
 
-std::optional<std::string> read_stream_request(ApiContext& ctx, ApiRequest& r,
+std::optional<std::string> read_stream_request(ApiRequest& r,
                                                std::size_t limit) {
   if (!content_type_is(r, "application/connect+json")) {
     send_connect_error(r.out, e2b::ConnectCode::kInvalidArgument,
@@ -390,7 +394,7 @@ std::optional<std::string> read_stream_request(ApiContext& ctx, ApiRequest& r,
                        "(binary protobuf is not supported)");
     return std::nullopt;
   }
-  auto body = read_limited(ctx, r, limit + 5);
+  auto body = read_limited(r, limit + 5);
   if (!body) return std::nullopt;
   auto message = e2b::single_envelope(*body);
   if (!message) {

@@ -59,6 +59,8 @@ void send_connect_error(http::ResponseWriter& out, const api::ApiError& e);
 // end-of-stream message, as Connect has it (after the stream started: the
 // end-of-stream message only).
 void send_stream_error(http::ResponseWriter& out, e2b::ConnectCode code, const std::string& message);
+// A corral API error as a stream's end-of-stream error.
+void send_stream_error(http::ResponseWriter& out, const api::ApiError& e);
 // Keepalive-Ping-Interval (seconds; at most 50, envd's default).
 std::chrono::seconds keepalive_interval(const ApiRequest& r);
 // Connect-Timeout-Ms: nullopt when absent; false in *ok when malformed.
@@ -69,8 +71,8 @@ void send_connect_json(http::ResponseWriter& out, const std::string& json);
 // The request's body for a unary call (application/json, at most `limit`
 // bytes) or a streaming one (application/connect+json: one envelope);
 // answers the Connect error itself and returns nullopt on failure.
-std::optional<std::string> read_unary(ApiContext& ctx, ApiRequest& r, std::size_t limit);
-std::optional<std::string> read_stream_request(ApiContext& ctx, ApiRequest& r, std::size_t limit);
+std::optional<std::string> read_unary(ApiRequest& r, std::size_t limit);
+std::optional<std::string> read_stream_request(ApiRequest& r, std::size_t limit);
 
 // A path as envd takes it: relative ones are under the sandbox's workdir.
 std::string sandbox_path(const SandboxEntry& sandbox, std::string_view path);

@@ -110,7 +110,7 @@ void refuse(EnvdCall& c, const Target& t, std::string_view op, const std::string
 }
 
 std::optional<std::string> unary_path(EnvdCall& c) {
-  auto body = read_unary(c.facade.context(), c.r, c.facade.context().limits.max_json_body);
+  auto body = read_unary(c.r, c.facade.context().limits.max_json_body);
   if (!body) return std::nullopt;
   auto path = e2b::parse_path_request(*body);
   if (!path) {
@@ -162,7 +162,7 @@ void make_dir(EnvdCall& c) {
 
 void move(EnvdCall& c) {
   ApiContext& ctx = c.facade.context();
-  auto body = read_unary(ctx, c.r, ctx.limits.max_json_body);
+  auto body = read_unary(c.r, ctx.limits.max_json_body);
   if (!body) return;
   auto req = e2b::parse_move(*body);
   if (!req) return send_connect_error(c.r.out, ConnectCode::kInvalidArgument, req.error().message);
@@ -182,7 +182,7 @@ void move(EnvdCall& c) {
 
 void list_dir(EnvdCall& c) {
   ApiContext& ctx = c.facade.context();
-  auto body = read_unary(ctx, c.r, ctx.limits.max_json_body);
+  auto body = read_unary(c.r, ctx.limits.max_json_body);
   if (!body) return;
   auto req = e2b::parse_list_dir(*body);
   if (!req) return send_connect_error(c.r.out, ConnectCode::kInvalidArgument, req.error().message);

@@ -108,7 +108,7 @@ void follow(ApiContext& ctx, ApiRequest& r, SandboxEntry& sandbox, ProcessEntry&
 
 void start(EnvdCall& c) {
   ApiContext& ctx = c.facade.context();
-  auto message = read_stream_request(ctx, c.r, ctx.limits.max_json_body);
+  auto message = read_stream_request(c.r, ctx.limits.max_json_body);
   if (!message) return;
   auto req = e2b::parse_start_request(*message);
   if (!req) return send_stream_error(c.r.out, ConnectCode::kInvalidArgument, req.error().message);
@@ -122,10 +122,7 @@ void start(EnvdCall& c) {
                              "Connect-Timeout-Ms must be a count of milliseconds");
   // Leased with this connection: a destroy cuts the stream off.
   auto lease = ctx.sandboxes.lease(c.sandbox_id, c.r.out.fd());
-  if (!lease) {
-    auto e = connect_error_of(lease.error());
-    return send_stream_error(c.r.out, e.code, e.message);
-  }
+  if (!lease) return send_stream_error(c.r.out, lease.error());
   const std::shared_ptr<SandboxEntry>& sandbox = lease->sandbox();
   if (!user_allowed(c.r, *sandbox)) return;
   api::ExecRequest exec;
@@ -142,10 +139,7 @@ void start(EnvdCall& c) {
   }
   exec.timeout_ms = timeout.value_or(std::max<std::int64_t>(1000, expires - StateStore::now_ms()));
   auto proc = start_background_process(ctx.sandboxes, sandbox, exec);
-  if (!proc) {
-    auto e = connect_error_of(proc.error());
-    return send_stream_error(c.r.out, e.code, e.message);
-  }
+  if (!proc) return send_stream_error(c.r.out, proc.error());
   ProcessEntry& p = **proc;
   std::string failure;
   {
@@ -165,15 +159,12 @@ void start(EnvdCall& c) {
 
 void connect(EnvdCall& c) {
   ApiContext& ctx = c.facade.context();
-  auto message = read_stream_request(ctx, c.r, ctx.limits.max_json_body);
+  auto message = read_stream_request(c.r, ctx.limits.max_json_body);
   if (!message) return;
   auto sel = e2b::parse_selector_request(*message);
   if (!sel) return send_stream_error(c.r.out, ConnectCode::kInvalidArgument, sel.error().message);
   auto lease = ctx.sandboxes.lease(c.sandbox_id, c.r.out.fd());
-  if (!lease) {
-    auto e = connect_error_of(lease.error());
-    return send_stream_error(c.r.out, e.code, e.message);
-  }
+  if (!lease) return send_stream_error(c.r.out, lease.error());
   const std::shared_ptr<SandboxEntry>& sandbox = lease->sandbox();
   auto p = find(c.facade, *sandbox, *sel);
   bool finished = true;
@@ -192,7 +183,7 @@ void connect(EnvdCall& c) {
 
 void list(EnvdCall& c) {
   ApiContext& ctx = c.facade.context();
-  if (!read_unary(ctx, c.r, ctx.limits.max_json_body)) return;
+  if (!read_unary(c.r, ctx.limits.max_json_body)) return;
   auto sandbox = ctx.sandboxes.live(c.sandbox_id);
   if (!sandbox) return send_connect_error(c.r.out, sandbox.error());
   std::vector<e2b::ListedProcess> listed;
@@ -236,7 +227,7 @@ std::shared_ptr<ProcessEntry> running_process(EnvdCall& c, const e2b::ProcessSel
 
 void send_input(EnvdCall& c) {
   ApiContext& ctx = c.facade.context();
-  auto body = read_unary(ctx, c.r, ctx.limits.max_exec_body);
+  auto body = read_unary(c.r, ctx.limits.max_exec_body);
   if (!body) return;
   auto req = e2b::parse_send_input(*body);
   if (!req) return send_connect_error(c.r.out, ConnectCode::kInvalidArgument, req.error().message);
@@ -282,7 +273,7 @@ void send_input(EnvdCall& c) {
 
 void send_signal(EnvdCall& c) {
   ApiContext& ctx = c.facade.context();
-  auto body = read_unary(ctx, c.r, ctx.limits.max_json_body);
+  auto body = read_unary(c.r, ctx.limits.max_json_body);
   if (!body) return;
   auto req = e2b::parse_send_signal(*body);
   if (!req) return send_connect_error(c.r.out, ConnectCode::kInvalidArgument, req.error().message);
@@ -294,7 +285,7 @@ void send_signal(EnvdCall& c) {
 
 void close_stdin(EnvdCall& c) {
   ApiContext& ctx = c.facade.context();
-  auto body = read_unary(ctx, c.r, ctx.limits.max_json_body);
+  auto body = read_unary(c.r, ctx.limits.max_json_body);
   if (!body) return;
   auto sel = e2b::parse_selector_request(*body);
   if (!sel) return send_connect_error(c.r.out, ConnectCode::kInvalidArgument, sel.error().message);

@@ -123,7 +123,7 @@ class Watcher {
 
 void handle_watch_dir(EnvdCall& c) {
   ApiContext& ctx = c.facade.context();
-  auto message = read_stream_request(ctx, c.r, ctx.limits.max_json_body);
+  auto message = read_stream_request(c.r, ctx.limits.max_json_body);
   if (!message) return;
   auto req = e2b::parse_watch_dir(*message);
   if (!req) return send_stream_error(c.r.out, ConnectCode::kInvalidArgument, req.error().message);
@@ -136,17 +136,11 @@ void handle_watch_dir(EnvdCall& c) {
   if (timeout) deadline = Clock::now() + std::chrono::milliseconds(*timeout);
   // Leased with this connection: a destroy cuts the stream off.
   auto lease = ctx.sandboxes.lease(c.sandbox_id, c.r.out.fd());
-  if (!lease) {
-    auto e = connect_error_of(lease.error());
-    return send_stream_error(c.r.out, e.code, e.message);
-  }
+  if (!lease) return send_stream_error(c.r.out, lease.error());
   const std::shared_ptr<SandboxEntry>& sandbox = lease->sandbox();
   if (!user_allowed(c.r, *sandbox)) return;
   auto root = open_sandbox_root(ctx.sandboxes, *sandbox);
-  if (!root) {
-    auto e = connect_error_of(root.error());
-    return send_stream_error(c.r.out, e.code, e.message);
-  }
+  if (!root) return send_stream_error(c.r.out, root.error());
   const std::string path = sandbox_path(*sandbox, req->path);
   FileRedactor redactor(ctx.sandboxes, sandbox->id);
   Watcher watcher(*root, path, req->recursive);

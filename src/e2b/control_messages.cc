@@ -1,8 +1,8 @@
 #include "e2b/control_messages.h"
 
-#include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "api/task_model.h"
 #include "e2b/envd_messages.h"
 
 namespace corral::e2b {
@@ -206,27 +206,6 @@ std::string create_request_json(const CreateRequest& r) {
 
 namespace {
 
-std::int64_t parse_rfc3339_ms(const std::string& text) {
-  struct tm tm {};
-  int ms = 0;
-  const char* rest = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
-  if (rest == nullptr) return 0;
-  if (*rest == '.') {
-    ++rest;
-    int digits = 0;
-    while (*rest >= '0' && *rest <= '9') {
-      if (digits < 3) ms = ms * 10 + (*rest - '0');
-      ++digits;
-      ++rest;
-    }
-    while (digits < 3) {
-      ms *= 10;
-      ++digits;
-    }
-  }
-  return static_cast<std::int64_t>(timegm(&tm)) * 1000 + ms;
-}
-
 Result<SandboxView> view_from(const Json& j) {
   if (!j.is_object()) return bad("sandbox", "is not an object");
   SandboxView v;
@@ -244,8 +223,9 @@ Result<SandboxView> view_from(const Json& j) {
     auto map = string_map(*m, "metadata");
     if (map) v.metadata = std::move(*map);
   }
-  if (auto s = str("startedAt"); !s.empty()) v.started_at_ms = parse_rfc3339_ms(s);
-  if (auto s = str("endAt"); !s.empty()) v.end_at_ms = parse_rfc3339_ms(s);
+  // Times the answer does not give as RFC 3339 in UTC stay 0 (unknown).
+  if (auto t = api::parse_time_ms(str("startedAt"))) v.started_at_ms = *t;
+  if (auto t = api::parse_time_ms(str("endAt"))) v.end_at_ms = *t;
   if (auto c = j.find("cpuCount"); c != j.end() && c->is_number()) v.cpu_count = c->get<double>();
   if (auto m = j.find("memoryMB"); m != j.end() && m->is_number_unsigned()) v.memory_mb = m->get<std::uint64_t>();
   if (auto d = j.find("diskSizeMB"); d != j.end() && d->is_number_unsigned()) v.disk_size_mb = d->get<std::uint64_t>();
