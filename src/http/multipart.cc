@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "base/random.h"
@@ -176,66 +177,170 @@ Result<std::string> form_data_boundary(std::string_view content_type) {
   return bad("Content-Type: multipart/form-data without a boundary parameter");
 }
 
-Result<std::vector<FormPart>> parse_form_data(std::string_view body, std::string_view boundary,
-                                              const FormLimits& limits) {
-  const std::string dash = "--" + std::string(boundary);
-  const std::string delimiter = "\r\n" + dash;
-  if (boundary.empty()) return bad("the multipart boundary is empty");
-  if (!body.starts_with(dash))
-    return bad("the body does not start with its boundary line (--boundary CRLF)",
-               "send no preamble before the first part");
-  std::vector<FormPart> parts;
-  std::size_t pos = dash.size();
-  for (;;) {
-    const std::string_view after = body.substr(pos);
-    if (after.starts_with("--")) {
-      const std::string_view epilogue = after.substr(2);
-      if (!epilogue.empty() && epilogue != "\r\n")
-        return bad("bytes follow the closing boundary line", "end the body after --boundary--");
-      if (parts.empty()) return bad("the body has no part");
-      return parts;
+FormDataReader::FormDataReader(std::string_view boundary, FormLimits limits)
+    : dash_("--" + std::string(boundary)), delimiter_("\r\n" + dash_), limits_(limits) {
+  if (boundary.empty()) error_ = Error{ErrorCode::kInvalidArgument, "the multipart boundary is empty"};
+}
+
+Result<std::size_t> FormDataReader::step(std::string_view s, bool end, FormDataSink& sink) {
+  switch (state_) {
+    case State::kFirstBoundary: {
+      const bool whole = s.size() >= dash_.size();
+      if (!(whole ? s.starts_with(dash_) : std::string_view(dash_).starts_with(s)) ||
+          (!whole && end))
+        return bad("the body does not start with its boundary line (--boundary CRLF)",
+                   "send no preamble before the first part");
+      if (!whole) return 0;
+      state_ = State::kAfterBoundary;
+      return dash_.size();
     }
-    const std::size_t index = parts.size();
-    if (!after.starts_with("\r\n"))
-      return bad(part_label(index) +
+    case State::kAfterBoundary: {
+      if (s.starts_with("--")) {
+        if (parts_ == 0) return bad("the body has no part");
+        state_ = State::kEpilogue;
+        return 2;
+      }
+      if (s.starts_with("\r\n")) {
+        if (parts_ == limits_.max_parts)
+          return make_error(ErrorCode::kResourceExhausted,
+                            "more than " + std::to_string(limits_.max_parts) + " parts");
+        state_ = State::kHead;
+        return 2;
+      }
+      if (!end && (s.empty() || (s.size() == 1 && (s[0] == '-' || s[0] == '\r')))) return 0;
+      return bad(part_label(parts_) +
                      ": its boundary line does not end with CRLF (or the boundary occurs inside "
                      "the part before it)",
                  "choose a boundary that occurs in no part's bytes");
-    if (index == limits.max_parts)
-      return make_error(ErrorCode::kResourceExhausted,
-                        "more than " + std::to_string(limits.max_parts) + " parts");
-    pos += 2;
-    // The header section ends at the first empty line (it may be the
-    // first line: a part without headers, refused below).
-    std::string_view head;
-    std::size_t start;
-    if (body.substr(pos).starts_with("\r\n")) {
-      start = pos + 2;
-    } else {
-      const std::size_t blank = body.find("\r\n\r\n", pos);
-      if (blank == std::string_view::npos || blank - pos > limits.max_part_head_bytes) {
-        if (blank == std::string_view::npos && body.size() - pos <= limits.max_part_head_bytes)
-          return bad(part_label(index) + ": its header section is not closed by an empty line");
-        return make_error(ErrorCode::kResourceExhausted,
-                          part_label(index) + ": its header section is longer than " +
-                              std::to_string(limits.max_part_head_bytes) + " bytes");
-      }
-      head = body.substr(pos, blank - pos);
-      start = blank + 4;
     }
-    FormPart part;
-    CORRAL_TRY(read_part_head(head, index, part));
-    const void* hit = start <= body.size()
-                          ? memmem(body.data() + start, body.size() - start, delimiter.data(),
-                                   delimiter.size())
-                          : nullptr;
-    if (hit == nullptr)
-      return bad(part_label(index) + ": no boundary line ends it (the body is cut short?)");
-    const std::size_t end = static_cast<const char*>(hit) - body.data();
-    part.body = body.substr(start, end - start);
-    parts.push_back(std::move(part));
-    pos = end + delimiter.size();
+    case State::kHead: {
+      // The header section ends at the first empty line (it may be the
+      // first line: a part without headers, refused by read_part_head).
+      std::size_t blank = 0, start = 2;
+      if (!s.starts_with("\r\n")) {
+        blank = s.find("\r\n\r\n");
+        start = blank + 4;
+      }
+      const std::size_t max = limits_.max_part_head_bytes;
+      if (blank == std::string_view::npos) {
+        // A blank line found later starts at s.size() - 3 or after.
+        if (s.size() >= max + 4 || (end && s.size() > max))
+          return make_error(ErrorCode::kResourceExhausted,
+                            part_label(parts_) + ": its header section is longer than " +
+                                std::to_string(max) + " bytes");
+        if (end) return bad(part_label(parts_) + ": its header section is not closed by an empty line");
+        return 0;
+      }
+      if (blank > max)
+        return make_error(ErrorCode::kResourceExhausted,
+                          part_label(parts_) + ": its header section is longer than " +
+                              std::to_string(max) + " bytes");
+      FormPart part;
+      CORRAL_TRY(read_part_head(s.substr(0, blank), parts_, part));
+      ++parts_;
+      CORRAL_TRY(sink.part(part));
+      state_ = State::kBody;
+      return start;
+    }
+    case State::kBody: {
+      const void* hit = memmem(s.data(), s.size(), delimiter_.data(), delimiter_.size());
+      if (hit != nullptr) {
+        const std::size_t at = static_cast<const char*>(hit) - s.data();
+        CORRAL_TRY(sink.data(s.substr(0, at)));  // may be empty: where the part ends
+        CORRAL_TRY(sink.part_end());
+        state_ = State::kAfterBoundary;
+        return at + delimiter_.size();
+      }
+      if (end)
+        return bad(part_label(parts_ - 1) + ": no boundary line ends it (the body is cut short?)");
+      // The last bytes may be the start of the delimiter: they wait.
+      const std::size_t ready = s.size() - std::min(s.size(), delimiter_.size() - 1);
+      if (ready > 0) CORRAL_TRY(sink.data(s.substr(0, ready)));
+      return ready;
+    }
+    case State::kEpilogue:
+      if (s.empty()) return 0;
+      if (s.size() > 2 || !std::string_view("\r\n").starts_with(s) || (end && s.size() < 2))
+        return bad("bytes follow the closing boundary line", "end the body after --boundary--");
+      if (s.size() < 2) return 0;
+      state_ = State::kDone;
+      return 2;
+    case State::kDone:
+      if (s.empty()) return 0;
+      return bad("bytes follow the closing boundary line", "end the body after --boundary--");
   }
+  return 0;
+}
+
+Status FormDataReader::run(std::string_view s, bool end, FormDataSink& sink,
+                           std::size_t& consumed) {
+  consumed = 0;
+  for (;;) {
+    auto n = step(s.substr(consumed), end, sink);
+    if (!n) {
+      error_ = n.error();
+      return tl::unexpected(n.error());
+    }
+    if (*n == 0) return ok();
+    consumed += *n;
+  }
+}
+
+Status FormDataReader::feed(std::string_view bytes, FormDataSink& sink) {
+  if (error_) return tl::unexpected(*error_);
+  std::size_t consumed = 0;
+  if (held_.empty()) {
+    // Read straight from the caller's bytes; keep only what is left.
+    CORRAL_TRY(run(bytes, false, sink, consumed));
+    held_.assign(bytes.substr(consumed));
+    return ok();
+  }
+  held_.append(bytes);
+  CORRAL_TRY(run(held_, false, sink, consumed));
+  held_.erase(0, consumed);
+  return ok();
+}
+
+Status FormDataReader::finish(FormDataSink& sink) {
+  if (error_) return tl::unexpected(*error_);
+  std::size_t consumed = 0;
+  CORRAL_TRY(run(held_, true, sink, consumed));
+  held_.erase(0, consumed);
+  if (state_ != State::kDone && state_ != State::kEpilogue) {
+    error_ = Error{ErrorCode::kInvalidArgument, "the multipart body is cut short"};
+    return tl::unexpected(*error_);
+  }
+  return ok();
+}
+
+namespace {
+
+// Gathers the parts of a body fed in one piece: their bytes are views into it.
+class PartCollector : public FormDataSink {
+ public:
+  std::vector<FormPart> parts;
+  Status part(const FormPart& head) override {
+    parts.push_back(head);
+    return ok();
+  }
+  Status data(std::string_view bytes) override {
+    std::string_view& body = parts.back().body;
+    // One feed: each piece follows the last in the same buffer.
+    body = body.data() == nullptr ? bytes : std::string_view(body.data(), body.size() + bytes.size());
+    return ok();
+  }
+  Status part_end() override { return ok(); }
+};
+
+}  // namespace
+
+Result<std::vector<FormPart>> parse_form_data(std::string_view body, std::string_view boundary,
+                                              const FormLimits& limits) {
+  FormDataReader reader(boundary, limits);
+  PartCollector collector;
+  CORRAL_TRY(reader.feed(body, collector));
+  CORRAL_TRY(reader.finish(collector));
+  return std::move(collector.parts);
 }
 
 std::string new_form_boundary(const std::vector<std::string_view>& bodies) {

@@ -1,5 +1,8 @@
-// multipart/form-data (RFC 7578 on RFC 2046's multipart syntax), read from
-// a body held in memory, and written for our own clients.
+// multipart/form-data (RFC 7578 on RFC 2046's multipart syntax), read as a
+// stream (FormDataReader: a body of any size in bounded memory, each part's
+// bytes handed on as they arrive) or from a body held in memory
+// (parse_form_data, the same reader fed once), and written for our own
+// clients.
 //
 // The reader is strict, because its input comes from any API client and
 // a lenient reader is where two parsers start to disagree about where a
@@ -45,6 +48,47 @@ Result<std::string> form_data_boundary(std::string_view content_type);
 // True when a Content-Type value names multipart/form-data (parameters
 // aside): the body is to be read with form_data_boundary + parse_form_data.
 bool is_form_data(std::string_view content_type);
+
+// Where a FormDataReader hands what it reads. A part's head comes first
+// (its body empty), then its bytes in one or more pieces, then its end. An
+// error returned stops the reader; it is what feed() returns.
+class FormDataSink {
+ public:
+  virtual ~FormDataSink() = default;
+  virtual Status part(const FormPart& head) = 0;
+  virtual Status data(std::string_view bytes) = 0;
+  virtual Status part_end() = 0;
+};
+
+// The reader fed a body in pieces cut anywhere. It holds back only what
+// may be the start of a delimiter or an unfinished part head (at most
+// max_part_head_bytes), so its memory does not grow with the body. The
+// rules and errors are those of parse_form_data below; a part's bytes
+// handed to the sink before an error stay handed: a caller that wrote
+// them somewhere undoes that itself.
+class FormDataReader {
+ public:
+  FormDataReader(std::string_view boundary, FormLimits limits = {});
+  // The next piece of the body. After an error every call returns it.
+  Status feed(std::string_view bytes, FormDataSink& sink);
+  // The body ended: an error unless the closing boundary line was read.
+  Status finish(FormDataSink& sink);
+
+ private:
+  enum class State { kFirstBoundary, kAfterBoundary, kHead, kBody, kEpilogue, kDone };
+  // Reads from the front of `s`: how much it consumed (0: it needs more
+  // input; never 0 when `end`, the body having ended there).
+  Result<std::size_t> step(std::string_view s, bool end, FormDataSink& sink);
+  Status run(std::string_view s, bool end, FormDataSink& sink, std::size_t& consumed);
+
+  std::string dash_;       // "--" boundary
+  std::string delimiter_;  // CRLF "--" boundary
+  FormLimits limits_;
+  State state_ = State::kFirstBoundary;
+  std::size_t parts_ = 0;  // parts whose head was read
+  std::string held_;       // bytes read but not yet consumed
+  std::optional<Error> error_;
+};
 
 // The parts of `body`, in order; each part's body views into `body`.
 // Errors are kInvalidArgument (kResourceExhausted past `limits`), with a

@@ -5,8 +5,12 @@
 //      a printable, named error, or gives parts whose bodies lie inside the
 //      input in order, each with a name; writing them back under "b" and
 //      reading again gives the same parts (the reader and writer agree).
+//      The same body fed to the streaming FormDataReader in pieces cut
+//      where the input's own bytes say gives the same parts, or the same
+//      error code.
 //   1  the rest is cut into parts at 0xff bytes (name, then body): written
 //      under a boundary none of them holds, they read back exactly.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -41,11 +45,56 @@ void same_parts(const std::vector<http::FormPart>& a, const std::vector<http::Fo
   }
 }
 
+struct Gathered : http::FormDataSink {
+  std::vector<http::FormPart> heads;
+  std::vector<std::string> bodies;
+  corral::Status part(const http::FormPart& head) override {
+    heads.push_back(head);
+    bodies.emplace_back();
+    return corral::ok();
+  }
+  corral::Status data(std::string_view bytes) override {
+    require(!bodies.empty());
+    bodies.back().append(bytes);
+    return corral::ok();
+  }
+  corral::Status part_end() override { return corral::ok(); }
+};
+
+// `in` fed in pieces whose sizes come from its bytes (1-64).
+void same_when_streamed(std::string_view in, const http::FormLimits& limits,
+                        const corral::Result<std::vector<http::FormPart>>& whole) {
+  http::FormDataReader reader("b", limits);
+  Gathered got;
+  corral::Status st = corral::ok();
+  std::size_t pos = 0, salt = in.size();
+  while (st && pos < in.size()) {
+    salt = salt * 31 + static_cast<unsigned char>(in[pos]);
+    const std::size_t n = std::min<std::size_t>(in.size() - pos, 1 + salt % 64);
+    st = reader.feed(in.substr(pos, n), got);
+    pos += n;
+  }
+  if (st) st = reader.finish(got);
+  require(st.has_value() == whole.has_value());
+  if (!st) {
+    require(st.error().code == whole.error().code);
+    return;
+  }
+  require(got.heads.size() == whole->size());
+  for (std::size_t i = 0; i < whole->size(); ++i) {
+    require(got.heads[i].name == (*whole)[i].name);
+    require(got.heads[i].filename == (*whole)[i].filename);
+    require(got.heads[i].content_type == (*whole)[i].content_type);
+    require(got.bodies[i] == (*whole)[i].body);
+  }
+}
+
 void fuzz_read(std::string_view in) {
   http::FormLimits limits;
   limits.max_parts = 16;
   limits.max_part_head_bytes = 256;
   auto parts = http::parse_form_data(in, "b", limits);
+  same_when_streamed(in, limits, parts);
   if (!parts) {
     require(parts.error().code == corral::ErrorCode::kInvalidArgument ||
             parts.error().code == corral::ErrorCode::kResourceExhausted);

@@ -169,5 +169,96 @@ TEST(FormData, WhatWeWriteReadsBackAndItsBoundaryIsInNoPart) {
   }
 }
 
+// A sink that writes down what the streaming reader hands it.
+struct Recorder : FormDataSink {
+  std::vector<FormPart> heads;
+  std::vector<std::string> bodies;
+  std::size_t ended = 0;
+  std::size_t handed = 0;  // bytes of part bodies so far
+  std::size_t fail_after = SIZE_MAX;
+  Status part(const FormPart& head) override {
+    heads.push_back(head);
+    bodies.emplace_back();
+    return ok();
+  }
+  Status data(std::string_view bytes) override {
+    bodies.back().append(bytes);
+    handed += bytes.size();
+    if (handed > fail_after) return make_error(ErrorCode::kResourceExhausted, "sink is full");
+    return ok();
+  }
+  Status part_end() override {
+    ++ended;
+    return ok();
+  }
+};
+
+TEST(FormDataReader, EveryWayOfCuttingTheBodyReadsTheSameParts) {
+  const std::string body = part(named("task") + "Content-Type: application/json\r\n", "{}") +
+                           part(named("in0"), "a\r\n--" + kB.substr(0, 5) + "\r\n--x") +
+                           part(named("empty"), "") + close();
+  auto whole = parse_form_data(body, kB);
+  ASSERT_TRUE(whole.has_value()) << whole.error().message;
+  // Two cuts anywhere: three pieces, some of them empty.
+  for (std::size_t a = 0; a <= body.size(); ++a) {
+    for (std::size_t b = a; b <= body.size(); b += 7) {
+      FormDataReader reader(kB);
+      Recorder rec;
+      ASSERT_TRUE(reader.feed(body.substr(0, a), rec).has_value()) << a << " " << b;
+      ASSERT_TRUE(reader.feed(body.substr(a, b - a), rec).has_value()) << a << " " << b;
+      ASSERT_TRUE(reader.feed(body.substr(b), rec).has_value()) << a << " " << b;
+      ASSERT_TRUE(reader.finish(rec).has_value()) << a << " " << b;
+      ASSERT_EQ(rec.heads.size(), whole->size());
+      EXPECT_EQ(rec.ended, whole->size());
+      for (std::size_t i = 0; i < whole->size(); ++i) {
+        EXPECT_EQ(rec.heads[i].name, (*whole)[i].name);
+        EXPECT_EQ(rec.heads[i].content_type, (*whole)[i].content_type);
+        EXPECT_EQ(rec.bodies[i], (*whole)[i].body) << "cut at " << a << ", " << b;
+      }
+    }
+  }
+}
+
+TEST(FormDataReader, HandsBytesOnAsTheyArriveInBoundedMemory) {
+  // 4 MiB in 64 KiB pieces: after each piece all but the last few bytes
+  // (a possible delimiter start) have been handed on.
+  const std::string head = "--" + kB + "\r\n" + named("file") + "\r\n";
+  FormDataReader reader(kB);
+  Recorder rec;
+  ASSERT_TRUE(reader.feed(head, rec).has_value());
+  const std::string piece(64 * 1024, 'z');
+  for (int i = 1; i <= 64; ++i) {
+    ASSERT_TRUE(reader.feed(piece, rec).has_value());
+    EXPECT_GE(rec.handed + kB.size() + 4, piece.size() * i) << "after piece " << i;
+    rec.bodies.back().clear();  // what a file writer does: nothing kept
+  }
+  ASSERT_TRUE(reader.feed("\r\n" + close(), rec).has_value());
+  ASSERT_TRUE(reader.finish(rec).has_value());
+  EXPECT_EQ(rec.handed, piece.size() * 64);
+  EXPECT_EQ(rec.ended, 1u);
+}
+
+TEST(FormDataReader, ASinkErrorStopsItAndEveryLaterCallSaysSo) {
+  const std::string body = part(named("a"), std::string(1000, 'x')) + close();
+  FormDataReader reader(kB);
+  Recorder rec;
+  rec.fail_after = 10;
+  auto st = reader.feed(body, rec);
+  ASSERT_FALSE(st.has_value());
+  EXPECT_EQ(st.error().message, "sink is full");
+  EXPECT_FALSE(reader.feed("more", rec).has_value());
+  EXPECT_FALSE(reader.finish(rec).has_value());
+}
+
+TEST(FormDataReader, ABodyThatStopsEarlyIsAnErrorAtFinish) {
+  const std::string body = part(named("a"), "12345") + close();
+  for (std::size_t n = 0; n + 2 < body.size(); ++n) {
+    FormDataReader reader(kB);
+    Recorder rec;
+    auto fed = reader.feed(body.substr(0, n), rec);
+    EXPECT_FALSE(fed.has_value() && reader.finish(rec).has_value()) << "cut at " << n;
+  }
+}
+
 }  // namespace
 }  // namespace corral::http
