@@ -1,6 +1,5 @@
-// What the facade's files (e2b_facade.cc, e2b_control_api.cc,
-// envd_process_api.cc, envd_filesystem_api.cc) share and nothing else
-// includes.
+// What the facade's files (e2b_facade.cc, e2b_control_api.cc, envd_*.cc)
+// share and nothing else includes.
 #pragma once
 
 #include <chrono>
@@ -16,6 +15,7 @@
 #include "daemon/sandbox_lease.h"
 #include "e2b/connect_protocol.h"
 #include "e2b/control_messages.h"
+#include "fs/confined_root.h"
 
 #include <nlohmann/json.hpp>
 
@@ -43,8 +43,22 @@ struct EnvdCall {
 };
 void handle_process_service(EnvdCall& call);
 void handle_filesystem_service(EnvdCall& call);
-void handle_files(EnvdCall& call);
+void handle_files(EnvdCall& call);      // envd_files_api.cc
 void handle_watch_dir(EnvdCall& call);  // envd_watch_api.cc
+
+// An envd file call's sandbox: leased (`transfer`: the lease holds the
+// connection, which a destroy cuts), with its confined root.
+struct EnvdTarget {
+  SandboxLease lease;
+  std::shared_ptr<SandboxEntry> sandbox;
+  std::optional<ConfinedRoot> root;
+};
+// nullopt when the error was answered (`connect`: as a Connect error, else
+// as envd's JSON error).
+std::optional<EnvdTarget> open_target(EnvdCall& c, bool transfer, bool connect);
+
+// The last component of a path ("/a/b/" -> "b").
+std::string last_name(const std::string& path);
 
 // E2B's control-plane error: {"code": status, "message": ...}.
 void send_control_error(http::ResponseWriter& out, int status, std::string_view message);

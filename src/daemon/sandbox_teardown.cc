@@ -7,9 +7,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
-static double tnow(){return std::chrono::duration<double,std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();}
 #include <nlohmann/json.hpp>
 
 #include "base/paths.h"
@@ -79,11 +76,8 @@ api::SandboxInfo SandboxService::teardown(const std::shared_ptr<SandboxEntry>& e
     if (failed && e->state == SandboxState::kFailed)
       (void)transition(e.get(), id, SandboxState::kDestroying, "cleanup of a failed create");
   }
-  double t0=tnow();
   unwatch(*e);
-  double t1=tnow();
   DestroyReport report = remove_from_host(e, id);
-  double t2=tnow();
   if (report.final_stats) e->final_stats = report.final_stats;
   // Every process the sandbox had is gone now.
   std::vector<std::shared_ptr<ProcessEntry>> procs;
@@ -109,10 +103,7 @@ api::SandboxInfo SandboxService::teardown(const std::shared_ptr<SandboxEntry>& e
       metrics_.counter("corral_limit_hits_total", "Limit hits", {{"limit", "pids"}})
           .add(static_cast<double>(report.final_stats->pids_max_hits));
   }
-  double t3=tnow();
-  auto r_ = record_teardown(e, id, reason, report);
-  fprintf(stderr, "TIMING teardown unwatch %.2f host %.2f procs %.2f record %.2f\n", t1-t0, t2-t1, t3-t2, tnow()-t3);
-  return r_;
+  return record_teardown(e, id, reason, report);
 }
 
 api::SandboxInfo SandboxService::retry_teardown(const std::shared_ptr<SandboxEntry>& e,
@@ -142,11 +133,7 @@ api::SandboxInfo SandboxService::retry_teardown(const std::shared_ptr<SandboxEnt
 // cgroup, its layer, its network, its secrets.
 DestroyReport SandboxService::remove_from_host(const std::shared_ptr<SandboxEntry>& e,
                                                std::string_view id) {
-  double a0=tnow();
-  std::size_t nlease = e->leases.size();
-  std::size_t held_ = drain_leases(*e, kLeaseDrain);
-  fprintf(stderr, "TIMING drain %.2f leases %zu\n", tnow()-a0, nlease);
-  if (std::size_t held = held_; held > 0)
+  if (std::size_t held = drain_leases(*e, kLeaseDrain); held > 0)
     metrics_.counter("corral_teardown_lease_timeouts_total",
                      "Teardowns that went on while a request still held the sandbox's files")
         .inc();

@@ -1,5 +1,3 @@
-#include <chrono>
-#include <cstdio>
 #include "runtime/live_sandbox.h"
 
 #include <fcntl.h>
@@ -223,10 +221,8 @@ std::string LiveSandbox::root_path() const {
   return "/proc/" + std::to_string(identity_.init_pid) + "/root";
 }
 
-static double tnow2(){return std::chrono::duration<double,std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();}
 DestroyReport LiveSandbox::destroy() {
   DestroyReport report;
-  double t0=tnow2(), t1=0, t2=0, t3=0;
   if (cgroup_) {
     if (auto st = cgroup_->stats(); st) report.final_stats = *st;
   }
@@ -235,11 +231,9 @@ DestroyReport LiveSandbox::destroy() {
     pollfd p{pidfd_.get(), POLLIN, 0};
     if (poll(&p, 1, 5000) <= 0) report.residue.push_back("init of " + id() + " did not exit");
   }
-  t1=tnow2();
   if (cgroup_) {
     if (auto st = cgroup_->destroy(); !st) report.residue.push_back(st.error().message);
   }
-  t2=tnow2();
   // The handles stay open (the destructor closes them): see destroy() in
   // the header.
   if (layer_) {
@@ -253,8 +247,6 @@ DestroyReport LiveSandbox::destroy() {
       report.residue.push_back(wiped.error().message);
     }
   }
-  t3=tnow2();
-  fprintf(stderr, "TIMING live kill %.2f cgroup %.2f layer %.2f\n", t1-t0, t2-t1, t3-t2);
   const std::string lock_path = run_dir() + "/sandboxes/" + id() + ".lock";
   if (unlink(lock_path.c_str()) != 0 && errno != ENOENT)
     report.residue.push_back("file " + lock_path);
