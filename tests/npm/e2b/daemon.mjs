@@ -46,6 +46,7 @@ export async function startDaemon({ config, env } = {}) {
     url,
     apiKey,
     dataDir: join(dir, 'data'),
+    pid: proc.pid,
     output,
     async stop() {
       if (proc.exitCode === null) {

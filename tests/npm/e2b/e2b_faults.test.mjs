@@ -6,6 +6,7 @@
 import { after, afterEach, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import { readFileSync } from 'node:fs';
 import { InvalidArgumentError, Sandbox } from 'e2b';
 import { canRun, startDaemon } from './daemon.mjs';
 
@@ -33,7 +34,7 @@ function envelopes(buf) {
 }
 
 // One raw request; resolves {status, headers, body: Buffer}.
-function request(url, { method = 'POST', headers = {}, body, chunked = false } = {}) {
+function request(url, { method = 'POST', headers = {}, body, chunked = false, piece = 3 } = {}) {
   return new Promise((resolve, reject) => {
     const req = http.request(url, { method, headers }, (res) => {
       const chunks = [];
@@ -43,7 +44,7 @@ function request(url, { method = 'POST', headers = {}, body, chunked = false } =
     req.on('error', reject);
     if (body !== undefined) {
       if (chunked) {
-        for (let i = 0; i < body.length; i += 3) req.write(body.subarray(i, i + 3));
+        for (let i = 0; i < body.length; i += piece) req.write(body.subarray(i, i + piece));
       } else {
         req.setHeader('content-length', body.length);
         req.write(body);
@@ -166,6 +167,61 @@ describe('e2b facade faults', { skip: !run }, () => {
     const ok = await request(envd + '/files?path=%2Ftmp%2Fz.txt', { headers: h, body: good, chunked: true });
     assert.equal(ok.status, 200, String(ok.body));
     assert.equal((await sbx.commands.run('wc -c < /tmp/z.txt')).stdout.trim(), '60000');
+    await alive();
+  });
+
+  test('a multipart upload streams into its file: a broken one leaves it empty, memory stays flat', async () => {
+    const sbx = await create();
+    const boundary = 'corral-test-boundary';
+    const h = headers(sbx, 'multipart/form-data; boundary=' + boundary);
+    const head = (name, file) => Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${name}"` +
+      (file ? `; filename="${file}"` : '') + '\r\nContent-Type: application/octet-stream\r\n\r\n');
+    const close = Buffer.from(`\r\n--${boundary}--\r\n`);
+    const bytes = Buffer.alloc(300000, 0x61);
+    const size = async (p) => (await sbx.commands.run(`stat -c %s ${p} 2>/dev/null || echo none`)).stdout.trim();
+    // Broken after the file's bytes began. Cut before its boundary line: the
+    // file under way is left empty (written, then given back), as corral's
+    // PUT does. Broken after its boundary line (which ends the part): the
+    // file is whole and the request still answers the error.
+    const cases = {
+      'cut before its closing boundary': Buffer.concat([head('file', '/tmp/m.bin'), bytes]),
+      'boundary followed by junk': Buffer.concat([head('file', '/tmp/m.bin'), bytes, Buffer.from(`\r\n--${boundary}junk`)]),
+      'a closing boundary with bytes after it': Buffer.concat([head('file', '/tmp/m.bin'), bytes, close, Buffer.from('x')]),
+    };
+    for (const [name, body] of Object.entries(cases)) {
+      const res = await request(envd + '/files', { headers: h, body, chunked: true, piece: 65536 });
+      assert.equal(res.status, 400, name + ': ' + res.body);
+      assert.equal(JSON.parse(res.body).code, 400, name);
+      assert.equal(await size('/tmp/m.bin'), name.startsWith('cut') ? '0' : String(bytes.length), name);
+    }
+    // Two files; the second part's head is refused: the first is whole, the
+    // second never made.
+    let res = await request(envd + '/files', {
+      headers: h,
+      body: Buffer.concat([head('file', '/tmp/one.bin'), bytes, Buffer.from(`\r\n--${boundary}\r\nContent-Disposition: attachment; name="file"\r\n\r\nzz`), close]),
+    });
+    assert.equal(res.status, 400, String(res.body));
+    assert.match(JSON.parse(res.body).message, /not form-data/);
+    assert.equal(await size('/tmp/one.bin'), String(bytes.length));
+    // A file part without a path, and a body with no file part.
+    res = await request(envd + '/files', { headers: h, body: Buffer.concat([head('file'), bytes, close]) });
+    assert.equal(res.status, 400);
+    assert.match(JSON.parse(res.body).message, /without a path/);
+    res = await request(envd + '/files', { headers: h, body: Buffer.concat([head('note', 'x'), bytes, close]) });
+    assert.equal(res.status, 400);
+    assert.match(JSON.parse(res.body).message, /no part named "file"/);
+    // 160 MiB through one request: the daemon's peak memory grows by far
+    // less than the body (it was read whole before: at least 160 MiB).
+    const hwm = () => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${daemon.pid}/status`, 'utf8'))[1]);
+    const before = hwm();
+    const big = Buffer.alloc(160 << 20, 0x62);
+    res = await request(envd + '/files?path=big.bin', {
+      headers: h, body: Buffer.concat([head('file', 'big.bin'), big, close]), chunked: true, piece: 1 << 20,
+    });
+    assert.equal(res.status, 200, String(res.body));
+    assert.equal(await size('big.bin'), String(big.length));
+    const grown = hwm() - before;
+    assert.ok(grown < 48 * 1024, `the daemon's peak RSS grew by ${grown} kB for a 160 MiB upload`);
     await alive();
   });
 
