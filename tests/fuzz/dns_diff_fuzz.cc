@@ -18,6 +18,7 @@
 #endif
 #include <ldns/ldns.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -69,6 +70,7 @@ struct NameFacts {
   bool header_pointer = false;   // a pointer into the 12-byte header
   bool odd_bytes = false;        // a byte other than letters, digits, '-', '_'
   std::size_t text_size = 0;     // of the first run only (uncompressed names)
+  std::size_t reach = 0;         // one past the furthest byte read, pointers followed
 };
 
 NameFacts name_facts(std::span<const std::uint8_t> w, std::size_t p) {
@@ -77,12 +79,14 @@ NameFacts name_facts(std::span<const std::uint8_t> w, std::size_t p) {
   bool jumped = false;
   for (int guard = 0; guard < 512 && p < w.size(); ++guard) {
     std::uint8_t len = w[p];
+    f.reach = std::max(f.reach, p + 1);
     if (len == 0) {
       if (!jumped) f.end = p + 1;
       return f;
     }
     if ((len & 0xc0) == 0xc0) {
       if (p + 1 >= w.size()) return f;
+      f.reach = std::max(f.reach, p + 2);
       std::size_t target = (std::size_t{len & 0x3fu} << 8) | w[p + 1];
       f.compressed = true;
       f.forward_pointer |= target >= run_start;
@@ -99,6 +103,7 @@ NameFacts name_facts(std::span<const std::uint8_t> w, std::size_t p) {
     }
     if (!jumped) f.text_size += (f.text_size ? 1 : 0) + len;
     p += 1 + len;
+    f.reach = std::max(f.reach, std::min(p, w.size()));
   }
   return f;
 }
@@ -229,6 +234,13 @@ const char* stricter_response(const LPacket& l) {
           },
           1))
     return "D5 CNAME data longer than its target";
+  if (any_record(
+          l,
+          [](const LRecord& r) {
+            return r.type == dns::kTypeCname && r.target.reach > r.owner.end + 10 + r.rdlength;
+          },
+          1))
+    return "D7 a CNAME target whose pointed-to labels run past its RDATA";
   return nullptr;
 }
 
