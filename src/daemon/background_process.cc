@@ -27,7 +27,7 @@ std::string process_output_name(const std::string& process_id, std::string_view 
 
 ApiResult<std::shared_ptr<ProcessEntry>> start_background_process(
     SandboxService& sandboxes, const std::shared_ptr<SandboxEntry>& sandbox,
-    const api::ExecRequest& request) {
+    const api::ExecRequest& request, std::optional<std::string> tag) {
   if (request.stdin_data.size() > kInitialStdin)
     return api_fail(api::ApiErrorCode::kInvalidValue,
                     "the initial stdin of a background process is at most 1 MiB (" +
@@ -56,7 +56,7 @@ ApiResult<std::shared_ptr<ProcessEntry>> start_background_process(
   if (pipe2(fds, O_CLOEXEC) != 0) return api_fail(api::ApiErrorCode::kInternal, "could not make a pipe");
   UniqueFd stdio[3] = {UniqueFd(fds[0]), std::move(files[0]), std::move(files[1])};
   UniqueFd stdin_w(fds[1]);
-  auto proc = sandboxes.spawn(sandbox, request, true, stdio, rid);
+  auto proc = sandboxes.spawn(sandbox, request, true, stdio, rid, std::move(tag));
   if (!proc) return tl::unexpected(proc.error());
   ProcessEntry& p = **proc;
   {

@@ -33,7 +33,7 @@ std::string process_output_name(const std::string& process_id, std::string_view 
 // (phase kFailed), its reason written to its stderr file.
 ApiResult<std::shared_ptr<ProcessEntry>> start_background_process(
     SandboxService& sandboxes, const std::shared_ptr<SandboxEntry>& sandbox,
-    const api::ExecRequest& request);
+    const api::ExecRequest& request, std::optional<std::string> tag = std::nullopt);
 
 // One output file of a background process, read from an offset as it
 // grows, through the sandbox's redactor (S3): what is handed out never

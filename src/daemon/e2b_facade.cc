@@ -154,23 +154,6 @@ bool E2bFacade::authenticated(const http::Peer& peer, const http::RequestHead& h
   return key && keys_.verify(corral_key(trim(*key)));
 }
 
-void E2bFacade::set_tag(const std::string& process_id, const std::string& tag) {
-  std::lock_guard lock(tags_mu_);
-  tags_[process_id] = tag;
-}
-
-std::optional<std::string> E2bFacade::tag_of(const std::string& process_id) {
-  std::lock_guard lock(tags_mu_);
-  auto it = tags_.find(process_id);
-  if (it == tags_.end()) return std::nullopt;
-  return it->second;
-}
-
-void E2bFacade::forget_tag(const std::string& process_id) {
-  std::lock_guard lock(tags_mu_);
-  tags_.erase(process_id);
-}
-
 void E2bFacade::handle(const http::Peer& peer, const http::RequestHead& head,
                        http::BodyReader& body, http::ResponseWriter& out) {
   const std::string_view rest = std::string_view(head.path).substr(settings_.prefix.size());

@@ -16,8 +16,6 @@
 // (SandboxService, the file layer, the redactor, the audit log).
 #pragma once
 
-#include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -58,11 +56,6 @@ class E2bFacade {
   std::string access_token(std::string_view sandbox_id) const;
   bool token_matches(std::string_view sandbox_id, std::string_view presented) const;
 
-  // Tags given at Start, by corral process id (in memory: lost on restart).
-  void set_tag(const std::string& process_id, const std::string& tag);
-  std::optional<std::string> tag_of(const std::string& process_id);
-  void forget_tag(const std::string& process_id);
-
   ApiContext& context() { return ctx_; }
   const ApiKeys& keys() const { return keys_; }
 
@@ -71,8 +64,6 @@ class E2bFacade {
   const ApiKeys& keys_;
   E2bSettings settings_;
   std::string token_key_;
-  std::mutex tags_mu_;
-  std::map<std::string, std::string> tags_;
 };
 
 }  // namespace corral::daemon

@@ -35,7 +35,7 @@ std::uint32_t e2b_pid(ProcessEntry& p) {
 std::shared_ptr<ProcessEntry> find(E2bFacade& f, SandboxEntry& s, const e2b::ProcessSelector& sel) {
   for (auto& p : f.context().sandboxes.processes(s)) {
     if (sel.pid && e2b_pid(*p) == *sel.pid) return p;
-    if (sel.tag && f.tag_of(p->id) == *sel.tag) return p;
+    if (sel.tag && p->tag == *sel.tag) return p;
   }
   return nullptr;
 }
@@ -138,7 +138,7 @@ void start(EnvdCall& c) {
     expires = sandbox->expires_at_ms;
   }
   exec.timeout_ms = timeout.value_or(std::max<std::int64_t>(1000, expires - StateStore::now_ms()));
-  auto proc = start_background_process(ctx.sandboxes, sandbox, exec);
+  auto proc = start_background_process(ctx.sandboxes, sandbox, exec, req->tag);
   if (!proc) return send_stream_error(c.r.out, proc.error());
   ProcessEntry& p = **proc;
   std::string failure;
@@ -151,7 +151,6 @@ void start(EnvdCall& c) {
   if (!failure.empty())
     return send_stream_error(c.r.out, ConnectCode::kInvalidArgument,
                              "the command could not start: " + failure);
-  if (req->tag) c.facade.set_tag(p.id, *req->tag);
   if (!c.r.out.start(200, {{"content-type", "application/connect+json"}}, std::nullopt)) return;
   if (!c.r.out.write(e2b::envelope(0, e2b::start_event_json(e2b_pid(p))))) return;
   follow(ctx, c.r, *sandbox, p, false);
@@ -198,7 +197,7 @@ void list(EnvdCall& c) {
       l.config.cmd = p->argv[0];
       l.config.args.assign(p->argv.begin() + 1, p->argv.end());
     }
-    l.tag = c.facade.tag_of(p->id);
+    l.tag = p->tag;
     listed.push_back(std::move(l));
   }
   send_connect_json(c.r.out, e2b::process_list_json(listed));

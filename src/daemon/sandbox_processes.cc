@@ -21,7 +21,7 @@ using nlohmann::json;
 
 ApiResult<std::shared_ptr<ProcessEntry>> SandboxService::spawn(
     const std::shared_ptr<SandboxEntry>& sandbox, const api::ExecRequest& request, bool background,
-    UniqueFd stdio[3], std::uint64_t request_id) {
+    UniqueFd stdio[3], std::uint64_t request_id, std::optional<std::string> tag) {
   SpawnRequest req;
   req.request_id = request_id != 0 ? request_id : new_request_id();
   req.argv = request.argv;
@@ -78,6 +78,7 @@ ApiResult<std::shared_ptr<ProcessEntry>> SandboxService::spawn(
   p->request_id = req.request_id;
   p->argv = req.argv;
   p->background = background;
+  p->tag = std::move(tag);
   p->started_at_ms = now_ms();
   p->started = Clock::now();
   p->deadline = p->started + timeout;
@@ -110,6 +111,7 @@ ApiResult<std::shared_ptr<ProcessEntry>> SandboxService::spawn(
     rec.state = ProcessState::kStarting;
     rec.started_at_ms = p->started_at_ms;
     rec.deadline_at_ms = p->started_at_ms + timeout.count();
+    rec.tag = p->tag;
     if (auto st = store_.add_process(rec); !st) {
       std::lock_guard lock(sandbox->mu);
       sandbox->processes.erase(req.request_id);

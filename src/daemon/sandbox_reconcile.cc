@@ -179,6 +179,7 @@ SandboxService::Reconciler::Unverified SandboxService::Reconciler::readopt_proce
     p->request_id = *rid;
     p->argv = pr.argv;
     p->background = true;
+    p->tag = pr.tag;
     p->reattached = true;
     p->started_at_ms = pr.started_at_ms;
     p->started = Clock::now();

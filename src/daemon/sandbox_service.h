@@ -176,10 +176,12 @@ class SandboxService {
 
   // Registers a process and sends its spawn request; the monitor fills in
   // the rest. `stdio` are the process's ends (closed here after sending).
-  // `request_id` 0: a new random one.
+  // `request_id` 0: a new random one. `tag`: kept with a background
+  // process, in the store too (the E2B facade's commands.run tag).
   ApiResult<std::shared_ptr<ProcessEntry>> spawn(const std::shared_ptr<SandboxEntry>& sandbox,
                                                  const api::ExecRequest& request, bool background,
-                                                 UniqueFd stdio[3], std::uint64_t request_id = 0);
+                                                 UniqueFd stdio[3], std::uint64_t request_id = 0,
+                                                 std::optional<std::string> tag = std::nullopt);
   // Kills a process's whole group (it runs in its own session).
   void kill_process(ProcessEntry& process, int sig);
   // Processes of a sandbox (background ones and execs still running).

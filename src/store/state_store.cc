@@ -185,6 +185,12 @@ CREATE TABLE pools (
     R"sql(
 ALTER TABLE task_inputs ADD COLUMN in_file INTEGER NOT NULL DEFAULT 0 CHECK (in_file IN (0, 1));
 )sql",
+    // 9 -> 10: the tag a process was started with (the E2B facade's
+    // commands.run tag, issue 17), so that it still selects the process
+    // after a restart. NULL: none.
+    R"sql(
+ALTER TABLE processes ADD COLUMN tag TEXT;
+)sql",
 };
 static_assert(std::size(kMigrations) == StateStore::kSchemaVersion,
               "one migration per schema version");
@@ -732,7 +738,7 @@ Status StateStore::add_process(const ProcessRecord& p) {
   auto ins = Stmt::prepare(h,
                            "INSERT INTO processes (id, sandbox_id, argv_json, state, exit_code, "
                            "signal, started_at, ended_at, deadline_at, host_pid, host_start_time, "
-                           "timed_out) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                           "timed_out, tag) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
                            &db_->cache);
   if (!ins) return tl::unexpected<Error>(std::move(ins).error().wrap(what));
   ins->bind(1, p.id).bind(2, p.sandbox_id).bind(3, argv_json).bind(4, process_state_name(p.state));
@@ -743,7 +749,7 @@ Status StateStore::add_process(const ProcessRecord& p) {
   ins->bind(11, p.host_start_time
                     ? std::optional<std::int64_t>(static_cast<std::int64_t>(*p.host_start_time))
                     : std::nullopt);
-  ins->bind(12, std::int64_t{p.timed_out ? 1 : 0});
+  ins->bind(12, std::int64_t{p.timed_out ? 1 : 0}).bind(13, p.tag);
   if (auto r = ins->run("INSERT INTO processes"); !r) {
     if (sqlite3_extended_errcode(h) == SQLITE_CONSTRAINT_PRIMARYKEY) {
       return make_error(ErrorCode::kAlreadyExists,
@@ -846,8 +852,8 @@ Result<std::vector<ProcessRecord>> StateStore::list_processes(std::string_view s
   std::lock_guard lock(db_->mu);
   auto st = Stmt::prepare(db_->handle,
                           "SELECT id, sandbox_id, argv_json, state, exit_code, signal, started_at, "
-                          "ended_at, deadline_at, host_pid, host_start_time, timed_out FROM processes "
-                          "WHERE sandbox_id = ?1 ORDER BY rowid",
+                          "ended_at, deadline_at, host_pid, host_start_time, timed_out, tag "
+                          "FROM processes WHERE sandbox_id = ?1 ORDER BY rowid",
                           &db_->cache);
   if (!st) return tl::unexpected<Error>(std::move(st).error());
   st->bind(1, sandbox_id);
@@ -880,6 +886,7 @@ Result<std::vector<ProcessRecord>> StateStore::list_processes(std::string_view s
     p.host_pid = st->opt_int64(9);
     if (auto v = st->opt_int64(10)) p.host_start_time = static_cast<std::uint64_t>(*v);
     p.timed_out = st->int64(11) != 0;
+    p.tag = st->opt_text(12);
     out.push_back(std::move(p));
   }
   return out;

@@ -78,6 +78,8 @@ struct ProcessRecord {
   // Ended by its timeout (marked before the kill: an exit a restarted
   // daemon learns of later is still known to be the timeout's).
   bool timed_out = false;
+  // The tag it was started with (E2B's commands.run tag); empty: none.
+  std::optional<std::string> tag;
 };
 
 // A destroyed sandbox's diagnostics as stored (docs/operations.md).
@@ -105,7 +107,7 @@ struct CreateResult {
 
 class StateStore {
  public:
-  static constexpr int kSchemaVersion = 9;
+  static constexpr int kSchemaVersion = 10;
 
   // What an acknowledged write survives. kPowerLoss: synchronous=FULL, every
   // commit is fsync'd before the call returns. kProcessCrash:

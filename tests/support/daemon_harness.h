@@ -66,8 +66,8 @@ class TestDaemon {
   // the broker and the read watch go through the journal), or after 2 s.
   std::vector<nlohmann::json> wait_audit(const std::string& type, std::size_t at_least) const;
 
-  // SIGKILL the daemon (crash tests) and start it again on the same data
-  // dir, socket and port. Returns false if it does not come back.
+  // SIGKILL the daemon (crash tests); restart() then starts it again on
+  // the same data dir, socket and port (false if it does not come back).
   bool kill9();
   bool restart();
   // SIGTERM and wait. Returns the wait status (-1: it was not running, or

@@ -485,7 +485,7 @@ TEST(StateStoreTest, MigratesFromSchema2) {
   ASSERT_EQ(raw_sql(path, "PRAGMA user_version"), "2");
   StateStore store = open_or_die(path);
   EXPECT_EQ(*store.pragma("user_version"), std::to_string(StateStore::kSchemaVersion));
-  EXPECT_EQ(StateStore::kSchemaVersion, 9);  // 9: task input files
+  EXPECT_EQ(StateStore::kSchemaVersion, 10);  // 10: process tags
   // The old rows are all there; the process has no host pid, start time or
   // deadline (its daemon did not record them).
   auto sb = store.get("sb-old");
@@ -503,10 +503,12 @@ TEST(StateStoreTest, MigratesFromSchema2) {
   EXPECT_FALSE(old.host_pid.has_value());
   EXPECT_FALSE(old.host_start_time.has_value());
   EXPECT_FALSE(old.deadline_at_ms.has_value());
+  EXPECT_FALSE(old.tag.has_value());
   // The new columns work on migrated rows and new ones.
   ASSERT_TRUE(store.set_process_host("p-old", 99, 12345));
   ProcessRecord fresh{"p-new", "sb-old", {"true"}, ProcessState::kStarting, {}, {}, 30, {}};
   fresh.deadline_at_ms = 90;
+  fresh.tag = "server";
   ASSERT_TRUE(store.add_process(fresh)) << store.add_process(fresh).error().to_string();
   procs = store.list_processes("sb-old");
   ASSERT_TRUE(procs);
@@ -514,6 +516,8 @@ TEST(StateStoreTest, MigratesFromSchema2) {
   EXPECT_EQ((*procs)[0].host_pid, 99);
   EXPECT_EQ((*procs)[0].host_start_time, 12345u);
   EXPECT_EQ((*procs)[1].deadline_at_ms, 90);
+  EXPECT_EQ((*procs)[1].tag, "server");
+  EXPECT_FALSE((*procs)[0].tag.has_value());
   EXPECT_EQ(*store.integrity_check(), "ok");
   expect_consistent(store);
 }
