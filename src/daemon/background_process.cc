@@ -53,7 +53,8 @@ ApiResult<std::shared_ptr<ProcessEntry>> start_background_process(
     }
   }
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return api_fail(api::ApiErrorCode::kInternal, "could not make a pipe");
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    return api_fail(api::ApiErrorCode::kInternal, "could not make a pipe");
   UniqueFd stdio[3] = {UniqueFd(fds[0]), std::move(files[0]), std::move(files[1])};
   UniqueFd stdin_w(fds[1]);
   auto proc = sandboxes.spawn(sandbox, request, true, stdio, rid, std::move(tag));
@@ -64,8 +65,10 @@ ApiResult<std::shared_ptr<ProcessEntry>> start_background_process(
     // A process can end before we get here (`true` under load): its end
     // closed the fds it had then, so a writer kept now would stay open for
     // as long as the finished process is listed.
-    if (p.finished()) stdin_w.reset();
-    else p.stdin_writer = std::move(stdin_w);
+    if (p.finished())
+      stdin_w.reset();
+    else
+      p.stdin_writer = std::move(stdin_w);
     if (p.stdin_writer && !request.stdin_data.empty()) {
       // Initial stdin, into the empty pipe grown to hold it (at most 1 MiB,
       // checked above); never blocking on a process that does not read.

@@ -68,7 +68,10 @@ std::vector<std::string_view> split(std::string_view path) {
 
 E2bFacade::E2bFacade(ApiContext& context, const ApiKeys& keys, E2bSettings settings,
                      std::string token_key)
-    : ctx_(context), keys_(keys), settings_(std::move(settings)), token_key_(std::move(token_key)) {}
+    : ctx_(context),
+      keys_(keys),
+      settings_(std::move(settings)),
+      token_key_(std::move(token_key)) {}
 
 Result<std::string> E2bFacade::load_or_make_key(const std::string& path) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
@@ -89,8 +92,7 @@ Result<std::string> E2bFacade::load_or_make_key(const std::string& path) {
   if (!fd) return errno_error("opening " + path);
   struct stat st;
   if (fstat(fd.get(), &st) != 0) return errno_error("fstat(" + path + ")");
-  if (!S_ISREG(st.st_mode) || (st.st_mode & 077) != 0 ||
-      (st.st_uid != 0 && st.st_uid != geteuid()))
+  if (!S_ISREG(st.st_mode) || (st.st_mode & 077) != 0 || (st.st_uid != 0 && st.st_uid != geteuid()))
     return make_error(ErrorCode::kPermissionDenied,
                       path + " must be a regular file of root's (or the daemon's), mode 0600",
                       "chmod 600 " + path + ", or remove it to make a new one");
@@ -98,8 +100,7 @@ Result<std::string> E2bFacade::load_or_make_key(const std::string& path) {
   if (!text) return tl::unexpected(text.error());
   std::string hex(trim(std::string_view(*text).substr(0, text->find('\n'))));
   if (hex.size() != 2 * kKeyBytes || hex.find_first_not_of("0123456789abcdef") != std::string::npos)
-    return make_error(ErrorCode::kInvalidArgument,
-                      path + " does not hold 64 lower-case hex digits",
+    return make_error(ErrorCode::kInvalidArgument, path + " does not hold 64 lower-case hex digits",
                       "remove it: the daemon makes a new key (tokens already given out stop "
                       "working)");
   return hex;
@@ -123,7 +124,8 @@ Status E2bFacade::check_templates() {
 bool E2bFacade::owns(const http::RequestHead& head) const {
   if (!settings_.enabled) return false;
   const std::string& p = head.path;
-  return p.size() > settings_.prefix.size() && p.compare(0, settings_.prefix.size(), settings_.prefix) == 0 &&
+  return p.size() > settings_.prefix.size() &&
+         p.compare(0, settings_.prefix.size(), settings_.prefix) == 0 &&
          p[settings_.prefix.size()] == '/';
 }
 
@@ -209,8 +211,7 @@ void E2bFacade::handle(const http::Peer& peer, const http::RequestHead& head,
                                 "Connect calls are POST (" + head.method + " " + method + ")");
     if (method.rfind("process.Process/", 0) == 0) return handle_process_service(call);
     if (method.rfind("filesystem.Filesystem/", 0) == 0) return handle_filesystem_service(call);
-    return send_connect_error(out, e2b::ConnectCode::kUnimplemented,
-                              "no envd method " + method);
+    return send_connect_error(out, e2b::ConnectCode::kUnimplemented, "no envd method " + method);
   }
   // The control plane.
   std::string ns(ApiKeys::kDefaultNamespace);
@@ -264,17 +265,38 @@ e2b::ConnectError connect_error_of(const api::ApiError& e) {
     case 400:
     case 413:
     case 415:
-    case 422: code = ConnectCode::kInvalidArgument; break;
-    case 401: code = ConnectCode::kUnauthenticated; break;
-    case 403: code = ConnectCode::kPermissionDenied; break;
-    case 404: code = ConnectCode::kNotFound; break;
-    case 408: code = ConnectCode::kDeadlineExceeded; break;
-    case 409: code = ConnectCode::kFailedPrecondition; break;
-    case 429: code = ConnectCode::kResourceExhausted; break;
-    case 501: code = ConnectCode::kUnimplemented; break;
-    case 503: code = ConnectCode::kUnavailable; break;
-    case 507: code = ConnectCode::kResourceExhausted; break;
-    default: break;
+    case 422:
+      code = ConnectCode::kInvalidArgument;
+      break;
+    case 401:
+      code = ConnectCode::kUnauthenticated;
+      break;
+    case 403:
+      code = ConnectCode::kPermissionDenied;
+      break;
+    case 404:
+      code = ConnectCode::kNotFound;
+      break;
+    case 408:
+      code = ConnectCode::kDeadlineExceeded;
+      break;
+    case 409:
+      code = ConnectCode::kFailedPrecondition;
+      break;
+    case 429:
+      code = ConnectCode::kResourceExhausted;
+      break;
+    case 501:
+      code = ConnectCode::kUnimplemented;
+      break;
+    case 503:
+      code = ConnectCode::kUnavailable;
+      break;
+    case 507:
+      code = ConnectCode::kResourceExhausted;
+      break;
+    default:
+      break;
   }
   std::string message = e.message;
   if (!e.hint.empty()) message += " (" + e.hint + ")";
@@ -369,8 +391,7 @@ std::optional<std::string> read_unary(ApiRequest& r, std::size_t limit) {
   return read_limited(r, limit);
 }
 
-std::optional<std::string> read_stream_request(ApiRequest& r,
-                                               std::size_t limit) {
+std::optional<std::string> read_stream_request(ApiRequest& r, std::size_t limit) {
   if (!content_type_is(r, "application/connect+json")) {
     send_connect_error(r.out, e2b::ConnectCode::kInvalidArgument,
                        "a streaming call takes Content-Type: application/connect+json "

@@ -33,8 +33,7 @@ inline constexpr std::string_view kEnvdVersion = "0.5.7";
 class E2bFacade {
  public:
   // `token_key`: the secret the access tokens are derived from (32 bytes).
-  E2bFacade(ApiContext& context, const ApiKeys& keys, E2bSettings settings,
-            std::string token_key);
+  E2bFacade(ApiContext& context, const ApiKeys& keys, E2bSettings settings, std::string token_key);
 
   // Loads the token key from `path`, or makes one there (0600) when it is
   // missing. A file that is not a private regular file is an error.

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,8 +17,6 @@
 #include "e2b/connect_protocol.h"
 #include "e2b/control_messages.h"
 #include "fs/confined_root.h"
-
-#include <nlohmann/json.hpp>
 
 namespace corral::daemon::e2b_internal {
 
@@ -72,7 +71,8 @@ void send_connect_error(http::ResponseWriter& out, const api::ApiError& e);
 // The answer of a stream call that fails: status 200 and the error in the
 // end-of-stream message, as Connect has it (after the stream started: the
 // end-of-stream message only).
-void send_stream_error(http::ResponseWriter& out, e2b::ConnectCode code, const std::string& message);
+void send_stream_error(http::ResponseWriter& out, e2b::ConnectCode code,
+                       const std::string& message);
 // A corral API error as a stream's end-of-stream error.
 void send_stream_error(http::ResponseWriter& out, const api::ApiError& e);
 // Keepalive-Ping-Interval (seconds; at most 50, envd's default).

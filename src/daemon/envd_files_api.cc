@@ -43,9 +43,9 @@ void download(EnvdCall& c) {
     // envd: 404 for a missing file, 400 for a directory.
     auto info = t->root->stat(path);
     if (info && info->type == FileType::kDirectory)
-      return files_refuse(c, *t, "read", path,
-                          api::make_api_error(api::ApiErrorCode::kInvalidValue,
-                                              "path is a directory: " + path));
+      return files_refuse(
+          c, *t, "read", path,
+          api::make_api_error(api::ApiErrorCode::kInvalidValue, "path is a directory: " + path));
     return files_refuse(c, *t, "read", path, file_error(fd.error()));
   }
   struct stat st;
@@ -98,8 +98,8 @@ class UploadFile {
   std::optional<api::ApiError> put(std::string_view data) {
     if (limit_ != 0 && data.size() > limit_ - std::min(limit_, written_))
       return api::make_api_error(api::ApiErrorCode::kBodyTooLarge,
-                                 "the file is larger than this daemon's " +
-                                     std::to_string(limit_) + " bytes (serve.max_upload)");
+                                 "the file is larger than this daemon's " + std::to_string(limit_) +
+                                     " bytes (serve.max_upload)");
     hash_.update(data.data(), data.size());
     return write_upload_chunk(fd_.get(), data, written_);
   }
@@ -109,9 +109,7 @@ class UploadFile {
   }
 
   const std::string& path() const { return path_; }
-  nlohmann::json record() {
-    return {{"bytes", written_}, {"sha256", Sha256::hex(hash_.final())}};
-  }
+  nlohmann::json record() { return {{"bytes", written_}, {"sha256", Sha256::hex(hash_.final())}}; }
 
  private:
   std::string path_;
@@ -126,8 +124,9 @@ void send_written(EnvdCall& c, const EnvdTarget& t, const std::vector<std::strin
   FileRedactor redactor(c.facade.context().sandboxes, t.sandbox->id);
   nlohmann::json answer = nlohmann::json::array();
   for (const std::string& path : paths)
-    answer.push_back(
-        {{"name", redactor.text(last_name(path))}, {"type", "file"}, {"path", redactor.text(path)}});
+    answer.push_back({{"name", redactor.text(last_name(path))},
+                      {"type", "file"},
+                      {"path", redactor.text(path)}});
   (void)c.r.out.send(200, {{"content-type", "application/json"}},
                      answer.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
@@ -148,8 +147,8 @@ void upload_raw(EnvdCall& c) {
   const std::string encoding(c.r.head.header("content-encoding").value_or("identity"));
   const bool gzip = encoding == "gzip" || encoding == "x-gzip";
   if (!gzip && encoding != "identity")
-    return send_control_error(c.r.out, 415,
-                              "Content-Encoding " + encoding + " is not accepted (gzip or identity)");
+    return send_control_error(
+        c.r.out, 415, "Content-Encoding " + encoding + " is not accepted (gzip or identity)");
   auto t = open_target(c, true, false);
   if (!t) return;
   if (!user_allowed(c.r, *t->sandbox)) return;
@@ -178,7 +177,8 @@ void upload_raw(EnvdCall& c) {
     if (auto e = file.put(chunk)) return fail(*e);
   }
   if (inflater && !inflater->done())
-    return fail(api::make_api_error(api::ApiErrorCode::kInvalidValue, "the gzip body is cut short"));
+    return fail(
+        api::make_api_error(api::ApiErrorCode::kInvalidValue, "the gzip body is cut short"));
   t->lease.settle();
   nlohmann::json record = file.record();
   record["gzip"] = gzip;
@@ -197,9 +197,12 @@ class MultipartUpload : public http::FormDataSink {
   Status part(const http::FormPart& head) override {
     if (head.name != "file") return ok();
     std::string raw;
-    if (query_path_ && !query_path_->empty()) raw = *query_path_;
-    else if (head.filename && !head.filename->empty()) raw = *head.filename;
-    else return refuse("a file part without a path: give ?path= or the part's filename");
+    if (query_path_ && !query_path_->empty())
+      raw = *query_path_;
+    else if (head.filename && !head.filename->empty())
+      raw = *head.filename;
+    else
+      return refuse("a file part without a path: give ?path= or the part's filename");
     if (query_path_ && !written_.empty())
       return refuse("?path= names one file, but more parts were sent");
     file_.emplace(sandbox_path(*t_.sandbox, raw), c_.facade.context().limits.max_upload);
@@ -289,7 +292,8 @@ void upload(EnvdCall& c) {
     return;
   }
   t->lease.settle();
-  if (sink.written().empty()) return send_control_error(c.r.out, 400, "no part named \"file\" was sent");
+  if (sink.written().empty())
+    return send_control_error(c.r.out, 400, "no part named \"file\" was sent");
   send_written(c, *t, sink.written());
 }
 

@@ -89,7 +89,8 @@ void stat(EnvdCall& c) {
   if (!info) return refuse(c, *t, "stat", path, file_error(info.error()));
   audit_file(c.facade.context().sandboxes, t->sandbox->id, "stat", path);
   FileRedactor redactor(c.facade.context().sandboxes, t->sandbox->id);
-  send_connect_json(c.r.out, e2b::entry_answer_json(entry_of(*t, std::move(*info), path, redactor)));
+  send_connect_json(c.r.out,
+                    e2b::entry_answer_json(entry_of(*t, std::move(*info), path, redactor)));
 }
 
 void make_dir(EnvdCall& c) {
@@ -106,7 +107,8 @@ void make_dir(EnvdCall& c) {
     const std::string message = (dir ? "directory already exists: " : "a file exists at: ") + path;
     audit_refused(ctx.sandboxes, t->sandbox->id, "mkdir", path,
                   api::make_api_error(api::ApiErrorCode::kConflict, message));
-    return send_connect_error(c.r.out, dir ? ConnectCode::kAlreadyExists : ConnectCode::kInvalidArgument,
+    return send_connect_error(c.r.out,
+                              dir ? ConnectCode::kAlreadyExists : ConnectCode::kInvalidArgument,
                               FileRedactor(ctx.sandboxes, t->sandbox->id).text(message));
   }
   const uid_t uid = file_owner(*t->sandbox);
@@ -116,7 +118,8 @@ void make_dir(EnvdCall& c) {
   auto info = t->root->stat(path);
   if (!info) return refuse(c, *t, "stat", path, file_error(info.error()));
   FileRedactor redactor(ctx.sandboxes, t->sandbox->id);
-  send_connect_json(c.r.out, e2b::entry_answer_json(entry_of(*t, std::move(*info), path, redactor)));
+  send_connect_json(c.r.out,
+                    e2b::entry_answer_json(entry_of(*t, std::move(*info), path, redactor)));
 }
 
 void move(EnvdCall& c) {
@@ -151,9 +154,9 @@ void list_dir(EnvdCall& c) {
   auto top = t->root->stat(path);
   if (!top) return refuse(c, *t, "list", path, file_error(top.error()));
   if (top->type != FileType::kDirectory)
-    return refuse(c, *t, "list", path,
-                  api::make_api_error(api::ApiErrorCode::kInvalidValue,
-                                      "path is not a directory: " + path));
+    return refuse(
+        c, *t, "list", path,
+        api::make_api_error(api::ApiErrorCode::kInvalidValue, "path is not a directory: " + path));
   FileRedactor redactor(ctx.sandboxes, t->sandbox->id);
   std::vector<e2b::EntryInfo> entries;
   // Breadth first, `depth` levels, never through a symlink; bounded.
@@ -199,8 +202,10 @@ std::optional<EnvdTarget> open_target(EnvdCall& c, bool transfer, bool connect) 
   ApiContext& ctx = c.facade.context();
   auto lease = ctx.sandboxes.lease(c.sandbox_id, transfer ? c.r.out.fd() : -1);
   auto fail = [&](const api::ApiError& e) {
-    if (connect) send_connect_error(c.r.out, e);
-    else send_control_error(c.r.out, e);
+    if (connect)
+      send_connect_error(c.r.out, e);
+    else
+      send_control_error(c.r.out, e);
   };
   if (!lease) {
     fail(lease.error());

@@ -46,8 +46,7 @@ std::string selector_text(const e2b::ProcessSelector& sel) {
 
 // Sends the process's output as it comes, then its end; returns when it
 // ended, or when the client went away (the process goes on).
-void follow(ApiContext& ctx, ApiRequest& r, SandboxEntry& sandbox, ProcessEntry& p,
-            bool from_end) {
+void follow(ApiContext& ctx, ApiRequest& r, SandboxEntry& sandbox, ProcessEntry& p, bool from_end) {
   const int layer = sandbox.live->layer_root_fd();
   auto redaction = ctx.sandboxes.redaction(sandbox.id);
   auto out = OutputFollower::open(layer, p.id, "stdout", redaction, from_end);
@@ -260,12 +259,12 @@ void send_input(EnvdCall& c) {
       (void)poll(&pfd, 1, 100);
       continue;
     }
-    return send_connect_error(c.r.out,
-                              errno == EAGAIN ? ConnectCode::kDeadlineExceeded
-                                              : ConnectCode::kFailedPrecondition,
-                              (errno == EAGAIN ? "the process does not read its stdin ("
-                                               : "the process closed its stdin (") +
-                                  std::to_string(off) + " bytes were written)");
+    return send_connect_error(
+        c.r.out,
+        errno == EAGAIN ? ConnectCode::kDeadlineExceeded : ConnectCode::kFailedPrecondition,
+        (errno == EAGAIN ? "the process does not read its stdin ("
+                         : "the process closed its stdin (") +
+            std::to_string(off) + " bytes were written)");
   }
   send_connect_json(c.r.out, "{}");
 }

@@ -28,7 +28,7 @@ struct ProcessEntry {
   std::vector<std::string> argv;
   bool background = false;
   std::optional<std::string> tag;  // set at its start, never changed
-  bool reattached = false;  // started by an earlier daemon run: its stdin is gone
+  bool reattached = false;         // started by an earlier daemon run: its stdin is gone
   std::int64_t started_at_ms = 0;
   std::chrono::steady_clock::time_point started{};
   std::optional<std::chrono::steady_clock::time_point> deadline;  // its timeout

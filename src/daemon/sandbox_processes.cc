@@ -264,8 +264,8 @@ void SandboxService::lose_process(SandboxEntry& sandbox, ProcessEntry& p, const 
                         {"lost", true},
                         {"failure", "lost after a daemon restart: " + why}});
     journal_.flush();
-    (void)store_.update_process(p.id, ProcessState::kLost, std::nullopt, std::nullopt,
-                                p.timed_out, p.ended_at_ms);
+    (void)store_.update_process(p.id, ProcessState::kLost, std::nullopt, std::nullopt, p.timed_out,
+                                p.ended_at_ms);
     signal_event(p);
     p.pidfd.reset();  // as finish_process: a finished entry keeps no fds
     p.stdin_writer.reset();

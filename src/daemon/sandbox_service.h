@@ -75,7 +75,7 @@ struct ServiceLimits {
   std::uint64_t max_memory_bytes = 0;  // sum of the live sandboxes' memory limits
   std::uint64_t max_disk_bytes = 0;    // sum of their disk limits (RAM-backed layers)
   std::chrono::milliseconds setup_timeout{30000};
-  bool self_check = true;  // serve.self_check (daemon/self_check.h)
+  bool self_check = true;                // serve.self_check (daemon/self_check.h)
   std::vector<std::string> mount_roots;  // host dirs that API mounts may come from
   // The journal's bound (serve.audit.queue; docs/audit.md).
   std::size_t journal_queue = Journal::kDefaultCapacity;
@@ -278,8 +278,7 @@ class SandboxService {
   api::SandboxInfo teardown(const std::shared_ptr<SandboxEntry>& entry, std::string_view id,
                             std::string_view reason, bool failed);
   // Tries again what a failed teardown left (the reaper, a DELETE).
-  api::SandboxInfo retry_teardown(const std::shared_ptr<SandboxEntry>& entry,
-                                  std::string_view why);
+  api::SandboxInfo retry_teardown(const std::shared_ptr<SandboxEntry>& entry, std::string_view why);
   DestroyReport remove_from_host(const std::shared_ptr<SandboxEntry>& entry, std::string_view id);
   api::SandboxInfo record_teardown(const std::shared_ptr<SandboxEntry>& entry, std::string_view id,
                                    std::string_view reason, const DestroyReport& report);
@@ -360,7 +359,7 @@ class SandboxService {
   DiagnosticsConfig diagnostics_config_;
   DiagnosticsBook diagnostics_book_;
   std::chrono::steady_clock::time_point next_diagnostics_prune_{};  // the reaper's
-  DryRunBook dry_run_book_;  // live dry-run sandboxes (X2)
+  DryRunBook dry_run_book_;                                         // live dry-run sandboxes (X2)
   Journal journal_;  // last: drained before the rest goes
 };
 

@@ -126,9 +126,9 @@ Status read_part_head(std::string_view head, std::size_t index, FormPart& part) 
           part.filename = std::move(p.value);
         } else {
           // filename* (RFC 7578 4.2 forbids it) and anything unknown.
-          return bad(label + ": Content-Disposition parameter " + quote(p.name) +
-                         " is not accepted",
-                     "send name=\"...\" and, optionally, filename=\"...\"");
+          return bad(
+              label + ": Content-Disposition parameter " + quote(p.name) + " is not accepted",
+              "send name=\"...\" and, optionally, filename=\"...\"");
         }
       }
       if (!named || part.name.empty())
@@ -179,7 +179,8 @@ Result<std::string> form_data_boundary(std::string_view content_type) {
 
 FormDataReader::FormDataReader(std::string_view boundary, FormLimits limits)
     : dash_("--" + std::string(boundary)), delimiter_("\r\n" + dash_), limits_(limits) {
-  if (boundary.empty()) error_ = Error{ErrorCode::kInvalidArgument, "the multipart boundary is empty"};
+  if (boundary.empty())
+    error_ = Error{ErrorCode::kInvalidArgument, "the multipart boundary is empty"};
 }
 
 Result<std::size_t> FormDataReader::step(std::string_view s, bool end, FormDataSink& sink) {
@@ -228,7 +229,8 @@ Result<std::size_t> FormDataReader::step(std::string_view s, bool end, FormDataS
           return make_error(ErrorCode::kResourceExhausted,
                             part_label(parts_) + ": its header section is longer than " +
                                 std::to_string(max) + " bytes");
-        if (end) return bad(part_label(parts_) + ": its header section is not closed by an empty line");
+        if (end)
+          return bad(part_label(parts_) + ": its header section is not closed by an empty line");
         return 0;
       }
       if (blank > max)
@@ -326,7 +328,8 @@ class PartCollector : public FormDataSink {
   Status data(std::string_view bytes) override {
     std::string_view& body = parts.back().body;
     // One feed: each piece follows the last in the same buffer.
-    body = body.data() == nullptr ? bytes : std::string_view(body.data(), body.size() + bytes.size());
+    body =
+        body.data() == nullptr ? bytes : std::string_view(body.data(), body.size() + bytes.size());
     return ok();
   }
   Status part_end() override { return ok(); }
@@ -356,8 +359,8 @@ std::string new_form_boundary(const std::vector<std::string_view>& bodies) {
     const std::string delimiter = "\r\n--" + b;
     bool clear = true;
     for (std::string_view body : bodies)
-      clear = clear && memmem(body.data(), body.size(), delimiter.data(), delimiter.size()) ==
-                           nullptr &&
+      clear = clear &&
+              memmem(body.data(), body.size(), delimiter.data(), delimiter.size()) == nullptr &&
               !body.starts_with("--" + b);
     if (clear) return b;
   }

@@ -451,8 +451,8 @@ Result<CreateResult> StateStore::create_sandbox(std::string_view id, std::string
       if (!released) return tl::unexpected<Error>(std::move(released).error().wrap(what));
       if (!*released) return CreateResult{std::move(prev), false};
       // Its create was never acknowledged: the key goes to this one.
-      auto free_key = Stmt::prepare(
-          h, "UPDATE sandboxes SET idempotency_key = NULL WHERE id = ?1", &db_->cache);
+      auto free_key = Stmt::prepare(h, "UPDATE sandboxes SET idempotency_key = NULL WHERE id = ?1",
+                                    &db_->cache);
       if (!free_key) return tl::unexpected<Error>(std::move(free_key).error().wrap(what));
       free_key->bind(1, prev.id);
       CORRAL_TRY_CTX(free_key->run("UPDATE sandboxes"), what);
@@ -620,7 +620,11 @@ Status StateStore::set_claimed(std::string_view id, std::string_view spec_json,
                           "idempotency_key = ?5, updated_at = ?4 WHERE id = ?1",
                           &db_->cache);
   if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
-  st->bind(1, id).bind(2, spec_json).bind(3, expires_at_ms).bind(4, now_ms()).bind(5, idempotency_key);
+  st->bind(1, id)
+      .bind(2, spec_json)
+      .bind(3, expires_at_ms)
+      .bind(4, now_ms())
+      .bind(5, idempotency_key);
   CORRAL_TRY_CTX(st->run("UPDATE sandboxes"), what);
   if (sqlite3_changes(h) == 0) return no_sandbox(id);
   return ok();
@@ -735,11 +739,12 @@ Status StateStore::add_process(const ProcessRecord& p) {
         what + ": the sandbox is " + state + "; processes start only in a ready or running sandbox",
         "wait until the sandbox is ready");
   }
-  auto ins = Stmt::prepare(h,
-                           "INSERT INTO processes (id, sandbox_id, argv_json, state, exit_code, "
-                           "signal, started_at, ended_at, deadline_at, host_pid, host_start_time, "
-                           "timed_out, tag) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-                           &db_->cache);
+  auto ins = Stmt::prepare(
+      h,
+      "INSERT INTO processes (id, sandbox_id, argv_json, state, exit_code, "
+      "signal, started_at, ended_at, deadline_at, host_pid, host_start_time, "
+      "timed_out, tag) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+      &db_->cache);
   if (!ins) return tl::unexpected<Error>(std::move(ins).error().wrap(what));
   ins->bind(1, p.id).bind(2, p.sandbox_id).bind(3, argv_json).bind(4, process_state_name(p.state));
   ins->bind(5, p.exit_code ? std::optional<std::int64_t>(*p.exit_code) : std::nullopt);
@@ -929,9 +934,9 @@ Result<std::string> StateStore::integrity_check() {
 }
 
 Result<std::string> StateStore::pragma(std::string_view name) {
-  static constexpr std::string_view kAllowed[] = {"journal_mode", "synchronous", "foreign_keys",
-                                                  "user_version", "busy_timeout",
-                                                  "wal_autocheckpoint"};
+  static constexpr std::string_view kAllowed[] = {"journal_mode", "synchronous",
+                                                  "foreign_keys", "user_version",
+                                                  "busy_timeout", "wal_autocheckpoint"};
   bool allowed = false;
   for (std::string_view a : kAllowed) allowed = allowed || a == name;
   if (!allowed) {

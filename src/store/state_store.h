@@ -85,7 +85,7 @@ struct ProcessRecord {
 // A destroyed sandbox's diagnostics as stored (docs/operations.md).
 struct DiagnosticsRecord {
   std::string sandbox_id;
-  std::string ns;                // the namespace that created the sandbox
+  std::string ns;  // the namespace that created the sandbox
   std::int64_t recorded_at_ms = 0;
   std::string diagnostics_json;  // a JSON object
 };

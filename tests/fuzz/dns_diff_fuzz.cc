@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "fuzz_checks.h"
 #include "egress/dns_message.h"
+#include "fuzz_checks.h"
 
 namespace {
 

@@ -156,7 +156,9 @@ void fuzz_write(std::string_view in) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
   std::string_view in(reinterpret_cast<const char*>(data) + 1, size - 1);
-  if (data[0] % 2 == 0) fuzz_read(in);
-  else fuzz_write(in);
+  if (data[0] % 2 == 0)
+    fuzz_read(in);
+  else
+    fuzz_write(in);
   return 0;
 }

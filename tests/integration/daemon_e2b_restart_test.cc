@@ -51,8 +51,8 @@ json envd(TestDaemon& d, const E2bSandbox& s, const std::string& method, const j
 // The tags of the running processes Process/List shows, by pid.
 std::map<std::uint32_t, std::string> listed_tags(TestDaemon& d, const E2bSandbox& s) {
   std::map<std::uint32_t, std::string> out;
-  for (const auto& p : envd(d, s, "process.Process/List", json::object())
-                           .value("processes", json::array()))
+  for (const auto& p :
+       envd(d, s, "process.Process/List", json::object()).value("processes", json::array()))
     out[p.value("pid", 0u)] = p.value("tag", "");
   return out;
 }
@@ -109,7 +109,7 @@ TEST(DaemonE2bRestart, AProcessKeepsItsTagAcrossAKill9) {
   // The new daemon re-attached it, with its tag.
   auto after = listed_tags(d, s);
   ASSERT_EQ(after.count(pid), 1u) << "the process is not listed after the restart: "
-                                   << d.request("GET", "/v1/sandboxes/" + s.id + "/processes").body;
+                                  << d.request("GET", "/v1/sandboxes/" + s.id + "/processes").body;
   EXPECT_EQ(after[pid], "dev-server");
   // A selector by tag reaches it: SIGKILL by tag, then it is gone from the list.
   envd(d, s, "process.Process/SendSignal",

@@ -182,8 +182,12 @@ std::vector<std::string> rows(const std::string& path, const std::string& sql) {
 }
 
 const char* const kOldTables[] = {
-    "SELECT * FROM sandboxes ORDER BY rowid",      "SELECT * FROM transitions ORDER BY id",
-    "SELECT * FROM processes ORDER BY rowid",      "SELECT * FROM tasks ORDER BY rowid",
+    "SELECT * FROM sandboxes ORDER BY rowid",
+    "SELECT * FROM transitions ORDER BY id",
+    // processes: its columns of then (schema 10 added tag).
+    "SELECT id, sandbox_id, argv_json, state, exit_code, signal, started_at, ended_at, "
+    "deadline_at, host_pid, host_start_time, timed_out FROM processes ORDER BY rowid",
+    "SELECT * FROM tasks ORDER BY rowid",
     "SELECT * FROM task_transitions ORDER BY id",
     "SELECT task_id, idx, sha256, hex(content) FROM task_inputs ORDER BY rowid",
 };
@@ -218,10 +222,12 @@ TEST(DiagnosticsTable, MigratesFromSchema6WithoutLoss) {
     ASSERT_TRUE(got && got->has_value());
     EXPECT_EQ((*got)->diagnostics_json, R"({"oom_kills":1})");
   }
-  EXPECT_EQ(raw_sql(path, "SELECT strict FROM pragma_table_list WHERE name = 'sandbox_diagnostics'"),
-            "1");
-  EXPECT_EQ(raw_sql(path, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = "
-                          "'sandbox_diagnostics_by_time'"),
+  EXPECT_EQ(
+      raw_sql(path, "SELECT strict FROM pragma_table_list WHERE name = 'sandbox_diagnostics'"),
+      "1");
+  EXPECT_EQ(raw_sql(path,
+                    "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = "
+                    "'sandbox_diagnostics_by_time'"),
             "1");
   for (std::size_t i = 0; i < std::size(kOldTables); ++i)
     EXPECT_EQ(rows(path, kOldTables[i]), before[i]) << kOldTables[i];

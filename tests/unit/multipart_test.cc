@@ -35,9 +35,10 @@ TEST(FormData, ReadsPartsWithTheirNamesTypesAndExactBytes) {
   // leading CRLF, a NUL.
   const std::string tricky = std::string("a\r\nb--\r\n--XyZ-boundar\r\n") + '\0' + "--" + kB;
   const std::string body = part(named("task") + "Content-Type: application/json\r\n", "{}") +
-                           part("content-disposition: FORM-DATA; NAME=in0; filename=\"x y.bin\"\r\n"
-                                "X-Ignored: yes\r\nContent-Transfer-Encoding: binary\r\n",
-                                tricky) +
+                           part(
+                               "content-disposition: FORM-DATA; NAME=in0; filename=\"x y.bin\"\r\n"
+                               "X-Ignored: yes\r\nContent-Transfer-Encoding: binary\r\n",
+                               tricky) +
                            part(named("empty"), "") + close();
   auto parts = parse_form_data(body, kB);
   ASSERT_TRUE(parts.has_value()) << parts.error().message;
@@ -72,7 +73,8 @@ TEST(FormData, RefusesFramingThatTwoParsersCouldReadDifferently) {
   expect_refused("preamble\r\n" + good, "does not start with its boundary");
   expect_refused("\r\n" + good, "does not start with its boundary");
   // Transport padding after a boundary line (RFC 2046 allows it; we do not).
-  expect_refused("--" + kB + " \r\n" + named("a") + "\r\n1\r\n" + close(), "does not end with CRLF");
+  expect_refused("--" + kB + " \r\n" + named("a") + "\r\n1\r\n" + close(),
+                 "does not end with CRLF");
   // The boundary inside a part, not followed by CRLF or "--".
   expect_refused(part(named("a"), "x\r\n--" + kB + "tail") + close(), "part 2");
   // A bare LF where CRLF belongs.
@@ -99,9 +101,9 @@ TEST(FormData, RefusesPartHeadsItCannotReadExactly) {
                  "not form-data");
   expect_refused(part("Content-Disposition: form-data\r\n", "1") + close(), "no name");
   expect_refused(part("Content-Disposition: form-data; name=\"\"\r\n", "1") + close(), "no name");
-  expect_refused(part("Content-Disposition: form-data; name=\"a\"; filename*=UTF-8''x\r\n", "1") +
-                     close(),
-                 "filename*");
+  expect_refused(
+      part("Content-Disposition: form-data; name=\"a\"; filename*=UTF-8''x\r\n", "1") + close(),
+      "filename*");
   expect_refused(part("Content-Disposition: form-data; name=\"a\"; size=3\r\n", "1") + close(),
                  "\"size\" is not accepted");
   expect_refused(part("Content-Disposition: form-data; name=a; name=b\r\n", "1") + close(),
@@ -113,11 +115,14 @@ TEST(FormData, RefusesPartHeadsItCannotReadExactly) {
                  "Content-Transfer-Encoding \"base64\" is not accepted");
   expect_refused(part(named("a") + " folded\r\n", "1") + close(), "folded");
   expect_refused(part(named("a") + "No colon\r\n", "1") + close(), "not \"Name: value\"");
-  expect_refused(part(named("a") + "X-Bad: a\x01" "b\r\n", "1") + close(), "control byte");
+  expect_refused(part(named("a") + "X-Bad: a\x01"
+                                   "b\r\n",
+                      "1") +
+                     close(),
+                 "control byte");
   expect_refused(part("Content-Disposition: form-data; name=\"a\x7f\"\r\n", "1") + close(),
                  "control byte");
-  expect_refused(part("Content-Disposition: form-data; name=\"a\r\n", "1") + close(),
-                 "not closed");
+  expect_refused(part("Content-Disposition: form-data; name=\"a\r\n", "1") + close(), "not closed");
 }
 
 TEST(FormData, LimitsPartsAndHeadSizes) {
@@ -134,9 +139,9 @@ TEST(FormData, LimitsPartsAndHeadSizes) {
 
 TEST(FormData, BoundaryComesFromTheContentType) {
   EXPECT_EQ(form_data_boundary("multipart/form-data; boundary=abc").value_or(""), "abc");
-  EXPECT_EQ(form_data_boundary("Multipart/Form-Data;charset=utf-8; BOUNDARY=\"a b:c\"")
-                .value_or(""),
-            "a b:c");
+  EXPECT_EQ(
+      form_data_boundary("Multipart/Form-Data;charset=utf-8; BOUNDARY=\"a b:c\"").value_or(""),
+      "a b:c");
   EXPECT_TRUE(is_form_data("multipart/form-data; boundary=x"));
   EXPECT_FALSE(is_form_data("application/json"));
   for (const char* bad :
