@@ -9,8 +9,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "base/random.h"
 #include "base/json_text.h"
+#include "base/random.h"
 #include "daemon/sandbox_service_internal.h"
 
 namespace corral::daemon {
@@ -274,22 +274,33 @@ ApiResult<std::vector<api::SandboxInfo>> SandboxService::list() {
   return out;
 }
 
+namespace {
+
+// Whether a sandbox's destroy was its max_lifetime's (N7), from its stored
+// transitions.
+bool ended_by_lifetime(StateStore& store, std::string_view id) {
+  auto ts = store.transitions(id);
+  if (!ts) return false;
+  for (const auto& t : *ts)
+    if (t.to == SandboxState::kDestroying && t.reason == kLifetimeReason) return true;
+  return false;
+}
+
+tl::unexpected<api::ApiError> expired_error(std::string_view id) {
+  return api_fail(api::ApiErrorCode::kSandboxExpired,
+                  "sandbox " + std::string(id) + " reached its max_lifetime and was destroyed", "",
+                  "extend a sandbox's lifetime before it ends: POST /v1/sandboxes/{id}/timeout");
+}
+
+}  // namespace
+
 ApiResult<std::shared_ptr<SandboxEntry>> SandboxService::live(std::string_view id) {
   auto e = entry(id);
   if (!e) {
     auto record = store_.get(id);
-    if (record && !takes_work(record->state)) {
-      // Ended by its lifetime: say so, with its own code (N7).
-      if (auto ts = store_.transitions(id); ts) {
-        for (const auto& t : *ts) {
-          if (t.to == SandboxState::kDestroying && t.reason == kLifetimeReason)
-            return api_fail(
-                api::ApiErrorCode::kSandboxExpired,
-                "sandbox " + std::string(id) + " reached its max_lifetime and was destroyed", "",
-                "extend a sandbox's lifetime before it ends: POST /v1/sandboxes/{id}/timeout");
-        }
-      }
-    }
+    // Ended by its lifetime: say so, with its own code (N7).
+    if (record && !takes_work(record->state) && ended_by_lifetime(store_, id))
+      return expired_error(id);
     if (record)
       return api_fail(api::ApiErrorCode::kConflict,
                       "sandbox " + std::string(id) + " is " +
@@ -298,16 +309,23 @@ ApiResult<std::shared_ptr<SandboxEntry>> SandboxService::live(std::string_view i
                       "", "create a new sandbox");
     return api_fail(api::ApiErrorCode::kNotFound, "no sandbox with id \"" + std::string(id) + "\"");
   }
-  std::lock_guard lock(e->mu);
-  // An unclaimed pooled sandbox takes no caller's work (ADR 0015).
-  if (e->pooled)
-    return api_fail(api::ApiErrorCode::kNotFound, "no sandbox with id \"" + std::string(id) + "\"");
-  if (!takes_work(e->state) || !e->live)
-    return api_fail(api::ApiErrorCode::kConflict,
-                    "sandbox " + std::string(id) + " is " +
-                        std::string(sandbox_state_name(e->state)) + " and takes no more work",
-                    "", e->state == SandboxState::kDestroying ? "it is being destroyed" : "");
-  return e;
+  SandboxState state;
+  {
+    std::lock_guard lock(e->mu);
+    // An unclaimed pooled sandbox takes no caller's work (ADR 0015).
+    if (e->pooled)
+      return api_fail(api::ApiErrorCode::kNotFound,
+                      "no sandbox with id \"" + std::string(id) + "\"");
+    if (takes_work(e->state) && e->live) return e;
+    state = e->state;
+  }
+  // The same answer while the ended sandbox's entry lingers as after it
+  // is gone: an expired one is 410 either way.
+  if (!takes_work(state) && ended_by_lifetime(store_, id)) return expired_error(id);
+  return api_fail(api::ApiErrorCode::kConflict,
+                  "sandbox " + std::string(id) + " is " + std::string(sandbox_state_name(state)) +
+                      " and takes no more work",
+                  "", state == SandboxState::kDestroying ? "it is being destroyed" : "");
 }
 
 ApiResult<SandboxLease> SandboxService::lease(std::string_view id, int connection) {
@@ -319,8 +337,8 @@ ApiResult<SandboxLease> SandboxService::lease(std::string_view id, int connectio
   // that starts after this waits for it.
   if (!takes_work(e->state) || e->tearing_down)
     return api_fail(api::ApiErrorCode::kConflict,
-                    "sandbox " + std::string(id) + " is being destroyed and takes no more work",
-                    "", "create a new sandbox");
+                    "sandbox " + std::string(id) + " is being destroyed and takes no more work", "",
+                    "create a new sandbox");
   const std::uint64_t number = ++e->next_lease;
   e->leases.emplace(number, connection);
   return SandboxLease(e, number);
