@@ -195,8 +195,8 @@ const char* const kOldTables[] = {
     "SELECT * FROM sandboxes ORDER BY rowid",
     "SELECT * FROM transitions ORDER BY id",
     // processes: its columns of then (schema 10 added tag).
-    "SELECT id, sandbox_id, argv_json, state, exit_code, signal, started_at, ended_at, "
-    "deadline_at, host_pid, host_start_time, timed_out FROM processes ORDER BY rowid",
+    ("SELECT id, sandbox_id, argv_json, state, exit_code, signal, started_at, ended_at, "
+     "deadline_at, host_pid, host_start_time, timed_out FROM processes ORDER BY rowid"),
     "SELECT * FROM tasks ORDER BY rowid",
     "SELECT * FROM task_transitions ORDER BY id",
     "SELECT task_id, idx, sha256, hex(content) FROM task_inputs ORDER BY rowid",
