@@ -11,18 +11,16 @@ namespace {
 
 using Json = nlohmann::json;
 
-std::string dump(const Json& j) {
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 tl::unexpected<Error> bad(std::string_view field, std::string_view what) {
   return make_error(ErrorCode::kInvalidArgument, std::string(field) + ": " + std::string(what));
 }
 
 tl::unexpected<Error> unsupported(std::string_view field, std::string_view why) {
-  return make_error(ErrorCode::kUnavailable,
-                    std::string(field) + " is not supported by corral's E2B facade: " +
-                        std::string(why));
+  return make_error(
+      ErrorCode::kUnavailable,
+      std::string(field) + " is not supported by corral's E2B facade: " + std::string(why));
 }
 
 const Json* member(const Json& obj, std::string_view name) {
@@ -144,7 +142,8 @@ Result<CreateRequest> parse_create_request(std::string_view json) {
   if (const Json* v = member(j, "volumeMounts"); v != nullptr && !(v->is_array() && v->empty()))
     return unsupported("volumeMounts", "use corral's own volumes API (docs/volumes.md)");
   if (const Json* iam = member(j, "iam"); iam != nullptr && !(iam->is_object() && iam->empty()))
-    return unsupported("iam", "corral's secrets broker gives sandboxes credentials (docs/secrets.md)");
+    return unsupported("iam",
+                       "corral's secrets broker gives sandboxes credentials (docs/secrets.md)");
   return r;
 }
 
@@ -162,12 +161,8 @@ Result<std::optional<std::int64_t>> parse_timeout_body(std::string_view json, bo
 }
 
 std::string created_json(const SandboxView& s) {
-  Json j{{"sandboxID", s.sandbox_id},
-         {"templateID", s.template_id},
-         {"alias", s.template_id},
-         {"clientID", "corral"},
-         {"envdVersion", s.envd_version},
-         {"domain", nullptr},
+  Json j{{"sandboxID", s.sandbox_id},    {"templateID", s.template_id},   {"alias", s.template_id},
+         {"clientID", "corral"},         {"envdVersion", s.envd_version}, {"domain", nullptr},
          {"trafficAccessToken", nullptr}};
   if (s.envd_access_token) j["envdAccessToken"] = *s.envd_access_token;
   return dump(j);
@@ -219,6 +214,7 @@ Result<SandboxView> view_from(const Json& j) {
   v.envd_version = str("envdVersion");
   if (auto t = j.find("envdAccessToken"); t != j.end() && t->is_string())
     v.envd_access_token = t->get<std::string>();
+  if (auto d = j.find("domain"); d != j.end() && d->is_string()) v.domain = d->get<std::string>();
   if (auto m = j.find("metadata"); m != j.end() && m->is_object()) {
     auto map = string_map(*m, "metadata");
     if (map) v.metadata = std::move(*map);
@@ -227,8 +223,10 @@ Result<SandboxView> view_from(const Json& j) {
   if (auto t = api::parse_time_ms(str("startedAt"))) v.started_at_ms = *t;
   if (auto t = api::parse_time_ms(str("endAt"))) v.end_at_ms = *t;
   if (auto c = j.find("cpuCount"); c != j.end() && c->is_number()) v.cpu_count = c->get<double>();
-  if (auto m = j.find("memoryMB"); m != j.end() && m->is_number_unsigned()) v.memory_mb = m->get<std::uint64_t>();
-  if (auto d = j.find("diskSizeMB"); d != j.end() && d->is_number_unsigned()) v.disk_size_mb = d->get<std::uint64_t>();
+  if (auto m = j.find("memoryMB"); m != j.end() && m->is_number_unsigned())
+    v.memory_mb = m->get<std::uint64_t>();
+  if (auto d = j.find("diskSizeMB"); d != j.end() && d->is_number_unsigned())
+    v.disk_size_mb = d->get<std::uint64_t>();
   if (auto s = str("state"); !s.empty()) v.state = s;
   return v;
 }
@@ -276,7 +274,8 @@ Result<std::string> percent_decode(std::string_view text) {
     if (i + 2 >= text.size())
       return make_error(ErrorCode::kInvalidArgument, "a '%' without two hex digits");
     const int hi = hex_value(text[i + 1]), lo = hex_value(text[i + 2]);
-    if (hi < 0 || lo < 0) return make_error(ErrorCode::kInvalidArgument, "a '%' without two hex digits");
+    if (hi < 0 || lo < 0)
+      return make_error(ErrorCode::kInvalidArgument, "a '%' without two hex digits");
     out.push_back(static_cast<char>(hi * 16 + lo));
     i += 2;
   }
@@ -293,8 +292,7 @@ Result<std::map<std::string, std::string>> parse_metadata_filter(std::string_vie
     if (!pair.empty()) {
       const std::size_t eq = pair.find('=');
       if (eq == std::string_view::npos || eq == 0)
-        return make_error(ErrorCode::kInvalidArgument,
-                          "metadata filter: each entry is key=value");
+        return make_error(ErrorCode::kInvalidArgument, "metadata filter: each entry is key=value");
       // Encoded twice by the SDK inside the parameter: decode twice.
       auto decode2 = [](std::string_view s) -> Result<std::string> {
         auto once = percent_decode(s);

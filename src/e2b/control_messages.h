@@ -44,6 +44,9 @@ struct SandboxView {
   std::string template_id;
   std::string envd_version;
   std::optional<std::string> envd_access_token;  // create, connect, getInfo
+  // Where the sandbox's envd lives, when not the client's configured
+  // domain (read by clients; corral's facade answers null).
+  std::optional<std::string> domain;
   std::map<std::string, std::string> metadata;
   std::int64_t started_at_ms = 0;
   std::int64_t end_at_ms = 0;

@@ -8,10 +8,13 @@
 #include <memory>
 
 #include "base/sha256.h"
-#include "objstore/curl_library.h"
 #include "base/strings.h"
+#include "http/curl_library.h"
 
 namespace corral::objstore {
+
+using http::curl_library;
+using http::CurlLibrary;
 namespace {
 
 constexpr std::size_t kMaxKeptBody = 16u << 20;

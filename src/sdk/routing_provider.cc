@@ -18,17 +18,16 @@ bool backend_down(const Error& e) {
 
 Result<std::unique_ptr<RoutingProvider>> RoutingProvider::open(RoutingConfig config) {
   auto known = [&](const std::string& b) { return config.backends.count(b) != 0; };
-  if (config.classes.empty())
-    return make_error(ErrorCode::kInvalidArgument, "routing: no classes");
+  if (config.classes.empty()) return make_error(ErrorCode::kInvalidArgument, "routing: no classes");
   for (const auto& [cls, rule] : config.classes) {
     if (!known(rule.backend))
-      return make_error(ErrorCode::kInvalidArgument,
-                        "routing: class " + cls + " names back-end \"" + rule.backend +
-                            "\", which is not among the back-ends");
+      return make_error(ErrorCode::kInvalidArgument, "routing: class " + cls +
+                                                         " names back-end \"" + rule.backend +
+                                                         "\", which is not among the back-ends");
     if (!rule.when_down.empty() && rule.when_down != "fail" && !known(rule.when_down))
       return make_error(ErrorCode::kInvalidArgument,
-                        "routing: class " + cls + ": when_down names back-end \"" +
-                            rule.when_down + "\", which is not among the back-ends",
+                        "routing: class " + cls + ": when_down names back-end \"" + rule.when_down +
+                            "\", which is not among the back-ends",
                         "use fail, or a back-end's name");
   }
   if (config.classes.count(config.default_class) == 0)
@@ -73,7 +72,8 @@ Result<std::unique_ptr<RoutingProvider>> RoutingProvider::from_yaml(std::string_
   RoutingConfig config;
   try {
     if (!r["backends"] || !r["backends"].IsMap())
-      return make_error(ErrorCode::kInvalidArgument, std::string(source) + ": backends: a map is needed");
+      return make_error(ErrorCode::kInvalidArgument,
+                        std::string(source) + ": backends: a map is needed");
     for (const auto& kv : r["backends"]) {
       const std::string name = kv.first.as<std::string>();
       const YAML::Node& b = kv.second;
@@ -91,19 +91,21 @@ Result<std::unique_ptr<RoutingProvider>> RoutingProvider::from_yaml(std::string_
         E2bOptions o;
         o.api_url = b["api_url"] ? b["api_url"].as<std::string>() : "";
         o.sandbox_url = b["sandbox_url"] ? b["sandbox_url"].as<std::string>() : "";
+        if (b["domain"]) o.domain = b["domain"].as<std::string>();
+        o.ca_file = b["ca_file"] ? b["ca_file"].as<std::string>() : "";
         o.api_key = *key;
         if (b["template"]) o.template_id = b["template"].as<std::string>();
         auto p = E2bProvider::open(o);
         if (!p) return tl::unexpected(p.error().wrap("routing: back-end " + name));
         config.backends[name] = std::move(*p);
       } else {
-        return make_error(ErrorCode::kInvalidArgument,
-                          std::string(source) + ": back-end " + name +
-                              ": kind must be corral or e2b");
+        return make_error(ErrorCode::kInvalidArgument, std::string(source) + ": back-end " + name +
+                                                           ": kind must be corral or e2b");
       }
     }
     if (!r["classes"] || !r["classes"].IsMap())
-      return make_error(ErrorCode::kInvalidArgument, std::string(source) + ": classes: a map is needed");
+      return make_error(ErrorCode::kInvalidArgument,
+                        std::string(source) + ": classes: a map is needed");
     for (const auto& kv : r["classes"]) {
       RouteRule rule;
       rule.backend = kv.second["backend"] ? kv.second["backend"].as<std::string>() : "";
@@ -125,7 +127,8 @@ void RoutingProvider::count(const std::string& cls, const std::string& backend, 
 std::vector<RoutingProvider::Count> RoutingProvider::counts() const {
   std::lock_guard lock(mu_);
   std::vector<Count> out;
-  for (const auto& [k, n] : counts_) out.push_back({std::get<0>(k), std::get<1>(k), std::get<2>(k), n});
+  for (const auto& [k, n] : counts_)
+    out.push_back({std::get<0>(k), std::get<1>(k), std::get<2>(k), n});
   return out;
 }
 
@@ -152,9 +155,9 @@ Result<api::SandboxInfo> RoutingProvider::create_sandbox(
     cls = it->second;
   auto rule = config_.classes.find(cls);
   if (rule == config_.classes.end())
-    return make_error(ErrorCode::kInvalidArgument, "no routing for class \"" + cls + "\"",
-                      "add it to the routing's classes, or leave \"class\" out for " +
-                          config_.default_class);
+    return make_error(
+        ErrorCode::kInvalidArgument, "no routing for class \"" + cls + "\"",
+        "add it to the routing's classes, or leave \"class\" out for " + config_.default_class);
   auto attempt = [&](const std::string& backend) {
     api::CreateSandboxRequest r = request;
     r.spec.metadata[kClassKey] = cls;
@@ -188,7 +191,8 @@ Result<api::SandboxInfo> RoutingProvider::create_sandbox(
 Result<SandboxProvider*> RoutingProvider::owner(std::string_view id) {
   {
     std::lock_guard lock(mu_);
-    if (auto it = owners_.find(id); it != owners_.end()) return config_.backends.at(it->second).get();
+    if (auto it = owners_.find(id); it != owners_.end())
+      return config_.backends.at(it->second).get();
   }
   // Made by another process: the back-end that knows it.
   for (const auto& [name, p] : config_.backends) {
@@ -201,7 +205,8 @@ Result<SandboxProvider*> RoutingProvider::owner(std::string_view id) {
   return make_error(ErrorCode::kNotFound, "no back-end knows sandbox " + std::string(id));
 }
 
-Result<api::ExecResult> RoutingProvider::exec(std::string_view id, const api::ExecRequest& request) {
+Result<api::ExecResult> RoutingProvider::exec(std::string_view id,
+                                              const api::ExecRequest& request) {
   auto p = owner(id);
   if (!p) return tl::unexpected(p.error());
   return (*p)->exec(id, request);

@@ -4,7 +4,9 @@
 // chosen by configuration alone.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -14,6 +16,8 @@
 #include "sdk/remote_provider.h"
 #include "support/daemon_harness.h"
 #include "support/sandbox_harness.h"
+#include "support/skip.h"
+#include "support/tls_front.h"
 
 namespace corral::testing {
 namespace {
@@ -155,6 +159,143 @@ TEST(SdkE2bProvider, StdinStreamsSignalsTimeoutsAndErrors) {
   auto refused = wrong->create({});
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, ErrorCode::kPermissionDenied);
+}
+
+// The provider as it meets a hosted service: https (HTTP/2 when offered),
+// the control plane at api.<domain>, each sandbox's envd at its own host
+// 49983-<id>.<domain>, no URL but the domain configured.
+std::unique_ptr<sdk::E2bProvider> hosted_provider(const TlsFront& front, std::string key,
+                                                  std::string ca_file) {
+  sdk::E2bOptions o;
+  o.domain = front.domain();
+  o.api_key = std::move(key);
+  o.ca_file = std::move(ca_file);
+  auto p = sdk::E2bProvider::open(o);
+  EXPECT_TRUE(p) << p.error().to_string();
+  return p ? std::move(*p) : nullptr;
+}
+
+TEST(SdkE2bProvider, DrivesAHostedServiceOverHttpsByItsDomainAlone) {
+  TestDaemon d({}, kConfig);
+  ASSERT_TRUE(d.ready()) << d.output();
+  auto front = TlsFront::start(d.tcp_url());
+  if (!front) CORRAL_SKIP_OR_FAIL(front.error().to_string());
+  auto p = hosted_provider(**front, d.api_key(), (*front)->ca_file());
+  ASSERT_TRUE(p);
+  business(*p);
+
+  // Streams, stdin (a second exchange while the first one reads) and an
+  // upload streamed without a length, over the same front.
+  auto id = p->create({});
+  ASSERT_TRUE(id) << id.error().to_string();
+  api::ExecRequest with_stdin;
+  with_stdin.argv = {"cat"};
+  with_stdin.stdin_data = "through the front\n";
+  auto r = p->exec(*id, with_stdin);
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(r->stdout_data, "through the front\n");
+  std::string streamed;
+  api::ExecRequest chatty;
+  chatty.argv = {"/bin/sh", "-c", "for i in 1 2 3; do echo $i; sleep 0.05; done"};
+  auto s = p->exec_stream(*id, chatty, [&](api::ExecEvent::Kind k, std::string_view data) {
+    if (k == api::ExecEvent::kStdout) streamed.append(data);
+  });
+  ASSERT_TRUE(s) << s.error().to_string();
+  EXPECT_EQ(streamed, "1\n2\n3\n");
+  const std::string big = random_bytes(8 << 20);
+  std::size_t offset = 0;
+  auto put = p->put_file_from(
+      *id, "/tmp/big",
+      [&](char* buf, std::size_t cap) -> Result<std::size_t> {
+        const std::size_t n = std::min(cap, big.size() - offset);
+        std::memcpy(buf, big.data() + offset, n);
+        offset += n;
+        return n;
+      },
+      std::nullopt, 0644);
+  ASSERT_TRUE(put) << put.error().to_string();
+  EXPECT_EQ(put->bytes, big.size());
+  EXPECT_EQ(put->sha256, sha256_hex(big));
+  api::ExecRequest sum;
+  sum.argv = {"sha256sum", "/tmp/big"};
+  auto summed = p->exec(*id, sum);
+  ASSERT_TRUE(summed) << summed.error().to_string();
+  EXPECT_EQ(summed->stdout_data.substr(0, 64), sha256_hex(big));
+  auto listed = p->list(false);
+  ASSERT_TRUE(listed) << listed.error().to_string();
+  EXPECT_TRUE(
+      std::any_of(listed->begin(), listed->end(), [&](const auto& i) { return i.id == *id; }));
+  ASSERT_TRUE(p->destroy(*id));
+  api::ExecRequest after;
+  after.argv = {"true"};
+  EXPECT_FALSE(p->exec(*id, after));
+}
+
+TEST(SdkE2bProvider, AnEnvdOlderThan057GetsMultipartUploads) {
+  // The service reports envd 0.5.2: the provider must not send the raw
+  // uploads that came with 0.5.7, and the multipart ones must arrive whole.
+  TestDaemon d({}, kConfig);
+  ASSERT_TRUE(d.ready()) << d.output();
+  auto front = TlsFront::start(d.tcp_url(), "0.5.2");
+  if (!front) CORRAL_SKIP_OR_FAIL(front.error().to_string());
+  auto p = hosted_provider(**front, d.api_key(), (*front)->ca_file());
+  ASSERT_TRUE(p);
+  business(*p);
+}
+
+TEST(SdkE2bProvider, AnUntrustedCertificateStopsTheFirstRequest) {
+  TestDaemon d({}, kConfig);
+  ASSERT_TRUE(d.ready()) << d.output();
+  auto front = TlsFront::start(d.tcp_url());
+  if (!front) CORRAL_SKIP_OR_FAIL(front.error().to_string());
+  // The system's CA bundle does not know the front's certificate.
+  auto p = hosted_provider(**front, d.api_key(), "");
+  ASSERT_TRUE(p);
+  auto refused = p->create({});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(refused.error().hint.find("certificate"), std::string::npos)
+      << refused.error().to_string();
+  // Nothing reached the daemon: no sandbox was made.
+  sdk::RemoteOptions ro;
+  ro.url = d.tcp_url();
+  ro.api_key = d.api_key();
+  auto remote = sdk::RemoteProvider::open(ro);
+  ASSERT_TRUE(remote) << remote.error().to_string();
+  auto all = (*remote)->list(false);
+  ASSERT_TRUE(all) << all.error().to_string();
+  EXPECT_TRUE(all->empty());
+}
+
+TEST(SdkE2bProvider, EnvdUrlsFollowTheSdksRulesAndRefuseWhatIsNotAHost) {
+  sdk::E2bOptions o;  // domain e2b.app
+  EXPECT_EQ(*sdk::e2b_envd_url(o, "abc123", ""), "https://sandbox.e2b.app");
+  EXPECT_EQ(*sdk::e2b_envd_url(o, "abc123", "e2b.dev"), "https://sandbox.e2b.dev");
+  EXPECT_EQ(*sdk::e2b_envd_url(o, "abc123", "corral.example.com"),
+            "https://49983-abc123.corral.example.com");
+  o.domain = "sbx.localhost:8443";
+  EXPECT_EQ(*sdk::e2b_envd_url(o, "i50b", ""), "https://49983-i50b.sbx.localhost:8443");
+  o.sandbox_url = "http://127.0.0.1:7070/e2b/envd/";
+  EXPECT_EQ(*sdk::e2b_envd_url(o, "anything", "ignored.example"), "http://127.0.0.1:7070/e2b/envd");
+  o.sandbox_url.clear();
+  // A service's answer cannot steer the provider's URLs elsewhere.
+  for (const char* domain :
+       {"evil.example/x", "a@b.example", "b.example?x", "b.example#x", "b.example:99999999",
+        "b.example:", ".b.example", "b..example", "b example", "b.example\r\nX-Injected: 1"}) {
+    auto url = sdk::e2b_envd_url(o, "abc", domain);
+    EXPECT_FALSE(url) << domain << " gave " << (url ? *url : "");
+  }
+  for (const char* id : {"", "a/b", "a.b", "a@b", "a b", "a:1"}) {
+    auto url = sdk::e2b_envd_url(o, id, "");
+    EXPECT_FALSE(url) << id << " gave " << (url ? *url : "");
+  }
+  sdk::E2bOptions bad;
+  bad.api_key = "k";
+  bad.domain = "evil.example/x";
+  EXPECT_FALSE(sdk::E2bProvider::open(bad));
+  bad.domain = "e2b.app";
+  bad.api_url = "ftp://api.e2b.app";
+  EXPECT_FALSE(sdk::E2bProvider::open(bad));
 }
 
 }  // namespace

@@ -1,19 +1,18 @@
 // A real S3-compatible server for the object-store tests (REQUIREMENTS D5):
 // tests/npm/s3_server.js (@20minutes/s3rver, which checks SigV4 signatures)
-// run by node on 127.0.0.1, one bucket, its files in a temp dir of the test.
-// It dies with the test (its stdin is our pipe; PR_SET_PDEATHSIG too).
+// run by node on 127.0.0.1 (support/node_helper.h), one bucket, its files in
+// a temp dir of the test.
 //
 // curl() is the second, independent client: `curl --aws-sigv4`, so a test
 // reads what corral stored with code that is not corral's.
 #pragma once
-
-#include <sys/types.h>
 
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "base/result.h"
+#include "support/node_helper.h"
 
 namespace corral::testing {
 
@@ -30,7 +29,7 @@ class S3TestServer {
   static Result<std::unique_ptr<S3TestServer>> start(const std::string& bucket);
   ~S3TestServer();
 
-  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(node_->port()); }
   const std::string& bucket() const { return bucket_; }
 
   struct CurlResult {
@@ -47,9 +46,7 @@ class S3TestServer {
 
  private:
   S3TestServer() = default;
-  pid_t pid_ = -1;
-  int stdin_fd_ = -1;
-  int port_ = 0;
+  std::unique_ptr<NodeHelper> node_;
   std::string bucket_;
   std::string dir_;
 };

@@ -4,7 +4,8 @@ through a TLS endpoint, or corral's own E2B facade), with the calls of
 switches back-ends by configuration (``corral.connect``).
 
     import corral
-    client = corral.connect()            # CORRAL_BACKEND=e2b: E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY
+    client = corral.connect()            # CORRAL_BACKEND=e2b: E2B_API_KEY, and E2B_DOMAIN
+                                         # or E2B_API_URL + E2B_SANDBOX_URL
     with client.create(env={"STAGE": "dev"}) as sb:
         print(sb.exec("echo hi").text)
 
@@ -16,6 +17,8 @@ import base64
 import http.client
 import json
 import os
+import re
+import ssl
 import struct
 import time
 import uuid
@@ -44,7 +47,7 @@ def _error(status: int, body: bytes) -> CorralError:
 
 
 class _Base:
-    def __init__(self, url: str, what: str):
+    def __init__(self, url: str, what: str, tls: Optional[ssl.SSLContext] = None):
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"{what} must be http(s)://host[:port][/prefix], not {url!r}")
@@ -52,28 +55,67 @@ class _Base:
         self.host = parts.hostname
         self.port = parts.port
         self.prefix = parts.path.rstrip("/")
+        self.tls = tls
 
     def connection(self, timeout: Optional[float]) -> http.client.HTTPConnection:
-        cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
-        return cls(self.host, self.port, timeout=timeout)
+        if self.https:
+            return http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self.tls)
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+
+
+# E2B's own clouds route envd by the sandbox header on one host.
+_E2B_OWN_DOMAINS = ("e2b.app", "e2b.dev", "e2b.pro", "e2b-staging.dev")
+_HOST_AND_PORT = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?(?::[0-9]{1,5})?")
+_HOST_LABEL = re.compile(r"[A-Za-z0-9-]{1,56}")
+
+
+def envd_url(sandbox_id: str, domain: str, sandbox_url: Optional[str] = None) -> str:
+    """Where envd of one sandbox answers, by the rules of E2B's SDKs:
+    ``sandbox_url`` when set; https://sandbox.<domain> for E2B's own
+    domains; otherwise https://49983-<id>.<domain>. A domain or id that
+    cannot be part of a host name is a ValueError (a service's answer
+    cannot steer requests elsewhere)."""
+    if sandbox_url:
+        return sandbox_url.rstrip("/")
+    if not _HOST_AND_PORT.fullmatch(domain or "") or ".." in domain:
+        raise ValueError(f"{domain!r} is not a domain (host[:port]): set E2B_DOMAIN or E2B_SANDBOX_URL")
+    if domain in _E2B_OWN_DOMAINS:
+        return f"https://sandbox.{domain}"
+    if not _HOST_LABEL.fullmatch(sandbox_id or ""):
+        raise ValueError(f"sandbox id {sandbox_id!r} cannot be part of a host name")
+    return f"https://49983-{sandbox_id}.{domain}"
 
 
 class E2bClient:
-    """A connection to an E2B-compatible service. Defaults come from
-    E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY."""
+    """A connection to an E2B-compatible service, as E2B's SDKs configure
+    it: E2B_API_KEY, and either E2B_DOMAIN (default e2b.app: the control
+    plane at https://api.<domain>, each sandbox's envd at its own host) or
+    E2B_API_URL and E2B_SANDBOX_URL (one envd URL for every sandbox, as
+    corral's facade serves it). ``ca_file`` (or SSL_CERT_FILE) trusts a
+    private CA."""
 
     def __init__(self, api_url: Optional[str] = None, sandbox_url: Optional[str] = None,
                  api_key: Optional[str] = None, template: str = "base",
-                 timeout: Optional[float] = 120.0):
-        api_url = api_url or os.environ.get("E2B_API_URL")
-        sandbox_url = sandbox_url or os.environ.get("E2B_SANDBOX_URL")
+                 timeout: Optional[float] = 120.0, domain: Optional[str] = None,
+                 ca_file: Optional[str] = None):
+        self.domain = domain or os.environ.get("E2B_DOMAIN") or "e2b.app"
+        api_url = api_url or os.environ.get("E2B_API_URL") or f"https://api.{self.domain}"
+        self.sandbox_url = sandbox_url or os.environ.get("E2B_SANDBOX_URL")
         self.api_key = api_key or os.environ.get("E2B_API_KEY")
-        if not api_url or not sandbox_url or not self.api_key:
-            raise ValueError("the E2B back-end needs E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY")
-        self._api = _Base(api_url, "E2B_API_URL")
-        self._envd = _Base(sandbox_url, "E2B_SANDBOX_URL")
+        if not self.api_key:
+            raise ValueError("the E2B back-end needs an API key (E2B_API_KEY)")
+        ca_file = ca_file or os.environ.get("SSL_CERT_FILE")
+        self._tls = ssl.create_default_context(cafile=ca_file) if ca_file else None
+        self._api = _Base(api_url, "E2B_API_URL", self._tls)
+        if self.sandbox_url:
+            _Base(self.sandbox_url, "E2B_SANDBOX_URL")
+        else:
+            envd_url("probe", self.domain)  # a bad domain fails here, not at the first call
         self.template = template
         self.timeout = timeout
+
+    def _envd_for(self, sandbox_id: str, domain: Optional[str]) -> _Base:
+        return _Base(envd_url(sandbox_id, domain or self.domain, self.sandbox_url), "the envd URL", self._tls)
 
     def __repr__(self) -> str:
         return f"E2bClient({self._api.host!r})"
@@ -115,24 +157,26 @@ class E2bClient:
         elif isinstance(network, (list, tuple)):
             body["network"] = {"allowOut": list(network)}
         doc = self._control("POST", "/v2/sandboxes", body)
-        return E2bSandbox(self, doc["sandboxID"], doc.get("envdAccessToken"))
+        return E2bSandbox(self, doc["sandboxID"], doc.get("envdAccessToken"), doc.get("domain"))
 
     def get(self, sandbox_id: str) -> "E2bSandbox":
         doc = self._control("GET", "/sandboxes/" + quote(sandbox_id, safe=""))
-        return E2bSandbox(self, doc["sandboxID"], doc.get("envdAccessToken"))
+        return E2bSandbox(self, doc["sandboxID"], doc.get("envdAccessToken"), doc.get("domain"))
 
     def list(self) -> "list[E2bSandbox]":
         docs = self._control("GET", "/v2/sandboxes?limit=1000") or []
-        return [E2bSandbox(self, d["sandboxID"], None) for d in docs]
+        return [E2bSandbox(self, d["sandboxID"], None, d.get("domain")) for d in docs]
 
 
 class E2bSandbox:
     """One sandbox of an E2B-compatible service."""
 
-    def __init__(self, client: E2bClient, sandbox_id: str, token: Optional[str]):
+    def __init__(self, client: E2bClient, sandbox_id: str, token: Optional[str],
+                 domain: Optional[str] = None):
         self.client = client
         self.id = sandbox_id
         self._token = token
+        self._envd = client._envd_for(sandbox_id, domain if isinstance(domain, str) else None)
 
     def __repr__(self) -> str:
         return f"E2bSandbox({self.id!r})"
@@ -157,9 +201,9 @@ class E2bSandbox:
         return h
 
     def _unary(self, method: str, message: dict) -> dict:
-        conn = self.client._envd.connection(self.client.timeout)
+        conn = self._envd.connection(self.client.timeout)
         try:
-            conn.request("POST", self.client._envd.prefix + "/process.Process/" + method,
+            conn.request("POST", self._envd.prefix + "/process.Process/" + method,
                          body=json.dumps(message).encode(), headers=self._headers("application/json"))
             resp = conn.getresponse()
             raw = resp.read()
@@ -188,10 +232,10 @@ class E2bSandbox:
         if timeout is not None:
             headers["Connect-Timeout-Ms"] = str(int(timeout * 1000))
         started = time.monotonic()
-        conn = self.client._envd.connection(None if timeout is None else timeout + 60)
+        conn = self._envd.connection(None if timeout is None else timeout + 60)
         result = ExecResult()
         try:
-            conn.request("POST", self.client._envd.prefix + "/process.Process/Start",
+            conn.request("POST", self._envd.prefix + "/process.Process/Start",
                          body=struct.pack(">BI", 0, len(message)) + message, headers=headers)
             resp = conn.getresponse()
             if resp.status != 200:
@@ -242,9 +286,9 @@ class E2bSandbox:
         boundary = "corral-" + uuid.uuid4().hex
         body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{path}\"\r\n"
                 f"Content-Type: application/octet-stream\r\n\r\n").encode() + blob + f"\r\n--{boundary}--\r\n".encode()
-        conn = self.client._envd.connection(self.client.timeout)
+        conn = self._envd.connection(self.client.timeout)
         try:
-            conn.request("POST", self.client._envd.prefix + "/files?path=" + quote(path, safe=""), body=body,
+            conn.request("POST", self._envd.prefix + "/files?path=" + quote(path, safe=""), body=body,
                          headers=self._headers(f"multipart/form-data; boundary={boundary}"))
             resp = conn.getresponse()
             raw = resp.read()
@@ -255,9 +299,9 @@ class E2bSandbox:
         return {"path": path, "bytes": len(blob)}
 
     def get_file(self, path: str) -> bytes:
-        conn = self.client._envd.connection(self.client.timeout)
+        conn = self._envd.connection(self.client.timeout)
         try:
-            conn.request("GET", self.client._envd.prefix + "/files?path=" + quote(path, safe=""),
+            conn.request("GET", self._envd.prefix + "/files?path=" + quote(path, safe=""),
                          headers=self._headers())
             resp = conn.getresponse()
             raw = resp.read()

@@ -55,3 +55,74 @@ def test_e2b_back_end_errors(daemon):
         wrong.create()
     with pytest.raises(ValueError):
         corral.connect("nope")
+
+
+@pytest.fixture
+def tls_front(daemon, tmp_path, monkeypatch):
+    """corral's facade behind https, laid out as a hosted service
+    (tests/npm/tls_front.js): api.sbx.localhost and 49983-<id>.sbx.localhost.
+    The names are made to resolve to loopback for this test's process only
+    (libcurl does that itself for *.localhost; Python asks the system)."""
+    import shutil
+    import socket
+    import subprocess
+
+    node, openssl = shutil.which("node"), shutil.which("openssl")
+    if not node or not openssl:
+        if os.environ.get("CORRAL_MUST_WORK") == "1":
+            pytest.fail("node and openssl are needed (scripts/install-deps)")
+        pytest.skip("node or openssl is missing")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                    "-nodes", "-days", "2", "-subj", "/CN=corral test front",
+                    "-addext", "subjectAltName=DNS:api.sbx.localhost,DNS:*.sbx.localhost",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    script = os.path.join(os.path.dirname(__file__), "../../../tests/npm/tls_front.js")
+    proc = subprocess.Popen([node, script, str(cert), str(key), daemon.tcp_url, "sbx.localhost"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    line = proc.stdout.readline().decode()
+    assert line.startswith("PORT "), line
+    real = socket.getaddrinfo
+
+    def resolve(host, *args, **kwargs):
+        if isinstance(host, str) and host.endswith(".sbx.localhost"):
+            host = "127.0.0.1"
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    yield {"domain": "sbx.localhost:" + line.split()[1], "ca_file": str(cert)}
+    proc.stdin.close()
+    proc.wait(timeout=30)
+
+
+def test_a_hosted_service_over_https_by_its_domain_alone(daemon, tls_front, monkeypatch):
+    for name in ("E2B_API_URL", "E2B_SANDBOX_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CORRAL_BACKEND", "e2b")
+    monkeypatch.setenv("E2B_DOMAIN", tls_front["domain"])
+    monkeypatch.setenv("SSL_CERT_FILE", tls_front["ca_file"])
+    monkeypatch.setenv("E2B_API_KEY", daemon.api_key)
+    client = corral.connect()
+    assert client._api.host == "api.sbx.localhost"
+    business(client)
+
+
+def test_an_untrusted_certificate_is_refused(daemon, tls_front):
+    import ssl
+    client = corral.E2bClient(api_key=daemon.api_key, domain=tls_front["domain"])
+    with pytest.raises(ssl.SSLError):
+        client.create()
+
+
+def test_envd_urls_follow_the_sdks_rules():
+    from corral.e2b import envd_url
+    assert envd_url("abc", "e2b.app") == "https://sandbox.e2b.app"
+    assert envd_url("abc", "corral.example.com") == "https://49983-abc.corral.example.com"
+    assert envd_url("abc", "x", "http://127.0.0.1:7070/e2b/envd/") == "http://127.0.0.1:7070/e2b/envd"
+    for domain in ("evil.example/x", "a@b.example", "b.example?x", "b.example:", ".b.example",
+                   "b..example", "b example", "b.example\r\nX: 1", ""):
+        with pytest.raises(ValueError):
+            envd_url("abc", domain)
+    for sandbox_id in ("", "a/b", "a.b", "a@b", "a b"):
+        with pytest.raises(ValueError):
+            envd_url(sandbox_id, "corral.example.com")

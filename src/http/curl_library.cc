@@ -1,11 +1,11 @@
-#include "objstore/curl_library.h"
+#include "http/curl_library.h"
 
 #include <dlfcn.h>
 
 #include <mutex>
 #include <string>
 
-namespace corral::objstore {
+namespace corral::http {
 namespace {
 
 template <typename F>
@@ -39,6 +39,7 @@ Result<const CurlLibrary*> curl_library() {
                load(handle, "curl_easy_perform", library.easy_perform) &&
                load(handle, "curl_easy_getinfo", library.easy_getinfo) &&
                load(handle, "curl_easy_cleanup", library.easy_cleanup) &&
+               load(handle, "curl_easy_reset", library.easy_reset) &&
                load(handle, "curl_easy_strerror", library.easy_strerror) &&
                load(handle, "curl_slist_append", library.slist_append) &&
                load(handle, "curl_slist_free_all", library.slist_free_all);
@@ -50,7 +51,7 @@ Result<const CurlLibrary*> curl_library() {
     const curl_version_info_data* v = version_info(CURLVERSION_NOW);
     if (v == nullptr || v->version_num < 0x075500) {
       failure = std::string("libcurl ") + (v ? v->version : "?") +
-                " is older than 7.85, which corral's S3 requests need";
+                " is older than 7.85, which corral needs";
       return;
     }
     if (global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
@@ -59,10 +60,10 @@ Result<const CurlLibrary*> curl_library() {
     }
   });
   if (!failure.empty()) {
-    return make_error(ErrorCode::kUnavailable, "S3 object store: " + failure,
+    return make_error(ErrorCode::kUnavailable, failure,
                       "install libcurl4 (Debian 12: apt-get install libcurl4)");
   }
   return &library;
 }
 
-}  // namespace corral::objstore
+}  // namespace corral::http

@@ -1,7 +1,8 @@
-// libcurl, loaded with dlopen the first time an S3 store sends a request
-// (ADR 0009). Linking it would make every `corral run` load libcurl and its
-// ~30 shared dependencies (Debian 12 has no static archives of them), so
-// corral links only libc dynamically and the daemon loads libcurl when it
+// libcurl, loaded with dlopen the first time something needs it: an S3
+// object store's request (ADR 0009) or the E2B provider's exchanges
+// (http/curl_exchange.h). Linking it would make every `corral run` load
+// libcurl and its ~30 shared dependencies (Debian 12 has no static archives
+// of them), so corral links only libc dynamically and loads libcurl when it
 // needs it. Types and constants still come from <curl/curl.h>.
 #pragma once
 
@@ -9,7 +10,7 @@
 
 #include "base/result.h"
 
-namespace corral::objstore {
+namespace corral::http {
 
 struct CurlLibrary {
   CURL* (*easy_init)();
@@ -17,13 +18,14 @@ struct CurlLibrary {
   CURLcode (*easy_perform)(CURL*);
   CURLcode (*easy_getinfo)(CURL*, CURLINFO, ...);
   void (*easy_cleanup)(CURL*);
+  void (*easy_reset)(CURL*);
   const char* (*easy_strerror)(CURLcode);
   curl_slist* (*slist_append)(curl_slist*, const char*);
   void (*slist_free_all)(curl_slist*);
 };
 
 // libcurl.so.4, loaded and initialized once (thread-safe); kUnavailable
-// with an install hint when it is missing or too old for SigV4.
+// with an install hint when it is missing or older than 7.85.
 Result<const CurlLibrary*> curl_library();
 
-}  // namespace corral::objstore
+}  // namespace corral::http
