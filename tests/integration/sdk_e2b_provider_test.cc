@@ -77,6 +77,28 @@ void business(sdk::SandboxProvider& p) {
   ASSERT_TRUE(p.destroy(id));
 }
 
+// A command's stdin (sent on a second exchange while the first one reads
+// the events) comes back whole, and a command's lines reach the sink as a
+// stream; `pause` goes between the lines.
+void stdin_and_stream(sdk::SandboxProvider& p, const std::string& id, const std::string& input,
+                      const std::string& pause) {
+  api::ExecRequest with_stdin;
+  with_stdin.argv = {"cat"};
+  with_stdin.stdin_data = input;
+  auto r = p.exec(id, with_stdin);
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(r->stdout_data, input);
+  std::string streamed;
+  api::ExecRequest chatty;
+  chatty.argv = {"/bin/sh", "-c", "for i in 1 2 3; do echo $i; " + pause + "done"};
+  auto s = p.exec_stream(id, chatty, [&](api::ExecEvent::Kind k, std::string_view data) {
+    if (k == api::ExecEvent::kStdout) streamed.append(data);
+  });
+  ASSERT_TRUE(s) << s.error().to_string();
+  EXPECT_EQ(streamed, "1\n2\n3\n");
+  EXPECT_EQ(s->exit_code, 0);
+}
+
 TEST(SdkE2bProvider, TheSameBusinessCodeRunsOnBothProviders) {
   TestDaemon d({}, kConfig);
   ASSERT_TRUE(d.ready()) << d.output();
@@ -105,22 +127,7 @@ TEST(SdkE2bProvider, StdinStreamsSignalsTimeoutsAndErrors) {
   auto id = p->create({});
   ASSERT_TRUE(id) << id.error().to_string();
 
-  api::ExecRequest with_stdin;
-  with_stdin.argv = {"cat"};
-  with_stdin.stdin_data = "from stdin\n";
-  auto r = p->exec(*id, with_stdin);
-  ASSERT_TRUE(r) << r.error().to_string();
-  EXPECT_EQ(r->stdout_data, "from stdin\n");
-
-  std::string streamed;
-  api::ExecRequest chatty;
-  chatty.argv = {"/bin/sh", "-c", "for i in 1 2 3; do echo $i; done"};
-  auto s = p->exec_stream(*id, chatty, [&](api::ExecEvent::Kind k, std::string_view data) {
-    if (k == api::ExecEvent::kStdout) streamed.append(data);
-  });
-  ASSERT_TRUE(s) << s.error().to_string();
-  EXPECT_EQ(streamed, "1\n2\n3\n");
-  EXPECT_EQ(s->exit_code, 0);
+  stdin_and_stream(*p, *id, "from stdin\n", "");
 
   api::ExecRequest killed;
   killed.argv = {"/bin/sh", "-c", "kill -9 $$"};
@@ -188,20 +195,7 @@ TEST(SdkE2bProvider, DrivesAHostedServiceOverHttpsByItsDomainAlone) {
   // upload streamed without a length, over the same front.
   auto id = p->create({});
   ASSERT_TRUE(id) << id.error().to_string();
-  api::ExecRequest with_stdin;
-  with_stdin.argv = {"cat"};
-  with_stdin.stdin_data = "through the front\n";
-  auto r = p->exec(*id, with_stdin);
-  ASSERT_TRUE(r) << r.error().to_string();
-  EXPECT_EQ(r->stdout_data, "through the front\n");
-  std::string streamed;
-  api::ExecRequest chatty;
-  chatty.argv = {"/bin/sh", "-c", "for i in 1 2 3; do echo $i; sleep 0.05; done"};
-  auto s = p->exec_stream(*id, chatty, [&](api::ExecEvent::Kind k, std::string_view data) {
-    if (k == api::ExecEvent::kStdout) streamed.append(data);
-  });
-  ASSERT_TRUE(s) << s.error().to_string();
-  EXPECT_EQ(streamed, "1\n2\n3\n");
+  stdin_and_stream(*p, *id, "through the front\n", "sleep 0.05; ");
   const std::string big = random_bytes(8 << 20);
   std::size_t offset = 0;
   auto put = p->put_file_from(

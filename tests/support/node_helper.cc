@@ -53,7 +53,11 @@ Result<std::unique_ptr<NodeHelper>> NodeHelper::start(const std::string& script,
     return errno_error("pipe2");
   }
   pid_t pid = fork();
-  if (pid < 0) return errno_error("fork");
+  if (pid < 0) {
+    auto failed = errno_error("fork");
+    for (int fd : {in[0], in[1], out[0], out[1]}) close(fd);
+    return failed;
+  }
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     dup2(in[0], 0);

@@ -13,6 +13,8 @@
 #include <string>
 #include <thread>
 
+#include "base/fs.h"
+
 namespace corral::http {
 namespace {
 
@@ -49,24 +51,19 @@ class RawServer {
   std::thread thread_;
 };
 
-void read_head(int c) {
+// What the client sent, up to and with `marker` (or until it closed).
+std::string read_until(int c, std::string_view marker) {
   std::string got;
   char buf[4096];
-  while (got.find("\r\n\r\n") == std::string::npos) {
+  while (got.find(marker) == std::string::npos) {
     ssize_t n = read(c, buf, sizeof buf);
-    if (n <= 0) return;
+    if (n <= 0) break;
     got.append(buf, static_cast<std::size_t>(n));
   }
+  return got;
 }
 
-void write_all(int c, const std::string& s) {
-  std::size_t off = 0;
-  while (off < s.size()) {
-    ssize_t n = write(c, s.data() + off, s.size() - off);
-    if (n <= 0) return;
-    off += static_cast<std::size_t>(n);
-  }
-}
+void read_head(int c) { (void)read_until(c, "\r\n\r\n"); }
 
 TEST(CurlExchange, RefusesUrlsAndHeadersItWillNotSend) {
   CurlSession s;
@@ -121,7 +118,7 @@ TEST(CurlExchange, AnAnswerOverTheLimitStopsTheExchange) {
   RawServer server([](int c) {
     read_head(c);
     const std::string body(64 * 1024, 'x');
-    write_all(
+    (void)write_all(
         c, "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
   });
   CurlSession s;
@@ -135,15 +132,8 @@ TEST(CurlExchange, AnAnswerOverTheLimitStopsTheExchange) {
 TEST(CurlExchange, TheStatusAndBodyOfAnyAnswerAreTheCallers) {
   std::string seen;
   RawServer server([&](int c) {
-    std::string got;
-    char buf[4096];
-    while (got.find("body!") == std::string::npos) {
-      ssize_t n = read(c, buf, sizeof buf);
-      if (n <= 0) break;
-      got.append(buf, static_cast<std::size_t>(n));
-    }
-    seen = got;
-    write_all(c, "HTTP/1.1 404 Not Found\r\nContent-Length: 4\r\n\r\nnope");
+    seen = read_until(c, "body!");
+    (void)write_all(c, "HTTP/1.1 404 Not Found\r\nContent-Length: 4\r\n\r\nnope");
   });
   CurlSession s;
   CurlRequest r;
