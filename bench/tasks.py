@@ -94,6 +94,8 @@ def main():
     for i in range(2):  # warm-up
         by_hand(client, data)
         as_task(client, data)
+    stages = ("create", "initialize", "execute", "collect", "destroy")
+    before = {s: stage_sum(client, s) for s in stages}
     for i in range(args.rounds):
         pair = [(hand, by_hand), (task, as_task)]
         if i % 2:
@@ -105,6 +107,16 @@ def main():
                   roundtrip_ratio=round(t / h, 3))
     print(f"round trip (1 MiB in, 1 MiB out), {args.rounds} rounds: by hand p50 {h*1000:.1f} ms, "
           f"task p50 {t*1000:.1f} ms, ratio {t/h:.2f} (target <= 1.2)")
+    # Where a task's time goes: the mean of each stage over the rounds, from
+    # the daemon's histogram; the rest of the task's time is its submit, its
+    # end and the wait's answer, and the download.
+    means = {}
+    for s in stages:
+        total, count = stage_sum(client, s)
+        if count > before[s][1]:
+            means[s] = round((total - before[s][0]) / (count - before[s][1]) * 1000, 2)
+    result.update(roundtrip_task_stage_mean_ms=means)
+    print("  task stages, mean ms: " + ", ".join(f"{k} {v}" for k, v in means.items()))
 
     with tempfile.TemporaryDirectory() as tmp:
         # Snapshot of N MiB of incompressible bytes.

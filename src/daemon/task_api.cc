@@ -4,9 +4,9 @@
 #include <cctype>
 
 #include "api/base64.h"
+#include "api/task_model.h"
 #include "base/sha256.h"
 #include "base/strings.h"
-#include "api/task_model.h"
 #include "daemon/api_context.h"
 #include "daemon/task_service.h"
 #include "http/multipart.h"
@@ -43,9 +43,9 @@ std::optional<std::chrono::milliseconds> wait_param(ApiRequest& r) {
   if (*v == "0") return std::chrono::milliseconds(0);
   auto d = parse_duration(*v);
   if (!d) {
-    send_error(r.out, api::make_api_error(api::ApiErrorCode::kInvalidValue,
-                                          "wait: " + d.error().message, "wait",
-                                          "a duration such as 30s, at most 60s"));
+    send_error(r.out,
+               api::make_api_error(api::ApiErrorCode::kInvalidValue, "wait: " + d.error().message,
+                                   "wait", "a duration such as 30s, at most 60s"));
     return std::nullopt;
   }
   return std::min(*d, kMaxWait);
@@ -63,19 +63,29 @@ constexpr std::string_view kFormHint =
     "parts are the bytes that inputs name with \"content_part\"";
 
 // The answer to a submit: 202 for a new task (or a new attempt), 200 with
-// Corral-Task-Replayed for a repeat.
-void send_submitted(ApiRequest& r, const ApiResult<TaskService::Submitted>& submitted) {
+// Corral-Task-Replayed for a repeat. With ?wait= the answer waits (as GET's
+// long-poll) until the task has finished or the wait has passed: a new task
+// that has finished by then is 200 with its Location, so a client submits
+// and learns the result in one request.
+void send_submitted(TaskService& tasks, ApiRequest& r,
+                    const ApiResult<TaskService::Submitted>& submitted,
+                    std::chrono::milliseconds wait) {
   if (!submitted) return send_error(r.out, submitted.error());
-  const std::string json = task_json(submitted->task, true);
+  TaskRecord task = submitted->task;
+  if (wait.count() > 0 && !is_finished(task.status)) {
+    // The task is stored and queued whatever happens here: a failed wait
+    // answers with the task as submitted.
+    if (auto waited = tasks.wait(request_ns(r), task.id, wait)) task = std::move(*waited);
+  }
+  const std::string json = task_json(task, true);
   if (submitted->created || submitted->retried) {
-    (void)r.out.send(202,
-                     {{"content-type", "application/json"},
-                      {"location", "/v1/tasks/" + submitted->task.id}},
-                     json);
+    (void)r.out.send(
+        is_finished(task.status) ? 200 : 202,
+        {{"content-type", "application/json"}, {"location", "/v1/tasks/" + submitted->task.id}},
+        json);
     return;
   }
-  (void)r.out.send(200,
-                   {{"content-type", "application/json"}, {"corral-task-replayed", "true"}},
+  (void)r.out.send(200, {{"content-type", "application/json"}, {"corral-task-replayed", "true"}},
                    json);
 }
 
@@ -88,9 +98,11 @@ api::ApiError bad_form(std::string message, std::string hint = {}) {
 // multipart submit"): the first part, "task", is the JSON request; every
 // other part is the raw bytes of an input ("content_part") or of the stdin
 // ("stdin_part"). No base64 and no JSON string of the bytes.
-void submit_form(TaskService& tasks, ApiRequest& r, std::string_view content_type) {
+void submit_form(TaskService& tasks, ApiRequest& r, std::string_view content_type,
+                 std::chrono::milliseconds wait) {
   auto boundary = http::form_data_boundary(content_type);
-  if (!boundary) return send_error(r.out, bad_form(boundary.error().message, boundary.error().hint));
+  if (!boundary)
+    return send_error(r.out, bad_form(boundary.error().message, boundary.error().hint));
   auto body = read_body(r, tasks.config().max_body);
   if (!body) return send_error(r.out, body.error());
   http::FormLimits limits;
@@ -103,16 +115,16 @@ void submit_form(TaskService& tasks, ApiRequest& r, std::string_view content_typ
                                       ", not \"task\" (the JSON request)"));
   if (!task.content_type.empty() &&
       task.content_type.substr(0, task.content_type.find(';')) != "application/json")
-    return send_error(r.out, bad_form("the \"task\" part is " +
-                                      quote_for_message(task.content_type) +
-                                      ", not application/json"));
+    return send_error(r.out,
+                      bad_form("the \"task\" part is " + quote_for_message(task.content_type) +
+                               ", not application/json"));
   api::TaskContentParts bytes;
   for (std::size_t i = 1; i < parts->size(); ++i) {
     const http::FormPart& p = (*parts)[i];
     if (!bytes.emplace(p.name, p.body).second || p.name == "task")
       return send_error(r.out, bad_form("two parts are named " + quote_for_message(p.name)));
   }
-  send_submitted(r, tasks.submit(request_ns(r), task.body, &bytes));
+  send_submitted(tasks, r, tasks.submit(request_ns(r), task.body, &bytes), wait);
 }
 
 }  // namespace
@@ -120,11 +132,13 @@ void submit_form(TaskService& tasks, ApiRequest& r, std::string_view content_typ
 void handle_submit_task(ApiContext& ctx, ApiRequest& r) {
   TaskService* tasks = tasks_or_fail(ctx, r);
   if (tasks == nullptr) return;
+  auto wait = wait_param(r);  // refused before the body is read
+  if (!wait) return;
   if (auto ct = r.head.header("content-type"); ct && http::is_form_data(*ct))
-    return submit_form(*tasks, r, *ct);
+    return submit_form(*tasks, r, *ct, *wait);
   auto body = read_json_body(r, tasks->config().max_body);
   if (!body) return send_error(r.out, body.error());
-  send_submitted(r, tasks->submit(request_ns(r), *body));
+  send_submitted(*tasks, r, tasks->submit(request_ns(r), *body), *wait);
 }
 
 // POST /v1/tasks/{id}/replay (T2; docs/tasks.md "Replay"): 202 with the
@@ -138,14 +152,12 @@ void handle_replay_task(ApiContext& ctx, ApiRequest& r) {
   if (!replayed) return send_error(r.out, replayed.error());
   const std::string json = task_json(replayed->task, true);
   if (replayed->created || replayed->retried) {
-    (void)r.out.send(202,
-                     {{"content-type", "application/json"},
-                      {"location", "/v1/tasks/" + replayed->task.id}},
-                     json);
+    (void)r.out.send(
+        202, {{"content-type", "application/json"}, {"location", "/v1/tasks/" + replayed->task.id}},
+        json);
     return;
   }
-  (void)r.out.send(200,
-                   {{"content-type", "application/json"}, {"corral-task-replayed", "true"}},
+  (void)r.out.send(200, {{"content-type", "application/json"}, {"corral-task-replayed", "true"}},
                    json);
 }
 
@@ -155,16 +167,16 @@ void handle_list_tasks(ApiContext& ctx, ApiRequest& r) {
   TaskFilter filter;
   filter.ns = request_ns(r);
   auto bad = [&](std::string field, std::string message) {
-    send_error(r.out, api::make_api_error(api::ApiErrorCode::kInvalidValue,
-                                          field + ": " + message, field));
+    send_error(r.out, api::make_api_error(api::ApiErrorCode::kInvalidValue, field + ": " + message,
+                                          field));
   };
   for (const auto& [key, value] : r.query) {
     if (key == "status") {
       std::size_t start = 0;
       while (start <= value.size()) {
         std::size_t comma = value.find(',', start);
-        std::string name = value.substr(start, comma == std::string::npos ? std::string::npos
-                                                                           : comma - start);
+        std::string name =
+            value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
         auto st = parse_task_status(name);
         if (!st)
           return bad("status", "\"" + name +
@@ -185,8 +197,9 @@ void handle_list_tasks(ApiContext& ctx, ApiRequest& r) {
     } else if (key == "cursor") {
       filter.cursor = value;
     } else {
-      return bad(key, "is not a filter of GET /v1/tasks (status, created_after, created_before, "
-                      "limit, cursor)");
+      return bad(key,
+                 "is not a filter of GET /v1/tasks (status, created_after, created_before, "
+                 "limit, cursor)");
     }
   }
   auto page = tasks->list(filter);
@@ -221,12 +234,11 @@ void handle_task_output(ApiContext& ctx, ApiRequest& r) {
   auto t = tasks->get(request_ns(r), r.params[0]);
   if (!t) return send_error(r.out, t.error());
   auto n = parse_count(r.params[1]);
-  if (!n || *n >= t->outputs.size() || !t->outputs[*n].present ||
-      t->outputs[*n].object_key.empty())
-    return send_error(r.out, api::make_api_error(
-                                 api::ApiErrorCode::kNotFound,
-                                 "task " + t->id + " has no stored output " + r.params[1], "",
-                                 "GET /v1/tasks/{id} lists its outputs and which are present"));
+  if (!n || *n >= t->outputs.size() || !t->outputs[*n].present || t->outputs[*n].object_key.empty())
+    return send_error(
+        r.out, api::make_api_error(api::ApiErrorCode::kNotFound,
+                                   "task " + t->id + " has no stored output " + r.params[1], "",
+                                   "GET /v1/tasks/{id} lists its outputs and which are present"));
   const TaskOutputRecord& o = t->outputs[*n];
   if (tasks->objects() == nullptr)
     return send_error(r.out, api::make_api_error(api::ApiErrorCode::kUnavailable,
@@ -269,10 +281,10 @@ void handle_task_log(ApiContext& ctx, ApiRequest& r) {
                     std::nullopt);
   if (r.head.method == "HEAD") return;
   auto emit = [&](std::string_view stream, std::string_view data) -> bool {
-    return r.out.write(api::exec_output_json(
-                           stream == "stdout" ? api::ExecEvent::kStdout : api::ExecEvent::kStderr,
-                           data) +
-                       "\n")
+    return r.out
+        .write(api::exec_output_json(
+                   stream == "stdout" ? api::ExecEvent::kStdout : api::ExecEvent::kStderr, data) +
+               "\n")
         .has_value();
   };
   auto end = tasks->stream_log(request_ns(r), r.params[0], follow, emit,

@@ -25,10 +25,10 @@ namespace corral::sdk {
 // A filter of list_tasks (GET /v1/tasks): every field optional.
 struct TaskQuery {
   std::vector<std::string> statuses;  // queued, running, succeeded, failed, timed_out, cancelled
-  std::optional<std::int64_t> created_after_ms;   // unix milliseconds
+  std::optional<std::int64_t> created_after_ms;  // unix milliseconds
   std::optional<std::int64_t> created_before_ms;
-  std::optional<std::size_t> limit;    // 1..1000 a page; the daemon's default is 100
-  std::optional<std::string> cursor;   // the next_cursor of the page before
+  std::optional<std::size_t> limit;   // 1..1000 a page; the daemon's default is 100
+  std::optional<std::string> cursor;  // the next_cursor of the page before
 };
 
 struct RemoteOptions {
@@ -74,8 +74,10 @@ class RemoteProvider : public SandboxProvider {
   // that differs.
 
   // POST /v1/tasks: the task as accepted (queued or further), or the
-  // stored one for a repeat.
-  Result<api::TaskInfo> submit_task(const api::TaskRequest& request);
+  // stored one for a repeat. With `wait` > 0 the daemon answers once the
+  // task has finished or the wait (at most 60 s) has passed.
+  Result<api::TaskInfo> submit_task(const api::TaskRequest& request,
+                                    std::chrono::milliseconds wait = std::chrono::milliseconds(0));
   // GET /v1/tasks/{id}; with `wait` > 0 the daemon answers once the task
   // has finished or the wait (at most 60 s) has passed. kNotFound for an
   // unknown id.
@@ -85,10 +87,13 @@ class RemoteProvider : public SandboxProvider {
   // as long as it takes); returns the task as it is then, finished or not.
   Result<api::TaskInfo> wait_task(std::string_view id,
                                   std::optional<std::chrono::milliseconds> timeout = std::nullopt);
-  // submit_task, then wait_task: the finished task (see TaskInfo::ok; a
-  // failed task is a result, not an error: its reason and detail say why).
-  Result<api::TaskInfo> run_task(const api::TaskRequest& request,
-                                 std::optional<std::chrono::milliseconds> wait_timeout = std::nullopt);
+  // submit_task (waiting up to 30 s in the submit itself, so a short task
+  // takes one request), then wait_task: the finished task (see
+  // TaskInfo::ok; a failed task is a result, not an error: its reason and
+  // detail say why).
+  Result<api::TaskInfo> run_task(
+      const api::TaskRequest& request,
+      std::optional<std::chrono::milliseconds> wait_timeout = std::nullopt);
   // GET /v1/tasks: one page, newest first, without the requests. Pass the
   // page's next_cursor as query.cursor for the next one (none: the end).
   Result<api::TaskPage> list_tasks(const TaskQuery& query = {});

@@ -42,8 +42,9 @@ Status check_output_sha256(std::string_view computed, const http::Headers& respo
   auto sent = http::find_header(response_headers, "x-corral-sha256");
   if (!sent || sent->empty())
     return make_error(ErrorCode::kSystem,
-                      std::string(what) + " came without an X-Corral-Sha256 header: it cannot be "
-                                          "checked",
+                      std::string(what) +
+                          " came without an X-Corral-Sha256 header: it cannot be "
+                          "checked",
                       "is the URL a corral daemon (or a proxy that drops headers)?");
   std::string want(*sent);
   std::transform(want.begin(), want.end(), want.begin(),
@@ -58,7 +59,8 @@ Status check_output_sha256(std::string_view computed, const http::Headers& respo
 
 // Inline bytes (and the stdin) go as raw parts of a multipart body, not as
 // base64 in the JSON (docs/tasks.md "Raw bytes: a multipart submit").
-Result<api::TaskInfo> RemoteProvider::submit_task(const api::TaskRequest& request) {
+Result<api::TaskInfo> RemoteProvider::submit_task(const api::TaskRequest& request,
+                                                  std::chrono::milliseconds wait) {
   std::vector<http::FormPart> parts{{"task", std::nullopt, "application/json", {}}};
   for (std::size_t i = 0; i < request.inputs.size(); ++i)
     if (request.inputs[i].source == api::TaskInput::Source::kContent)
@@ -80,7 +82,11 @@ Result<api::TaskInfo> RemoteProvider::submit_task(const api::TaskRequest& reques
     headers.push_back({"content-type", "multipart/form-data; boundary=" + boundary});
   }
   api::ApiError refusal;
-  auto body = call_waiting(options_.timeout, "POST", "/v1/tasks", body_text, headers, &refusal);
+  wait = std::clamp(wait, std::chrono::milliseconds(0), kMaxDaemonWait);
+  // The daemon may hold the answer back for up to `wait`.
+  std::string path = "/v1/tasks";
+  if (wait.count() > 0) path += "?wait=" + std::to_string(wait.count()) + "ms";
+  auto body = call_waiting(options_.timeout + wait, "POST", path, body_text, headers, &refusal);
   // A submit's 409 conflict always means that the id is taken: by a task
   // with another request, or by another namespace's. That is kAlreadyExists
   // (a named thing exists and would be overwritten), not error_from_api's
@@ -119,12 +125,18 @@ Result<api::TaskInfo> RemoteProvider::wait_task(std::string_view id,
   }
 }
 
-Result<api::TaskInfo> RemoteProvider::run_task(const api::TaskRequest& request,
-                                               std::optional<std::chrono::milliseconds> wait_timeout) {
-  auto submitted = submit_task(request);
+Result<api::TaskInfo> RemoteProvider::run_task(
+    const api::TaskRequest& request, std::optional<std::chrono::milliseconds> wait_timeout) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto first = kLongPoll;
+  if (wait_timeout) first = std::clamp(*wait_timeout, std::chrono::milliseconds(0), kLongPoll);
+  auto submitted = submit_task(request, first);
   if (!submitted) return submitted;
-  if (submitted->finished()) return submitted;  // a repeat of a finished task
-  return wait_task(request.id, wait_timeout);
+  if (submitted->finished()) return submitted;  // done in the wait, or a finished repeat
+  if (!wait_timeout) return wait_task(request.id);
+  auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+  return wait_task(request.id, std::max(*wait_timeout - spent, std::chrono::milliseconds(0)));
 }
 
 Result<api::TaskPage> RemoteProvider::list_tasks(const TaskQuery& query) {

@@ -29,8 +29,9 @@ TEST(DaemonTasks, InlineInputsRunAndTheOutputDownloadsWithItsHash) {
   TestDaemon d;
   ASSERT_TRUE(d.ready()) << d.output();
   const std::string bin("\x00\x01\xfe\xff", 4);
-  json body = task_body("happy-1", "cat /workspace/in.txt /workspace/a.bin > /workspace/out.bin; "
-                                   "echo finished; echo warn >&2");
+  json body = task_body("happy-1",
+                        "cat /workspace/in.txt /workspace/a.bin > /workspace/out.bin; "
+                        "echo finished; echo warn >&2");
   body["inputs"] = json::array(
       {{{"path", "/workspace/in.txt"}, {"content", "hello\n"}, {"sha256", sha256_hex("hello\n")}},
        {{"path", "/workspace/a.bin"}, {"content_b64", "AAH+/w=="}}});
@@ -55,7 +56,8 @@ TEST(DaemonTasks, InlineInputsRunAndTheOutputDownloadsWithItsHash) {
   // The command's output is kept after the end, as exec events.
   auto log = d.request("GET", "/v1/tasks/happy-1/log");
   ASSERT_EQ(log.status, 200);
-  EXPECT_NE(log.body.find(R"({"type":"stdout","data":"finished\n"})"), std::string::npos) << log.body;
+  EXPECT_NE(log.body.find(R"({"type":"stdout","data":"finished\n"})"), std::string::npos)
+      << log.body;
   EXPECT_NE(log.body.find(R"({"type":"stderr","data":"warn\n"})"), std::string::npos) << log.body;
   EXPECT_NE(log.body.find(R"("type":"exit")"), std::string::npos) << log.body;
   // Its sandbox is gone (destroy, cleanup verified).
@@ -277,16 +279,45 @@ TEST(DaemonTasks, LongPollAnswersWhenTheTaskEnds) {
   EXPECT_EQ(d.request("GET", "/v1/tasks/lp-1?wait=soon").status, 400);
 }
 
+// POST /v1/tasks?wait= holds the submit's answer until the task has
+// finished (200 with its Location) or the wait has passed (202 as without
+// it); a bad wait is refused before anything is stored.
+TEST(DaemonTasks, ASubmitWithWaitAnswersWithTheFinishedTask) {
+  TestDaemon d;
+  ASSERT_TRUE(d.ready()) << d.output();
+  auto done = d.request("POST", "/v1/tasks?wait=60s", task_body("sw-1", "echo hi").dump());
+  ASSERT_EQ(done.status, 200) << done.body;
+  EXPECT_EQ(done.json().value("status", ""), "succeeded") << done.body;
+  EXPECT_EQ(done.json().value("exit_code", -1), 0) << done.body;
+  bool located = false;
+  for (const auto& [name, value] : done.headers)
+    if (name == "location" && value == "/v1/tasks/sw-1") located = true;
+  EXPECT_TRUE(located) << "no Location: /v1/tasks/sw-1 on the finished submit";
+
+  auto slow = d.request("POST", "/v1/tasks?wait=300ms", task_body("sw-2", "sleep 3").dump());
+  ASSERT_EQ(slow.status, 202) << slow.body;
+  EXPECT_FALSE(slow.json().value("status", "") == "succeeded") << slow.body;
+  // The repeat waits too, and is marked a repeat.
+  auto repeat = d.request("POST", "/v1/tasks?wait=60s", task_body("sw-2", "sleep 3").dump());
+  ASSERT_EQ(repeat.status, 200) << repeat.body;
+  EXPECT_EQ(repeat.json().value("status", ""), "succeeded") << repeat.body;
+
+  auto bad = d.request("POST", "/v1/tasks?wait=soon", task_body("sw-3", "true").dump());
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(bad.json()["error"].value("field", ""), "wait") << bad.body;
+  EXPECT_EQ(d.request("GET", "/v1/tasks/sw-3").status, 404);
+}
+
 // GET .../log?follow=1 streams the command's output as it comes and ends
 // with the finished task.
 TEST(DaemonTasks, TheLogFollowsTheCommandToItsEnd) {
   TestDaemon d;
   ASSERT_TRUE(d.ready()) << d.output();
-  ASSERT_EQ(d.request("POST", "/v1/tasks",
-                      task_body("log-1", "echo one; sleep 1; echo two >&2; sleep 1; echo three")
-                          .dump())
-                .status,
-            202);
+  ASSERT_EQ(
+      d.request("POST", "/v1/tasks",
+                task_body("log-1", "echo one; sleep 1; echo two >&2; sleep 1; echo three").dump())
+          .status,
+      202);
   auto log = d.request("GET", "/v1/tasks/log-1/log?follow=1");
   ASSERT_EQ(log.status, 200) << log.body;
   std::vector<json> events;
@@ -396,11 +427,13 @@ TEST(DaemonTasks, BadBodiesAreRefusedNamingTheField) {
   auto unknown = d.request("POST", "/v1/tasks", R"({"id": "b", "command": ["true"], "x": 1})");
   EXPECT_EQ(unknown.status, 400);
   EXPECT_EQ(unknown.json()["error"].value("field", ""), "x");
-  auto toolong = d.request("POST", "/v1/tasks", R"({"id": "b", "command": ["true"], "timeout": "30d"})");
+  auto toolong =
+      d.request("POST", "/v1/tasks", R"({"id": "b", "command": ["true"], "timeout": "30d"})");
   EXPECT_EQ(toolong.status, 400) << toolong.body;
   EXPECT_EQ(toolong.json()["error"].value("field", ""), "timeout");
-  auto sandbox = d.request("POST", "/v1/tasks",
-                           R"({"id": "b", "command": ["true"], "sandbox": {"limits": {"pids": 0}}})");
+  auto sandbox =
+      d.request("POST", "/v1/tasks",
+                R"({"id": "b", "command": ["true"], "sandbox": {"limits": {"pids": 0}}})");
   EXPECT_EQ(sandbox.status, 400);
   EXPECT_EQ(sandbox.json()["error"].value("field", ""), "sandbox.limits.pids") << sandbox.body;
   EXPECT_EQ(d.request("GET", "/v1/tasks/b").status, 404) << "a refused task is not stored";

@@ -371,7 +371,8 @@ class Client:
                     inputs: Optional[dict] = None, outputs: Optional[Iterable[Any]] = None,
                     env: Optional[dict] = None, cwd: Optional[str] = None,
                     stdin: Union[str, bytes, None] = None, timeout: Optional[Duration] = None,
-                    sandbox: Optional[dict] = None, **extra: Any) -> TaskInfo:
+                    sandbox: Optional[dict] = None, wait: Optional[Duration] = None,
+                    **extra: Any) -> TaskInfo:
         """POST /v1/tasks: submits a task, or finds the one with this id.
 
         ``command`` is an argv list, or a string run by ``sh -c``.
@@ -381,7 +382,9 @@ class Client:
         multipart/form-data body, never as base64. ``outputs`` are paths (required) or dicts ({"path", "required",
         "max_size"}). Repeating the same call returns the stored task and
         never runs the command again (D6); other fields under the same id
-        raise Conflict naming the first that differs.
+        raise Conflict naming the first that differs. With ``wait`` (at most
+        60 s) the daemon answers once the task has finished or the wait has
+        passed, so a short task's result comes back with its submit.
         """
         body: dict = {"id": task_id}
         if isinstance(command, str):
@@ -417,11 +420,16 @@ class Client:
         if timeout is not None:
             body["timeout"] = _duration(timeout)
         body.update(extra)
+        query = {"wait": _duration(wait)} if wait is not None else None
+        seconds = _seconds(wait)
+        timeout = self._long_timeout(seconds) if seconds is not None else _UNSET
         if not parts:
-            return TaskInfo.from_json(self._json("POST", "/v1/tasks", body=body))
+            return TaskInfo.from_json(self._json("POST", "/v1/tasks", body=body, query=query,
+                                                 timeout=timeout))
         data, content_type = _form_data(body, parts)
-        return TaskInfo.from_json(self._json("POST", "/v1/tasks", body=data,
-                                             headers={"Content-Type": content_type}))
+        return TaskInfo.from_json(self._json("POST", "/v1/tasks", body=data, query=query,
+                                             headers={"Content-Type": content_type},
+                                             timeout=timeout))
 
     def get_task(self, task_id: str, wait: Optional[Duration] = None) -> TaskInfo:
         """GET /v1/tasks/{id}; with ``wait`` the daemon answers once the task
@@ -445,9 +453,17 @@ class Client:
 
     def run_task(self, task_id: str, command: Union[str, Iterable[str], None] = None,
                  wait_timeout: Optional[float] = None, **kwargs: Any) -> TaskInfo:
-        """submit_task, then wait_task: the finished task (see TaskInfo.ok)."""
-        self.submit_task(task_id, command, **kwargs)
-        return self.wait_task(task_id, wait_timeout)
+        """submit_task, then wait_task: the finished task (see TaskInfo.ok).
+
+        The submit itself waits up to 30 s (less with ``wait_timeout``), so
+        a short task takes one request."""
+        first = 30.0 if wait_timeout is None else max(0.0, min(30.0, wait_timeout))
+        deadline = None if wait_timeout is None else time.monotonic() + wait_timeout
+        task = self.submit_task(task_id, command, wait=f"{int(first * 1000)}ms", **kwargs)
+        if task.finished:
+            return task
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return self.wait_task(task_id, left)
 
     def list_tasks(self, status: Union[str, Iterable[str], None] = None,
                    created_after_ms: Optional[int] = None, created_before_ms: Optional[int] = None,
@@ -718,7 +734,7 @@ class Sandbox:
             total = 0
             while True:
                 try:
-                    chunk = r.resp.read(_CHUNK)
+                    chunk = r.resp.read1(_CHUNK)
                 except (OSError, http.client.HTTPException) as e:
                     raise ConnectionFailed(0, "connection_failed", f"downloading {path}: {e}") from e
                 if not chunk:

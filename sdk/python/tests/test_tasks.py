@@ -47,6 +47,15 @@ def test_repeat_returns_the_stored_task_and_other_body_conflicts(unix_client):
     assert "command" in str(err.value)
 
 
+def test_a_submit_with_wait_returns_the_finished_task(unix_client):
+    task_id = _id("py-wait")
+    task = unix_client.submit_task(task_id, "echo done", wait=30)
+    assert task.finished and task.ok, task
+    slow = unix_client.submit_task(_id("py-wait-slow"), "sleep 2", wait="200ms")
+    assert not slow.finished, slow
+    assert unix_client.wait_task(slow.id, 60).ok
+
+
 def test_failed_task_says_why(unix_client):
     task = unix_client.run_task(_id("py-fail"), "exit 3", outputs=["/workspace/none"],
                                 wait_timeout=120)
