@@ -372,14 +372,14 @@ std::optional<std::string> read_limited(ApiRequest& r, std::size_t limit) {
   return std::move(*text);
 }
 
+}  // namespace
+
 bool content_type_is(const ApiRequest& r, std::string_view want) {
   auto ct = r.head.header("content-type");
   if (!ct) return false;
   std::string_view v = trim(ct->substr(0, ct->find(';')));
   return v == want;
 }
-
-}  // namespace
 
 std::optional<std::string> read_unary(ApiRequest& r, std::size_t limit) {
   if (!content_type_is(r, "application/json")) {

@@ -1,9 +1,9 @@
 // The facade's process.Process service (envd's, over Connect with JSON):
 // Start and Connect stream a process's events (start, data as it is
 // produced, end) with keepalives; List, SendInput, SendSignal and
-// CloseStdin are unary. A Start is a corral background process: it lives
-// on when the client goes away, and dies at Connect-Timeout-Ms (the SDK's
-// timeoutMs) or with its sandbox. Output passes the sandbox's redactor.
+// CloseStdin are unary; StreamInput is a client stream. A Start is a corral background process: it
+// lives on when the client goes away, and dies at Connect-Timeout-Ms (the SDK's timeoutMs) or with
+// its sandbox. Output passes the sandbox's redactor.
 #include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
@@ -202,11 +202,13 @@ void list(EnvdCall& c) {
   send_connect_json(c.r.out, e2b::process_list_json(listed));
 }
 
-// The process a unary call names, or the error answered.
-std::shared_ptr<ProcessEntry> running_process(EnvdCall& c, const e2b::ProcessSelector& sel) {
+// The running process `sel` names in the call's sandbox; nullptr with the
+// reason in *why.
+std::shared_ptr<ProcessEntry> find_running(EnvdCall& c, const e2b::ProcessSelector& sel,
+                                           e2b::ConnectError* why) {
   auto sandbox = c.facade.context().sandboxes.live(c.sandbox_id);
   if (!sandbox) {
-    send_connect_error(c.r.out, sandbox.error());
+    *why = connect_error_of(sandbox.error());
     return nullptr;
   }
   auto p = find(c.facade, **sandbox, sel);
@@ -216,40 +218,41 @@ std::shared_ptr<ProcessEntry> running_process(EnvdCall& c, const e2b::ProcessSel
     finished = p->finished();
   }
   if (!p || finished) {
-    send_connect_error(c.r.out, ConnectCode::kNotFound,
-                       "no running process with " + selector_text(sel));
+    *why = {ConnectCode::kNotFound, "no running process with " + selector_text(sel)};
     return nullptr;
   }
   return p;
 }
 
-void send_input(EnvdCall& c) {
-  ApiContext& ctx = c.facade.context();
-  auto body = read_unary(c.r, ctx.limits.max_exec_body);
-  if (!body) return;
-  auto req = e2b::parse_send_input(*body);
-  if (!req) return send_connect_error(c.r.out, ConnectCode::kInvalidArgument, req.error().message);
-  if (req->pty)
-    return send_connect_error(c.r.out, ConnectCode::kUnimplemented,
-                              "terminals (pty) are not supported by corral's E2B facade yet");
-  auto p = running_process(c, req->process);
-  if (!p) return;
+// The same for a unary call, which answers the error itself.
+std::shared_ptr<ProcessEntry> running_process(EnvdCall& c, const e2b::ProcessSelector& sel) {
+  e2b::ConnectError why;
+  auto p = find_running(c, sel, &why);
+  if (!p) send_connect_error(c.r.out, why.code, why.message);
+  return p;
+}
+
+// Writes `data` to the process's stdin, waiting at most stdin_write_timeout
+// for it to read; the error when it could not.
+std::optional<e2b::ConnectError> write_stdin(ApiContext& ctx, ProcessEntry& p,
+                                             std::string_view data) {
   // A copy of the write end, taken under the lock (a CloseStdin or the
-  // process's end may close the original, and its number be reused).
+  // process's end may close the original, and its number be reused), and
+  // closed after this write: it never keeps the stdin open by itself.
   UniqueFd own;
   {
-    std::lock_guard lock(p->mu);
-    if (p->stdin_writer) own.reset(fcntl(p->stdin_writer.get(), F_DUPFD_CLOEXEC, 0));
+    std::lock_guard lock(p.mu);
+    if (p.stdin_writer) own.reset(fcntl(p.stdin_writer.get(), F_DUPFD_CLOEXEC, 0));
   }
   if (!own)
-    return send_connect_error(c.r.out, ConnectCode::kFailedPrecondition,
-                              "the process's stdin is closed (start it with stdin: true to write "
-                              "to it)");
+    return e2b::ConnectError{ConnectCode::kFailedPrecondition,
+                             "the process's stdin is closed (start it with stdin: true to write "
+                             "to it)"};
   (void)fcntl(own.get(), F_SETFL, fcntl(own.get(), F_GETFL) | O_NONBLOCK);
   std::size_t off = 0;
   const auto deadline = Clock::now() + ctx.limits.stdin_write_timeout;
-  while (off < req->data.size()) {
-    ssize_t w = write(own.get(), req->data.data() + off, req->data.size() - off);
+  while (off < data.size()) {
+    ssize_t w = write(own.get(), data.data() + off, data.size() - off);
     if (w > 0) {
       off += static_cast<std::size_t>(w);
       continue;
@@ -259,14 +262,98 @@ void send_input(EnvdCall& c) {
       (void)poll(&pfd, 1, 100);
       continue;
     }
-    return send_connect_error(
-        c.r.out,
-        errno == EAGAIN ? ConnectCode::kDeadlineExceeded : ConnectCode::kFailedPrecondition,
-        (errno == EAGAIN ? "the process does not read its stdin ("
-                         : "the process closed its stdin (") +
-            std::to_string(off) + " bytes were written)");
+    const bool stalled = errno == EAGAIN;
+    return e2b::ConnectError{
+        stalled ? ConnectCode::kDeadlineExceeded : ConnectCode::kFailedPrecondition,
+        (stalled ? "the process does not read its stdin (" : "the process closed its stdin (") +
+            std::to_string(off) + " bytes were written)"};
   }
+  return std::nullopt;
+}
+
+constexpr std::string_view kNoTerminals =
+    "terminals (pty) are not supported by corral's E2B facade yet";
+
+void send_input(EnvdCall& c) {
+  ApiContext& ctx = c.facade.context();
+  auto body = read_unary(c.r, ctx.limits.max_exec_body);
+  if (!body) return;
+  auto req = e2b::parse_send_input(*body);
+  if (!req) return send_connect_error(c.r.out, ConnectCode::kInvalidArgument, req.error().message);
+  if (req->pty) return send_connect_error(c.r.out, ConnectCode::kUnimplemented, kNoTerminals);
+  auto p = running_process(c, req->process);
+  if (!p) return;
+  if (auto failed = write_stdin(ctx, *p, req->data))
+    return send_connect_error(c.r.out, failed->code, failed->message);
   send_connect_json(c.r.out, "{}");
+}
+
+// StreamInput, a client stream: {start: {process}} first, then {data:
+// {input}} and {keepalive: {}} messages, each written to the process's
+// stdin as it arrives (not when the request ends); the end of the request
+// body ends the call: one {} message and the end of the stream. An error
+// ends the call at once, in the end-of-stream message; what came before
+// it was written.
+void stream_input(EnvdCall& c) {
+  ApiContext& ctx = c.facade.context();
+  if (!content_type_is(c.r, "application/connect+json"))
+    return send_connect_error(c.r.out, ConnectCode::kInvalidArgument,
+                              "a streaming call takes Content-Type: application/connect+json "
+                              "(binary protobuf is not supported)");
+  bool timeout_ok = true;
+  const auto timeout = connect_timeout_ms(c.r, &timeout_ok);
+  if (!timeout_ok)
+    return send_connect_error(c.r.out, ConnectCode::kInvalidArgument,
+                              "Connect-Timeout-Ms must be a count of milliseconds");
+  const auto deadline =
+      timeout ? std::optional(Clock::now() + std::chrono::milliseconds(*timeout)) : std::nullopt;
+  auto fail = [&](ConnectCode code, const std::string& message) {
+    send_stream_error(c.r.out, code, message);
+  };
+  e2b::EnvelopeReader reader;
+  std::shared_ptr<ProcessEntry> p;
+  std::string buf(64 * 1024, '\0');
+  for (;;) {
+    auto n = c.r.body.read(buf.data(), buf.size());
+    if (!n) return fail(ConnectCode::kInvalidArgument, "reading the stream: " + n.error().message);
+    if (deadline && Clock::now() > *deadline)
+      return fail(ConnectCode::kDeadlineExceeded, "Connect-Timeout-Ms has passed");
+    if (*n == 0) break;
+    if (auto fed = reader.feed(std::string_view(buf.data(), *n)); !fed)
+      return fail(ConnectCode::kInvalidArgument, fed.error().message);
+    while (auto env = reader.next()) {
+      if (env->flags != 0)
+        return fail(ConnectCode::kInvalidArgument,
+                    "a request message's flags must be 0 (no compression, no end-of-stream)");
+      if (env->message.size() > ctx.limits.max_exec_body)
+        return fail(ConnectCode::kResourceExhausted,
+                    "a message of " + std::to_string(env->message.size()) + " bytes; at most " +
+                        std::to_string(ctx.limits.max_exec_body));
+      auto event = e2b::parse_stream_input_event(env->message);
+      if (!event) return fail(ConnectCode::kInvalidArgument, event.error().message);
+      using Kind = e2b::StreamInputEvent::Kind;
+      if (event->kind == Kind::kStart) {
+        if (p) return fail(ConnectCode::kInvalidArgument, "a second start message");
+        e2b::ConnectError why;
+        p = find_running(c, event->process, &why);
+        if (!p) return fail(why.code, why.message);
+      } else if (event->kind == Kind::kData) {
+        if (!p)
+          return fail(ConnectCode::kInvalidArgument,
+                      "data before the start message that names the process");
+        if (event->pty) return fail(ConnectCode::kUnimplemented, std::string(kNoTerminals));
+        if (auto failed = write_stdin(ctx, *p, event->data))
+          return fail(failed->code, failed->message);
+      }
+    }
+  }
+  if (reader.partial())
+    return fail(ConnectCode::kInvalidArgument, "the request ended inside a message");
+  if (!p) return fail(ConnectCode::kInvalidArgument, "the stream had no start message");
+  if (!c.r.out.start(200, {{"content-type", "application/connect+json"}}, std::nullopt)) return;
+  if (!c.r.out.write(e2b::envelope(0, "{}"))) return;
+  if (!c.r.out.write(e2b::end_stream_envelope(std::nullopt))) return;
+  (void)c.r.out.finish();
 }
 
 void send_signal(EnvdCall& c) {
@@ -306,11 +393,11 @@ void handle_process_service(EnvdCall& c) {
   if (m == "SendInput") return send_input(c);
   if (m == "SendSignal") return send_signal(c);
   if (m == "CloseStdin") return close_stdin(c);
-  if (m == "Update" || m == "StreamInput")
+  if (m == "StreamInput") return stream_input(c);
+  if (m == "Update")
     return send_connect_error(c.r.out, ConnectCode::kUnimplemented,
-                              "process.Process/" + m +
-                                  " is not supported by corral's E2B facade (terminals and "
-                                  "client streams: docs/e2b.md)");
+                              "process.Process/Update resizes terminals, which corral's E2B facade "
+                              "does not support yet (docs/e2b.md)");
   send_connect_error(c.r.out, ConnectCode::kUnimplemented, "no method process.Process/" + m);
 }
 

@@ -16,9 +16,7 @@ namespace {
 
 using Json = nlohmann::json;
 
-std::string dump(const Json& j) {
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 Result<Json> parse_object(std::string_view text) {
   auto j = Json::parse(text, nullptr, false);
@@ -30,8 +28,7 @@ Result<Json> parse_object(std::string_view text) {
 }
 
 tl::unexpected<Error> bad(std::string_view field, std::string_view what) {
-  return make_error(ErrorCode::kInvalidArgument,
-                    std::string(field) + ": " + std::string(what));
+  return make_error(ErrorCode::kInvalidArgument, std::string(field) + ": " + std::string(what));
 }
 
 // A member under its JSON name or its proto name; null counts as absent
@@ -43,7 +40,8 @@ const Json* member(const Json& obj, std::string_view json_name, std::string_view
   return &*it;
 }
 
-Result<std::string> get_string(const Json& obj, std::string_view name, std::string_view proto = {}) {
+Result<std::string> get_string(const Json& obj, std::string_view name,
+                               std::string_view proto = {}) {
   const Json* v = member(obj, name, proto);
   if (v == nullptr) return std::string();
   if (!v->is_string()) return bad(name, "must be a string");
@@ -91,8 +89,10 @@ Result<std::string> get_bytes(const Json& v, std::string_view name) {
   // out; turn both into the standard form for the strict decoder.
   std::string s = v.get<std::string>();
   for (char& c : s) {
-    if (c == '-') c = '+';
-    else if (c == '_') c = '/';
+    if (c == '-')
+      c = '+';
+    else if (c == '_')
+      c = '/';
   }
   while (s.size() % 4 != 0) s.push_back('=');
   auto decoded = api::base64_decode(s);
@@ -102,7 +102,8 @@ Result<std::string> get_bytes(const Json& v, std::string_view name) {
 
 Result<ProcessSelector> read_selector(const Json& obj) {
   const Json* p = member(obj, "process");
-  if (p == nullptr) return bad("process", "is missing (a selector: {\"pid\": N} or {\"tag\": \"...\"})");
+  if (p == nullptr)
+    return bad("process", "is missing (a selector: {\"pid\": N} or {\"tag\": \"...\"})");
   if (!p->is_object()) return bad("process", "must be an object");
   ProcessSelector s;
   auto pid = get_u32(*p, "pid");
@@ -124,10 +125,14 @@ Json end_json(const ProcessEnd& e) {
 
 const char* file_type_name(FileType t) {
   switch (t) {
-    case FileType::kFile: return "FILE_TYPE_FILE";
-    case FileType::kDirectory: return "FILE_TYPE_DIRECTORY";
-    case FileType::kSymlink: return "FILE_TYPE_SYMLINK";
-    default: return "FILE_TYPE_UNSPECIFIED";
+    case FileType::kFile:
+      return "FILE_TYPE_FILE";
+    case FileType::kDirectory:
+      return "FILE_TYPE_DIRECTORY";
+    case FileType::kSymlink:
+      return "FILE_TYPE_SYMLINK";
+    default:
+      return "FILE_TYPE_UNSPECIFIED";
   }
 }
 
@@ -193,6 +198,29 @@ Result<ProcessSelector> parse_selector_request(std::string_view json) {
   return read_selector(*j);
 }
 
+namespace {
+
+// {"input": {"stdin": b64} | {"pty": b64}} of `holder` (SendInput, and
+// StreamInput's data); `where` prefixes the field named in errors.
+Status read_input(const Json& holder, const std::string& where, std::string* data, bool* pty) {
+  const Json* input = member(holder, "input");
+  if (input == nullptr || !input->is_object())
+    return bad(where + "input", "is missing ({\"stdin\": \"<base64>\"})");
+  if (const Json* s = member(*input, "stdin")) {
+    auto b = get_bytes(*s, where + "input.stdin");
+    if (!b) return tl::unexpected(b.error());
+    *data = std::move(*b);
+  } else if (const Json* t = member(*input, "pty")) {
+    auto b = get_bytes(*t, where + "input.pty");
+    if (!b) return tl::unexpected(b.error());
+    *data = std::move(*b);
+    *pty = true;
+  }
+  return ok();
+}
+
+}  // namespace
+
 Result<SendInputRequest> parse_send_input(std::string_view json) {
   auto j = parse_object(json);
   if (!j) return tl::unexpected(j.error());
@@ -200,20 +228,33 @@ Result<SendInputRequest> parse_send_input(std::string_view json) {
   auto sel = read_selector(*j);
   if (!sel) return tl::unexpected(sel.error());
   r.process = std::move(*sel);
-  const Json* input = member(*j, "input");
-  if (input == nullptr || !input->is_object())
-    return bad("input", "is missing ({\"stdin\": \"<base64>\"})");
-  if (const Json* s = member(*input, "stdin")) {
-    auto b = get_bytes(*s, "input.stdin");
-    if (!b) return tl::unexpected(b.error());
-    r.data = std::move(*b);
-  } else if (const Json* t = member(*input, "pty")) {
-    auto b = get_bytes(*t, "input.pty");
-    if (!b) return tl::unexpected(b.error());
-    r.data = std::move(*b);
-    r.pty = true;
-  }
+  CORRAL_TRY(read_input(*j, "", &r.data, &r.pty));
   return r;
+}
+
+Result<StreamInputEvent> parse_stream_input_event(std::string_view json) {
+  auto j = parse_object(json);
+  if (!j) return tl::unexpected(j.error());
+  const Json* start = member(*j, "start");
+  const Json* data = member(*j, "data");
+  const Json* keepalive = member(*j, "keepalive");
+  if ((start != nullptr) + (data != nullptr) + (keepalive != nullptr) != 1)
+    return bad("event", "must be exactly one of start, data and keepalive");
+  StreamInputEvent e;
+  if (start != nullptr) {
+    if (!start->is_object()) return bad("start", "must be an object");
+    auto sel = read_selector(*start);
+    if (!sel) return tl::unexpected(sel.error());
+    e.kind = StreamInputEvent::Kind::kStart;
+    e.process = std::move(*sel);
+  } else if (data != nullptr) {
+    if (!data->is_object()) return bad("data", "must be an object");
+    e.kind = StreamInputEvent::Kind::kData;
+    CORRAL_TRY(read_input(*data, "data.", &e.data, &e.pty));
+  } else if (!keepalive->is_object()) {
+    return bad("keepalive", "must be an object");
+  }
+  return e;
 }
 
 Result<SendSignalRequest> parse_send_signal(std::string_view json) {
@@ -227,8 +268,10 @@ Result<SendSignalRequest> parse_send_signal(std::string_view json) {
   if (s == nullptr) return bad("signal", "is missing (SIGNAL_SIGKILL or SIGNAL_SIGTERM)");
   if (s->is_string()) {
     const std::string name = s->get<std::string>();
-    if (name == "SIGNAL_SIGKILL") r.signal = SIGKILL;
-    else if (name == "SIGNAL_SIGTERM") r.signal = SIGTERM;
+    if (name == "SIGNAL_SIGKILL")
+      r.signal = SIGKILL;
+    else if (name == "SIGNAL_SIGTERM")
+      r.signal = SIGTERM;
   } else if (s->is_number_integer()) {
     const auto n = s->get<std::int64_t>();
     if (n == SIGKILL || n == SIGTERM) r.signal = static_cast<int>(n);
@@ -443,7 +486,8 @@ std::string watch_start_json() { return R"({"start":{}})"; }
 std::string watch_event_json(std::string_view name, FsEventType type) {
   const char* names[] = {"EVENT_TYPE_UNSPECIFIED", "EVENT_TYPE_CREATE", "EVENT_TYPE_WRITE",
                          "EVENT_TYPE_REMOVE",      "EVENT_TYPE_RENAME", "EVENT_TYPE_CHMOD"};
-  return dump(Json{{"filesystem", {{"name", std::string(name)}, {"type", names[static_cast<int>(type)]}}}});
+  return dump(
+      Json{{"filesystem", {{"name", std::string(name)}, {"type", names[static_cast<int>(type)]}}}});
 }
 
 std::string watch_keepalive_json() { return R"({"keepalive":{}})"; }

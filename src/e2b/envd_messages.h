@@ -51,6 +51,17 @@ struct SendInputRequest {
 };
 Result<SendInputRequest> parse_send_input(std::string_view json);
 
+// One message of StreamInput's request stream (a client stream): the
+// process to write to (first), input bytes, or a keepalive.
+struct StreamInputEvent {
+  enum class Kind { kStart, kData, kKeepalive };
+  Kind kind = Kind::kKeepalive;
+  ProcessSelector process;  // kStart
+  std::string data;         // kData
+  bool pty = false;         // kData: the input was for a terminal
+};
+Result<StreamInputEvent> parse_stream_input_event(std::string_view json);
+
 struct SendSignalRequest {
   ProcessSelector process;
   int signal = 0;  // SIGKILL or SIGTERM
@@ -61,7 +72,7 @@ Result<SendSignalRequest> parse_send_signal(std::string_view json);
 struct ProcessEnd {
   int exit_code = 0;  // -1 when a signal ended it
   bool exited = true;
-  std::string status;  // "exit status 3", "signal: killed"
+  std::string status;                // "exit status 3", "signal: killed"
   std::optional<std::string> error;  // absent on success
 };
 ProcessEnd process_end(std::optional<int> exit_code, std::optional<int> signal);
@@ -88,10 +99,10 @@ std::string send_input_json(std::uint32_t pid, std::string_view data);
 
 struct ProcessEvent {
   enum class Kind { kStart, kData, kEnd, kKeepalive, kUnknown } kind = Kind::kUnknown;
-  std::uint32_t pid = 0;       // kStart
-  bool is_stderr = false;      // kData
-  std::string data;            // kData: the bytes
-  ProcessEnd end;              // kEnd
+  std::uint32_t pid = 0;   // kStart
+  bool is_stderr = false;  // kData
+  std::string data;        // kData: the bytes
+  ProcessEnd end;          // kEnd
 };
 // One message of a Start or Connect stream ({"event": {...}}).
 Result<ProcessEvent> parse_process_event(std::string_view json);

@@ -61,6 +61,11 @@ void fuzz_envd(std::string_view in) {
   if (auto r = e2b::parse_start_request(in)) require(!r->process.cmd.empty());
   if (auto r = e2b::parse_selector_request(in)) require(r->pid.has_value() != r->tag.has_value());
   if (auto r = e2b::parse_send_input(in)) require(r->process.pid || r->process.tag);
+  if (auto r = e2b::parse_stream_input_event(in)) {
+    using Kind = e2b::StreamInputEvent::Kind;
+    if (r->kind == Kind::kStart) require(r->process.pid.has_value() != r->process.tag.has_value());
+    if (r->kind != Kind::kData) require(r->data.empty() && !r->pty);
+  }
   if (auto r = e2b::parse_send_signal(in)) require(r->signal == 9 || r->signal == 15);
   if (auto r = e2b::parse_path_request(in)) require(!r->empty());
   if (auto r = e2b::parse_list_dir(in)) require(r->depth >= 1 && !r->path.empty());
@@ -89,10 +94,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   std::string_view in(reinterpret_cast<const char*>(data) + 1, size - 1);
   switch (data[0] % 4) {
-    case 0: fuzz_reader(in); break;
-    case 1: fuzz_single(in); break;
-    case 2: fuzz_envd(in); break;
-    default: fuzz_control(in); break;
+    case 0:
+      fuzz_reader(in);
+      break;
+    case 1:
+      fuzz_single(in);
+      break;
+    case 2:
+      fuzz_envd(in);
+      break;
+    default:
+      fuzz_control(in);
+      break;
   }
   return 0;
 }

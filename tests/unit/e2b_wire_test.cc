@@ -22,7 +22,8 @@ TEST(ConnectEnvelope, WritesFlagBigEndianLengthAndMessage) {
   EXPECT_EQ(end_stream_envelope(std::nullopt), std::string("\x02\x00\x00\x00\x02{}", 7));
   const std::string err = end_stream_envelope(ConnectError{ConnectCode::kNotFound, "gone"});
   EXPECT_EQ(err[0], '\x02');
-  EXPECT_EQ(json::parse(err.substr(5)), json::parse(R"({"error":{"code":"not_found","message":"gone"}})"));
+  EXPECT_EQ(json::parse(err.substr(5)),
+            json::parse(R"({"error":{"code":"not_found","message":"gone"}})"));
 }
 
 TEST(ConnectEnvelope, ReaderReassemblesEnvelopesSplitAnywhere) {
@@ -116,17 +117,49 @@ TEST(EnvdMessages, SelectorsNameExactlyOneProcess) {
 }
 
 TEST(EnvdMessages, SignalsByNameOrNumberOnlyKillAndTerm) {
-  EXPECT_EQ(parse_send_signal(R"({"process":{"pid":1},"signal":"SIGNAL_SIGKILL"})")->signal, SIGKILL);
+  EXPECT_EQ(parse_send_signal(R"({"process":{"pid":1},"signal":"SIGNAL_SIGKILL"})")->signal,
+            SIGKILL);
   EXPECT_EQ(parse_send_signal(R"({"process":{"pid":1},"signal":15})")->signal, SIGTERM);
   EXPECT_FALSE(parse_send_signal(R"({"process":{"pid":1},"signal":"SIGNAL_SIGSTOP"})"));
   EXPECT_FALSE(parse_send_signal(R"({"process":{"pid":1}})"));
 }
 
 TEST(EnvdMessages, SendInputDecodesBase64EvenUnpaddedOrUrlSafe) {
-  EXPECT_EQ(parse_send_input(R"({"process":{"pid":1},"input":{"stdin":"aGVsbG8K"}})")->data, "hello\n");
+  EXPECT_EQ(parse_send_input(R"({"process":{"pid":1},"input":{"stdin":"aGVsbG8K"}})")->data,
+            "hello\n");
   EXPECT_EQ(parse_send_input(R"({"process":{"pid":1},"input":{"stdin":"aGk"}})")->data, "hi");
   EXPECT_EQ(parse_send_input(R"({"process":{"pid":1},"input":{"stdin":"-_8"}})")->data, "\xfb\xff");
   EXPECT_FALSE(parse_send_input(R"({"process":{"pid":1},"input":{"stdin":"***"}})"));
+}
+
+TEST(EnvdMessages, StreamInputEventsAreExactlyOneOfStartDataAndKeepalive) {
+  using Kind = StreamInputEvent::Kind;
+  auto start = parse_stream_input_event(R"({"start":{"process":{"tag":"t"}}})");
+  ASSERT_TRUE(start);
+  EXPECT_EQ(start->kind, Kind::kStart);
+  EXPECT_EQ(start->process.tag, "t");
+  auto data = parse_stream_input_event(R"({"data":{"input":{"stdin":"aGk="}}})");
+  ASSERT_TRUE(data);
+  EXPECT_EQ(data->kind, Kind::kData);
+  EXPECT_EQ(data->data, "hi");
+  EXPECT_FALSE(data->pty);
+  EXPECT_TRUE(parse_stream_input_event(R"({"data":{"input":{"pty":"aGk="}}})")->pty);
+  EXPECT_EQ(parse_stream_input_event(R"({"keepalive":{}})")->kind, Kind::kKeepalive);
+  for (const char* bad :
+       {R"({})", R"({"start":{"process":{"pid":1}},"keepalive":{}})", R"({"start":{"process":{}}})",
+        R"({"start":1})", R"({"data":{}})", R"({"data":{"input":{"stdin":"***"}}})",
+        R"({"keepalive":[]})", R"([])"}) {
+    auto r = parse_stream_input_event(bad);
+    EXPECT_FALSE(r) << bad;
+    if (!r) {
+      EXPECT_FALSE(r.error().message.empty()) << bad;
+    }
+  }
+  // The field names in the errors say where the fault is.
+  EXPECT_NE(parse_stream_input_event(R"({"data":{"input":{"stdin":5}}})")
+                .error()
+                .message.find("data.input.stdin"),
+            std::string::npos);
 }
 
 TEST(EnvdMessages, EndEventsSayWhatGoSays) {
@@ -140,11 +173,14 @@ TEST(EnvdMessages, EndEventsSayWhatGoSays) {
   EXPECT_EQ(killed.exit_code, -1);
   EXPECT_FALSE(killed.exited);
   EXPECT_EQ(killed.status, "signal: killed");
-  EXPECT_EQ(json::parse(end_event_json(three)),
-            json::parse(R"({"event":{"end":{"exitCode":3,"exited":true,"status":"exit status 3","error":"exit status 3"}}})"));
+  EXPECT_EQ(
+      json::parse(end_event_json(three)),
+      json::parse(
+          R"({"event":{"end":{"exitCode":3,"exited":true,"status":"exit status 3","error":"exit status 3"}}})"));
   EXPECT_EQ(json::parse(data_event_json(true, "oops\n")),
             json::parse(R"({"event":{"data":{"stderr":"b29wcwo="}}})"));
-  EXPECT_EQ(json::parse(start_event_json(11104)), json::parse(R"({"event":{"start":{"pid":11104}}})"));
+  EXPECT_EQ(json::parse(start_event_json(11104)),
+            json::parse(R"({"event":{"start":{"pid":11104}}})"));
 }
 
 TEST(EnvdMessages, FileModesAsGoPrintsThem) {

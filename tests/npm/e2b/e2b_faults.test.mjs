@@ -251,6 +251,108 @@ describe('e2b facade faults', { skip: !run }, () => {
     await alive();
   });
 
+  // StreamInput (a client stream; the JS SDK never calls it): a raw
+  // client keeps the request open between messages.
+  function openStream(url, h) {
+    let req;
+    const done = new Promise((resolve, reject) => {
+      req = http.request(url, { method: 'POST', headers: h }, (res) => {
+        const chunks = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks) }));
+      });
+      req.on('error', reject);
+    });
+    req.flushHeaders();
+    return { req, done };
+  }
+  const b64 = (t) => Buffer.from(t).toString('base64');
+  async function until(what, check, ms = 10000) {
+    for (const end = Date.now() + ms; Date.now() < end;) {
+      if (check()) return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.fail('timed out waiting for ' + what);
+  }
+
+  test('StreamInput writes each message to stdin as it arrives, and ends with the request', async () => {
+    const sbx = await create();
+    let out = '';
+    const cat = await sbx.commands.run('cat', { background: true, stdin: true, onStdout: (d) => { out += d; } });
+    const { req, done } = openStream(envd + '/process.Process/StreamInput', headers(sbx, 'application/connect+json'));
+    req.write(envelope(0, JSON.stringify({ start: { process: { pid: cat.pid } } })));
+    req.write(envelope(0, JSON.stringify({ data: { input: { stdin: b64('hello\n') } } })));
+    // Written while the request is still open: the stream is not buffered.
+    await until('the first line, before the request ends', () => out.includes('hello\n'));
+    req.write(envelope(0, '{"keepalive":{}}'));
+    const big = 'x'.repeat(200000) + '\n';
+    req.write(envelope(0, JSON.stringify({ data: { input: { stdin: b64(big) } } })));
+    req.end(envelope(0, JSON.stringify({ data: { input: { stdin: b64('world\n') } } })));
+    const res = await done;
+    assert.equal(res.status, 200, String(res.body));
+    assert.match(res.headers['content-type'], /^application\/connect\+json/);
+    assert.deepEqual(envelopes(res.body), [{ flags: 0, json: {} }, { flags: 2, json: {} }]);
+    await until('the rest', () => out.endsWith('world\n'));
+    assert.equal(out, 'hello\n' + big + 'world\n');
+    // The stream kept no stdin open of its own: closing it ends cat.
+    const close = await request(envd + '/process.Process/CloseStdin', {
+      headers: headers(sbx), body: Buffer.from(JSON.stringify({ process: { pid: cat.pid } })),
+    });
+    assert.equal(close.status, 200, String(close.body));
+    assert.equal((await cat.wait()).exitCode, 0);
+    await alive();
+  });
+
+  test('StreamInput errors end the stream with their code', async () => {
+    const sbx = await create();
+    const cat = await sbx.commands.run('cat', { background: true, stdin: true });
+    const noStdin = await sbx.commands.run('sleep 30', { background: true });
+    const url = envd + '/process.Process/StreamInput';
+    const h = headers(sbx, 'application/connect+json');
+    const start = (pid) => envelope(0, JSON.stringify({ start: { process: { pid } } }));
+    const data = (t) => envelope(0, JSON.stringify({ data: { input: { stdin: b64(t) } } }));
+    const cases = {
+      'data before start': [Buffer.concat([data('x')]), 'invalid_argument'],
+      'no start at all': [Buffer.alloc(0), 'invalid_argument'],
+      'a second start': [Buffer.concat([start(cat.pid), start(cat.pid)]), 'invalid_argument'],
+      'an unknown pid': [Buffer.concat([start(999999), data('x')]), 'not_found'],
+      'a closed stdin': [Buffer.concat([start(noStdin.pid), data('x')]), 'failed_precondition'],
+      'terminal input': [Buffer.concat([start(cat.pid),
+        envelope(0, JSON.stringify({ data: { input: { pty: b64('x') } } }))]), 'unimplemented'],
+      'a compressed message': [Buffer.concat([start(cat.pid), envelope(1, '{}')]), 'invalid_argument'],
+      'an end-stream flag': [Buffer.concat([start(cat.pid), envelope(2, '{}')]), 'invalid_argument'],
+      'two events in one message': [envelope(0, '{"start":{"process":{"pid":1}},"keepalive":{}}'), 'invalid_argument'],
+      'bad JSON': [envelope(0, '{"data":'), 'invalid_argument'],
+      'cut inside a message': [Buffer.concat([start(cat.pid), data('x').subarray(0, 7)]), 'invalid_argument'],
+      'a huge length': [Buffer.concat([start(cat.pid), Buffer.from([0, 0xff, 0xff, 0xff, 0xff])]), 'invalid_argument'],
+    };
+    for (const [name, [body, code]] of Object.entries(cases)) {
+      const res = await request(url, { headers: h, body, chunked: true, piece: 5 });
+      assert.equal(res.status, 200, name + ': ' + res.body);
+      const events = envelopes(res.body);
+      assert.equal(events.length, 1, name);
+      assert.equal(events[0].flags, 2, name);
+      assert.equal(events[0].json.error?.code, code, name + ': ' + JSON.stringify(events[0].json));
+    }
+    // Another sandbox's token, and the unary content type: refused before
+    // any byte reaches a process.
+    const other = await create();
+    let res = await request(url, { headers: { ...h, 'x-access-token': other.envdAccessToken },
+                                   body: Buffer.concat([start(cat.pid), data('x')]) });
+    assert.equal(res.status, 401, String(res.body));
+    res = await request(url, { headers: headers(sbx), body: Buffer.concat([start(cat.pid), data('x')]) });
+    assert.equal(res.status, 400, String(res.body));
+    // Update resizes terminals, which the facade does not have.
+    res = await request(envd + '/process.Process/Update', {
+      headers: headers(sbx), body: Buffer.from(JSON.stringify({ process: { pid: cat.pid }, pty: { size: { cols: 80, rows: 24 } } })),
+    });
+    assert.equal(res.status, 501);
+    assert.equal(JSON.parse(res.body).code, 'unimplemented');
+    await cat.kill();
+    await noStdin.kill();
+    await alive();
+  });
+
   test('a client that goes away leaves the process running; connect sees what follows', async () => {
     const sbx = await create();
     const handle = await sbx.commands.run('sleep 0.5; for i in 1 2 3 4 5 6; do echo n$i; sleep 0.3; done',
