@@ -2,8 +2,10 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
 
 #include "sdk/e2b_provider.h"
@@ -58,6 +60,27 @@ Result<std::string> key_from(const YAML::Node& b, const std::string& name) {
   return std::string();
 }
 
+// A key the file does not know is refused, naming it: a typo such as
+// "when-down" or "api_key" (a key in the file itself) would otherwise be
+// dropped without a word, and change where sandboxes go or how they are
+// authenticated.
+Status only_known_keys(const YAML::Node& node, std::initializer_list<std::string_view> known,
+                       std::string_view source, const std::string& where) {
+  if (!node.IsMap())
+    return make_error(ErrorCode::kInvalidArgument,
+                      std::string(source) + ": " + where + ": a map is needed");
+  for (const auto& kv : node) {
+    const std::string key = kv.first.as<std::string>();
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    std::string list;
+    for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+    return make_error(ErrorCode::kInvalidArgument,
+                      std::string(source) + ": " + where + ": unknown key \"" + key + "\"",
+                      "the keys here are " + list + " (docs/config.md, \"The SDKs' back-ends\")");
+  }
+  return ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<RoutingProvider>> RoutingProvider::from_yaml(std::string_view text,
@@ -71,13 +94,26 @@ Result<std::unique_ptr<RoutingProvider>> RoutingProvider::from_yaml(std::string_
   YAML::Node r = root["routing"] ? root["routing"] : root;
   RoutingConfig config;
   try {
+    CORRAL_TRY(only_known_keys(r, {"backends", "classes", "default_class"}, source,
+                               root["routing"] ? "routing" : "the routing configuration"));
     if (!r["backends"] || !r["backends"].IsMap())
       return make_error(ErrorCode::kInvalidArgument,
                         std::string(source) + ": backends: a map is needed");
     for (const auto& kv : r["backends"]) {
       const std::string name = kv.first.as<std::string>();
       const YAML::Node& b = kv.second;
+      if (!b.IsMap())
+        return make_error(ErrorCode::kInvalidArgument,
+                          std::string(source) + ": back-end " + name + ": a map is needed");
       const std::string kind = b["kind"] ? b["kind"].as<std::string>() : "";
+      if (kind == "corral")
+        CORRAL_TRY(only_known_keys(b, {"kind", "url", "api_key_env", "api_key_file"}, source,
+                                   "back-end " + name));
+      else if (kind == "e2b")
+        CORRAL_TRY(only_known_keys(b,
+                                   {"kind", "api_url", "sandbox_url", "domain", "ca_file",
+                                    "template", "api_key_env", "api_key_file"},
+                                   source, "back-end " + name));
       auto key = key_from(b, name);
       if (!key) return tl::unexpected(key.error());
       if (kind == "corral") {
@@ -107,6 +143,8 @@ Result<std::unique_ptr<RoutingProvider>> RoutingProvider::from_yaml(std::string_
       return make_error(ErrorCode::kInvalidArgument,
                         std::string(source) + ": classes: a map is needed");
     for (const auto& kv : r["classes"]) {
+      CORRAL_TRY(only_known_keys(kv.second, {"backend", "when_down"}, source,
+                                 "class " + kv.first.as<std::string>()));
       RouteRule rule;
       rule.backend = kv.second["backend"] ? kv.second["backend"].as<std::string>() : "";
       if (kv.second["when_down"]) rule.when_down = kv.second["when_down"].as<std::string>();

@@ -44,9 +44,13 @@ TEST(SdkRoutingProvider, ClassesGoWhereConfiguredAndFallBackWhenTheHostedOneIsDo
   const std::string yaml =
       "routing:\n"
       "  backends:\n"
-      "    local: {kind: corral, url: \"" + local.unix_url() + "\"}\n"
-      "    hosted: {kind: e2b, api_url: \"" + hosted.tcp_url() + "/e2b\", sandbox_url: \"" +
-      hosted.tcp_url() + "/e2b/envd\", api_key_file: \"" + hosted.data_dir() + "/api-key\"}\n"
+      "    local: {kind: corral, url: \"" +
+      local.unix_url() +
+      "\"}\n"
+      "    hosted: {kind: e2b, api_url: \"" +
+      hosted.tcp_url() + "/e2b\", sandbox_url: \"" + hosted.tcp_url() +
+      "/e2b/envd\", api_key_file: \"" + hosted.data_dir() +
+      "/api-key\"}\n"
       "  classes:\n"
       "    core: {backend: local}\n"
       "    batch: {backend: hosted, when_down: local}\n"
@@ -95,9 +99,10 @@ TEST(SdkRoutingProvider, ClassesGoWhereConfiguredAndFallBackWhenTheHostedOneIsDo
   EXPECT_EQ(counted["core/local"], 1u);
   EXPECT_EQ(counted["batch/hosted"], 1u);
   EXPECT_EQ(counted["batch/local/fallback"], 1u);
-  EXPECT_NE(p.metrics_text().find(
-                "corral_routing_creates_total{class=\"batch\",backend=\"local\",fallback=\"true\"} 1"),
-            std::string::npos)
+  EXPECT_NE(
+      p.metrics_text().find(
+          "corral_routing_creates_total{class=\"batch\",backend=\"local\",fallback=\"true\"} 1"),
+      std::string::npos)
       << p.metrics_text();
 
   ASSERT_TRUE(p.destroy(core->id));
@@ -118,6 +123,40 @@ TEST(SdkRoutingProvider, AConfigurationNamingNoSuchBackendIsRefused) {
       "backends: {a: {kind: corral, url: \"unix:/x.sock\"}}\n"
       "classes: {core: {backend: a, when_down: z}}\n");
   ASSERT_FALSE(fallback);
+}
+
+// A key the file does not know is an error naming it, wherever it is: a
+// typo would otherwise change routing or authentication without a word.
+TEST(SdkRoutingProvider, AnUnknownKeyIsRefusedByName) {
+  const std::string backend = "a: {kind: corral, url: \"unix:/nonexistent.sock\"}";
+  struct Case {
+    std::string yaml, key;
+  } cases[] = {
+      {"backends: {" + backend + "}\nclasses: {core: {backend: a, when-down: fail}}\n",
+       "when-down"},
+      {"backends: {a: {kind: corral, url: \"unix:/x.sock\", api_key: secret}}\n"
+       "classes: {core: {backend: a}}\n",
+       "api_key"},
+      {"backends: {a: {kind: e2b, api_url: \"http://127.0.0.1:1\", sandbox: x}}\n"
+       "classes: {core: {backend: a}}\n",
+       "sandbox"},
+      {"backends: {" + backend + "}\nclasses: {core: {backend: a}}\ndefault: core\n", "default"},
+      {"routing:\n  backends: {" + backend + "}\n  classes: {core: {backend: a}}\n  clases: {}\n",
+       "clases"},
+  };
+  for (const auto& c : cases) {
+    auto r = sdk::RoutingProvider::from_yaml(c.yaml);
+    ASSERT_FALSE(r) << c.yaml;
+    EXPECT_NE(r.error().message.find("unknown key \"" + c.key + "\""), std::string::npos)
+        << r.error().message;
+    EXPECT_FALSE(r.error().hint.empty()) << c.key;
+    // The refusal never echoes a value (a key put in the file by mistake).
+    EXPECT_EQ(r.error().message.find("secret"), std::string::npos) << r.error().message;
+  }
+  // Other sections of a larger file are not the routing's to judge.
+  auto ok = sdk::RoutingProvider::from_yaml("app: {anything: 1}\nrouting:\n  backends: {" +
+                                            backend + "}\n  classes: {core: {backend: a}}\n");
+  EXPECT_TRUE(ok) << (ok ? "" : ok.error().message);
 }
 
 }  // namespace
