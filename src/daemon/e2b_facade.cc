@@ -372,13 +372,21 @@ std::optional<std::string> read_limited(ApiRequest& r, std::size_t limit) {
   return std::move(*text);
 }
 
-}  // namespace
-
 bool content_type_is(const ApiRequest& r, std::string_view want) {
   auto ct = r.head.header("content-type");
   if (!ct) return false;
   std::string_view v = trim(ct->substr(0, ct->find(';')));
   return v == want;
+}
+
+}  // namespace
+
+bool stream_content_type(ApiRequest& r) {
+  if (content_type_is(r, "application/connect+json")) return true;
+  send_connect_error(r.out, e2b::ConnectCode::kInvalidArgument,
+                     "a streaming call takes Content-Type: application/connect+json "
+                     "(binary protobuf is not supported)");
+  return false;
 }
 
 std::optional<std::string> read_unary(ApiRequest& r, std::size_t limit) {
@@ -392,12 +400,7 @@ std::optional<std::string> read_unary(ApiRequest& r, std::size_t limit) {
 }
 
 std::optional<std::string> read_stream_request(ApiRequest& r, std::size_t limit) {
-  if (!content_type_is(r, "application/connect+json")) {
-    send_connect_error(r.out, e2b::ConnectCode::kInvalidArgument,
-                       "a streaming call takes Content-Type: application/connect+json "
-                       "(binary protobuf is not supported)");
-    return std::nullopt;
-  }
+  if (!stream_content_type(r)) return std::nullopt;
   auto body = read_limited(r, limit + 5);
   if (!body) return std::nullopt;
   auto message = e2b::single_envelope(*body);

@@ -82,8 +82,9 @@ std::optional<std::int64_t> connect_timeout_ms(const ApiRequest& r, bool* ok);
 // A unary answer.
 void send_connect_json(http::ResponseWriter& out, const std::string& json);
 
-// The request's Content-Type is `want` (parameters aside).
-bool content_type_is(const ApiRequest& r, std::string_view want);
+// The request's Content-Type is a streaming call's
+// (application/connect+json); answers the Connect error itself otherwise.
+bool stream_content_type(ApiRequest& r);
 // The request's body for a unary call (application/json, at most `limit`
 // bytes) or a streaming one (application/connect+json: one envelope);
 // answers the Connect error itself and returns nullopt on failure.

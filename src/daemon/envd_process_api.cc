@@ -24,6 +24,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using e2b::ConnectCode;
 
+constexpr std::string_view kNoTerminals =
+    "terminals (pty) are not supported by corral's E2B facade yet";
+
 // The pid the SDK sees: the process's own pid in its sandbox; for one whose
 // pid could not be read (never expected), a stable stand-in from its id.
 std::uint32_t e2b_pid(ProcessEntry& p) {
@@ -112,8 +115,7 @@ void start(EnvdCall& c) {
   auto req = e2b::parse_start_request(*message);
   if (!req) return send_stream_error(c.r.out, ConnectCode::kInvalidArgument, req.error().message);
   if (req->pty)
-    return send_stream_error(c.r.out, ConnectCode::kUnimplemented,
-                             "terminals (pty) are not supported by corral's E2B facade yet");
+    return send_stream_error(c.r.out, ConnectCode::kUnimplemented, std::string(kNoTerminals));
   bool timeout_ok = true;
   auto timeout = connect_timeout_ms(c.r, &timeout_ok);
   if (!timeout_ok)
@@ -271,9 +273,6 @@ std::optional<e2b::ConnectError> write_stdin(ApiContext& ctx, ProcessEntry& p,
   return std::nullopt;
 }
 
-constexpr std::string_view kNoTerminals =
-    "terminals (pty) are not supported by corral's E2B facade yet";
-
 void send_input(EnvdCall& c) {
   ApiContext& ctx = c.facade.context();
   auto body = read_unary(c.r, ctx.limits.max_exec_body);
@@ -296,10 +295,7 @@ void send_input(EnvdCall& c) {
 // it was written.
 void stream_input(EnvdCall& c) {
   ApiContext& ctx = c.facade.context();
-  if (!content_type_is(c.r, "application/connect+json"))
-    return send_connect_error(c.r.out, ConnectCode::kInvalidArgument,
-                              "a streaming call takes Content-Type: application/connect+json "
-                              "(binary protobuf is not supported)");
+  if (!stream_content_type(c.r)) return;
   bool timeout_ok = true;
   const auto timeout = connect_timeout_ms(c.r, &timeout_ok);
   if (!timeout_ok)
