@@ -401,7 +401,7 @@ std::vector<SecretService::SecretPresence> SecretService::presence(const std::st
         if (var != s.env_var) continue;
         p.held = s.mode == sec::SecretMode::kEnv
                      ? value.size() > 0
-                     : broker_ != nullptr && broker_->active(value.view(), id, s.name);
+                     : broker_ != nullptr && broker_->issued_to(value.view(), id, s.name);
       }
     }
     out.push_back(std::move(p));

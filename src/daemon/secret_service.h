@@ -143,7 +143,8 @@ class SecretService {
   // What the self-check (daemon/self_check.h, T3) looks at, per secret of
   // sandbox `id`, in the spec's order: never a value. `held`: env mode, a
   // non-empty value is set for its variable; broker mode, its variable
-  // holds a token the broker has active for this sandbox and secret; file
+  // holds a token the broker issued to this sandbox for this secret, active
+  // or ended by its TTL (SecretBroker::issued_to); file
   // mode, always true (the file itself is checked through the sandbox's
   // root). Empty when the sandbox was not injected.
   struct SecretPresence {

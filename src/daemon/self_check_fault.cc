@@ -43,6 +43,10 @@ void apply_self_check_fault(SandboxService& service, SandboxEntry& sandbox) {
   if (f == "layer_full") return fill_layer(service, sandbox);
   SecretService* secrets = service.secret_service();
   if (secrets == nullptr) return;
+  if (f == "secret_broker_revoked") {
+    (void)secrets->revoke_tokens(sandbox.id);
+    return;
+  }
   for (const auto& p : secrets->presence(sandbox.id)) {
     if (p.mode != secrets::SecretMode::kFile) continue;
     // The host side of the sandbox's secrets tmpfs (SecretService::mount_dir).

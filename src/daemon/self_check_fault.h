@@ -9,6 +9,7 @@
 //   layer_full           fills the writable layer until the kernel says ENOSPC
 //   secret_file_missing  unlinks every file-mode secret's file
 //   secret_file_mode     makes every file-mode secret's file 0644
+//   secret_broker_revoked  revokes every broker token of the sandbox
 #pragma once
 
 namespace corral::daemon {

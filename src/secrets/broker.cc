@@ -1,8 +1,5 @@
 #include "secrets/broker.h"
 
-#include "base/base64_digits.h"
-#include "base/random.h"
-
 #include <sodium.h>
 
 #include <algorithm>
@@ -10,6 +7,9 @@
 #include <cstring>
 #include <new>
 #include <utility>
+
+#include "base/base64_digits.h"
+#include "base/random.h"
 
 namespace corral::secrets {
 
@@ -237,8 +237,8 @@ SecretBroker::Check SecretBroker::check_locked(std::string_view token, std::stri
   return {&e, {}};
 }
 
-bool SecretBroker::active(std::string_view token, std::string_view sandbox_id,
-                          std::string_view secret) const {
+bool SecretBroker::issued_to(std::string_view token, std::string_view sandbox_id,
+                             std::string_view secret) const {
   if (!looks_like_token(token)) return false;
   const std::string hash = hash_token(token);
   const auto t = now();
@@ -247,8 +247,10 @@ bool SecretBroker::active(std::string_view token, std::string_view sandbox_id,
   if (it == tokens_.end()) return false;
   const Entry& e = it->second;
   if (::sodium_memcmp(e.hash.data(), hash.data(), hash.size()) != 0) return false;
-  return e.state == State::kActive && t < e.expiry && e.sandbox == sandbox_id &&
-         e.secret == secret && e.value != nullptr && e.value->size() > 0;
+  if (e.sandbox != sandbox_id || e.secret != secret) return false;
+  const bool expired = e.state == State::kExpired || (e.state == State::kActive && t >= e.expiry);
+  if (expired) return true;
+  return e.state == State::kActive && e.value != nullptr && e.value->size() > 0;
 }
 
 void SecretBroker::sweep_locked(std::chrono::system_clock::time_point now,
@@ -373,7 +375,7 @@ std::size_t SecretBroker::revoke_sandbox(std::string_view sandbox_id) {
 }
 
 std::size_t SecretBroker::limit_sandbox(std::string_view sandbox_id,
-                                       std::chrono::system_clock::time_point deadline) {
+                                        std::chrono::system_clock::time_point deadline) {
   std::vector<BrokerEvent> events;
   std::size_t n = 0;
   {

@@ -127,10 +127,14 @@ class SecretBroker : public TokenSwapper {
 
   BrokerCounters counters() const;
 
-  // Whether `token` is an active, unexpired token of `sandbox_id` for
-  // secret `secret` that still holds its value (the self-check, T3). Emits
-  // no event and changes nothing; the token is looked up by its hash.
-  bool active(std::string_view token, std::string_view sandbox_id, std::string_view secret) const;
+  // Whether `token` was issued to `sandbox_id` for secret `secret` and is
+  // active with its value, or has since ended by its own TTL (the self-check,
+  // T3: it proves the variable's wiring; a TTL shorter than the create is
+  // the client's choice, and the proxy refuses that token as "expired"). A
+  // revoked or unknown token is false. Emits no event and changes nothing;
+  // the token is looked up by its hash.
+  bool issued_to(std::string_view token, std::string_view sandbox_id,
+                 std::string_view secret) const;
 
  private:
   enum class State : std::uint8_t { kActive, kRevoked, kExpired };

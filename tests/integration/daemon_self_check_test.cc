@@ -83,9 +83,9 @@ void expect_refused_by(TestDaemon& d, const std::string& body, const std::string
   }
   EXPECT_TRUE(seen) << "no sandbox.self_check_failed record for " << id;
   const std::string metrics = d.request("GET", "/metrics").body;
-  EXPECT_NE(metrics.find("corral_self_check_failures_total{check=\"" + check +
-                         "\",stage=\"create\"} 1"),
-            std::string::npos)
+  EXPECT_NE(
+      metrics.find("corral_self_check_failures_total{check=\"" + check + "\",stage=\"create\"} 1"),
+      std::string::npos)
       << metrics;
 }
 
@@ -94,8 +94,8 @@ TEST(DaemonSelfCheck, AHealthyCreateShowsEveryCheckPassed) {
   auto world = NetWorld::create();
   ASSERT_TRUE(world.has_value()) << world.error().message;
   SecretFile store({"api", "db"});
-  TestDaemon d({}, store.config() + "  network:\n    dns_servers: [\"" +
-                       (*world)->dns_endpoint() + "\"]\n");
+  TestDaemon d(
+      {}, store.config() + "  network:\n    dns_servers: [\"" + (*world)->dns_endpoint() + "\"]\n");
   ASSERT_TRUE(d.ready()) << d.output();
 
   HttpReply created;
@@ -184,6 +184,26 @@ TEST(DaemonSelfCheck, ASecretFileWithTheWrongModeIsRefused) {
       << audits.back().dump();
 }
 
+// A broker secret whose token the broker no longer honours (revoked between
+// injection and the checks) is refused. (One merely past a short TTL is not:
+// unit BrokerTest.IssuedToHoldsThroughExpiryButNotRevocation.)
+TEST(DaemonSelfCheck, ARevokedBrokerTokenIsRefused) {
+  if (geteuid() != 0) CORRAL_SKIP_OR_FAIL("network tests run as root");
+  auto world = NetWorld::create();
+  ASSERT_TRUE(world.has_value()) << world.error().message;
+  SecretFile store({"api"});
+  const std::string config =
+      store.config() + "  network:\n    dns_servers: [\"" + (*world)->dns_endpoint() + "\"]\n";
+  const std::string body =
+      R"({"network": {"mode": "allowlist", "allow": ["http://allowed.test:80"]},
+          "secrets": [{"name": "api", "tier": "high",
+                       "hosts": [{"host": "allowed.test", "port": 80}]}]})";
+  auto d = daemon_with_fault("secret_broker_revoked", config);
+  ASSERT_TRUE(d->ready()) << d->output();
+  expect_refused_by(*d, body, "secret_broker");
+  EXPECT_EQ(d->output().find(store.values["api"]), std::string::npos);
+}
+
 TEST(DaemonSelfCheck, ACanaryThatResolvesIsRefused) {
   if (geteuid() != 0) CORRAL_SKIP_OR_FAIL("network tests run as root");
   auto world = NetWorld::create();
@@ -211,7 +231,9 @@ TEST(DaemonSelfCheck, AProxyThatRefusesConnectionsIsRefused) {
   const std::string table = "corral_selfcheck_test_" + std::to_string(::getpid());
   const std::string add =
       "nft -f - <<'EOF'\n"
-      "table inet " + table + " {\n"
+      "table inet " +
+      table +
+      " {\n"
       "  chain input { type filter hook input priority -10; policy accept;\n"
       "    iifname \"scq*\" tcp dport 15971 reject with tcp reset\n"
       "  }\n"
@@ -222,10 +244,12 @@ TEST(DaemonSelfCheck, AProxyThatRefusesConnectionsIsRefused) {
     std::string cmd;
     ~DropTable() { (void)std::system(cmd.c_str()); }
   } drop{"nft delete table inet " + table};
-  TestDaemon d({}, "serve:\n  network:\n    subnet: 10.219.240.0/24\n"
-                   "    interface_prefix: scq\n    firewall_table: corral_scq\n"
-                   "    proxy_port: 15971\n    dns_port: 15972\n"
-                   "    dns_servers: [\"" + (*world)->dns_endpoint() + "\"]\n");
+  TestDaemon d({},
+               "serve:\n  network:\n    subnet: 10.219.240.0/24\n"
+               "    interface_prefix: scq\n    firewall_table: corral_scq\n"
+               "    proxy_port: 15971\n    dns_port: 15972\n"
+               "    dns_servers: [\"" +
+                   (*world)->dns_endpoint() + "\"]\n");
   ASSERT_TRUE(d.ready()) << d.output();
   expect_refused_by(d, R"({"network": {"mode": "allowlist", "allow": ["allowed.test"]}})", "proxy");
 }

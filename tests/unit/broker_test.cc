@@ -292,6 +292,35 @@ TEST_F(BrokerTest, RefusesAnExpiredTokenWithAnInjectedClock) {
   expect_clean_events();
 }
 
+// The self-check's question (T3): was this token issued to this sandbox for
+// this secret? Yes while active and after its own TTL ended it (a short TTL
+// is the client's choice); no once revoked, for another sandbox or secret,
+// or for a token the broker never issued.
+TEST_F(BrokerTest, IssuedToHoldsThroughExpiryButNotRevocation) {
+  auto s = secret("openai", {{"api.example.com", 443, false}});
+  s.ttl = seconds(1);
+  std::string t = issue("sb-1", s);
+  EXPECT_TRUE(broker_.issued_to(t, "sb-1", "openai"));
+  EXPECT_FALSE(broker_.issued_to(t, "sb-2", "openai"));
+  EXPECT_FALSE(broker_.issued_to(t, "sb-1", "github"));
+  EXPECT_FALSE(broker_.issued_to("corral_tok_nonsense", "sb-1", "openai"));
+  std::string other = t;
+  other.back() = other.back() == 'a' ? 'b' : 'a';
+  EXPECT_FALSE(broker_.issued_to(other, "sb-1", "openai"));
+  offset_ = 2;  // past its TTL, before a sweep marks it
+  EXPECT_TRUE(broker_.issued_to(t, "sb-1", "openai"));
+  broker_.sweep();  // now a tombstone
+  EXPECT_TRUE(broker_.issued_to(t, "sb-1", "openai"));
+  EXPECT_FALSE(broker_.issued_to(t, "sb-2", "openai"));
+
+  std::string r = issue("sb-1", secret("github", {{"api.github.com", 443, false}}));
+  EXPECT_TRUE(broker_.issued_to(r, "sb-1", "github"));
+  EXPECT_TRUE(broker_.revoke(r));
+  EXPECT_FALSE(broker_.issued_to(r, "sb-1", "github"));
+  EXPECT_TRUE(events_of("swapped").empty()) << "issued_to emits nothing of its own";
+  expect_clean_events();
+}
+
 TEST_F(BrokerTest, RefusesRevokedTokens) {
   auto a = secret("openai", {{"api.example.com", 443, false}});
   auto b = secret("github", {{"api.github.com", 443, false}});
