@@ -114,7 +114,7 @@ struct SandboxInfo {
   std::optional<std::string> error;  // why it failed
   std::vector<std::string> residue;  // after destroy: what was left (must be empty)
   std::uint64_t residue_bytes = 0;
-  std::optional<NetworkStatus> network;  // live sandboxes only
+  std::optional<NetworkStatus> network;       // live sandboxes only
   std::optional<SelfCheckStatus> self_check;  // live sandboxes that were checked
 };
 std::string to_json(const SandboxInfo& info);
@@ -149,6 +149,12 @@ std::string to_json(const ExtendRequest& request);
 // (exec only: per stream; beyond it the output is cut and *_truncated set;
 // at most 64 MiB), "stream": "ndjson" | "sse" (exec only; also chosen by
 // the Accept header).
+// A terminal's size in character cells.
+struct TerminalSize {
+  std::uint16_t cols = 80;
+  std::uint16_t rows = 24;
+};
+
 struct ExecRequest {
   std::vector<std::string> argv;   // cmd is turned into {"/bin/sh", "-c", cmd}
   std::optional<std::string> cmd;  // as given, for display
@@ -158,6 +164,9 @@ struct ExecRequest {
   std::optional<std::int64_t> timeout_ms;
   std::uint64_t max_output_bytes = 1024 * 1024;
   std::string stream;  // "", "ndjson", "sse"
+  // Background processes only (the E2B facade's pty.create): the process
+  // runs on a terminal of this size, its output is the terminal's.
+  std::optional<TerminalSize> terminal;
 };
 Result<ExecRequest> parse_exec(std::string_view body);
 std::string to_json(const ExecRequest& request);

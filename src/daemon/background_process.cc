@@ -8,7 +8,9 @@
 #include <chrono>
 #include <cstring>
 
+#include "daemon/file_ops.h"
 #include "daemon/sandbox_service.h"
+#include "daemon/sandbox_terminal.h"
 
 namespace corral::daemon {
 
@@ -52,16 +54,43 @@ ApiResult<std::shared_ptr<ProcessEntry>> start_background_process(
       return api_fail(api::ApiErrorCode::kInternal, "output file: " + std::string(strerror(e)));
     }
   }
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0)
-    return api_fail(api::ApiErrorCode::kInternal, "could not make a pipe");
-  UniqueFd stdio[3] = {UniqueFd(fds[0]), std::move(files[0]), std::move(files[1])};
-  UniqueFd stdin_w(fds[1]);
+  UniqueFd stdio[3];
+  UniqueFd stdin_w, master;
+  std::shared_ptr<TerminalPump> pump;
+  if (request.terminal) {
+    // A terminal: the slave is all three stdio fds; what the process
+    // writes reaches the stdout file through the pump (stderr stays empty:
+    // a terminal has one output).
+    auto root = open_sandbox_root(sandboxes, *sandbox);
+    if (!root) return tl::unexpected(root.error());
+    auto term = open_sandbox_terminal(*root, sandbox->live->host_user_uid(), request.terminal->cols,
+                                      request.terminal->rows);
+    if (!term) return tl::unexpected(term.error());
+    for (auto& fd : stdio) fd = UniqueFd(fcntl(term->slave.get(), F_DUPFD_CLOEXEC, 0));
+    if (!stdio[0] || !stdio[1] || !stdio[2])
+      return api_fail(api::ApiErrorCode::kInternal, "could not duplicate the terminal");
+    UniqueFd pump_end(fcntl(term->master.get(), F_DUPFD_CLOEXEC, 0));
+    if (!pump_end)
+      return api_fail(api::ApiErrorCode::kInternal, "could not duplicate the terminal");
+    pump = TerminalPump::start(std::move(pump_end), std::move(term->slave), std::move(files[0]));
+    master = std::move(term->master);
+  } else {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0)
+      return api_fail(api::ApiErrorCode::kInternal, "could not make a pipe");
+    stdio[0] = UniqueFd(fds[0]);
+    stdio[1] = std::move(files[0]);
+    stdio[2] = std::move(files[1]);
+    stdin_w = UniqueFd(fds[1]);
+  }
   auto proc = sandboxes.spawn(sandbox, request, true, stdio, rid, std::move(tag));
   if (!proc) return tl::unexpected(proc.error());
   ProcessEntry& p = **proc;
   {
     std::lock_guard lock(p.mu);
+    if (!p.finished()) p.terminal = std::move(master);
+    p.terminal_pump = pump;
+    if (pump && p.finished()) pump->process_ended();
     // A process can end before we get here (`true` under load): its end
     // closed the fds it had then, so a writer kept now would stay open for
     // as long as the finished process is listed.

@@ -11,10 +11,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "daemon/background_process.h"
 #include "daemon/e2b_facade_internal.h"
 #include "daemon/sandbox_service.h"
+#include "daemon/sandbox_terminal.h"
 #include "e2b/envd_messages.h"
 
 namespace corral::daemon::e2b_internal {
@@ -23,9 +25,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using e2b::ConnectCode;
-
-constexpr std::string_view kNoTerminals =
-    "terminals (pty) are not supported by corral's E2B facade yet";
 
 // The pid the SDK sees: the process's own pid in its sandbox; for one whose
 // pid could not be read (never expected), a stable stand-in from its id.
@@ -60,13 +59,17 @@ void follow(ApiContext& ctx, ApiRequest& r, SandboxEntry& sandbox, ProcessEntry&
     last_sent = Clock::now();
     return static_cast<bool>(r.out.write(e2b::envelope(0, message)));
   };
+  // A terminal's output is one stream, sent as envd sends it: data.pty.
+  auto event = [&](bool is_stderr, std::string_view data) {
+    return p.has_terminal ? e2b::pty_data_event_json(data) : e2b::data_event_json(is_stderr, data);
+  };
   auto drain = [&](std::optional<OutputFollower>& f, bool is_stderr, bool* any) {
     if (!f) return true;
     for (int rounds = 0; rounds < 16; ++rounds) {
       std::string data = f->read_some();
       if (data.empty()) return true;
       *any = true;
-      if (!send(e2b::data_event_json(is_stderr, data))) return false;
+      if (!send(event(is_stderr, data))) return false;
     }
     return true;
   };
@@ -79,6 +82,16 @@ void follow(ApiContext& ctx, ApiRequest& r, SandboxEntry& sandbox, ProcessEntry&
     bool any = false;
     if (!drain(out, false, &any) || !drain(err, true, &any)) return;
     if (finished) {
+      // A terminal's last bytes reach the output file through its pump:
+      // wait for it (bounded: a child that keeps the terminal open would
+      // hold it forever).
+      std::shared_ptr<TerminalPump> pump;
+      {
+        std::lock_guard lock(p.mu);
+        pump = p.terminal_pump;
+      }
+      for (int i = 0; pump && !pump->drained() && i < 100; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
       // One more read after the end: what it wrote just before.
       do {
         any = false;
@@ -87,7 +100,7 @@ void follow(ApiContext& ctx, ApiRequest& r, SandboxEntry& sandbox, ProcessEntry&
       for (auto* f : {&out, &err}) {
         if (!*f) continue;
         std::string tail = (*f)->finish();
-        if (!tail.empty() && !send(e2b::data_event_json(f == &err, tail))) return;
+        if (!tail.empty() && !send(event(f == &err, tail))) return;
       }
       std::optional<int> code, sig;
       {
@@ -114,8 +127,6 @@ void start(EnvdCall& c) {
   if (!message) return;
   auto req = e2b::parse_start_request(*message);
   if (!req) return send_stream_error(c.r.out, ConnectCode::kInvalidArgument, req.error().message);
-  if (req->pty)
-    return send_stream_error(c.r.out, ConnectCode::kUnimplemented, std::string(kNoTerminals));
   bool timeout_ok = true;
   auto timeout = connect_timeout_ms(c.r, &timeout_ok);
   if (!timeout_ok)
@@ -139,6 +150,7 @@ void start(EnvdCall& c) {
     expires = sandbox->expires_at_ms;
   }
   exec.timeout_ms = timeout.value_or(std::max<std::int64_t>(1000, expires - StateStore::now_ms()));
+  if (req->pty) exec.terminal = api::TerminalSize{req->pty->cols, req->pty->rows};
   auto proc = start_background_process(ctx.sandboxes, sandbox, exec, req->tag);
   if (!proc) return send_stream_error(c.r.out, proc.error());
   ProcessEntry& p = **proc;
@@ -237,15 +249,19 @@ std::shared_ptr<ProcessEntry> running_process(EnvdCall& c, const e2b::ProcessSel
 // Writes `data` to the process's stdin, waiting at most stdin_write_timeout
 // for it to read; the error when it could not.
 std::optional<e2b::ConnectError> write_stdin(ApiContext& ctx, ProcessEntry& p,
-                                             std::string_view data) {
+                                             std::string_view data, bool to_terminal) {
   // A copy of the write end, taken under the lock (a CloseStdin or the
   // process's end may close the original, and its number be reused), and
   // closed after this write: it never keeps the stdin open by itself.
   UniqueFd own;
   {
     std::lock_guard lock(p.mu);
-    if (p.stdin_writer) own.reset(fcntl(p.stdin_writer.get(), F_DUPFD_CLOEXEC, 0));
+    const UniqueFd& target = to_terminal ? p.terminal : p.stdin_writer;
+    if (target) own.reset(fcntl(target.get(), F_DUPFD_CLOEXEC, 0));
   }
+  if (!own && to_terminal)
+    return e2b::ConnectError{ConnectCode::kFailedPrecondition,
+                             "the process has no terminal (start it with pty to write to one)"};
   if (!own)
     return e2b::ConnectError{ConnectCode::kFailedPrecondition,
                              "the process's stdin is closed (start it with stdin: true to write "
@@ -279,10 +295,9 @@ void send_input(EnvdCall& c) {
   if (!body) return;
   auto req = e2b::parse_send_input(*body);
   if (!req) return send_connect_error(c.r.out, ConnectCode::kInvalidArgument, req.error().message);
-  if (req->pty) return send_connect_error(c.r.out, ConnectCode::kUnimplemented, kNoTerminals);
   auto p = running_process(c, req->process);
   if (!p) return;
-  if (auto failed = write_stdin(ctx, *p, req->data))
+  if (auto failed = write_stdin(ctx, *p, req->data, req->pty))
     return send_connect_error(c.r.out, failed->code, failed->message);
   send_connect_json(c.r.out, "{}");
 }
@@ -337,8 +352,7 @@ void stream_input(EnvdCall& c) {
         if (!p)
           return fail(ConnectCode::kInvalidArgument,
                       "data before the start message that names the process");
-        if (event->pty) return fail(ConnectCode::kUnimplemented, std::string(kNoTerminals));
-        if (auto failed = write_stdin(ctx, *p, event->data))
+        if (auto failed = write_stdin(ctx, *p, event->data, event->pty))
           return fail(failed->code, failed->message);
       }
     }
@@ -350,6 +364,30 @@ void stream_input(EnvdCall& c) {
   if (!c.r.out.write(e2b::envelope(0, "{}"))) return;
   if (!c.r.out.write(e2b::end_stream_envelope(std::nullopt))) return;
   (void)c.r.out.finish();
+}
+
+// Update: a terminal's new size (the process gets SIGWINCH).
+void update(EnvdCall& c) {
+  ApiContext& ctx = c.facade.context();
+  auto body = read_unary(c.r, ctx.limits.max_json_body);
+  if (!body) return;
+  auto req = e2b::parse_update(*body);
+  if (!req) return send_connect_error(c.r.out, ConnectCode::kInvalidArgument, req.error().message);
+  auto p = running_process(c, req->process);
+  if (!p) return;
+  if (req->pty) {
+    UniqueFd own;
+    {
+      std::lock_guard lock(p->mu);
+      if (p->terminal) own.reset(fcntl(p->terminal.get(), F_DUPFD_CLOEXEC, 0));
+    }
+    if (!own)
+      return send_connect_error(c.r.out, ConnectCode::kFailedPrecondition,
+                                "the process has no terminal to resize (start it with pty)");
+    if (auto st = set_terminal_size(own.get(), req->pty->cols, req->pty->rows); !st)
+      return send_connect_error(c.r.out, ConnectCode::kInternal, st.error().message);
+  }
+  send_connect_json(c.r.out, "{}");
 }
 
 void send_signal(EnvdCall& c) {
@@ -390,10 +428,7 @@ void handle_process_service(EnvdCall& c) {
   if (m == "SendSignal") return send_signal(c);
   if (m == "CloseStdin") return close_stdin(c);
   if (m == "StreamInput") return stream_input(c);
-  if (m == "Update")
-    return send_connect_error(c.r.out, ConnectCode::kUnimplemented,
-                              "process.Process/Update resizes terminals, which corral's E2B facade "
-                              "does not support yet (docs/e2b.md)");
+  if (m == "Update") return update(c);
   send_connect_error(c.r.out, ConnectCode::kUnimplemented, "no method process.Process/" + m);
 }
 

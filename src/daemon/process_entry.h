@@ -6,9 +6,11 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -17,6 +19,8 @@
 #include "base/unique_fd.h"
 
 namespace corral::daemon {
+
+class TerminalPump;
 
 struct ProcessEntry {
   enum class Phase { kStarting, kRunning, kExited, kFailed };
@@ -29,6 +33,7 @@ struct ProcessEntry {
   bool background = false;
   std::optional<std::string> tag;  // set at its start, never changed
   bool reattached = false;         // started by an earlier daemon run: its stdin is gone
+  bool has_terminal = false;       // runs on a terminal (its output is the terminal's)
   std::int64_t started_at_ms = 0;
   std::chrono::steady_clock::time_point started{};
   std::optional<std::chrono::steady_clock::time_point> deadline;  // its timeout
@@ -49,6 +54,10 @@ struct ProcessEntry {
   int pending_signal = 0;  // asked for before the zygote said it runs
   std::int64_t ended_at_ms = 0;
   UniqueFd stdin_writer;  // background: the daemon's end of its stdin, until it ends
+  UniqueFd terminal;      // a terminal's process: the master (input, window size)
+  // A terminal's pump (sandbox_terminal.h): told of the end, it copies
+  // what is left into the output file.
+  std::shared_ptr<TerminalPump> terminal_pump;
 
   bool finished() const { return phase == Phase::kExited || phase == Phase::kFailed; }
 };

@@ -11,6 +11,7 @@
 #include "base/scope_guard.h"
 #include "daemon/sandbox_service.h"
 #include "daemon/sandbox_service_internal.h"
+#include "daemon/sandbox_terminal.h"
 #include "secrets/secret_value.h"
 #include "sys/syscalls.h"
 
@@ -40,6 +41,7 @@ ApiResult<std::shared_ptr<ProcessEntry>> SandboxService::spawn(
   // The spec's workdir (a claim of a pooled sandbox binds its own: ADR 0015).
   req.cwd = request.cwd.value_or(sandbox->spec.workdir);
   req.new_session = true;
+  req.controlling_tty = request.terminal.has_value();
   const auto timeout =
       std::chrono::milliseconds(request.timeout_ms.value_or(sandbox->spec.limits.timeout.count()));
   req.timeout_ms = static_cast<std::uint32_t>(std::min<std::int64_t>(timeout.count(), UINT32_MAX));
@@ -78,6 +80,7 @@ ApiResult<std::shared_ptr<ProcessEntry>> SandboxService::spawn(
   p->request_id = req.request_id;
   p->argv = req.argv;
   p->background = background;
+  p->has_terminal = request.terminal.has_value();
   p->tag = std::move(tag);
   p->started_at_ms = now_ms();
   p->started = Clock::now();
@@ -225,6 +228,8 @@ void SandboxService::finish_process(SandboxEntry& sandbox, ProcessEntry& p) {
     // (p.mu is held here, by every caller.)
     p.pidfd.reset();
     p.stdin_writer.reset();
+    p.terminal.reset();
+    if (p.terminal_pump) p.terminal_pump->process_ended();
   }
   // After the waiters are woken: the lookup by name is not free.
   metrics_
@@ -269,6 +274,8 @@ void SandboxService::lose_process(SandboxEntry& sandbox, ProcessEntry& p, const 
     signal_event(p);
     p.pidfd.reset();  // as finish_process: a finished entry keeps no fds
     p.stdin_writer.reset();
+    p.terminal.reset();
+    if (p.terminal_pump) p.terminal_pump->process_ended();
   }
   std::lock_guard lock(sandbox.mu);
   if (sandbox.running > 0) --sandbox.running;

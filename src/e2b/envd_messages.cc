@@ -152,6 +152,27 @@ Json entry_object(const EntryInfo& e) {
 
 }  // namespace
 
+namespace {
+
+// {"size": {"cols": N, "rows": N}}: a terminal's size.
+Result<PtySize> read_pty(const Json& pty) {
+  if (!pty.is_object()) return bad("pty", "must be an object");
+  const Json* size = member(pty, "size");
+  if (size == nullptr || !size->is_object())
+    return bad("pty.size", "is missing ({\"cols\": N, \"rows\": N})");
+  PtySize out;
+  for (auto [name, field] : {std::pair{"cols", &out.cols}, std::pair{"rows", &out.rows}}) {
+    auto v = get_u32(*size, name);
+    if (!v) return tl::unexpected(v.error());
+    if (!*v || **v == 0 || **v > 65535)
+      return bad(std::string("pty.size.") + name, "must be from 1 to 65535");
+    *field = static_cast<std::uint16_t>(**v);
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<StartRequest> parse_start_request(std::string_view json) {
   auto j = parse_object(json);
   if (!j) return tl::unexpected(j.error());
@@ -180,8 +201,9 @@ Result<StartRequest> parse_start_request(std::string_view json) {
   if (!cwd) return tl::unexpected(cwd.error());
   r.process.cwd = *cwd;
   if (const Json* pty = member(*j, "pty")) {
-    if (!pty->is_object()) return bad("pty", "must be an object");
-    r.pty = true;
+    auto size = read_pty(*pty);
+    if (!size) return tl::unexpected(size.error());
+    r.pty = *size;
   }
   auto tag = get_optional_string(*j, "tag");
   if (!tag) return tl::unexpected(tag.error());
@@ -229,6 +251,21 @@ Result<SendInputRequest> parse_send_input(std::string_view json) {
   if (!sel) return tl::unexpected(sel.error());
   r.process = std::move(*sel);
   CORRAL_TRY(read_input(*j, "", &r.data, &r.pty));
+  return r;
+}
+
+Result<UpdateRequest> parse_update(std::string_view json) {
+  auto j = parse_object(json);
+  if (!j) return tl::unexpected(j.error());
+  UpdateRequest r;
+  auto sel = read_selector(*j);
+  if (!sel) return tl::unexpected(sel.error());
+  r.process = std::move(*sel);
+  if (const Json* pty = member(*j, "pty")) {
+    auto size = read_pty(*pty);
+    if (!size) return tl::unexpected(size.error());
+    r.pty = *size;
+  }
   return r;
 }
 
@@ -306,6 +343,10 @@ std::string start_event_json(std::uint32_t pid) {
 std::string data_event_json(bool is_stderr, std::string_view bytes) {
   return dump(
       Json{{"event", {{"data", {{is_stderr ? "stderr" : "stdout", api::base64_encode(bytes)}}}}}});
+}
+
+std::string pty_data_event_json(std::string_view bytes) {
+  return dump(Json{{"event", {{"data", {{"pty", api::base64_encode(bytes)}}}}}});
 }
 
 std::string end_event_json(const ProcessEnd& end) {

@@ -28,9 +28,15 @@ struct ProcessConfig {
   std::optional<std::string> cwd;
 };
 
+// A terminal's size (envd's PTY.Size); both at least 1, at most 65535.
+struct PtySize {
+  std::uint16_t cols = 80;
+  std::uint16_t rows = 24;
+};
+
 struct StartRequest {
   ProcessConfig process;
-  bool pty = false;  // a terminal was asked for
+  std::optional<PtySize> pty;  // a terminal was asked for, of this size
   std::optional<std::string> tag;
   std::optional<bool> stdin;  // unset: envd's default (open) for old SDKs
 };
@@ -62,6 +68,13 @@ struct StreamInputEvent {
 };
 Result<StreamInputEvent> parse_stream_input_event(std::string_view json);
 
+// Update: a terminal's new size.
+struct UpdateRequest {
+  ProcessSelector process;
+  std::optional<PtySize> pty;
+};
+Result<UpdateRequest> parse_update(std::string_view json);
+
 struct SendSignalRequest {
   ProcessSelector process;
   int signal = 0;  // SIGKILL or SIGTERM
@@ -80,6 +93,8 @@ ProcessEnd process_end(std::optional<int> exit_code, std::optional<int> signal);
 // The events of Start and Connect, each a whole message.
 std::string start_event_json(std::uint32_t pid);
 std::string data_event_json(bool is_stderr, std::string_view bytes);
+// What a terminal's process wrote ({"data": {"pty": b64}}).
+std::string pty_data_event_json(std::string_view bytes);
 std::string end_event_json(const ProcessEnd& end);
 std::string keepalive_event_json();
 

@@ -18,9 +18,7 @@ tl::unexpected<Error> too_big(std::string what, std::string hint) {
 constexpr const char* kBigHint =
     "pass large inputs through a file or stdin instead of argv or the environment";
 
-bool is_env_start(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
-}
+bool is_env_start(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; }
 bool is_env_char(char c) { return is_env_start(c) || (c >= '0' && c <= '9'); }
 
 // One string's limits, shared by the encoder and the decoder. `field` is
@@ -88,8 +86,8 @@ Status check_envc(std::uint64_t envc) {
 
 Status check_total(std::uint64_t total) {
   if (total > kSpawnMaxMessage) {
-    return too_big("the message is " + std::to_string(total) +
-                       " bytes, more than the limit of " + std::to_string(kSpawnMaxMessage),
+    return too_big("the message is " + std::to_string(total) + " bytes, more than the limit of " +
+                       std::to_string(kSpawnMaxMessage),
                    kBigHint);
   }
   return ok();
@@ -157,6 +155,8 @@ class Reader {
 }  // namespace
 
 Status validate_spawn_request(const SpawnRequest& r) {
+  if (r.controlling_tty && !r.new_session)
+    return bad("controlling_tty needs new_session (a terminal belongs to a session leader)");
   CORRAL_TRY(check_argc(r.argv.size()));
   CORRAL_TRY(check_envc(r.env.size()));
   // With at most 8192 strings of at most 128 KiB each, the sum fits easily
@@ -185,7 +185,8 @@ Result<std::string> encode_spawn_request(const SpawnRequest& r) {
   out.reserve(total);
   out.append(kSpawnMagic, sizeof kSpawnMagic);
   put_u16(out, kSpawnVersion);
-  put_u16(out, r.new_session ? kSpawnFlagNewSession : 0);
+  put_u16(out, static_cast<std::uint16_t>((r.new_session ? kSpawnFlagNewSession : 0) |
+                                          (r.controlling_tty ? kSpawnFlagControllingTty : 0)));
   put_u32(out, static_cast<std::uint32_t>(total));  // <= kSpawnMaxMessage, checked
   put_u64(out, r.request_id);
   put_u32(out, r.timeout_ms);
@@ -195,8 +196,7 @@ Result<std::string> encode_spawn_request(const SpawnRequest& r) {
   for (const auto& s : r.env) put_string(out, s);
   put_string(out, r.cwd);
   if (out.size() != total) {
-    return make_error(ErrorCode::kInternal, "spawn request: encoded " +
-                                                std::to_string(out.size()) +
+    return make_error(ErrorCode::kInternal, "spawn request: encoded " + std::to_string(out.size()) +
                                                 " bytes, expected " + std::to_string(total));
   }
   return out;
@@ -219,8 +219,11 @@ Result<SpawnRequest> decode_spawn_request(std::string_view message) {
                std::to_string(kSpawnVersion) + ")");
   }
   std::uint64_t flags = in.le(2);
-  if ((flags & ~std::uint64_t{kSpawnFlagNewSession}) != 0) {
+  if ((flags & ~std::uint64_t{kSpawnFlagNewSession | kSpawnFlagControllingTty}) != 0) {
     return bad("unknown flags " + std::to_string(flags));
+  }
+  if ((flags & kSpawnFlagControllingTty) != 0 && (flags & kSpawnFlagNewSession) == 0) {
+    return bad("flags: controlling_tty without new_session");
   }
   std::uint64_t total = in.le(4);
   CORRAL_TRY(check_total(total));
@@ -233,6 +236,7 @@ Result<SpawnRequest> decode_spawn_request(std::string_view message) {
   r.request_id = in.le(8);
   r.timeout_ms = static_cast<std::uint32_t>(in.le(4));
   r.new_session = (flags & kSpawnFlagNewSession) != 0;
+  r.controlling_tty = (flags & kSpawnFlagControllingTty) != 0;
   std::uint64_t argc = in.le(4);
   std::uint64_t envc = in.le(4);
   CORRAL_TRY(check_argc(argc));
@@ -242,8 +246,8 @@ Result<SpawnRequest> decode_spawn_request(std::string_view message) {
   std::uint64_t strings = argc + envc + 1;
   if (strings * 4 > in.left()) {
     return bad("truncated: " + std::to_string(argc) + " argv and " + std::to_string(envc) +
-               " env entries need at least " + std::to_string(strings * 4) +
-               " bytes, only " + std::to_string(in.left()) + " are left");
+               " env entries need at least " + std::to_string(strings * 4) + " bytes, only " +
+               std::to_string(in.left()) + " are left");
   }
   r.argv.reserve(static_cast<std::size_t>(argc));
   r.env.reserve(static_cast<std::size_t>(envc));

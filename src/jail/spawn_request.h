@@ -6,7 +6,8 @@
 // Layout, every integer little-endian:
 //   offset  0  magic "CSPN"
 //           4  u16 version (1)
-//           6  u16 flags (bit 0: new_session; the other bits must be 0)
+//           6  u16 flags (bit 0: new_session; bit 1: controlling_tty, which
+//              needs bit 0; the other bits must be 0)
 //           8  u32 total length of the message, header included
 //          12  u64 request_id (chosen by the daemon, echoed in the exit message)
 //          20  u32 timeout_ms (0: none; the daemon enforces it)
@@ -35,6 +36,7 @@ inline constexpr char kSpawnMagic[4] = {'C', 'S', 'P', 'N'};
 inline constexpr std::uint16_t kSpawnVersion = 1;
 inline constexpr std::size_t kSpawnHeaderSize = 32;
 inline constexpr std::uint16_t kSpawnFlagNewSession = 1;
+inline constexpr std::uint16_t kSpawnFlagControllingTty = 2;
 
 inline constexpr std::size_t kSpawnMaxMessage = 256 * 1024;  // whole message
 inline constexpr std::size_t kSpawnMaxArgs = 4096;
@@ -48,6 +50,9 @@ struct SpawnRequest {
   std::string cwd;                // absolute, or empty for the sandbox's default
   std::uint32_t timeout_ms = 0;   // 0: no per-request timeout
   bool new_session = false;       // setsid() in the child (own process group)
+  // The child's stdin (a terminal's slave, which all three stdio fds are)
+  // becomes its session's controlling terminal; needs new_session.
+  bool controlling_tty = false;
 
   bool operator==(const SpawnRequest&) const = default;
 };

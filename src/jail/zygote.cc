@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -125,6 +126,11 @@ CORRAL_CHILD_FN int become_process(void* arg) {
   // Its own session and process group, so the daemon can end the tree.
   if (a.request->new_session && setsid() < 0)
     return child_report(a, Stage::kSession, errno, "setsid");
+  // A terminal's process: its stdin (the slave the daemon passed as all
+  // three stdio fds) becomes the new session's controlling terminal, so
+  // ^C, job control and /dev/tty work as in a login shell.
+  if (a.request->controlling_tty && ioctl(0, TIOCSCTTY, 0) != 0)
+    return child_report(a, Stage::kSession, errno, "TIOCSCTTY");
 
   const std::string& cwd = a.request->cwd.empty() ? a.plan->workdir : a.request->cwd;
   HardenFailure failure;

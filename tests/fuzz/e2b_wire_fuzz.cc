@@ -66,6 +66,10 @@ void fuzz_envd(std::string_view in) {
     if (r->kind == Kind::kStart) require(r->process.pid.has_value() != r->process.tag.has_value());
     if (r->kind != Kind::kData) require(r->data.empty() && !r->pty);
   }
+  if (auto r = e2b::parse_update(in)) {
+    require(r->process.pid.has_value() != r->process.tag.has_value());
+    if (r->pty) require(r->pty->cols >= 1 && r->pty->rows >= 1);
+  }
   if (auto r = e2b::parse_send_signal(in)) require(r->signal == 9 || r->signal == 15);
   if (auto r = e2b::parse_path_request(in)) require(!r->empty());
   if (auto r = e2b::parse_list_dir(in)) require(r->depth >= 1 && !r->path.empty());

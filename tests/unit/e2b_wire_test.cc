@@ -162,6 +162,28 @@ TEST(EnvdMessages, StreamInputEventsAreExactlyOneOfStartDataAndKeepalive) {
             std::string::npos);
 }
 
+TEST(EnvdMessages, TerminalSizesAreCheckedInStartAndUpdate) {
+  auto start = parse_start_request(
+      R"({"process":{"cmd":"/bin/bash"},"pty":{"size":{"cols":100,"rows":30}}})");
+  ASSERT_TRUE(start);
+  ASSERT_TRUE(start->pty);
+  EXPECT_EQ(start->pty->cols, 100);
+  EXPECT_EQ(start->pty->rows, 30);
+  EXPECT_FALSE(parse_start_request(R"({"process":{"cmd":"/bin/bash"}})")->pty);
+  auto update = parse_update(R"({"process":{"pid":4},"pty":{"size":{"cols":1,"rows":65535}}})");
+  ASSERT_TRUE(update);
+  EXPECT_EQ(update->process.pid, 4u);
+  EXPECT_EQ(update->pty->rows, 65535);
+  EXPECT_FALSE(parse_update(R"({"process":{"pid":4}})")->pty);
+  for (const char* bad :
+       {R"({"process":{"pid":4},"pty":{}})", R"({"process":{"pid":4},"pty":{"size":{"cols":80}}})",
+        R"({"process":{"pid":4},"pty":{"size":{"cols":0,"rows":24}}})",
+        R"({"process":{"pid":4},"pty":{"size":{"cols":80,"rows":65536}}})",
+        R"({"process":{"pid":4},"pty":{"size":{"cols":"80","rows":24}}})",
+        R"({"process":{"pid":4},"pty":[]})", R"({"pty":{"size":{"cols":80,"rows":24}}})"})
+    EXPECT_FALSE(parse_update(bad)) << bad;
+}
+
 TEST(EnvdMessages, EndEventsSayWhatGoSays) {
   auto ok = process_end(0, std::nullopt);
   EXPECT_EQ(ok.status, "exit status 0");

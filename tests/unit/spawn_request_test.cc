@@ -188,8 +188,7 @@ TEST(spawn_request, ExactLayout) {
 TEST(spawn_request, DecodesFromBytes) {
   auto bytes = encode_spawn_request(sample());
   ASSERT_TRUE(bytes);
-  std::span<const std::byte> span(reinterpret_cast<const std::byte*>(bytes->data()),
-                                  bytes->size());
+  std::span<const std::byte> span(reinterpret_cast<const std::byte*>(bytes->data()), bytes->size());
   auto back = decode_spawn_request(span);
   ASSERT_TRUE(back);
   EXPECT_EQ(*back, sample());
@@ -267,9 +266,9 @@ TEST(spawn_request, TotalSize) {
   expect_round_trip(r);
 
   r.argv.back() += 'x';
-  EXPECT_NE(error_of(encode_spawn_request(r)).message.find(
-                "262145 bytes, more than the limit of 262144"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(encode_spawn_request(r)).message.find("262145 bytes, more than the limit of 262144"),
+      std::string::npos);
   Raw raw;
   raw.argv = r.argv;
   EXPECT_NE(error_of(decode_spawn_request(raw.bytes())).message.find("limit of 262144"),
@@ -292,8 +291,7 @@ TEST(spawn_request, NulBytes) {
     if (field == 1) raw.env = r.env = {"A=" + nul};
     if (field == 2) raw.cwd = r.cwd = "/" + nul;
     EXPECT_NE(error_of(encode_spawn_request(r)).message.find("NUL"), std::string::npos);
-    EXPECT_NE(error_of(decode_spawn_request(raw.bytes())).message.find("NUL"),
-              std::string::npos);
+    EXPECT_NE(error_of(decode_spawn_request(raw.bytes())).message.find("NUL"), std::string::npos);
   }
   SpawnRequest r;
   r.argv = {std::string(1, '\0')};
@@ -303,8 +301,7 @@ TEST(spawn_request, NulBytes) {
 TEST(spawn_request, Argv0MustNotBeEmpty) {
   SpawnRequest r;
   r.argv = {"", "x"};
-  EXPECT_NE(error_of(encode_spawn_request(r)).message.find("argv[0] is empty"),
-            std::string::npos);
+  EXPECT_NE(error_of(encode_spawn_request(r)).message.find("argv[0] is empty"), std::string::npos);
   Raw raw;
   raw.argv = r.argv;
   error_of(decode_spawn_request(raw.bytes()));
@@ -318,8 +315,8 @@ TEST(spawn_request, EnvEntries) {
     r.env = {good};
     expect_round_trip(r);
   }
-  for (const char* bad : {"", "A", "=x", "=", "1A=x", "A-B=x", "A B=x", "\xc3\xa9=x", "A.B=",
-                          "9=x"}) {
+  for (const char* bad :
+       {"", "A", "=x", "=", "1A=x", "A-B=x", "A B=x", "\xc3\xa9=x", "A.B=", "9=x"}) {
     SCOPED_TRACE(bad);
     SpawnRequest r;
     r.argv = {"a"};
@@ -387,8 +384,7 @@ TEST(spawn_request, WrongMagicVersionFlags) {
   Raw raw;
   ASSERT_TRUE(decode_spawn_request(raw.bytes()));
   raw.magic = "CSPM";
-  EXPECT_NE(error_of(decode_spawn_request(raw.bytes())).message.find("magic"),
-            std::string::npos);
+  EXPECT_NE(error_of(decode_spawn_request(raw.bytes())).message.find("magic"), std::string::npos);
   raw.magic = "cspn";
   error_of(decode_spawn_request(raw.bytes()));
   for (std::uint16_t v : {0, 2, 0x100, 0xffff}) {
@@ -397,17 +393,32 @@ TEST(spawn_request, WrongMagicVersionFlags) {
     EXPECT_NE(error_of(decode_spawn_request(raw.bytes())).message.find("version"),
               std::string::npos);
   }
-  for (std::uint16_t f : {2, 3, 0x8000}) {
+  // 2 is controlling_tty without new_session: a terminal needs a session.
+  for (std::uint16_t f : {2, 4, 7, 0x8000}) {
     raw = Raw{};
     raw.flags = f;
-    EXPECT_NE(error_of(decode_spawn_request(raw.bytes())).message.find("flags"),
-              std::string::npos);
+    EXPECT_NE(error_of(decode_spawn_request(raw.bytes())).message.find("flags"), std::string::npos)
+        << f;
   }
   raw = Raw{};
   raw.flags = 1;
   auto r = decode_spawn_request(raw.bytes());
   ASSERT_TRUE(r);
   EXPECT_TRUE(r->new_session);
+  EXPECT_FALSE(r->controlling_tty);
+  raw.flags = 3;
+  r = decode_spawn_request(raw.bytes());
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->new_session && r->controlling_tty);
+}
+
+TEST(spawn_request, ControllingTtyNeedsANewSession) {
+  SpawnRequest r = sample();
+  r.new_session = true;
+  r.controlling_tty = true;
+  expect_round_trip(r);
+  r.new_session = false;
+  EXPECT_NE(error_of(encode_spawn_request(r)).message.find("new_session"), std::string::npos);
 }
 
 TEST(spawn_request, CountsLargerThanTheBuffer) {

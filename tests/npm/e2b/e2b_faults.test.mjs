@@ -317,8 +317,8 @@ describe('e2b facade faults', { skip: !run }, () => {
       'a second start': [Buffer.concat([start(cat.pid), start(cat.pid)]), 'invalid_argument'],
       'an unknown pid': [Buffer.concat([start(999999), data('x')]), 'not_found'],
       'a closed stdin': [Buffer.concat([start(noStdin.pid), data('x')]), 'failed_precondition'],
-      'terminal input': [Buffer.concat([start(cat.pid),
-        envelope(0, JSON.stringify({ data: { input: { pty: b64('x') } } }))]), 'unimplemented'],
+      'terminal input to a process without one': [Buffer.concat([start(cat.pid),
+        envelope(0, JSON.stringify({ data: { input: { pty: b64('x') } } }))]), 'failed_precondition'],
       'a compressed message': [Buffer.concat([start(cat.pid), envelope(1, '{}')]), 'invalid_argument'],
       'an end-stream flag': [Buffer.concat([start(cat.pid), envelope(2, '{}')]), 'invalid_argument'],
       'two events in one message': [envelope(0, '{"start":{"process":{"pid":1}},"keepalive":{}}'), 'invalid_argument'],
@@ -342,12 +342,17 @@ describe('e2b facade faults', { skip: !run }, () => {
     assert.equal(res.status, 401, String(res.body));
     res = await request(url, { headers: headers(sbx), body: Buffer.concat([start(cat.pid), data('x')]) });
     assert.equal(res.status, 400, String(res.body));
-    // Update resizes terminals, which the facade does not have.
-    res = await request(envd + '/process.Process/Update', {
-      headers: headers(sbx), body: Buffer.from(JSON.stringify({ process: { pid: cat.pid }, pty: { size: { cols: 80, rows: 24 } } })),
-    });
-    assert.equal(res.status, 501);
-    assert.equal(JSON.parse(res.body).code, 'unimplemented');
+    // Update resizes a terminal: a process without one, a size out of
+    // range and an unknown pid are refused.
+    const update = (body) => request(envd + '/process.Process/Update', { headers: headers(sbx), body: Buffer.from(JSON.stringify(body)) });
+    res = await update({ process: { pid: cat.pid }, pty: { size: { cols: 80, rows: 24 } } });
+    assert.equal(JSON.parse(res.body).code, 'failed_precondition', String(res.body));
+    for (const size of [{ cols: 0, rows: 24 }, { cols: 80, rows: 70000 }, { cols: 80 }]) {
+      res = await update({ process: { pid: cat.pid }, pty: { size } });
+      assert.equal(JSON.parse(res.body).code, 'invalid_argument', JSON.stringify(size));
+    }
+    res = await update({ process: { pid: 999999 }, pty: { size: { cols: 80, rows: 24 } } });
+    assert.equal(JSON.parse(res.body).code, 'not_found');
     await cat.kill();
     await noStdin.kill();
     await alive();

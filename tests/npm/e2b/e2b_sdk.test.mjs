@@ -121,6 +121,30 @@ describe('e2b SDK against corral', { skip: !run }, () => {
     assert.equal(quick.stdout, 'done\n');
   });
 
+  test('pty: a login shell on a terminal of the sandbox, input, resize, exit code', async () => {
+    const sbx = await create();
+    let out = '';
+    const dec = new TextDecoder();
+    const enc = new TextEncoder();
+    const term = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => { out += dec.decode(d); } });
+    const until = async (what) => {
+      for (let i = 0; i < 200 && !out.includes(what); ++i) await new Promise((r) => setTimeout(r, 50));
+      assert.ok(out.includes(what), `no ${JSON.stringify(what)} in ${JSON.stringify(out)}`);
+    };
+    await until('$ ');  // the prompt: bash runs interactively
+    await sbx.pty.sendInput(term.pid, enc.encode('echo hi-$((6*7)); tty; stty size\n'));
+    await until('24 80');
+    assert.match(out, /hi-42\r\n\/dev\/pts\/\d+\r\n24 80/);
+    await sbx.pty.resize(term.pid, { cols: 100, rows: 30 });
+    await sbx.pty.sendInput(term.pid, enc.encode('stty size; exit 3\n'));
+    const ended = await term.wait().then(() => null, (e) => e);
+    assert.equal(ended?.exitCode, 3);
+    assert.ok(out.includes('30 100'), JSON.stringify(out));
+    // The terminal is the sandbox's own: a plain command sees no terminal.
+    const plain = await sbx.commands.run('tty || true');
+    assert.equal(plain.stdout.trim(), 'not a tty');
+  });
+
   test('files: write, read, list, exists, makeDir, remove, rename, getInfo', async () => {
     const sbx = await create();
     const info = await sbx.files.write('/tmp/a.txt', 'hello');
