@@ -179,7 +179,7 @@ TEST(EnvdMessages, TerminalSizesAreCheckedInStartAndUpdate) {
        {R"({"process":{"pid":4},"pty":{}})", R"({"process":{"pid":4},"pty":{"size":{"cols":80}}})",
         R"({"process":{"pid":4},"pty":{"size":{"cols":0,"rows":24}}})",
         R"({"process":{"pid":4},"pty":{"size":{"cols":80,"rows":65536}}})",
-        R"({"process":{"pid":4},"pty":{"size":{"cols":"80","rows":24}}})",
+        R"({"process":{"pid":4},"pty":{"size":{"cols":"x80","rows":24}}})",
         R"({"process":{"pid":4},"pty":[]})", R"({"pty":{"size":{"cols":80,"rows":24}}})"})
     EXPECT_FALSE(parse_update(bad)) << bad;
 }
