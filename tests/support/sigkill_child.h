@@ -30,12 +30,19 @@ inline void acknowledge(int fd, const std::string& line) {
   if (::write(fd, l.data(), l.size()) != static_cast<ssize_t>(l.size())) _exit(4);
 }
 
+// Where `run_for` is counted from: the fork (a kill may land while the
+// child still opens the store), or the child's first acknowledged line (so
+// that a loaded host, slow to fork and open, still leaves the child its
+// whole window of writes; at most 60 s are waited for that line).
+enum class KillClock { kFromFork, kFromFirstLine };
+
 // Forks, runs `child(fd)` (which must not return: it _exits, or runs until
 // killed), kills it with SIGKILL after `run_for` and returns the lines it
 // acknowledged on `fd`. A child that ended by itself before the kill fails
 // the test (nullopt): it did not run to the moment it was meant to die at.
 inline std::optional<std::vector<std::string>> lines_acknowledged_before_sigkill(
-    const std::function<void(int fd)>& child, std::chrono::microseconds run_for) {
+    const std::function<void(int fd)>& child, std::chrono::microseconds run_for,
+    KillClock clock = KillClock::kFromFork) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     ADD_FAILURE() << "pipe2: " << errno;
@@ -62,6 +69,16 @@ inline std::optional<std::vector<std::string>> lines_acknowledged_before_sigkill
     buf.append(chunk, static_cast<std::size_t>(n));
     return true;
   };
+  if (clock == KillClock::kFromFirstLine) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (buf.find('\n') == std::string::npos && std::chrono::steady_clock::now() < give_up) {
+      if (!drain(100) && ::waitpid(pid, nullptr, WNOHANG) == pid) {
+        ADD_FAILURE() << "the child ended before its first line";
+        ::close(fds[0]);
+        return std::nullopt;
+      }
+    }
+  }
   const auto deadline = std::chrono::steady_clock::now() + run_for;
   while (std::chrono::steady_clock::now() < deadline) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
