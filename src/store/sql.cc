@@ -23,6 +23,8 @@ std::string number_placeholders(std::string_view text) {
       const std::size_t stop = end == std::string_view::npos ? text.size() : end;
       out.append(text.substr(i, stop - i));
       i = stop - 1;
+    } else if (c == '?' && i + 1 < text.size() && text[i + 1] >= '0' && text[i + 1] <= '9') {
+      out += '$';  // ?NNN: numbered already (SQLite's form), kept
     } else if (c == '?') {
       out += '$';
       out += std::to_string(++n);

@@ -7,8 +7,8 @@
 //                changes() of the last run, fault() of the last failure
 //   Txn          a write transaction, rolled back unless committed
 //
-// Statements use `?` placeholders, numbered in order (PostgreSQL gets
-// `$1`, `$2`, ...). Columns are read as text, int64 or bytes; booleans are
+// Statements use `?` placeholders, numbered in order, or `?NNN` (PostgreSQL
+// gets `$1`, `$2`, ...). Columns are read as text, int64 or bytes; booleans are
 // stored as integers on both. A write transaction excludes every other
 // writer of the same database, from any process or host: SQLite's BEGIN
 // IMMEDIATE; on PostgreSQL a transaction-scoped advisory lock taken first.
@@ -155,7 +155,8 @@ class Txn {
 bool is_postgres_url(std::string_view target);
 
 // `text` with each `?` outside quotes and comments replaced by $1, $2, ...
-// (PostgreSQL's placeholders). Exposed for its unit test.
+// and each `?NNN` by `$NNN` (PostgreSQL's placeholders; a statement uses one
+// form or the other). Exposed for its unit test.
 std::string number_placeholders(std::string_view text);
 
 }  // namespace corral::sql

@@ -15,6 +15,12 @@ TEST(SqlPlaceholders, AreNumberedInOrder) {
   EXPECT_EQ(number_placeholders("SELECT 1"), "SELECT 1");
 }
 
+TEST(SqlPlaceholders, NumberedOnesKeepTheirNumbers) {
+  EXPECT_EQ(number_placeholders("UPDATE t SET a = ?2 WHERE id = ?1 AND b = ?12"),
+            "UPDATE t SET a = $2 WHERE id = $1 AND b = $12");
+  EXPECT_EQ(number_placeholders("SELECT '?1' WHERE a = ?1"), "SELECT '?1' WHERE a = $1");
+}
+
 TEST(SqlPlaceholders, AreLeftAloneInLiteralsNamesAndComments) {
   EXPECT_EQ(number_placeholders("SELECT '?', \"a?\" FROM t WHERE x = ? -- why?\nAND y = ?"),
             "SELECT '?', \"a?\" FROM t WHERE x = $1 -- why?\nAND y = $2");
