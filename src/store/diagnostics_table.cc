@@ -9,7 +9,7 @@
 namespace corral {
 namespace {
 
-using sqlite::Stmt;
+using sql::Stmt;
 using store_detail::check_id;
 
 constexpr std::size_t kMaxNsBytes = 128;
@@ -25,11 +25,10 @@ Status StateStore::put_diagnostics(const DiagnosticsRecord& record) {
   if (!parsed.is_object())
     return make_error(ErrorCode::kInvalidArgument, what + ": not a JSON object");
   std::lock_guard lock(db_->mu);
-  sqlite3* h = db_->handle;
-  auto st = Stmt::prepare(h,
-                          "INSERT OR REPLACE INTO sandbox_diagnostics "
-                          "(sandbox_id, ns, recorded_at, diagnostics_json) VALUES (?1, ?2, ?3, ?4)",
-                          &db_->cache);
+  sql::Connection& h = *db_->conn;
+  auto st = h.prepare(
+      "INSERT OR REPLACE INTO sandbox_diagnostics "
+      "(sandbox_id, ns, recorded_at, diagnostics_json) VALUES (?1, ?2, ?3, ?4)");
   if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
   st->bind(1, record.sandbox_id)
       .bind(2, record.ns)
@@ -43,10 +42,9 @@ Result<std::optional<DiagnosticsRecord>> StateStore::get_diagnostics(std::string
   CORRAL_TRY(check_id("sandbox", sandbox_id));
   const std::string what = "reading the diagnostics of sandbox " + std::string(sandbox_id);
   std::lock_guard lock(db_->mu);
-  auto st = Stmt::prepare(db_->handle,
-                          "SELECT sandbox_id, ns, recorded_at, diagnostics_json "
-                          "FROM sandbox_diagnostics WHERE sandbox_id = ?1",
-                          &db_->cache);
+  auto st = db_->conn->prepare(
+      "SELECT sandbox_id, ns, recorded_at, diagnostics_json "
+      "FROM sandbox_diagnostics WHERE sandbox_id = ?1");
   if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
   st->bind(1, sandbox_id);
   auto row = st->step("SELECT sandbox_diagnostics");
@@ -63,12 +61,11 @@ Result<std::optional<DiagnosticsRecord>> StateStore::get_diagnostics(std::string
 Result<std::size_t> StateStore::prune_diagnostics(std::int64_t before_ms) {
   const std::string what = "pruning sandbox diagnostics";
   std::lock_guard lock(db_->mu);
-  auto st = Stmt::prepare(db_->handle, "DELETE FROM sandbox_diagnostics WHERE recorded_at < ?1",
-                          &db_->cache);
+  auto st = db_->conn->prepare("DELETE FROM sandbox_diagnostics WHERE recorded_at < ?1");
   if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
   st->bind(1, before_ms);
   CORRAL_TRY_CTX(st->run("DELETE FROM sandbox_diagnostics"), what);
-  return static_cast<std::size_t>(sqlite3_changes(db_->handle));
+  return static_cast<std::size_t>(st->changes());
 }
 
 }  // namespace corral

@@ -9,7 +9,7 @@
 
 namespace corral {
 
-using sqlite::Stmt;
+using sql::Stmt;
 using store_detail::check_id;
 
 Status StateStore::put_pool(const PoolRecord& record) {
@@ -18,14 +18,12 @@ Status StateStore::put_pool(const PoolRecord& record) {
   if (!nlohmann::json::parse(record.settings_json, nullptr, false).is_object())
     return make_error(ErrorCode::kInvalidArgument, what + ": its settings are not a JSON object");
   std::lock_guard lock(db_->mu);
-  sqlite3* h = db_->handle;
-  auto st = Stmt::prepare(h,
-                          "INSERT INTO pools (name, settings_json, created_at) VALUES (?1, ?2, ?3)",
-                          &db_->cache);
+  sql::Connection& h = *db_->conn;
+  auto st = h.prepare("INSERT INTO pools (name, settings_json, created_at) VALUES (?1, ?2, ?3)");
   if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
   st->bind(1, record.name).bind(2, record.settings_json).bind(3, record.created_at_ms);
   if (auto r = st->run("INSERT INTO pools"); !r) {
-    if (sqlite3_extended_errcode(h) == SQLITE_CONSTRAINT_PRIMARYKEY)
+    if (st->fault() == sql::Fault::kUniqueViolation)
       return make_error(ErrorCode::kAlreadyExists, "a pool named " + record.name + " is stored");
     return tl::unexpected<Error>(std::move(r).error().wrap(what));
   }
@@ -36,19 +34,17 @@ Result<bool> StateStore::delete_pool(std::string_view name) {
   CORRAL_TRY(check_id("pool", name));
   const std::string what = "removing pool " + std::string(name);
   std::lock_guard lock(db_->mu);
-  auto st = Stmt::prepare(db_->handle, "DELETE FROM pools WHERE name = ?1", &db_->cache);
+  auto st = db_->conn->prepare("DELETE FROM pools WHERE name = ?1");
   if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
   st->bind(1, name);
   CORRAL_TRY_CTX(st->run("DELETE FROM pools"), what);
-  return sqlite3_changes(db_->handle) > 0;
+  return st->changes() > 0;
 }
 
 Result<std::vector<PoolRecord>> StateStore::list_pools() {
   const std::string what = "listing the stored pools";
   std::lock_guard lock(db_->mu);
-  auto st = Stmt::prepare(db_->handle,
-                          "SELECT name, settings_json, created_at FROM pools ORDER BY name",
-                          &db_->cache);
+  auto st = db_->conn->prepare("SELECT name, settings_json, created_at FROM pools ORDER BY name");
   if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
   std::vector<PoolRecord> out;
   for (;;) {

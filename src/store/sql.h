@@ -84,6 +84,18 @@ class Stmt {
     if (!r) return tl::unexpected<Error>(std::move(r).error());
     return ok();
   }
+  // For an INSERT ... RETURNING <id> of one row: runs it to its end (SQLite
+  // keeps a statement that is not at its end open, and a COMMIT then fails)
+  // and gives the id.
+  Result<std::int64_t> returned_id(std::string_view what) {
+    auto row = step(what);
+    if (!row) return tl::unexpected<Error>(std::move(row).error());
+    if (!*row) return make_error(ErrorCode::kInternal, std::string(what) + " returned no row");
+    const std::int64_t id = int64(0);
+    auto end = step(what);
+    if (!end) return tl::unexpected<Error>(std::move(end).error());
+    return id;
+  }
   // Rows the statement inserted, updated or deleted (after it ran).
   std::int64_t changes() const { return impl_->changes(); }
   // Why the last step failed (kNone after a success).

@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "base/result.h"
+#include "store/sql.h"
 #include "store/sqlite.h"
 #include "store/state_store.h"
 #include "store/task_input_files.h"
@@ -18,16 +20,18 @@
 namespace corral {
 
 struct StateStore::Db {
-  std::string path;
-  sqlite3* handle = nullptr;
-  std::mutex mu;  // one writer connection, shared by all threads
-  sqlite::StmtCache cache;
-  WalCheckpointer checkpointer;  // checkpoints off the commit path
-  std::optional<TaskInputFiles> inputs;  // <path>-inputs: inline input bytes
+  std::string path;           // the SQLite file, or the PostgreSQL URL without its password
+  sqlite3* handle = nullptr;  // SQLite only: the file's handle, which conn uses
+  std::unique_ptr<sql::Connection> conn;  // the store's one connection (store/sql.h)
+  std::mutex mu;                          // one writer connection, shared by all threads
+  WalCheckpointer checkpointer;           // SQLite only: checkpoints off the commit path
+  // SQLite only: <path>-inputs, inline input bytes beside the file. On
+  // PostgreSQL they are in task_inputs.content, where every node sees them.
+  std::optional<TaskInputFiles> inputs;
   ~Db() {
     checkpointer.stop();
-    cache.clear();
-    sqlite3_close_v2(handle);
+    conn.reset();
+    if (handle != nullptr) sqlite3_close_v2(handle);
   }
 };
 

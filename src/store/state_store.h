@@ -122,6 +122,10 @@ class StateStore {
   // its schema to kSchemaVersion. Refuses a database written by a newer corral.
   static Result<StateStore> open(const std::string& path);  // kPowerLoss
   static Result<StateStore> open(const std::string& path, Durability durability);
+  // `path` may be a postgres:// URL (issue 18, ADR 0020): the same tables
+  // in a PostgreSQL database that several daemons share. Durability is the
+  // server's (synchronous_commit); inline task inputs live in the database.
+  static Result<StateStore> open_postgres(const std::string& url);
 
   StateStore(StateStore&&) noexcept;
   StateStore& operator=(StateStore&&) noexcept;

@@ -16,9 +16,8 @@ namespace corral {
 namespace {
 
 using Json = nlohmann::json;
-using sqlite::Stmt;
-using sqlite::StmtCache;
-using sqlite::Txn;
+using sql::Stmt;
+using sql::Txn;
 using store_detail::bad_row;
 using store_detail::check_id;
 
@@ -161,9 +160,8 @@ tl::unexpected<Error> no_task(std::string_view id) {
 }
 
 // With the store's lock held.
-Result<std::optional<TaskRecord>> find_task(sqlite3* h, StmtCache* cache, std::string_view id) {
-  auto st =
-      Stmt::prepare(h, std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE id = ?1", cache);
+Result<std::optional<TaskRecord>> find_task(sql::Connection& h, std::string_view id) {
+  auto st = h.prepare(std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE id = ?1");
   if (!st) return tl::unexpected<Error>(std::move(st).error());
   st->bind(1, id);
   auto rows = read_tasks(*st, "reading task " + std::string(id));
@@ -174,14 +172,13 @@ Result<std::optional<TaskRecord>> find_task(sqlite3* h, StmtCache* cache, std::s
 
 // Writes every column but id, ns, request_json and created_at (which never
 // change) from `t`. With the store's lock held, in a transaction.
-Status write_task(sqlite3* h, StmtCache* cache, const TaskRecord& t) {
-  auto st = Stmt::prepare(h,
-                          "UPDATE tasks SET status = ?2, stage = ?3, resolved_json = ?4, "
-                          "exit_code = ?5, signal = ?6, reason = ?7, detail = ?8, sandbox_id = ?9, "
-                          "process_id = ?10, outputs_json = ?11, snapshot_id = ?12, "
-                          "snapshot_error = ?13, attempt = ?14, replay_of = ?15, updated_at = ?16, "
-                          "started_at = ?17, finished_at = ?18 WHERE id = ?1",
-                          cache);
+Status write_task(sql::Connection& h, const TaskRecord& t) {
+  auto st = h.prepare(
+      "UPDATE tasks SET status = ?2, stage = ?3, resolved_json = ?4, "
+      "exit_code = ?5, signal = ?6, reason = ?7, detail = ?8, sandbox_id = ?9, "
+      "process_id = ?10, outputs_json = ?11, snapshot_id = ?12, "
+      "snapshot_error = ?13, attempt = ?14, replay_of = ?15, updated_at = ?16, "
+      "started_at = ?17, finished_at = ?18 WHERE id = ?1");
   if (!st) return tl::unexpected<Error>(std::move(st).error());
   st->bind(1, t.id).bind(2, task_status_name(t.status)).bind(3, task_stage_name(t.stage));
   st->bind(4, t.resolved_json).bind(5, opt_int(t.exit_code)).bind(6, opt_int(t.signal));
@@ -192,12 +189,11 @@ Status write_task(sqlite3* h, StmtCache* cache, const TaskRecord& t) {
   return st->run("UPDATE tasks");
 }
 
-Result<std::int64_t> insert_transition(sqlite3* h, StmtCache* cache, const TaskRecord& t,
+Result<std::int64_t> insert_transition(sql::Connection& h, const TaskRecord& t,
                                        std::optional<TaskStatus> from, std::string_view reason) {
-  auto st = Stmt::prepare(h,
-                          "INSERT INTO task_transitions (task_id, from_status, to_status, stage, "
-                          "attempt, at, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                          cache);
+  auto st = h.prepare(
+      "INSERT INTO task_transitions (task_id, from_status, to_status, stage, "
+      "attempt, at, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id");
   if (!st) return tl::unexpected<Error>(std::move(st).error());
   st->bind(1, t.id);
   if (from) {
@@ -207,8 +203,7 @@ Result<std::int64_t> insert_transition(sqlite3* h, StmtCache* cache, const TaskR
   }
   st->bind(3, task_status_name(t.status)).bind(4, task_stage_name(t.stage));
   st->bind(5, std::int64_t{t.attempt}).bind(6, t.updated_at_ms).bind(7, reason);
-  CORRAL_TRY(st->run("INSERT INTO task_transitions"));
-  return sqlite3_last_insert_rowid(h);
+  return st->returned_id("INSERT INTO task_transitions");
 }
 
 bool retryable(const TaskRecord& t) {
@@ -303,9 +298,9 @@ Result<TaskSubmitResult> StateStore::submit_task(const TaskRecord& task,
   CORRAL_TRY(check_task_id("task id", task.id));
   for (const TaskInputContent& in : inputs) {
     if (in.sha256.size() != 64 || in.index > INT32_MAX)
-      return make_error(ErrorCode::kInvalidArgument,
-                        "task " + task.id + ": input " + std::to_string(in.index) +
-                            " needs its sha256 (64 hex digits)");
+      return make_error(ErrorCode::kInvalidArgument, "task " + task.id + ": input " +
+                                                         std::to_string(in.index) +
+                                                         " needs its sha256 (64 hex digits)");
   }
   if (task.ns.empty() || task.ns.size() > kMaxNsBytes) {
     return make_error(ErrorCode::kInvalidArgument,
@@ -324,11 +319,11 @@ Result<TaskSubmitResult> StateStore::submit_task(const TaskRecord& task,
   }
 
   std::lock_guard lock(db_->mu);
-  sqlite3* h = db_->handle;
+  sql::Connection& h = *db_->conn;
   std::string what = "submitting task " + task.id;
   Txn txn(h);
   CORRAL_TRY_CTX(txn.begin(), what);
-  auto found = find_task(h, &db_->cache, task.id);
+  auto found = find_task(h, task.id);
   if (!found) return tl::unexpected<Error>(std::move(found).error().wrap(what));
   std::int64_t now = now_ms();
 
@@ -350,8 +345,8 @@ Result<TaskSubmitResult> StateStore::submit_task(const TaskRecord& task,
     if (!retryable(prev)) return TaskSubmitResult{std::move(prev), false, false};
     std::string why = "retry after " + *prev.reason;
     start_next_attempt(prev, std::move(resolved), now);
-    CORRAL_TRY_CTX(write_task(h, &db_->cache, prev), what);
-    auto tid = insert_transition(h, &db_->cache, prev, TaskStatus::kFailed, why);
+    CORRAL_TRY_CTX(write_task(h, prev), what);
+    auto tid = insert_transition(h, prev, TaskStatus::kFailed, why);
     if (!tid) return tl::unexpected<Error>(std::move(tid).error().wrap(what));
     CORRAL_TRY_CTX(txn.commit(), what);
     return TaskSubmitResult{std::move(prev), false, true};
@@ -365,35 +360,38 @@ Result<TaskSubmitResult> StateStore::submit_task(const TaskRecord& task,
   t.replay_of = task.replay_of;
   t.created_at_ms = now;
   t.updated_at_ms = now;
-  auto ins = Stmt::prepare(h,
-                           "INSERT INTO tasks (id, ns, status, stage, request_json, resolved_json, "
-                           "attempt, replay_of, created_at, updated_at) "
-                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
-                           &db_->cache);
+  auto ins = h.prepare(
+      "INSERT INTO tasks (id, ns, status, stage, request_json, resolved_json, "
+      "attempt, replay_of, created_at, updated_at) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)");
   if (!ins) return tl::unexpected<Error>(std::move(ins).error().wrap(what));
   ins->bind(1, t.id).bind(2, t.ns).bind(3, task_status_name(t.status));
   ins->bind(4, task_stage_name(t.stage)).bind(5, t.request_json).bind(6, t.resolved_json);
   ins->bind(7, std::int64_t{t.attempt}).bind(8, t.replay_of).bind(9, now);
   CORRAL_TRY_CTX(ins->run("INSERT INTO tasks"), what);
-  // The bytes go to files (store/task_input_files.h), complete before the
-  // rows that name them commit; removed again if the commit does not come.
-  const TaskInputFiles& files = *db_->inputs;
+  // On SQLite the bytes go to files (store/task_input_files.h), complete
+  // before the rows that name them commit; removed again if the commit does
+  // not come. On PostgreSQL (no files: other nodes read them) into the row.
+  const TaskInputFiles* files = db_->inputs ? &*db_->inputs : nullptr;
   std::size_t written = 0;
   ScopeGuard unwritten([&] {
-    for (std::size_t i = 0; i < written; ++i) files.remove(t.id, inputs[i].index);
+    for (std::size_t i = 0; i < written; ++i) files->remove(t.id, inputs[i].index);
   });
   for (const TaskInputContent& in : inputs) {
-    CORRAL_TRY_CTX(files.write(t.id, in.index, in.bytes), what);
-    ++written;
-    auto put = Stmt::prepare(h,
-                             "INSERT INTO task_inputs (task_id, idx, sha256, content, in_file) "
-                             "VALUES (?1, ?2, ?3, x'', 1)",
-                             &db_->cache);
+    if (files != nullptr) {
+      CORRAL_TRY_CTX(files->write(t.id, in.index, in.bytes), what);
+      ++written;
+    }
+    auto put = h.prepare(
+        "INSERT INTO task_inputs (task_id, idx, sha256, content, in_file) "
+        "VALUES (?1, ?2, ?3, ?4, ?5)");
     if (!put) return tl::unexpected<Error>(std::move(put).error().wrap(what));
     put->bind(1, t.id).bind(2, static_cast<std::int64_t>(in.index)).bind(3, in.sha256);
+    put->bind_blob(4, files != nullptr ? std::string_view("", 0) : std::string_view(in.bytes));
+    put->bind(5, std::int64_t{files != nullptr ? 1 : 0});
     CORRAL_TRY_CTX(put->run("INSERT INTO task_inputs"), what);
   }
-  auto tid = insert_transition(h, &db_->cache, t, std::nullopt, "submitted");
+  auto tid = insert_transition(h, t, std::nullopt, "submitted");
   if (!tid) return tl::unexpected<Error>(std::move(tid).error().wrap(what));
   CORRAL_TRY_CTX(txn.commit(), what);
   unwritten.dismiss();
@@ -402,7 +400,7 @@ Result<TaskSubmitResult> StateStore::submit_task(const TaskRecord& task,
 
 Result<TaskRecord> StateStore::get_task(std::string_view id) {
   std::lock_guard lock(db_->mu);
-  auto found = find_task(db_->handle, &db_->cache, id);
+  auto found = find_task(*db_->conn, id);
   if (!found) return tl::unexpected<Error>(std::move(found).error());
   if (!*found) return no_task(id);
   return std::move(**found);
@@ -439,7 +437,7 @@ Result<TaskPage> StateStore::list_tasks(const TaskFilter& filter) {
   sql += " ORDER BY created_at DESC, id DESC LIMIT ?";
 
   std::lock_guard lock(db_->mu);
-  auto st = Stmt::prepare(db_->handle, sql, &db_->cache);
+  auto st = db_->conn->prepare(sql);
   if (!st) return tl::unexpected<Error>(std::move(st).error());
   int n = 0;
   for (TaskStatus s : statuses) st->bind(++n, task_status_name(s));
@@ -478,10 +476,10 @@ Result<TaskRecord> StateStore::update_task(std::string_view id, const TaskUpdate
   if (update.outputs) CORRAL_TRY_CTX(check_outputs(*update.outputs), what);
 
   std::lock_guard lock(db_->mu);
-  sqlite3* h = db_->handle;
+  sql::Connection& h = *db_->conn;
   Txn txn(h);
   CORRAL_TRY_CTX(txn.begin(), what);
-  auto found = find_task(h, &db_->cache, id);
+  auto found = find_task(h, id);
   if (!found) return tl::unexpected<Error>(std::move(found).error().wrap(what));
   if (!*found) return no_task(id);
   TaskRecord t = std::move(**found);
@@ -520,10 +518,10 @@ Result<TaskRecord> StateStore::update_task(std::string_view id, const TaskUpdate
   if (update.snapshot_error) t.snapshot_error = update.snapshot_error;
   t.updated_at_ms = now;
 
-  CORRAL_TRY_CTX(write_task(h, &db_->cache, t), what);
+  CORRAL_TRY_CTX(write_task(h, t), what);
   // A row per change of status or stage: the stage rows time each stage.
   if (t.status != from || t.stage != from_stage) {
-    auto tid = insert_transition(h, &db_->cache, t, from, update.reason_for_transition);
+    auto tid = insert_transition(h, t, from, update.reason_for_transition);
     if (!tid) return tl::unexpected<Error>(std::move(tid).error().wrap(what));
   }
   CORRAL_TRY_CTX(txn.commit(), what);
@@ -532,21 +530,18 @@ Result<TaskRecord> StateStore::update_task(std::string_view id, const TaskUpdate
 
 Result<std::vector<TaskRecord>> StateStore::unfinished_tasks() {
   std::lock_guard lock(db_->mu);
-  auto st = Stmt::prepare(db_->handle,
-                          std::string("SELECT ") + kTaskColumns +
-                              " FROM tasks WHERE status IN ('queued', 'running') "
-                              "ORDER BY created_at, id",
-                          &db_->cache);
+  auto st = db_->conn->prepare(std::string("SELECT ") + kTaskColumns +
+                               " FROM tasks WHERE status IN ('queued', 'running') "
+                               "ORDER BY created_at, id");
   if (!st) return tl::unexpected<Error>(std::move(st).error());
   return read_tasks(*st, "listing unfinished tasks");
 }
 
 Result<std::vector<TaskTransitionRecord>> StateStore::task_transitions(std::string_view id) {
   std::lock_guard lock(db_->mu);
-  auto st = Stmt::prepare(db_->handle,
-                          "SELECT id, task_id, from_status, to_status, stage, attempt, at, reason "
-                          "FROM task_transitions WHERE task_id = ?1 ORDER BY id",
-                          &db_->cache);
+  auto st = db_->conn->prepare(
+      "SELECT id, task_id, from_status, to_status, stage, attempt, at, reason "
+      "FROM task_transitions WHERE task_id = ?1 ORDER BY id");
   if (!st) return tl::unexpected<Error>(std::move(st).error());
   st->bind(1, id);
   std::vector<TaskTransitionRecord> out;
@@ -582,11 +577,9 @@ Result<std::vector<TaskRecord>> StateStore::finished_tasks_before(std::int64_t b
                                                                   std::size_t limit) {
   if (limit == 0) return std::vector<TaskRecord>();
   std::lock_guard lock(db_->mu);
-  auto st = Stmt::prepare(db_->handle,
-                          std::string("SELECT ") + kTaskColumns +
-                              " FROM tasks WHERE finished_at IS NOT NULL AND finished_at < ?1 "
-                              "ORDER BY finished_at, id LIMIT ?2",
-                          &db_->cache);
+  auto st = db_->conn->prepare(std::string("SELECT ") + kTaskColumns +
+                               " FROM tasks WHERE finished_at IS NOT NULL AND finished_at < ?1 "
+                               "ORDER BY finished_at, id LIMIT ?2");
   if (!st) return tl::unexpected<Error>(std::move(st).error());
   st->bind(1, before_ms);
   st->bind(2, static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX)));
@@ -596,16 +589,15 @@ Result<std::vector<TaskRecord>> StateStore::finished_tasks_before(std::int64_t b
 Result<TaskInputContent> StateStore::task_input_content(std::string_view id, std::size_t index) {
   CORRAL_TRY(check_task_id("task id", id));
   std::lock_guard lock(db_->mu);
-  auto sel = Stmt::prepare(
-      db_->handle, "SELECT sha256, content, in_file FROM task_inputs WHERE task_id = ?1 AND idx = ?2",
-      &db_->cache);
+  auto sel = db_->conn->prepare(
+      "SELECT sha256, content, in_file FROM task_inputs WHERE task_id = ?1 AND idx = ?2");
   if (!sel) return tl::unexpected<Error>(std::move(sel).error());
   sel->bind(1, id).bind(2, static_cast<std::int64_t>(std::min<std::size_t>(index, INT64_MAX)));
   auto row = sel->step("SELECT task_inputs");
   if (!row) return tl::unexpected<Error>(std::move(row).error());
   if (!*row)
-    return make_error(ErrorCode::kNotFound, "task " + std::string(id) + " has no stored input " +
-                                                std::to_string(index));
+    return make_error(ErrorCode::kNotFound,
+                      "task " + std::string(id) + " has no stored input " + std::to_string(index));
   TaskInputContent c;
   c.index = index;
   c.sha256 = sel->text(0);
@@ -613,6 +605,11 @@ Result<TaskInputContent> StateStore::task_input_content(std::string_view id, std
     c.bytes = sel->text(1);  // a row of schema 8 or older
     return c;
   }
+  if (!db_->inputs)
+    return make_error(ErrorCode::kInternal, "task " + std::string(id) + ": stored input " +
+                                                std::to_string(index) +
+                                                " names a file, and this "
+                                                "store keeps none");
   auto bytes = db_->inputs->read(id, index);
   if (!bytes)
     return tl::unexpected<Error>(std::move(bytes).error().wrap(
@@ -625,10 +622,10 @@ Status StateStore::delete_task(std::string_view id) {
   CORRAL_TRY(check_task_id("task id", id));
   std::string what = "deleting task " + std::string(id);
   std::lock_guard lock(db_->mu);
-  sqlite3* h = db_->handle;
+  sql::Connection& h = *db_->conn;
   Txn txn(h);
   CORRAL_TRY_CTX(txn.begin(), what);
-  auto sel = Stmt::prepare(h, "SELECT status FROM tasks WHERE id = ?1", &db_->cache);
+  auto sel = h.prepare("SELECT status FROM tasks WHERE id = ?1");
   if (!sel) return tl::unexpected<Error>(std::move(sel).error().wrap(what));
   sel->bind(1, id);
   auto row = sel->step("SELECT status");
@@ -645,8 +642,7 @@ Status StateStore::delete_task(std::string_view id) {
   // Its input files go after the commit (a kill in between leaves them to
   // the next open's sweep).
   std::vector<std::size_t> in_files;
-  auto files = Stmt::prepare(h, "SELECT idx FROM task_inputs WHERE task_id = ?1 AND in_file = 1",
-                             &db_->cache);
+  auto files = h.prepare("SELECT idx FROM task_inputs WHERE task_id = ?1 AND in_file = 1");
   if (!files) return tl::unexpected<Error>(std::move(files).error().wrap(what));
   files->bind(1, id);
   for (;;) {
@@ -656,12 +652,13 @@ Status StateStore::delete_task(std::string_view id) {
     in_files.push_back(static_cast<std::size_t>(files->int64(0)));
   }
   // The transition and input rows go with it (ON DELETE CASCADE).
-  auto del = Stmt::prepare(h, "DELETE FROM tasks WHERE id = ?1", &db_->cache);
+  auto del = h.prepare("DELETE FROM tasks WHERE id = ?1");
   if (!del) return tl::unexpected<Error>(std::move(del).error().wrap(what));
   del->bind(1, id);
   CORRAL_TRY_CTX(del->run("DELETE FROM tasks"), what);
   CORRAL_TRY_CTX(txn.commit(), what);
-  for (std::size_t index : in_files) db_->inputs->remove(id, index);
+  if (db_->inputs)
+    for (std::size_t index : in_files) db_->inputs->remove(id, index);
   return ok();
 }
 
