@@ -27,8 +27,9 @@ Status StateStore::put_diagnostics(const DiagnosticsRecord& record) {
   std::lock_guard lock(db_->mu);
   sql::Connection& h = *db_->conn;
   auto st = h.prepare(
-      "INSERT OR REPLACE INTO sandbox_diagnostics "
-      "(sandbox_id, ns, recorded_at, diagnostics_json) VALUES (?1, ?2, ?3, ?4)");
+      "INSERT INTO sandbox_diagnostics (sandbox_id, ns, recorded_at, diagnostics_json) "
+      "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (sandbox_id) DO UPDATE SET ns = excluded.ns, "
+      "recorded_at = excluded.recorded_at, diagnostics_json = excluded.diagnostics_json");
   if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
   st->bind(1, record.sandbox_id)
       .bind(2, record.ns)

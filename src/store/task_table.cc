@@ -424,7 +424,7 @@ Result<TaskPage> StateStore::list_tasks(const TaskFilter& filter) {
       statuses.push_back(s);
   }
   // Only placeholders are spliced into the SQL; every value is bound.
-  std::string sql = std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE 1";
+  std::string sql = std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE 1 = 1";
   if (!statuses.empty()) {
     sql += " AND status IN (";
     for (std::size_t i = 0; i < statuses.size(); ++i) sql += i == 0 ? "?" : ", ?";
