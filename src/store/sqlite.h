@@ -1,8 +1,8 @@
 // A small RAII wrapper over the SQLite C API for the state store
-// (ADR 0003): errors as corral Errors with hints, prepared statements that
-// are finalized (or handed back to a per-connection cache) on scope exit,
-// and BEGIN IMMEDIATE transactions rolled back unless committed. It knows
-// nothing of the store's tables; store/state_store.cc holds those.
+// (ADR 0003): errors as corral Errors with hints, and prepared statements
+// that are finalized (or handed back to a per-connection cache) on scope
+// exit. store/sql_sqlite.h builds the store's sql::Connection on it
+// (transactions are there); it knows nothing of the store's tables.
 #pragma once
 
 #include <sqlite3.h>
@@ -150,38 +150,6 @@ class Stmt {
   sqlite3* db_ = nullptr;
   sqlite3_stmt* s_ = nullptr;
   StmtCache::Entry* cached_ = nullptr;
-};
-
-// BEGIN IMMEDIATE ... COMMIT; rolled back on scope exit unless committed.
-// IMMEDIATE takes the write lock first, so a read-check-write sequence
-// cannot interleave with another writer (another process on the file).
-class Txn {
- public:
-  explicit Txn(sqlite3* db) : db_(db) {}
-  Txn(const Txn&) = delete;
-  Txn& operator=(const Txn&) = delete;
-  ~Txn() {
-    if (open_ && sqlite3_get_autocommit(db_) == 0) {
-      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    }
-  }
-  Status begin() {
-    int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
-    if (rc != SQLITE_OK) return fail(db_, "BEGIN IMMEDIATE", rc);
-    open_ = true;
-    return ok();
-  }
-  // Returns once the commit is durable (synchronous=FULL).
-  Status commit() {
-    int rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
-    if (rc != SQLITE_OK) return fail(db_, "COMMIT", rc);
-    open_ = false;
-    return ok();
-  }
-
- private:
-  sqlite3* db_;
-  bool open_ = false;
 };
 
 // Runs SQL without results (several statements allowed).
