@@ -1,51 +1,43 @@
 #include "store/pq_library.h"
 
-#include <dlfcn.h>
-
 #include <mutex>
 #include <string>
 
+#include "base/shared_library.h"
+
 namespace corral::sql {
-namespace {
-
-template <typename F>
-bool load(void* handle, const char* name, F& out) {
-  out = reinterpret_cast<F>(dlsym(handle, name));
-  return out != nullptr;
-}
-
-}  // namespace
 
 Result<const PqLibrary*> pq_library() {
   static std::once_flag once;
   static PqLibrary lib{};
   static std::string failure;
   std::call_once(once, [] {
-    // Never unloaded: connections live as long as the process.
-    void* handle = dlopen("libpq.so.5", RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) {
-      const char* why = dlerror();
-      failure = std::string("cannot load libpq.so.5: ") + (why ? why : "unknown error");
-      return;
-    }
+    void* handle = open_shared_library("libpq.so.5", failure);
+    if (handle == nullptr) return;
     const bool all =
-        load(handle, "PQconnectdbParams", lib.connectdb_params) &&
-        load(handle, "PQstatus", lib.status) && load(handle, "PQerrorMessage", lib.error_message) &&
-        load(handle, "PQfinish", lib.finish) && load(handle, "PQreset", lib.reset) &&
-        load(handle, "PQtransactionStatus", lib.transaction_status) &&
-        load(handle, "PQconninfo", lib.conninfo) &&
-        load(handle, "PQconninfoFree", lib.conninfo_free) && load(handle, "PQexec", lib.exec) &&
-        load(handle, "PQprepare", lib.prepare) &&
-        load(handle, "PQexecPrepared", lib.exec_prepared) &&
-        load(handle, "PQresultStatus", lib.result_status) &&
-        load(handle, "PQresultErrorMessage", lib.result_error_message) &&
-        load(handle, "PQresultErrorField", lib.result_error_field) &&
-        load(handle, "PQntuples", lib.ntuples) && load(handle, "PQnfields", lib.nfields) &&
-        load(handle, "PQftype", lib.ftype) && load(handle, "PQgetvalue", lib.getvalue) &&
-        load(handle, "PQgetlength", lib.getlength) && load(handle, "PQgetisnull", lib.getisnull) &&
-        load(handle, "PQcmdTuples", lib.cmd_tuples) && load(handle, "PQclear", lib.clear) &&
-        load(handle, "PQunescapeBytea", lib.unescape_bytea) &&
-        load(handle, "PQfreemem", lib.freemem) && load(handle, "PQlibVersion", lib.library_version);
+        load_symbol(handle, "PQconnectdbParams", lib.connectdb_params) &&
+        load_symbol(handle, "PQstatus", lib.status) &&
+        load_symbol(handle, "PQerrorMessage", lib.error_message) &&
+        load_symbol(handle, "PQfinish", lib.finish) && load_symbol(handle, "PQreset", lib.reset) &&
+        load_symbol(handle, "PQtransactionStatus", lib.transaction_status) &&
+        load_symbol(handle, "PQconninfo", lib.conninfo) &&
+        load_symbol(handle, "PQconninfoFree", lib.conninfo_free) &&
+        load_symbol(handle, "PQexec", lib.exec) && load_symbol(handle, "PQprepare", lib.prepare) &&
+        load_symbol(handle, "PQexecPrepared", lib.exec_prepared) &&
+        load_symbol(handle, "PQresultStatus", lib.result_status) &&
+        load_symbol(handle, "PQresultErrorMessage", lib.result_error_message) &&
+        load_symbol(handle, "PQresultErrorField", lib.result_error_field) &&
+        load_symbol(handle, "PQntuples", lib.ntuples) &&
+        load_symbol(handle, "PQnfields", lib.nfields) &&
+        load_symbol(handle, "PQftype", lib.ftype) &&
+        load_symbol(handle, "PQgetvalue", lib.getvalue) &&
+        load_symbol(handle, "PQgetlength", lib.getlength) &&
+        load_symbol(handle, "PQgetisnull", lib.getisnull) &&
+        load_symbol(handle, "PQcmdTuples", lib.cmd_tuples) &&
+        load_symbol(handle, "PQclear", lib.clear) &&
+        load_symbol(handle, "PQunescapeBytea", lib.unescape_bytea) &&
+        load_symbol(handle, "PQfreemem", lib.freemem) &&
+        load_symbol(handle, "PQlibVersion", lib.library_version);
     if (!all) {
       failure = "libpq.so.5 lacks a function corral uses";
       return;

@@ -137,14 +137,6 @@ class Stmt {
                         : std::string();
   }
   std::int64_t int64(int c) const { return sqlite3_column_int64(s_, c); }
-  std::optional<std::string> opt_text(int c) const {
-    if (is_null(c)) return std::nullopt;
-    return text(c);
-  }
-  std::optional<std::int64_t> opt_int64(int c) const {
-    if (is_null(c)) return std::nullopt;
-    return int64(c);
-  }
 
  private:
   sqlite3* db_ = nullptr;

@@ -57,20 +57,12 @@ class SqliteFile {
 
 class SqlBackends : public ::testing::TestWithParam<Backend> {
  protected:
-  static void SetUpTestSuite() {
-    auto c = PgCluster::start();
-    if (c)
-      cluster_ = std::move(*c);
-    else
-      why_ = c.error().message;
-  }
-  static void TearDownTestSuite() { cluster_.reset(); }
-
   void SetUp() override {
     if (GetParam() == Backend::kPostgres) {
-      if (!cluster_) CORRAL_SKIP_OR_FAIL("no PostgreSQL cluster: " + why_);
-      const std::string db = "t" + std::to_string(next_db_++);
-      auto url = cluster_->create_database(db);
+      std::string why;
+      PgCluster* cluster = PgCluster::shared(why);
+      if (cluster == nullptr) CORRAL_SKIP_OR_FAIL("no PostgreSQL cluster: " + why);
+      auto url = cluster->fresh_database();
       ASSERT_TRUE(url) << url.error().to_string();
       url_ = *url;
     } else {
@@ -104,9 +96,6 @@ class SqlBackends : public ::testing::TestWithParam<Backend> {
     return st->int64(0);
   }
 
-  static inline std::unique_ptr<PgCluster> cluster_;
-  static inline std::string why_;
-  static inline int next_db_ = 0;
   std::unique_ptr<SqliteFile> file_;
   std::string url_;
   std::unique_ptr<Connection> conn_;

@@ -29,19 +29,12 @@ enum class Kind { kSqlite, kPostgres };
 
 class StoreBackends : public ::testing::TestWithParam<Kind> {
  protected:
-  static void SetUpTestSuite() {
-    auto c = PgCluster::start();
-    if (c)
-      cluster_ = std::move(*c);
-    else
-      why_ = c.error().message;
-  }
-  static void TearDownTestSuite() { cluster_.reset(); }
-
   void SetUp() override {
     if (GetParam() == Kind::kPostgres) {
-      if (!cluster_) CORRAL_SKIP_OR_FAIL("no PostgreSQL cluster: " + why_);
-      auto url = cluster_->create_database("s" + std::to_string(next_db_++));
+      std::string why;
+      PgCluster* cluster = PgCluster::shared(why);
+      if (cluster == nullptr) CORRAL_SKIP_OR_FAIL("no PostgreSQL cluster: " + why);
+      auto url = cluster->fresh_database();
       ASSERT_TRUE(url) << url.error().to_string();
       target_ = *url;
     } else {
@@ -59,9 +52,6 @@ class StoreBackends : public ::testing::TestWithParam<Kind> {
     return s ? std::make_unique<StateStore>(std::move(*s)) : nullptr;
   }
 
-  static inline std::unique_ptr<PgCluster> cluster_;
-  static inline std::string why_;
-  static inline int next_db_ = 0;
   std::string dir_;
   std::string target_;
 };

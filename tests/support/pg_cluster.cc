@@ -203,4 +203,24 @@ Result<std::string> PgCluster::create_database(const std::string& name) {
   return url(name);
 }
 
+Result<std::string> PgCluster::fresh_database() {
+  return create_database("t" + std::to_string(++databases_));
+}
+
+PgCluster* PgCluster::shared(std::string& why) {
+  static std::unique_ptr<PgCluster> cluster;
+  static std::string failure;
+  static bool tried = false;
+  if (!tried) {
+    tried = true;
+    auto c = start();
+    if (c)
+      cluster = std::move(*c);
+    else
+      failure = c.error().message;
+  }
+  why = failure;
+  return cluster.get();
+}
+
 }  // namespace corral::testing

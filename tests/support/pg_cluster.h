@@ -23,8 +23,14 @@ class PgCluster {
   PgCluster(const PgCluster&) = delete;
   PgCluster& operator=(const PgCluster&) = delete;
 
+  // One cluster for the whole test process, started on first use and
+  // stopped at exit; null (with `why`) when it cannot start.
+  static PgCluster* shared(std::string& why);
+
   // A new empty database; its postgres:// URL (with the password).
   Result<std::string> create_database(const std::string& name);
+  // The same with a name of its own ("t1", "t2", ...).
+  Result<std::string> fresh_database();
   // The URL of the cluster's default database `postgres`.
   std::string url(const std::string& database = "postgres") const;
   std::uint16_t port() const { return port_; }
@@ -44,6 +50,7 @@ class PgCluster {
   std::string password_;
   std::uint16_t port_ = 0;
   pid_t pid_ = -1;
+  int databases_ = 0;
 };
 
 }  // namespace corral::testing
