@@ -28,6 +28,7 @@ struct StateStore::Db {
   // SQLite only: <path>-inputs, inline input bytes beside the file. On
   // PostgreSQL they are in task_inputs.content, where every node sees them.
   std::optional<TaskInputFiles> inputs;
+  std::string node = "local";  // StateStore::set_node
   ~Db() {
     checkpointer.stop();
     conn.reset();
@@ -50,6 +51,17 @@ Status check_id(std::string_view what, std::string_view id);
 // A row holding a value this corral does not know (kInternal).
 tl::unexpected<Error> bad_row(std::string_view table, std::string_view column,
                               std::string_view value);
+
+// Gives `node` the rows it owns by adoption (StateStore::set_node): on
+// SQLite every sandbox and held task, on PostgreSQL the sandboxes stored
+// before nodes existed. With the store's lock held (or before it is shared).
+Status adopt_rows(sql::Connection& h, const std::string& node);
+
+// Handles the tasks node `node` (marked lost) still holds, as
+// StateStore::sweep_lost_nodes describes; adds their ids to `sweep`. With
+// the store's lock held, in a write transaction (task_table.cc).
+Status release_tasks_of_lost_node(sql::Connection& h, std::string_view node, std::int64_t now_ms,
+                                  LostNodeSweep& sweep);
 
 }  // namespace store_detail
 }  // namespace corral

@@ -192,13 +192,37 @@ ALTER TABLE task_inputs ADD COLUMN in_file INTEGER NOT NULL DEFAULT 0 CHECK (in_
     R"sql(
 ALTER TABLE processes ADD COLUMN tag TEXT;
 )sql",
+    // 10 -> 11: the nodes of a fleet sharing one store (issue 18,
+    // store/node_record.h), and which node owns each sandbox and holds each
+    // task. Rows of earlier daemons have node '' (sandboxes: adopted by the
+    // node that opens the store next, StateStore::set_node) and NULL
+    // (tasks: claimed by whichever node claims first).
+    R"sql(
+CREATE TABLE nodes (
+  id TEXT PRIMARY KEY NOT NULL,
+  address TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('live','lost','left')),
+  capacity_json TEXT NOT NULL,
+  labels_json TEXT NOT NULL,
+  pools_json TEXT NOT NULL,
+  incarnation INTEGER NOT NULL CHECK (incarnation >= 1),
+  started_at INTEGER NOT NULL,
+  heartbeat_at INTEGER NOT NULL,
+  lost_at INTEGER
+) STRICT;
+ALTER TABLE sandboxes ADD COLUMN node TEXT NOT NULL DEFAULT '';
+ALTER TABLE sandboxes ADD COLUMN lost_at INTEGER;
+CREATE INDEX sandboxes_by_node ON sandboxes(node, state);
+ALTER TABLE tasks ADD COLUMN node TEXT;
+CREATE INDEX tasks_by_node ON tasks(node, status);
+)sql",
 };
 static_assert(std::size(kMigrations) == StateStore::kSchemaVersion,
               "one migration per schema version");
 
 constexpr const char* kSandboxColumns =
     "id, state, spec_json, idempotency_key, host_uid_base, cgroup, created_at, updated_at, "
-    "expires_at, error, runtime_json";
+    "expires_at, error, runtime_json, node, lost_at";
 
 Result<SandboxRecord> read_sandbox(const Stmt& st) {
   SandboxRecord r;
@@ -216,6 +240,8 @@ Result<SandboxRecord> read_sandbox(const Stmt& st) {
   r.expires_at_ms = st.opt_int64(8);
   r.error = st.opt_text(9);
   r.runtime_json = st.opt_text(10);
+  r.node = st.text(11);
+  r.lost_at_ms = st.opt_int64(12);
   return r;
 }
 
@@ -453,6 +479,7 @@ Result<StateStore> StateStore::open(const std::string& path, Durability durabili
   if (!inputs) return tl::unexpected<Error>(std::move(inputs).error().wrap("opening " + where));
   db->inputs = std::move(*inputs);
   CORRAL_TRY_CTX(sweep_input_files(*db->conn, *db->inputs), "opening " + where);
+  CORRAL_TRY_CTX(store_detail::adopt_rows(*db->conn, db->node), "opening " + where);
   CORRAL_TRY_CTX(db->checkpointer.start(path, h), "opening " + where);
   return StateStore(std::move(db));
 }
@@ -520,13 +547,14 @@ Result<CreateResult> StateStore::create_sandbox(std::string_view id, std::string
   std::int64_t now = now_ms();
   auto ins = h.prepare(
       "INSERT INTO sandboxes (id, state, spec_json, idempotency_key, "
-      "created_at, updated_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)");
+      "created_at, updated_at, expires_at, node) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)");
   if (!ins) return tl::unexpected<Error>(std::move(ins).error().wrap(what));
   ins->bind(1, id)
       .bind(2, sandbox_state_name(SandboxState::kCreating))
       .bind(3, *spec)
       .bind(5, now)
-      .bind(6, expires_at_ms);
+      .bind(6, expires_at_ms)
+      .bind(7, db_->node);
   if (idempotency_key) {
     ins->bind(4, *idempotency_key);
   } else {
@@ -556,6 +584,7 @@ Result<CreateResult> StateStore::create_sandbox(std::string_view id, std::string
   r.created_at_ms = now;
   r.updated_at_ms = now;
   r.expires_at_ms = expires_at_ms;
+  r.node = db_->node;
   return CreateResult{std::move(r), true, std::move(key_taken_from)};
 }
 
@@ -937,11 +966,13 @@ Result<std::vector<ProcessRecord>> StateStore::list_processes(std::string_view s
 }
 
 Result<std::vector<SandboxRecord>> StateStore::sandboxes_to_reconcile() {
-  std::vector<SandboxState> states;
-  for (SandboxState s : kAllSandboxStates) {
-    if (!is_final(s)) states.push_back(s);
-  }
-  return list(states);
+  std::lock_guard lock(db_->mu);
+  auto st = db_->conn->prepare(std::string("SELECT ") + kSandboxColumns +
+                               " FROM sandboxes WHERE node = ?1 AND state <> 'cleaned' "
+                               "ORDER BY rowid");
+  if (!st) return tl::unexpected<Error>(std::move(st).error());
+  st->bind(1, db_->node);
+  return read_sandboxes(*st, "listing the sandboxes to reconcile");
 }
 
 Result<std::vector<SandboxRecord>> StateStore::expired(std::int64_t now) {
@@ -949,9 +980,9 @@ Result<std::vector<SandboxRecord>> StateStore::expired(std::int64_t now) {
   auto st = db_->conn->prepare(std::string("SELECT ") + kSandboxColumns +
                                " FROM sandboxes WHERE expires_at IS NOT NULL AND expires_at <= ?1 "
                                "AND state IN ('creating', 'initializing', 'ready', 'running') "
-                               "ORDER BY expires_at, rowid");
+                               "AND node = ?2 ORDER BY expires_at, rowid");
   if (!st) return tl::unexpected<Error>(std::move(st).error());
-  st->bind(1, now);
+  st->bind(1, now).bind(2, db_->node);
   return read_sandboxes(*st, "listing expired sandboxes");
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "store/node_record.h"
 #include "store/sandbox_state.h"
 #include "store/task_record.h"
 
@@ -36,6 +37,11 @@ struct SandboxRecord {
   std::optional<std::int64_t> expires_at_ms;
   std::optional<std::string> error;         // reason of the last move to kFailed
   std::optional<std::string> runtime_json;  // the daemon's re-attach data (init pid, ...)
+  // The node that made it and owns its host resources (issue 18).
+  std::string node;
+  // When its node was marked lost (node_record.h): reported lost, and
+  // destroyed by its node if that comes back.
+  std::optional<std::int64_t> lost_at_ms;
 };
 
 struct TransitionRecord {
@@ -107,7 +113,7 @@ struct CreateResult {
 
 class StateStore {
  public:
-  static constexpr int kSchemaVersion = 10;
+  static constexpr int kSchemaVersion = 11;
 
   // What an acknowledged write survives. kPowerLoss: synchronous=FULL, every
   // commit is fsync'd before the call returns. kProcessCrash:
@@ -197,11 +203,13 @@ class StateStore {
                           std::uint64_t host_start_time);
   Result<std::vector<ProcessRecord>> list_processes(std::string_view sandbox_id);
 
-  // Sandboxes that may still hold host resources (every state but
-  // kCleaned, so kFailed ones too): what the daemon reconciles on restart.
+  // This node's sandboxes that may still hold host resources (every state
+  // but kCleaned, so kFailed ones too): what the daemon reconciles on
+  // restart. Those with lost_at_ms are no longer the node's to keep.
   Result<std::vector<SandboxRecord>> sandboxes_to_reconcile();
-  // Live sandboxes (creating, initializing, ready, running) whose expires_at
-  // is at or before `now_ms`: what the lifetime reaper destroys.
+  // This node's live sandboxes (creating, initializing, ready, running)
+  // whose expires_at is at or before `now_ms`: what the lifetime reaper
+  // destroys.
   Result<std::vector<SandboxRecord>> expired(std::int64_t now_ms);
 
   // ---- Tasks (docs/tasks.md; implemented in task_table.cc) ----
@@ -239,7 +247,8 @@ class StateStore {
   // writes one transition row (a stage change alone: from == to). Fields
   // of a finished task can still be set (a snapshot after the result).
   Result<TaskRecord> update_task(std::string_view id, const TaskUpdate& update);
-  // Queued and running tasks, oldest first: what a restarted daemon resumes.
+  // Queued and running tasks this node claimed, oldest first: what a
+  // restarted daemon resumes.
   Result<std::vector<TaskRecord>> unfinished_tasks();
   Result<std::vector<TaskTransitionRecord>> task_transitions(std::string_view id);
   // Finished tasks whose finished_at is before `before_ms`, oldest first, at
@@ -248,6 +257,45 @@ class StateStore {
   // Removes a finished task and its transition rows (kInvalidArgument for
   // one that is not finished).
   Status delete_task(std::string_view id);
+
+  // Claims for this node up to `limit` queued tasks that no node holds
+  // (submitted elsewhere and given up, requeued from a lost node, or stored
+  // before nodes existed), oldest first; returns their ids. On PostgreSQL
+  // the rows are chosen FOR UPDATE SKIP LOCKED, so that nodes claiming at
+  // once each get other tasks; a task is claimed by one node only.
+  Result<std::vector<std::string>> claim_queued_tasks(std::size_t limit);
+
+  // ---- Nodes of a fleet (issue 18; node_table.cc, node_record.h) ----
+
+  // The node this store writes for ("local" until set; a daemon sets it
+  // once, before its first write): new sandboxes and submitted tasks are
+  // stamped with it; reconcile, expired() and unfinished_tasks() read its
+  // rows only; a task moves to running only on the node that holds it
+  // (update_task: kPermissionDenied on another).
+  // kInvalidArgument for an id valid_node_id() refuses.
+  Status set_node(std::string_view id);
+  const std::string& node() const;
+  // Registers this store's node (registration.id must be node()): a new
+  // row, or the same id's next incarnation, live again with a heartbeat
+  // now. Returns the record as stored.
+  Result<NodeRecord> register_node(const NodeRegistration& registration);
+  // Records a heartbeat of this node. kPermissionDenied when the node is
+  // not live (another node marked it lost, or it left): what it owned is
+  // no longer its own; the daemon reconciles and registers again.
+  Status heartbeat();
+  // Marks this node left (a drained stop): no sweep marks it lost.
+  Status leave();
+  Result<std::vector<NodeRecord>> list_nodes();
+  Result<NodeRecord> get_node(std::string_view id);  // kNotFound for an unknown id
+  // Marks lost every live node but this one whose last heartbeat is older
+  // than now_ms - lost_after_ms, and in the same transaction handles what
+  // such nodes held (LostNodeSweep): their sandboxes that are not cleaned
+  // get lost_at; their tasks whose command had not started (queued, or
+  // running before the execute stage) go back to queued as the next
+  // attempt with no node; those whose command had started fail with
+  // reason node_lost. Tasks still held by a lost node are handled by the
+  // next sweep too (a sweep that died half way is finished by another).
+  Result<LostNodeSweep> sweep_lost_nodes(std::int64_t now_ms, std::int64_t lost_after_ms);
 
   // ---- Diagnostics of destroyed sandboxes (T1; diagnostics_table.cc) ----
 

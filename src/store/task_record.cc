@@ -1,7 +1,6 @@
 #include "store/task_record.h"
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 namespace corral {
@@ -22,6 +21,9 @@ constexpr TaskTransitionEdge kTaskTransitionTable[] = {
     // Only submit_task takes this edge: a repeat of the same request after
     // a failure with a reason in kRetryableTaskReasons (attempt + 1).
     {T::kFailed, T::kQueued, "resubmitted after a retryable failure: the next attempt"},
+    // Only sweep_lost_nodes takes this edge (issue 18): the command never
+    // started, so it runs elsewhere as the next attempt.
+    {T::kRunning, T::kQueued, "its node was lost before the command started: the next attempt"},
 };
 
 // Object keys that print as ".key" in a path; any other key prints as
@@ -157,9 +159,12 @@ int nesting_depth(std::string_view text) {
   bool in_string = false, escaped = false;
   for (char c : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {

@@ -60,8 +60,8 @@ bool task_transition_allowed(TaskStatus from, TaskStatus to);
 
 // One collected output.
 struct TaskOutputRecord {
-  std::string path;        // as the task asked for it (inside the sandbox)
-  bool present = false;    // false: not there (and not required)
+  std::string path;      // as the task asked for it (inside the sandbox)
+  bool present = false;  // false: not there (and not required)
   std::uint64_t size = 0;
   std::string sha256;      // lowercase hex
   std::string object_key;  // where it is stored in the object store
@@ -93,6 +93,9 @@ struct TaskRecord {
   std::int64_t updated_at_ms = 0;
   std::optional<std::int64_t> started_at_ms;
   std::optional<std::int64_t> finished_at_ms;
+  // The node that holds it (issue 18): the one that runs it. Empty: queued
+  // for any node to claim.
+  std::optional<std::string> node;
 };
 
 struct TaskTransitionRecord {
@@ -125,12 +128,14 @@ struct TaskSubmitResult {
 
 // Reasons after which a repeat POST of the same id and body runs the task
 // again (a new attempt) instead of returning the stored failure: the
-// command never ran, or its result could not be kept.
-inline constexpr std::array<std::string_view, 1> kRetryableTaskReasons = {"storage_unavailable"};
+// command never ran, or its result could not be kept (node_lost: its node
+// was lost while the command ran; docs/fleet.md).
+inline constexpr std::array<std::string_view, 2> kRetryableTaskReasons = {"storage_unavailable",
+                                                                          "node_lost"};
 
 struct TaskFilter {
-  std::vector<TaskStatus> statuses;  // empty: any
-  std::optional<std::string> ns;     // empty: any namespace
+  std::vector<TaskStatus> statuses;               // empty: any
+  std::optional<std::string> ns;                  // empty: any namespace
   std::optional<std::int64_t> created_after_ms;   // inclusive
   std::optional<std::int64_t> created_before_ms;  // exclusive
   std::size_t limit = 100;                        // 1..1000
@@ -139,7 +144,7 @@ struct TaskFilter {
 };
 
 struct TaskPage {
-  std::vector<TaskRecord> tasks;       // newest first
+  std::vector<TaskRecord> tasks;           // newest first
   std::optional<std::string> next_cursor;  // empty: the last page
 };
 

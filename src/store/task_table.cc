@@ -24,7 +24,7 @@ using store_detail::check_id;
 constexpr const char* kTaskColumns =
     "id, ns, status, stage, request_json, resolved_json, exit_code, signal, reason, detail, "
     "sandbox_id, process_id, outputs_json, snapshot_id, snapshot_error, attempt, replay_of, "
-    "created_at, updated_at, started_at, finished_at";
+    "created_at, updated_at, started_at, finished_at, node";
 constexpr std::size_t kMaxTaskIdBytes = 128;
 constexpr std::size_t kMaxNsBytes = 128;
 constexpr std::size_t kMaxListLimit = 1000;
@@ -138,6 +138,7 @@ Result<TaskRecord> read_task(const Stmt& st) {
   r.updated_at_ms = st.int64(18);
   r.started_at_ms = st.opt_int64(19);
   r.finished_at_ms = st.opt_int64(20);
+  r.node = st.opt_text(21);
   return r;
 }
 
@@ -178,14 +179,14 @@ Status write_task(sql::Connection& h, const TaskRecord& t) {
       "exit_code = ?5, signal = ?6, reason = ?7, detail = ?8, sandbox_id = ?9, "
       "process_id = ?10, outputs_json = ?11, snapshot_id = ?12, "
       "snapshot_error = ?13, attempt = ?14, replay_of = ?15, updated_at = ?16, "
-      "started_at = ?17, finished_at = ?18 WHERE id = ?1");
+      "started_at = ?17, finished_at = ?18, node = ?19 WHERE id = ?1");
   if (!st) return tl::unexpected<Error>(std::move(st).error());
   st->bind(1, t.id).bind(2, task_status_name(t.status)).bind(3, task_stage_name(t.stage));
   st->bind(4, t.resolved_json).bind(5, opt_int(t.exit_code)).bind(6, opt_int(t.signal));
   st->bind(7, t.reason).bind(8, t.detail).bind(9, t.sandbox_id).bind(10, t.process_id);
   st->bind(11, outputs_to_json(t.outputs)).bind(12, t.snapshot_id).bind(13, t.snapshot_error);
   st->bind(14, std::int64_t{t.attempt}).bind(15, t.replay_of).bind(16, t.updated_at_ms);
-  st->bind(17, t.started_at_ms).bind(18, t.finished_at_ms);
+  st->bind(17, t.started_at_ms).bind(18, t.finished_at_ms).bind(19, t.node);
   return st->run("UPDATE tasks");
 }
 
@@ -293,6 +294,53 @@ Result<CursorPosition> decode_cursor(std::string_view cursor) {
 
 }  // namespace
 
+namespace store_detail {
+
+Status release_tasks_of_lost_node(sql::Connection& h, std::string_view node, std::int64_t now,
+                                  LostNodeSweep& sweep) {
+  auto st = h.prepare(std::string("SELECT ") + kTaskColumns +
+                      " FROM tasks WHERE node = ?1 AND status IN ('queued', 'running') "
+                      "ORDER BY created_at, id");
+  if (!st) return tl::unexpected<Error>(std::move(st).error());
+  st->bind(1, node);
+  auto held = read_tasks(*st, "listing the tasks of lost node " + std::string(node));
+  if (!held) return tl::unexpected<Error>(std::move(held).error());
+  for (TaskRecord& t : *held) {
+    const TaskStatus from = t.status;
+    // Started: the execute stage was reached, so the command may have run
+    // (in part). It must not run twice behind the caller's back.
+    const bool started = from == TaskStatus::kRunning && t.stage >= TaskStage::kExecute;
+    std::string why;
+    if (started) {
+      t.status = TaskStatus::kFailed;
+      t.reason = std::string(kNodeLostReason);
+      t.detail = "node " + std::string(node) +
+                 " was lost while the command ran; submit the same request again to run it anew";
+      t.finished_at_ms = now;
+      t.updated_at_ms = now;
+      why = std::string(kNodeLostReason);
+      sweep.tasks_failed.push_back(t.id);
+    } else {
+      why = "node " + std::string(node) + " lost before the command started";
+      if (from == TaskStatus::kRunning) {
+        start_next_attempt(t, t.resolved_json, now);
+      } else {
+        t.updated_at_ms = now;
+      }
+      sweep.tasks_requeued.push_back(t.id);
+    }
+    t.node.reset();
+    CORRAL_TRY(write_task(h, t));
+    if (t.status != from) {
+      auto tid = insert_transition(h, t, from, why);
+      if (!tid) return tl::unexpected<Error>(std::move(tid).error());
+    }
+  }
+  return ok();
+}
+
+}  // namespace store_detail
+
 Result<TaskSubmitResult> StateStore::submit_task(const TaskRecord& task,
                                                  const std::vector<TaskInputContent>& inputs) {
   CORRAL_TRY(check_task_id("task id", task.id));
@@ -345,6 +393,7 @@ Result<TaskSubmitResult> StateStore::submit_task(const TaskRecord& task,
     if (!retryable(prev)) return TaskSubmitResult{std::move(prev), false, false};
     std::string why = "retry after " + *prev.reason;
     start_next_attempt(prev, std::move(resolved), now);
+    prev.node = db_->node;
     CORRAL_TRY_CTX(write_task(h, prev), what);
     auto tid = insert_transition(h, prev, TaskStatus::kFailed, why);
     if (!tid) return tl::unexpected<Error>(std::move(tid).error().wrap(what));
@@ -360,14 +409,15 @@ Result<TaskSubmitResult> StateStore::submit_task(const TaskRecord& task,
   t.replay_of = task.replay_of;
   t.created_at_ms = now;
   t.updated_at_ms = now;
+  t.node = db_->node;
   auto ins = h.prepare(
       "INSERT INTO tasks (id, ns, status, stage, request_json, resolved_json, "
-      "attempt, replay_of, created_at, updated_at) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)");
+      "attempt, replay_of, created_at, updated_at, node) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10)");
   if (!ins) return tl::unexpected<Error>(std::move(ins).error().wrap(what));
   ins->bind(1, t.id).bind(2, t.ns).bind(3, task_status_name(t.status));
   ins->bind(4, task_stage_name(t.stage)).bind(5, t.request_json).bind(6, t.resolved_json);
-  ins->bind(7, std::int64_t{t.attempt}).bind(8, t.replay_of).bind(9, now);
+  ins->bind(7, std::int64_t{t.attempt}).bind(8, t.replay_of).bind(9, now).bind(10, t.node);
   CORRAL_TRY_CTX(ins->run("INSERT INTO tasks"), what);
   // On SQLite the bytes go to files (store/task_input_files.h), complete
   // before the rows that name them commit; removed again if the commit does
@@ -501,6 +551,14 @@ Result<TaskRecord> StateStore::update_task(std::string_view id, const TaskUpdate
                         "task " + t.id + ": transition " + edge + " is not allowed",
                         "re-read the task: another request may have changed its status");
     }
+    // A task runs on the node that holds it, and on one node only.
+    if (to == TaskStatus::kRunning) {
+      if (t.node && *t.node != db_->node)
+        return make_error(ErrorCode::kPermissionDenied,
+                          "task " + t.id + " is held by node " + *t.node + ", not " + db_->node,
+                          "only the node that claimed a task runs it");
+      t.node = db_->node;
+    }
     t.status = to;
     if (to == TaskStatus::kRunning && !t.started_at_ms) t.started_at_ms = now;
     if (is_finished(to)) t.finished_at_ms = now;
@@ -532,9 +590,43 @@ Result<std::vector<TaskRecord>> StateStore::unfinished_tasks() {
   std::lock_guard lock(db_->mu);
   auto st = db_->conn->prepare(std::string("SELECT ") + kTaskColumns +
                                " FROM tasks WHERE status IN ('queued', 'running') "
-                               "ORDER BY created_at, id");
+                               "AND node = ?1 ORDER BY created_at, id");
   if (!st) return tl::unexpected<Error>(std::move(st).error());
+  st->bind(1, db_->node);
   return read_tasks(*st, "listing unfinished tasks");
+}
+
+Result<std::vector<std::string>> StateStore::claim_queued_tasks(std::size_t limit) {
+  std::lock_guard lock(db_->mu);
+  sql::Connection& h = *db_->conn;
+  const std::string what = "claiming queued tasks for node " + db_->node;
+  Txn txn(h);
+  CORRAL_TRY_CTX(txn.begin(), what);
+  // SKIP LOCKED: rows another node's claim holds are passed over rather
+  // than waited for (the write lock already orders claims; this keeps a
+  // claim from queueing behind a slow one should that lock ever narrow).
+  std::string sql =
+      "SELECT id FROM tasks WHERE status = 'queued' AND node IS NULL "
+      "ORDER BY created_at, id LIMIT ?1";
+  if (h.backend() == sql::Backend::kPostgres) sql += " FOR UPDATE SKIP LOCKED";
+  auto sel = h.prepare(sql);
+  if (!sel) return tl::unexpected<Error>(std::move(sel).error().wrap(what));
+  sel->bind(1, static_cast<std::int64_t>(limit));
+  std::vector<std::string> ids;
+  for (;;) {
+    auto row = sel->step("SELECT tasks");
+    if (!row) return tl::unexpected<Error>(std::move(row).error().wrap(what));
+    if (!*row) break;
+    ids.push_back(sel->text(0));
+  }
+  for (const std::string& id : ids) {
+    auto up = h.prepare("UPDATE tasks SET node = ?2 WHERE id = ?1 AND node IS NULL");
+    if (!up) return tl::unexpected<Error>(std::move(up).error().wrap(what));
+    up->bind(1, id).bind(2, db_->node);
+    CORRAL_TRY_CTX(up->run("UPDATE tasks"), what);
+  }
+  CORRAL_TRY_CTX(txn.commit(), what);
+  return ids;
 }
 
 Result<std::vector<TaskTransitionRecord>> StateStore::task_transitions(std::string_view id) {

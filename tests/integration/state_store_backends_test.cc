@@ -6,10 +6,8 @@
 // PostgreSQL alone: two stores on one database (two nodes) creating with
 // the same idempotency keys at once make one sandbox per key.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <atomic>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,42 +17,14 @@
 #include "store/state_store.h"
 #include "support/pg_cluster.h"
 #include "support/skip.h"
+#include "support/store_backend.h"
 
 namespace corral::testing {
 namespace {
 
 using S = SandboxState;
 
-enum class Kind { kSqlite, kPostgres };
-
-class StoreBackends : public ::testing::TestWithParam<Kind> {
- protected:
-  void SetUp() override {
-    if (GetParam() == Kind::kPostgres) {
-      std::string why;
-      PgCluster* cluster = PgCluster::shared(why);
-      if (cluster == nullptr) CORRAL_SKIP_OR_FAIL("no PostgreSQL cluster: " + why);
-      auto url = cluster->fresh_database();
-      ASSERT_TRUE(url) << url.error().to_string();
-      target_ = *url;
-    } else {
-      char tmpl[] = "/tmp/corral-store-XXXXXX";
-      dir_ = ::mkdtemp(tmpl);
-      target_ = dir_ + "/state.db";
-    }
-  }
-  void TearDown() override {
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
-  }
-  std::unique_ptr<StateStore> open() {
-    auto s = StateStore::open(target_);
-    EXPECT_TRUE(s) << s.error().to_string();
-    return s ? std::make_unique<StateStore>(std::move(*s)) : nullptr;
-  }
-
-  std::string dir_;
-  std::string target_;
-};
+class StoreBackends : public StoreBackendTest {};
 
 TEST_P(StoreBackends, SandboxesKeysAndTransitions) {
   auto store = open();
@@ -222,11 +192,9 @@ TEST_P(StoreBackends, PoolsDiagnosticsAndAReopenedStore) {
   EXPECT_FALSE(*again->delete_pool("py"));
 }
 
-INSTANTIATE_TEST_SUITE_P(, StoreBackends, ::testing::Values(Kind::kSqlite, Kind::kPostgres),
-                         [](const auto& info) {
-                           return info.param == Kind::kSqlite ? std::string("Sqlite")
-                                                              : std::string("Postgres");
-                         });
+INSTANTIATE_TEST_SUITE_P(, StoreBackends,
+                         ::testing::Values(StoreKind::kSqlite, StoreKind::kPostgres),
+                         store_kind_name);
 
 // Two daemons' stores on one PostgreSQL database, creating with the same
 // idempotency keys from several threads each: exactly one sandbox per key,

@@ -192,12 +192,16 @@ std::vector<std::string> rows(const std::string& path, const std::string& sql) {
 }
 
 const char* const kOldTables[] = {
-    "SELECT * FROM sandboxes ORDER BY rowid",
+    // sandboxes and tasks: their columns of then (schema 11 added node, lost_at).
+    ("SELECT id, state, spec_json, idempotency_key, host_uid_base, cgroup, created_at, "
+     "updated_at, expires_at, error, runtime_json FROM sandboxes ORDER BY rowid"),
     "SELECT * FROM transitions ORDER BY id",
     // processes: its columns of then (schema 10 added tag).
     ("SELECT id, sandbox_id, argv_json, state, exit_code, signal, started_at, ended_at, "
      "deadline_at, host_pid, host_start_time, timed_out FROM processes ORDER BY rowid"),
-    "SELECT * FROM tasks ORDER BY rowid",
+    ("SELECT id, ns, status, stage, request_json, resolved_json, exit_code, signal, reason, "
+     "detail, sandbox_id, process_id, outputs_json, snapshot_id, snapshot_error, attempt, "
+     "replay_of, created_at, updated_at, started_at, finished_at FROM tasks ORDER BY rowid"),
     "SELECT * FROM task_transitions ORDER BY id",
     "SELECT task_id, idx, sha256, hex(content) FROM task_inputs ORDER BY rowid",
     "SELECT * FROM sandbox_diagnostics ORDER BY rowid",

@@ -53,7 +53,7 @@ TEST(TaskRecordTest, NamesRoundTripAndUnknownNamesAreRefused) {
 const std::set<std::pair<T, T>> kExpectedEdges = {
     {T::kQueued, T::kRunning},    {T::kQueued, T::kCancelled}, {T::kQueued, T::kFailed},
     {T::kRunning, T::kSucceeded}, {T::kRunning, T::kFailed},   {T::kRunning, T::kTimedOut},
-    {T::kRunning, T::kCancelled}, {T::kFailed, T::kQueued},
+    {T::kRunning, T::kCancelled}, {T::kFailed, T::kQueued},    {T::kRunning, T::kQueued},
 };
 
 TEST(TaskRecordTest, TransitionTableIsExactlyTheDocumentedEdges) {

@@ -1,0 +1,275 @@
+// The nodes table (issue 18, store/node_record.h): registration,
+// heartbeats, and the sweep that marks silent nodes lost and hands on
+// what they held.
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "base/json_text.h"
+#include "store/sql.h"
+#include "store/state_db_internal.h"
+#include "store/state_store.h"
+
+namespace corral {
+
+namespace {
+
+using sql::Stmt;
+using sql::Txn;
+using store_detail::bad_row;
+
+constexpr const char* kNodeColumns =
+    "id, address, state, capacity_json, labels_json, pools_json, incarnation, started_at, "
+    "heartbeat_at, lost_at";
+constexpr std::size_t kMaxNodeJsonBytes = 64 * 1024;
+constexpr std::size_t kMaxAddressBytes = 255;
+
+Result<NodeRecord> read_node(const Stmt& st) {
+  NodeRecord n;
+  n.id = st.text(0);
+  n.address = st.text(1);
+  const std::string state = st.text(2);
+  auto s = parse_node_state(state);
+  if (!s) return bad_row("nodes", "state", state);
+  n.state = *s;
+  n.capacity_json = st.text(3);
+  n.labels_json = st.text(4);
+  n.pools_json = st.text(5);
+  n.incarnation = st.int64(6);
+  n.started_at_ms = st.int64(7);
+  n.heartbeat_at_ms = st.int64(8);
+  n.lost_at_ms = st.opt_int64(9);
+  return n;
+}
+
+Result<std::vector<NodeRecord>> read_nodes(Stmt& st, std::string_view what) {
+  std::vector<NodeRecord> out;
+  for (;;) {
+    auto row = st.step(what);
+    if (!row) return tl::unexpected<Error>(std::move(row).error());
+    if (!*row) break;
+    auto n = read_node(st);
+    if (!n) return tl::unexpected<Error>(std::move(n).error());
+    out.push_back(std::move(*n));
+  }
+  return out;
+}
+
+Status check_node_id(std::string_view id) {
+  if (valid_node_id(id)) return ok();
+  return make_error(ErrorCode::kInvalidArgument,
+                    "node id \"" + std::string(id.substr(0, 80)) +
+                        "\" is not 1-63 of a-z, 0-9 and '-' (not first or last)",
+                    "set serve.node.id to a DNS label, such as the host's or the pod's name");
+}
+
+// `text` as canonical JSON of the kind a registration field must be: an
+// object of anything (capacity), an object of strings (labels) or an array
+// of strings (pools).
+enum class Shape { kObject, kStringMap, kStringList };
+Result<std::string> registration_json(std::string_view text, std::string_view field, Shape shape) {
+  const std::string what = "node registration: " + std::string(field);
+  if (text.size() > kMaxNodeJsonBytes)
+    return make_error(ErrorCode::kInvalidArgument, what + " is larger than 64 KiB");
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  bool fits = false;
+  switch (shape) {
+    case Shape::kObject:
+      fits = j.is_object();
+      break;
+    case Shape::kStringMap:
+      fits = j.is_object() &&
+             std::all_of(j.begin(), j.end(), [](const auto& v) { return v.is_string(); });
+      break;
+    case Shape::kStringList:
+      fits = j.is_array() &&
+             std::all_of(j.begin(), j.end(), [](const auto& v) { return v.is_string(); });
+      break;
+  }
+  if (!fits)
+    return make_error(ErrorCode::kInvalidArgument,
+                      what + " must be " +
+                          (shape == Shape::kObject      ? "a JSON object"
+                           : shape == Shape::kStringMap ? "a JSON object of strings"
+                                                        : "a JSON array of strings"));
+  return json_text(j);
+}
+
+}  // namespace
+
+namespace store_detail {
+
+Status adopt_rows(sql::Connection& h, const std::string& node) {
+  const std::string what = "adopting the store's rows for node " + node;
+  // An SQLite file is one daemon's whatever its node id: rows of an earlier
+  // id (or of none, before nodes existed) are this node's. On PostgreSQL
+  // only rows stored before nodes existed ('') are adopted, by the first
+  // node that opens the store.
+  const bool sqlite = h.backend() == sql::Backend::kSqlite;
+  Txn txn(h);
+  CORRAL_TRY_CTX(txn.begin(), what);
+  auto sbx = h.prepare(sqlite ? "UPDATE sandboxes SET node = ?1 WHERE node <> ?1"
+                              : "UPDATE sandboxes SET node = ?1 WHERE node = ''");
+  if (!sbx) return tl::unexpected<Error>(std::move(sbx).error().wrap(what));
+  sbx->bind(1, node);
+  CORRAL_TRY_CTX(sbx->run("UPDATE sandboxes"), what);
+  if (sqlite) {
+    auto tasks = h.prepare("UPDATE tasks SET node = ?1 WHERE node IS NOT NULL AND node <> ?1");
+    if (!tasks) return tl::unexpected<Error>(std::move(tasks).error().wrap(what));
+    tasks->bind(1, node);
+    CORRAL_TRY_CTX(tasks->run("UPDATE tasks"), what);
+  }
+  return txn.commit();
+}
+
+}  // namespace store_detail
+
+Status StateStore::set_node(std::string_view id) {
+  CORRAL_TRY(check_node_id(id));
+  std::lock_guard lock(db_->mu);
+  db_->node = std::string(id);
+  return store_detail::adopt_rows(*db_->conn, db_->node);
+}
+
+const std::string& StateStore::node() const { return db_->node; }
+
+Result<NodeRecord> StateStore::register_node(const NodeRegistration& reg) {
+  const std::string what = "registering node " + reg.id;
+  CORRAL_TRY(check_node_id(reg.id));
+  if (reg.address.size() > kMaxAddressBytes)
+    return make_error(ErrorCode::kInvalidArgument, what + ": the address is longer than 255 bytes");
+  auto capacity = registration_json(reg.capacity_json, "capacity", Shape::kObject);
+  if (!capacity) return tl::unexpected<Error>(std::move(capacity).error());
+  auto labels = registration_json(reg.labels_json, "labels", Shape::kStringMap);
+  if (!labels) return tl::unexpected<Error>(std::move(labels).error());
+  auto pools = registration_json(reg.pools_json, "pools", Shape::kStringList);
+  if (!pools) return tl::unexpected<Error>(std::move(pools).error());
+
+  std::lock_guard lock(db_->mu);
+  if (reg.id != db_->node)
+    return make_error(ErrorCode::kInvalidArgument,
+                      what + ": this store writes for node " + db_->node,
+                      "call set_node with the node's id first");
+  sql::Connection& h = *db_->conn;
+  Txn txn(h);
+  CORRAL_TRY_CTX(txn.begin(), what);
+  const std::int64_t now = now_ms();
+  auto st = h.prepare(
+      "INSERT INTO nodes (id, address, state, capacity_json, labels_json, pools_json, "
+      "incarnation, started_at, heartbeat_at, lost_at) "
+      "VALUES (?1, ?2, 'live', ?3, ?4, ?5, 1, ?6, ?6, NULL) "
+      "ON CONFLICT (id) DO UPDATE SET address = excluded.address, state = 'live', "
+      "capacity_json = excluded.capacity_json, labels_json = excluded.labels_json, "
+      "pools_json = excluded.pools_json, incarnation = nodes.incarnation + 1, "
+      "started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, lost_at = NULL");
+  if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
+  st->bind(1, reg.id).bind(2, reg.address).bind(3, *capacity).bind(4, *labels).bind(5, *pools);
+  st->bind(6, now);
+  CORRAL_TRY_CTX(st->run("INSERT INTO nodes"), what);
+  auto sel = h.prepare(std::string("SELECT ") + kNodeColumns + " FROM nodes WHERE id = ?1");
+  if (!sel) return tl::unexpected<Error>(std::move(sel).error().wrap(what));
+  sel->bind(1, reg.id);
+  auto rows = read_nodes(*sel, "SELECT nodes");
+  if (!rows) return tl::unexpected<Error>(std::move(rows).error().wrap(what));
+  CORRAL_TRY_CTX(txn.commit(), what);
+  if (rows->empty()) return make_error(ErrorCode::kInternal, what + ": the row is not there");
+  return std::move(rows->front());
+}
+
+Status StateStore::heartbeat() {
+  std::lock_guard lock(db_->mu);
+  const std::string what = "heartbeat of node " + db_->node;
+  // One statement, so no write lock: a heartbeat never waits behind a
+  // long write transaction of another node.
+  auto st =
+      db_->conn->prepare("UPDATE nodes SET heartbeat_at = ?2 WHERE id = ?1 AND state = 'live'");
+  if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
+  st->bind(1, db_->node).bind(2, now_ms());
+  CORRAL_TRY_CTX(st->run("UPDATE nodes"), what);
+  if (st->changes() == 1) return ok();
+  return make_error(ErrorCode::kPermissionDenied,
+                    what +
+                        ": the node is not live in the store (marked lost, left, or never "
+                        "registered)",
+                    "what the node held is no longer its own: reconcile, then register again");
+}
+
+Status StateStore::leave() {
+  std::lock_guard lock(db_->mu);
+  auto st = db_->conn->prepare("UPDATE nodes SET state = 'left' WHERE id = ?1 AND state = 'live'");
+  if (!st)
+    return tl::unexpected<Error>(std::move(st).error().wrap("node " + db_->node + " leaving"));
+  st->bind(1, db_->node);
+  return st->run("UPDATE nodes");
+}
+
+Result<std::vector<NodeRecord>> StateStore::list_nodes() {
+  std::lock_guard lock(db_->mu);
+  auto st = db_->conn->prepare(std::string("SELECT ") + kNodeColumns + " FROM nodes ORDER BY id");
+  if (!st) return tl::unexpected<Error>(std::move(st).error());
+  return read_nodes(*st, "listing nodes");
+}
+
+Result<NodeRecord> StateStore::get_node(std::string_view id) {
+  std::lock_guard lock(db_->mu);
+  auto st = db_->conn->prepare(std::string("SELECT ") + kNodeColumns + " FROM nodes WHERE id = ?1");
+  if (!st) return tl::unexpected<Error>(std::move(st).error());
+  st->bind(1, id);
+  auto rows = read_nodes(*st, "reading node " + std::string(id));
+  if (!rows) return tl::unexpected<Error>(std::move(rows).error());
+  if (rows->empty())
+    return make_error(ErrorCode::kNotFound, "node '" + std::string(id) + "' is not registered",
+                      "list the nodes with GET /v1/nodes");
+  return std::move(rows->front());
+}
+
+Result<LostNodeSweep> StateStore::sweep_lost_nodes(std::int64_t now, std::int64_t lost_after_ms) {
+  std::lock_guard lock(db_->mu);
+  sql::Connection& h = *db_->conn;
+  const std::string what = "sweeping for lost nodes";
+  Txn txn(h);
+  CORRAL_TRY_CTX(txn.begin(), what);
+  LostNodeSweep sweep;
+
+  auto silent = h.prepare(
+      "SELECT id FROM nodes WHERE state = 'live' AND heartbeat_at < ?1 AND id <> ?2 ORDER BY id");
+  if (!silent) return tl::unexpected<Error>(std::move(silent).error().wrap(what));
+  silent->bind(1, now - lost_after_ms).bind(2, db_->node);
+  for (;;) {
+    auto row = silent->step("SELECT nodes");
+    if (!row) return tl::unexpected<Error>(std::move(row).error().wrap(what));
+    if (!*row) break;
+    sweep.nodes_lost.push_back(silent->text(0));
+  }
+  for (const std::string& id : sweep.nodes_lost) {
+    auto mark = h.prepare("UPDATE nodes SET state = 'lost', lost_at = ?2 WHERE id = ?1");
+    if (!mark) return tl::unexpected<Error>(std::move(mark).error().wrap(what));
+    mark->bind(1, id).bind(2, now);
+    CORRAL_TRY_CTX(mark->run("UPDATE nodes"), what);
+  }
+
+  // Every lost node, not only those marked now: what a sweep that failed
+  // half way left is finished by the next one.
+  std::vector<std::string> lost;
+  auto all_lost = h.prepare("SELECT id FROM nodes WHERE state = 'lost' ORDER BY id");
+  if (!all_lost) return tl::unexpected<Error>(std::move(all_lost).error().wrap(what));
+  for (;;) {
+    auto row = all_lost->step("SELECT nodes");
+    if (!row) return tl::unexpected<Error>(std::move(row).error().wrap(what));
+    if (!*row) break;
+    lost.push_back(all_lost->text(0));
+  }
+  for (const std::string& id : lost) {
+    auto sbx = h.prepare(
+        "UPDATE sandboxes SET lost_at = ?2 "
+        "WHERE node = ?1 AND state <> 'cleaned' AND lost_at IS NULL");
+    if (!sbx) return tl::unexpected<Error>(std::move(sbx).error().wrap(what));
+    sbx->bind(1, id).bind(2, now);
+    CORRAL_TRY_CTX(sbx->run("UPDATE sandboxes"), what);
+    sweep.sandboxes_lost += static_cast<std::size_t>(sbx->changes());
+    CORRAL_TRY_CTX(store_detail::release_tasks_of_lost_node(h, id, now, sweep), what);
+  }
+  CORRAL_TRY_CTX(txn.commit(), what);
+  return sweep;
+}
+
+}  // namespace corral

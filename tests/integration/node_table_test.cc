@@ -1,0 +1,270 @@
+// The nodes of a fleet in the state store (issue 18, store/node_record.h),
+// on both backends: registration and heartbeats; sandboxes and tasks owned
+// by the node that made them; a silent node marked lost by another, its
+// sandboxes reported lost, its tasks run elsewhere once (not started) or
+// failed node_lost (started); claims that give each queued task to one
+// node. On PostgreSQL alone: three nodes claiming 60 tasks at once.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "store/state_store.h"
+#include "support/store_backend.h"
+
+namespace corral::testing {
+namespace {
+
+class NodeTable : public StoreBackendTest {
+ protected:
+  static NodeRegistration reg(const std::string& id) {
+    return NodeRegistration{id, id + ".test:7070", R"({"sandboxes":4})", R"({"zone":"a"})",
+                            R"(["py"])"};
+  }
+  static TaskRecord task(const std::string& id) {
+    TaskRecord t;
+    t.id = id;
+    t.request_json = R"({"command":["true"],"n":")" + id + "\"}";
+    return t;
+  }
+  static TaskUpdate to(TaskStatus status, std::optional<TaskStage> stage = std::nullopt) {
+    TaskUpdate u;
+    u.status = status;
+    u.stage = stage;
+    u.reason_for_transition = "test";
+    return u;
+  }
+};
+
+TEST_P(NodeTable, NodesRegisterHeartbeatAndLeave) {
+  auto a = open();
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->node(), "local") << "a store writes for node local until told otherwise";
+  for (const char* bad : {"", "Upper", "-edge", "edge-", "a_b", "a.b", "x/y"}) {
+    auto st = a->set_node(bad);
+    ASSERT_FALSE(st) << bad;
+    EXPECT_EQ(st.error().code, ErrorCode::kInvalidArgument) << bad;
+  }
+  EXPECT_FALSE(a->set_node(std::string(64, 'n')));
+  ASSERT_TRUE(a->set_node("node-a"));
+  EXPECT_EQ(a->register_node(reg("node-b")).error().code, ErrorCode::kInvalidArgument)
+      << "a store registers its own node only";
+  for (auto [field, value] : std::vector<std::pair<int, std::string>>{
+           {0, "[]"}, {1, R"({"k":1})"}, {2, R"([1])"}, {2, "not json"}}) {
+    NodeRegistration r = reg("node-a");
+    (field == 0 ? r.capacity_json : field == 1 ? r.labels_json : r.pools_json) = value;
+    auto bad = a->register_node(r);
+    ASSERT_FALSE(bad) << value;
+    EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument) << value;
+  }
+  EXPECT_EQ(a->heartbeat().error().code, ErrorCode::kPermissionDenied) << "never registered";
+
+  auto first = a->register_node(reg("node-a"));
+  ASSERT_TRUE(first) << first.error().to_string();
+  EXPECT_EQ(first->state, NodeState::kLive);
+  EXPECT_EQ(first->incarnation, 1);
+  EXPECT_EQ(first->address, "node-a.test:7070");
+  EXPECT_EQ(first->pools_json, R"(["py"])");
+  ASSERT_TRUE(a->heartbeat());
+  auto again = a->register_node(reg("node-a"));
+  ASSERT_TRUE(again) << again.error().to_string();
+  EXPECT_EQ(again->incarnation, 2) << "a restart is the next incarnation";
+  ASSERT_TRUE(a->leave());
+  EXPECT_EQ(a->get_node("node-a")->state, NodeState::kLeft);
+  auto refused = a->heartbeat();
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kPermissionDenied);
+  EXPECT_EQ(a->get_node("node-z").error().code, ErrorCode::kNotFound);
+  auto all = a->list_nodes();
+  ASSERT_TRUE(all) << all.error().to_string();
+  EXPECT_EQ(all->size(), 1u);
+}
+
+TEST_P(NodeTable, EachNodeReconcilesAndExpiresItsOwnSandboxesOnly) {
+  auto a = open("node-a");
+  auto b = open("node-b");
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->create_sandbox("sb-a", "{}", std::nullopt, 1000));
+  ASSERT_TRUE(b->create_sandbox("sb-b", "{}", std::nullopt, 1000));
+  EXPECT_EQ(a->get("sb-b")->node, "node-b") << "every node reads every sandbox";
+  auto mine = a->sandboxes_to_reconcile();
+  ASSERT_TRUE(mine) << mine.error().to_string();
+  ASSERT_EQ(mine->size(), 1u);
+  EXPECT_EQ(mine->front().id, "sb-a");
+  auto expired = b->expired(2000);
+  ASSERT_TRUE(expired);
+  ASSERT_EQ(expired->size(), 1u);
+  EXPECT_EQ(expired->front().id, "sb-b");
+  EXPECT_EQ(a->list()->size(), 2u);
+}
+
+TEST_P(NodeTable, ASilentNodeIsLostAndWhatItHeldIsHandedOn) {
+  auto a = open("node-a");
+  auto b = open("node-b");
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->register_node(reg("node-a")));
+  ASSERT_TRUE(b->register_node(reg("node-b")));
+  ASSERT_TRUE(a->create_sandbox("sb-a", "{}", std::nullopt, std::nullopt));
+  ASSERT_TRUE(a->create_sandbox("sb-gone", "{}", std::nullopt, std::nullopt));
+  ASSERT_TRUE(a->transition("sb-gone", SandboxState::kDestroying, "test"));
+  ASSERT_TRUE(a->transition("sb-gone", SandboxState::kCleaned, "test"));
+  // On node a: one queued, one in its create stage, one whose command runs,
+  // one finished.
+  for (const char* id : {"queued", "creating", "executing", "finished"})
+    ASSERT_TRUE(a->submit_task(task(id)));
+  ASSERT_TRUE(a->update_task("creating", to(TaskStatus::kRunning, TaskStage::kCreate)));
+  ASSERT_TRUE(a->update_task("executing", to(TaskStatus::kRunning, TaskStage::kExecute)));
+  ASSERT_TRUE(a->update_task("finished", to(TaskStatus::kRunning, TaskStage::kExecute)));
+  ASSERT_TRUE(a->update_task("finished", to(TaskStatus::kSucceeded, TaskStage::kDone)));
+
+  const std::int64_t now = StateStore::now_ms();
+  auto quiet = b->sweep_lost_nodes(now, 60'000);
+  ASSERT_TRUE(quiet) << quiet.error().to_string();
+  EXPECT_TRUE(quiet->nodes_lost.empty()) << "heartbeats are fresh";
+  auto self = a->sweep_lost_nodes(now + 120'000, 60'000);
+  ASSERT_TRUE(self);
+  EXPECT_EQ(self->nodes_lost, std::vector<std::string>{"node-b"})
+      << "a node never marks itself lost";
+  // Back for the rest of the test (what it held when lost stays lost).
+  ASSERT_TRUE(b->register_node(reg("node-b")));
+  ASSERT_TRUE(b->create_sandbox("sb-b", "{}", std::nullopt, std::nullopt));
+
+  auto sweep = b->sweep_lost_nodes(now + 120'000, 60'000);
+  ASSERT_TRUE(sweep) << sweep.error().to_string();
+  EXPECT_EQ(sweep->nodes_lost, std::vector<std::string>{"node-a"});
+  EXPECT_EQ(sweep->sandboxes_lost, 1u) << "sb-a; sb-gone was cleaned already";
+  std::vector<std::string> requeued = sweep->tasks_requeued;
+  std::sort(requeued.begin(), requeued.end());
+  EXPECT_EQ(requeued, (std::vector<std::string>{"creating", "queued"}));
+  EXPECT_EQ(sweep->tasks_failed, std::vector<std::string>{"executing"});
+
+  EXPECT_EQ(b->get_node("node-a")->state, NodeState::kLost);
+  EXPECT_TRUE(b->get("sb-a")->lost_at_ms.has_value());
+  EXPECT_FALSE(b->get("sb-b")->lost_at_ms.has_value());
+  EXPECT_FALSE(b->get("sb-gone")->lost_at_ms.has_value());
+  auto creating = b->get_task("creating");
+  EXPECT_EQ(creating->status, TaskStatus::kQueued);
+  EXPECT_EQ(creating->attempt, 2) << "a started attempt is not resumed: the next one runs";
+  EXPECT_FALSE(creating->node.has_value());
+  EXPECT_EQ(b->get_task("queued")->attempt, 1);
+  auto executing = b->get_task("executing");
+  EXPECT_EQ(executing->status, TaskStatus::kFailed);
+  EXPECT_EQ(executing->reason, std::string(kNodeLostReason));
+  EXPECT_EQ(b->get_task("finished")->status, TaskStatus::kSucceeded);
+  // A second sweep finds nothing more to do.
+  auto twice = b->sweep_lost_nodes(now + 130'000, 60'000);
+  ASSERT_TRUE(twice);
+  EXPECT_TRUE(twice->nodes_lost.empty());
+  EXPECT_TRUE(twice->tasks_requeued.empty() && twice->tasks_failed.empty());
+  EXPECT_EQ(twice->sandboxes_lost, 0u);
+
+  // The lost node learns it from its next heartbeat, and runs nothing more.
+  EXPECT_EQ(a->heartbeat().error().code, ErrorCode::kPermissionDenied);
+  EXPECT_TRUE(a->unfinished_tasks()->empty());
+  // Another node claims the requeued tasks, once.
+  auto claimed = b->claim_queued_tasks(10);
+  ASSERT_TRUE(claimed) << claimed.error().to_string();
+  std::sort(claimed->begin(), claimed->end());
+  EXPECT_EQ(*claimed, (std::vector<std::string>{"creating", "queued"}));
+  EXPECT_TRUE(b->claim_queued_tasks(10)->empty());
+  EXPECT_TRUE(a->claim_queued_tasks(10)->empty());
+  auto stolen = a->update_task("queued", to(TaskStatus::kRunning, TaskStage::kCreate));
+  ASSERT_FALSE(stolen) << "only the node holding a task runs it";
+  EXPECT_EQ(stolen.error().code, ErrorCode::kPermissionDenied);
+  ASSERT_TRUE(b->update_task("queued", to(TaskStatus::kRunning, TaskStage::kCreate)));
+  EXPECT_EQ(b->unfinished_tasks()->size(), 2u);
+  // The failed one runs again when its caller submits it again.
+  auto retry = b->submit_task(task("executing"));
+  ASSERT_TRUE(retry) << retry.error().to_string();
+  EXPECT_TRUE(retry->retried);
+  EXPECT_EQ(retry->task.node, std::optional<std::string>("node-b"));
+
+  // The node comes back: live again, its lost sandbox still in its own
+  // reconcile list (to be destroyed), marked lost.
+  auto back = a->register_node(reg("node-a"));
+  ASSERT_TRUE(back) << back.error().to_string();
+  EXPECT_EQ(back->incarnation, 2);
+  EXPECT_FALSE(back->lost_at_ms.has_value());
+  ASSERT_TRUE(a->heartbeat());
+  auto mine = a->sandboxes_to_reconcile();
+  ASSERT_TRUE(mine);
+  ASSERT_EQ(mine->size(), 1u);
+  EXPECT_TRUE(mine->front().lost_at_ms.has_value());
+}
+
+INSTANTIATE_TEST_SUITE_P(, NodeTable, ::testing::Values(StoreKind::kSqlite, StoreKind::kPostgres),
+                         store_kind_name);
+
+// Three nodes claim 60 queued tasks at once, five claims of up to 4 at a
+// time each: every task goes to exactly one node.
+TEST(NodeTableOnPostgres, ConcurrentClaimsGiveEachTaskToOneNode) {
+  std::string why;
+  PgCluster* cluster = PgCluster::shared(why);
+  if (cluster == nullptr) CORRAL_SKIP_OR_FAIL("no PostgreSQL cluster: " + why);
+  auto url = cluster->fresh_database();
+  ASSERT_TRUE(url) << url.error().to_string();
+  std::vector<std::unique_ptr<StateStore>> nodes;
+  for (const char* id : {"gone", "n1", "n2", "n3"}) {
+    auto s = StateStore::open(*url);
+    ASSERT_TRUE(s) << s.error().to_string();
+    ASSERT_TRUE(s->set_node(id));
+    ASSERT_TRUE(s->register_node(NodeRegistration{id, "", "{}", "{}", "[]"}));
+    nodes.push_back(std::make_unique<StateStore>(std::move(*s)));
+  }
+  // Tasks submitted on a node that is then lost are queued for anyone.
+  constexpr int kTasks = 60;
+  for (int i = 0; i < kTasks; ++i) {
+    TaskRecord t;
+    t.id = "t-" + std::to_string(i);
+    t.request_json = "{}";
+    ASSERT_TRUE(nodes[0]->submit_task(t));
+  }
+  auto sweep = nodes[1]->sweep_lost_nodes(StateStore::now_ms() + 60'000, 1'000);
+  ASSERT_TRUE(sweep) << sweep.error().to_string();
+  // n2 and n3 have not heartbeaten either; bring them back.
+  for (int i = 2; i <= 3; ++i)
+    ASSERT_TRUE(nodes[static_cast<std::size_t>(i)]->register_node(
+        NodeRegistration{nodes[static_cast<std::size_t>(i)]->node(), "", "{}", "{}", "[]"}));
+  ASSERT_EQ(sweep->tasks_requeued.size(), static_cast<std::size_t>(kTasks));
+
+  std::mutex mu;
+  std::map<std::string, std::vector<std::string>> owners;  // task -> claimers
+  std::vector<std::thread> threads;
+  std::atomic<int> errors{0};
+  std::atomic<int> ready{0};
+  for (int n = 1; n <= 3; ++n) {
+    for (int twice = 0; twice < 2; ++twice) {
+      threads.emplace_back([&, n] {
+        StateStore& s = *nodes[static_cast<std::size_t>(n)];
+        ++ready;
+        while (ready < 6) std::this_thread::yield();  // all start together
+        for (int round = 0; round < 8; ++round) {
+          auto got = s.claim_queued_tasks(4);
+          if (!got) {
+            if (++errors == 1) ADD_FAILURE() << got.error().to_string();
+            return;
+          }
+          std::lock_guard lock(mu);
+          for (const auto& id : *got) owners[id].push_back(s.node());
+        }
+      });
+    }
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors, 0);
+  EXPECT_EQ(owners.size(), static_cast<std::size_t>(kTasks));
+  std::set<std::string> claimers;
+  for (const auto& [id, by] : owners) {
+    EXPECT_EQ(by.size(), 1u) << id << " claimed more than once";
+    claimers.insert(by.front());
+    EXPECT_EQ(nodes[1]->get_task(id)->node, std::optional<std::string>(by.front()));
+  }
+  EXPECT_GE(claimers.size(), 2u) << "the claims were spread over the nodes";
+}
+
+}  // namespace
+}  // namespace corral::testing
