@@ -105,7 +105,8 @@ struct SelfCheckStatus {
 
 struct SandboxInfo {
   std::string id;
-  std::string state;  // sandbox_state_name()
+  std::string state;  // sandbox_state_name(), or "lost" (its node was marked lost)
+  std::string node;   // the node that runs it (issue 18)
   SandboxSpec spec;
   std::optional<SandboxUsage> usage;  // live sandboxes only
   std::int64_t created_at_ms = 0;

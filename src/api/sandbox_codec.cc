@@ -29,6 +29,7 @@ Json sandbox_info_json(const SandboxInfo& info) {
   Json j = Json::object();
   j["id"] = info.id;
   j["state"] = info.state;
+  j["node"] = info.node;
   j["spec"] = spec_json(info.spec);
   j["usage"] = info.usage ? usage_json(*info.usage) : Json(nullptr);
   j["created_at_ms"] = info.created_at_ms;
@@ -57,7 +58,8 @@ Json sandbox_info_json(const SandboxInfo& info) {
     cj["ok"] = c.ok;
     if (!c.failed.empty()) cj["failed"] = c.failed;
     Json checks = Json::array();
-    for (const auto& [name, passed] : c.checks) checks.push_back(Json{{"name", name}, {"ok", passed}});
+    for (const auto& [name, passed] : c.checks)
+      checks.push_back(Json{{"name", name}, {"ok", passed}});
     cj["checks"] = std::move(checks);
     cj["took_us"] = c.took_us;
     j["self_check"] = std::move(cj);
@@ -68,16 +70,17 @@ Json sandbox_info_json(const SandboxInfo& info) {
 }
 
 Result<SandboxInfo> read_sandbox_info(const Json& v, std::string path, const Ctx& ctx) {
-  auto obj = open_object(v, std::move(path), ctx,
-                         {"id", "state", "spec", "usage", "created_at_ms", "updated_at_ms",
-                          "expires_at_ms", "error", "residue", "residue_bytes", "network",
-                          "self_check"});
+  auto obj =
+      open_object(v, std::move(path), ctx,
+                  {"id", "state", "node", "spec", "usage", "created_at_ms", "updated_at_ms",
+                   "expires_at_ms", "error", "residue", "residue_bytes", "network", "self_check"});
   if (!obj) return tl::unexpected<Error>(obj.error());
   SandboxInfo info;
   if (obj->get("id") == nullptr)
     return fail(ApiErrorCode::kInvalidValue, obj->at("id"), "is missing");
   CORRAL_TRY(read_into(*obj, "id", info.id, any_string(ctx)));
   CORRAL_TRY(read_into(*obj, "state", info.state, any_string(ctx)));
+  CORRAL_TRY(read_into(*obj, "node", info.node, any_string(ctx)));
   if (const Json* spec = obj->get("spec")) {
     auto s = read_spec(*spec, obj->at("spec"), ctx);
     if (!s) return tl::unexpected<Error>(s.error());
@@ -127,8 +130,7 @@ Result<SandboxInfo> read_sandbox_info(const Json& v, std::string path, const Ctx
     if (const Json* list = c->get("checks"); list != nullptr && list->is_array()) {
       for (const Json& item : *list) {
         if (item.is_object() && item.contains("name") && item["name"].is_string())
-          sc.checks.emplace_back(item["name"].get<std::string>(),
-                                 item.value("ok", false));
+          sc.checks.emplace_back(item["name"].get<std::string>(), item.value("ok", false));
       }
     }
     info.self_check = std::move(sc);

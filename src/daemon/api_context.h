@@ -45,7 +45,7 @@ struct ApiContext {
   // Task inputs, outputs and snapshots (serve.object_store; D5). Opened at
   // start, so never null in a running daemon.
   objstore::ObjectStore* objects = nullptr;
-  TaskService* tasks = nullptr;  // null: the /v1/tasks routes answer 503
+  TaskService* tasks = nullptr;            // null: the /v1/tasks routes answer 503
   volume::VolumeStore* volumes = nullptr;  // null: volumes are refused (503)
   // Failure snapshots (D4); null when the daemon has no object store.
   SnapshotService* snapshots = nullptr;
@@ -138,6 +138,8 @@ void handle_list_pools(ApiContext& ctx, ApiRequest& r);
 void handle_get_pool(ApiContext& ctx, ApiRequest& r);
 void handle_create_pool(ApiContext& ctx, ApiRequest& r);
 void handle_delete_pool(ApiContext& ctx, ApiRequest& r);
+// The nodes sharing the state store (node_api.cc; issue 18).
+void handle_list_nodes(ApiContext& ctx, ApiRequest& r);
 // A create body with its optional "pool": read over that pool's spec, or
 // over the daemon's defaults.
 ApiResult<api::CreateSandboxRequest> parse_create_with_pool(ApiContext& ctx,

@@ -68,6 +68,8 @@ const Route kRoutes[] = {
     {"POST", "/v1/pools", handle_create_pool},
     {"GET", "/v1/pools/{name}", handle_get_pool},
     {"DELETE", "/v1/pools/{name}", handle_delete_pool},
+    // The fleet (issue 18).
+    {"GET", "/v1/nodes", handle_list_nodes},
 };
 
 // The segments of an absolute path, or nothing when one is empty: "//", a
@@ -151,7 +153,8 @@ ApiResult<std::string> ApiRouter::caller_namespace(const http::Peer& peer,
   if (asked && *asked != *ns)
     return api_fail(api::ApiErrorCode::kForbidden,
                     "X-Corral-Namespace is honoured on the unix socket only; this key belongs to "
-                    "namespace " + *ns,
+                    "namespace " +
+                        *ns,
                     "X-Corral-Namespace", "leave the header out, or use a key of that namespace");
   return std::move(*ns);
 }

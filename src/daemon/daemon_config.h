@@ -30,13 +30,14 @@
 #include "base/result.h"
 #include "daemon/diagnostics_config.h"
 #include "daemon/e2b_settings.h"
+#include "daemon/node_settings.h"
 #include "daemon/pool_settings.h"
 #include "daemon/task_config.h"
 #include "egress/gateway.h"
 #include "netns/network_policy.h"
 #include "objstore/object_store_config.h"
-#include "snapshot/snapshot_store.h"
 #include "secrets/secret_store.h"
+#include "snapshot/snapshot_store.h"
 #include "spec/sandbox_spec.h"
 
 namespace corral {
@@ -49,6 +50,14 @@ struct DaemonConfig {
   std::string socket_path = run_dir() + "/corral.sock";
   // State store, images (serve.data_dir).
   std::string data_dir = ::corral::data_dir();
+  // The state store (serve.state): an SQLite file's absolute path, or a
+  // postgres:// URL that the nodes of a fleet share (issue 18). Empty:
+  // <data_dir>/state.db. serve.state_url_file names a file holding it
+  // instead (a Kubernetes Secret), read at start.
+  std::string state;
+  std::string state_url_file;
+  // Who this daemon is among the nodes sharing the store (serve.node).
+  daemon::NodeSettings node;
   // API keys (serve.api_keys): hex SHA-256 digests and key files (relative
   // paths resolved against the config file's directory). See ApiKeys.
   std::vector<std::string> api_key_sha256;

@@ -20,15 +20,16 @@
 #include <functional>
 #include <optional>
 
+#include "base/strings.h"
 #include "daemon/daemon_config.h"
-#include "daemon/object_store_config_yaml.h"
 #include "daemon/e2b_config_yaml.h"
+#include "daemon/node_config_yaml.h"
+#include "daemon/object_store_config_yaml.h"
 #include "daemon/pool_config_yaml.h"
 #include "daemon/snapshot_config_yaml.h"
-#include "base/strings.h"
 #include "egress/firewall.h"
-#include "netns/net_slot.h"
 #include "egress/upstream_resolver.h"
+#include "netns/net_slot.h"
 #include "spec/config_file.h"
 #include "spec/units.h"
 #include "spec/volume_ref.h"
@@ -41,16 +42,36 @@ constexpr std::size_t kMaxApiKeyEntries = 1024;
 constexpr std::size_t kMaxPathBytes = 4095;
 
 constexpr std::array<std::string_view, 2> kTopKeys = {"serve", "sandbox"};
-constexpr std::array<std::string_view, 23> kServeKeys = {
-    "listen",          "socket",        "data_dir",        "api_keys",   "capacity",
-    "request_timeout", "setup_timeout", "max_exec_output", "max_upload", "mount_roots",
-    "durability",      "network",       "secrets",         "audit",      "connections",
-    "object_store",    "tasks", "volumes", "snapshots", "diagnostics", "self_check", "pools",
-    "e2b"};
+constexpr std::array<std::string_view, 26> kServeKeys = {"listen",
+                                                         "socket",
+                                                         "data_dir",
+                                                         "api_keys",
+                                                         "capacity",
+                                                         "request_timeout",
+                                                         "setup_timeout",
+                                                         "max_exec_output",
+                                                         "max_upload",
+                                                         "mount_roots",
+                                                         "durability",
+                                                         "network",
+                                                         "secrets",
+                                                         "audit",
+                                                         "connections",
+                                                         "object_store",
+                                                         "tasks",
+                                                         "volumes",
+                                                         "snapshots",
+                                                         "diagnostics",
+                                                         "self_check",
+                                                         "pools",
+                                                         "e2b",
+                                                         "state",
+                                                         "state_url_file",
+                                                         "node"};
 constexpr std::array<std::string_view, 2> kDiagnosticsKeys = {"retention", "keep_last"};
 constexpr std::array<std::string_view, 10> kTasksKeys = {
-    "workers",  "default_timeout", "max_timeout",        "retention",       "max_body",
-    "max_log",  "max_output_size", "initialize_timeout", "collect_timeout", "prune_interval"};
+    "workers", "default_timeout", "max_timeout",        "retention",       "max_body",
+    "max_log", "max_output_size", "initialize_timeout", "collect_timeout", "prune_interval"};
 constexpr std::array<std::string_view, 5> kConnectionsKeys = {
     "tcp", "unix", "unauthenticated", "unauthenticated_per_peer", "unauthenticated_head_timeout"};
 constexpr std::array<std::string_view, 7> kAuditKeys = {
@@ -255,6 +276,14 @@ class ServeApplier : private YamlReader {
     if (name == "data_dir") {
       return read_into(e, "an absolute path", parse_data_dir, config_.data_dir);
     }
+    if (name == "state") {
+      return read_into(e, "an absolute path or a postgres:// URL", parse_state_location,
+                       config_.state);
+    }
+    if (name == "state_url_file") {
+      return read_into(e, "an absolute path", parse_data_dir, config_.state_url_file);
+    }
+    if (name == "node") return apply_node_config(*this, e, config_.node);
     if (name == "api_keys") {
       if (e.value.IsNull()) return ok();
       CORRAL_TRY(expect_map(e, "a map (sha256, files, namespaces)"));
@@ -362,20 +391,19 @@ class ServeApplier : private YamlReader {
       if (t.workers > 256) return fail(e.value_line, e.path, "must be at most 256");
       return ok();
     }
-    for (auto [key, field] : {std::pair{"default_timeout", &t.default_timeout_ms},
-                              std::pair{"max_timeout", &t.max_timeout_ms},
-                              std::pair{"retention", &t.retention_ms},
-                              std::pair{"initialize_timeout", &t.initialize_timeout_ms},
-                              std::pair{"collect_timeout", &t.collect_timeout_ms},
-                              std::pair{"prune_interval", &t.prune_interval_ms}}) {
+    for (auto [key, field] :
+         {std::pair{"default_timeout", &t.default_timeout_ms},
+          std::pair{"max_timeout", &t.max_timeout_ms}, std::pair{"retention", &t.retention_ms},
+          std::pair{"initialize_timeout", &t.initialize_timeout_ms},
+          std::pair{"collect_timeout", &t.collect_timeout_ms},
+          std::pair{"prune_interval", &t.prune_interval_ms}}) {
       if (e.name != key) continue;
       std::chrono::milliseconds d{};
       CORRAL_TRY(read_into(e, "a duration (10m, 168h)", parse_duration, d));
       *field = d.count();
       return ok();
     }
-    for (auto [key, field] : {std::pair{"max_body", &t.max_body},
-                              std::pair{"max_log", &t.max_log},
+    for (auto [key, field] : {std::pair{"max_body", &t.max_body}, std::pair{"max_log", &t.max_log},
                               std::pair{"max_output_size", &t.max_output_size}}) {
       if (e.name == key) return read_into(e, "a size (64Mi, 1Gi)", parse_size, *field);
     }
@@ -775,8 +803,9 @@ class ServeApplier : private YamlReader {
   // One entry of serve.volumes (docs/volumes.md).
   Status apply_volumes(const YamlEntry& e) {
     if (e.name == "max_quota" || e.name == "max_total")
-      return read_into(e, "a size (10Gi)", parse_size,
-                       e.name == "max_quota" ? config_.volumes.max_quota : config_.volumes.max_total);
+      return read_into(
+          e, "a size (10Gi)", parse_size,
+          e.name == "max_quota" ? config_.volumes.max_quota : config_.volumes.max_total);
     return unknown_key(e, kVolumesKeys, {{"quota", "max_quota"}, {"total", "max_total"}});
   }
 

@@ -13,28 +13,30 @@
 #include "base/error_output.h"
 #include "base/paths.h"
 #include "daemon/api_keys.h"
-#include "volume/volume_store.h"
 #include "daemon/api_router.h"
-#include "daemon/e2b_facade.h"
 #include "daemon/audit_budget.h"
 #include "daemon/daemon_config.h"
+#include "daemon/e2b_facade.h"
 #include "daemon/fd_budget.h"
 #include "daemon/log_redactor.h"
 #include "daemon/metered_object_store.h"
 #include "daemon/metrics.h"
+#include "daemon/node_service.h"
+#include "daemon/node_setup.h"
 #include "daemon/object_store_open.h"
 #include "daemon/pool_service.h"
-#include "daemon/snapshot_service.h"
 #include "daemon/sandbox_service.h"
 #include "daemon/secret_service.h"
+#include "daemon/snapshot_service.h"
 #include "daemon/task_service.h"
-#include "http/http_server.h"
-#include "jail/fs_util.h"
 #include "egress/cert_authority.h"
 #include "egress/egress_proxy.h"
+#include "http/http_server.h"
+#include "jail/fs_util.h"
 #include "runtime/sandbox_factory.h"
 #include "store/audit_log.h"
 #include "store/state_store.h"
+#include "volume/volume_store.h"
 
 namespace corral::daemon {
 
@@ -174,10 +176,16 @@ int serve(const ServeFlags& flags) {
   auto factory = SandboxFactory::start(network.factory_options());
   if (!factory) return fail(factory.error().message);
 
-  auto store = StateStore::open(config.data_dir + "/state.db",
-                                config.power_loss_durable ? StateStore::Durability::kPowerLoss
-                                                          : StateStore::Durability::kProcessCrash);
+  // The state store: this data dir's SQLite file, or a PostgreSQL database
+  // the nodes of a fleet share (serve.state; docs/fleet.md).
+  auto state = state_location(config);
+  if (!state) return fail(state.error().message, state.error().hint);
+  auto store =
+      StateStore::open(*state, config.power_loss_durable ? StateStore::Durability::kPowerLoss
+                                                         : StateStore::Durability::kProcessCrash);
   if (!store) return fail(store.error().message, store.error().hint);
+  if (auto st = store->set_node(node_id(config)); !st)
+    return fail("serve.node.id: " + st.error().message, st.error().hint);
   auto audit = AuditLog::open(config.data_dir + "/audit.log");
   if (!audit) return fail(audit.error().message, audit.error().hint);
   if (!audit->repair_note().empty())  // a torn last line left by a crash (docs/operations.md)
@@ -263,12 +271,12 @@ int serve(const ServeFlags& flags) {
   for (const auto& share : {std::pair{"sandboxes", &CapacityLedger::Totals::sandboxes},
                             std::pair{"memory_bytes", &CapacityLedger::Totals::memory_bytes},
                             std::pair{"disk_bytes", &CapacityLedger::Totals::disk_bytes}}) {
-    metrics.gauge_fn(
-        "corral_capacity_reserved", "Share of serve.capacity held by sandboxes and creates",
-        [&service, field = share.second] {
-          return static_cast<double>(service.capacity_reserved().*field);
-        },
-        {{"resource", share.first}});
+    metrics.gauge_fn("corral_capacity_reserved",
+                     "Share of serve.capacity held by sandboxes and creates",
+                     [&service, field = share.second] {
+                       return static_cast<double>(service.capacity_reserved().*field);
+                     },
+                     {{"resource", share.first}});
   }
   // Volumes (docs/volumes.md): mounted again before the API serves.
   volume::VolumeStore volumes(config.data_dir,
@@ -282,11 +290,10 @@ int serve(const ServeFlags& flags) {
     if (auto added = pools.add(p, true); !added)
       return fail("serve.pools: " + added.error().message, added.error().hint);
   }
-  service.set_claimer([&pools](const api::CreateSandboxRequest& request,
-                               const std::optional<std::string>& key,
-                               const std::function<bool()>& key_is_fresh, const std::string& ns) {
-    return pools.claim(request, key, key_is_fresh, ns);
-  });
+  service.set_claimer(
+      [&pools](const api::CreateSandboxRequest& request, const std::optional<std::string>& key,
+               const std::function<bool()>& key_is_fresh,
+               const std::string& ns) { return pools.claim(request, key, key_is_fresh, ns); });
   reconciled += "; " + pools.start();
   snapshot::SnapshotConfig snapshot_config = config.snapshots;
   snapshot_config.scratch_dir = config.data_dir;
@@ -329,7 +336,7 @@ int serve(const ServeFlags& flags) {
   // A TCP connection holds an unauthenticated slot until a request of it
   // presents a key the router accepts (issue 14).
   server_options.authenticate = [&router, &e2b](const http::Peer& peer,
-                                                 const http::RequestHead& head) {
+                                                const http::RequestHead& head) {
     if (e2b && e2b->owns(head)) return e2b->authenticated(peer, head);
     return router.authenticated(peer, head);
   };
@@ -337,8 +344,8 @@ int serve(const ServeFlags& flags) {
     fprintf(stderr, "corral serve: warning: %s\n", message.c_str());
   };
   http::Server server(
-      [&router, &e2b](const http::Peer& peer, const http::RequestHead& head,
-                      http::BodyReader& body, http::ResponseWriter& out) {
+      [&router, &e2b](const http::Peer& peer, const http::RequestHead& head, http::BodyReader& body,
+                      http::ResponseWriter& out) {
         if (e2b && e2b->owns(head)) return e2b->handle(peer, head, body, out);
         router.handle(peer, head, body, out);
       },
@@ -354,14 +361,23 @@ int serve(const ServeFlags& flags) {
     return fail(st.error().message, st.error().hint);
   where += (where.empty() ? "" : " and ") + std::string("unix:") + config.socket_path;
 
+  // This daemon as a node of the fleet sharing the store (a fleet of one on
+  // its own SQLite file): registered once reconcile has settled what it owns.
+  NodeService node(config.node, *store, metrics,
+                   {[&service] { return service.release_lost(); },
+                    [&service](nlohmann::json event) { service.audit_async(std::move(event)); }});
+  if (auto st = node.start(node_registration(config, flags.no_tcp ? 0 : server.bound_port())); !st)
+    return fail("registering this node: " + st.error().message, st.error().hint);
+  reconciled += "; node " + store->node() + " (incarnation " +
+                std::to_string(node.registered().incarnation) + ")";
+
   std::thread signals([&server, stop_signals] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
     server.stop();
   });
-  printf("corral serve: listening on %s%s; data in %s (%s); %s\n", where.c_str(),
-         key_note->c_str(), config.data_dir.c_str(), reconciled.c_str(),
-         describe(*nofile, *fds).c_str());
+  printf("corral serve: listening on %s%s; data in %s (%s); %s\n", where.c_str(), key_note->c_str(),
+         config.data_dir.c_str(), reconciled.c_str(), describe(*nofile, *fds).c_str());
   if (e2b && !flags.no_tcp) {
     const bool v6 = config.listen_host.find(':') != std::string::npos;
     const std::string base = "http://" + std::string(v6 ? "[" : "") + config.listen_host +
@@ -369,16 +385,20 @@ int serve(const ServeFlags& flags) {
                              config.e2b.prefix;
     // The key's E2B spelling, as a command that reads it from the key file
     // (the key itself is never printed).
-    const std::string key =
-        config.api_key_files.empty()
-            ? std::string("<a key of serve.api_keys, crl_ written e2b_>")
-            : "e2b_$(sed 's/^crl_//' " + config.api_key_files.front() + ")";
-    printf("corral serve: E2B SDK: export E2B_API_URL=%s E2B_SANDBOX_URL=%s/envd E2B_API_KEY=%s "
-           "(docs/e2b.md)\n",
-           base.c_str(), base.c_str(), key.c_str());
+    const std::string key = config.api_key_files.empty()
+                                ? std::string("<a key of serve.api_keys, crl_ written e2b_>")
+                                : "e2b_$(sed 's/^crl_//' " + config.api_key_files.front() + ")";
+    printf(
+        "corral serve: E2B SDK: export E2B_API_URL=%s E2B_SANDBOX_URL=%s/envd E2B_API_KEY=%s "
+        "(docs/e2b.md)\n",
+        base.c_str(), base.c_str(), key.c_str());
   }
   fflush(stdout);
   server.run();
+  // Drained (nothing left running here): the node leaves, and no sweep
+  // will mark it lost. Otherwise it stays registered, so that it is marked
+  // lost unless it comes back within serve.node.lost_after.
+  node.stop(service.live_count() == 0);
   pools.stop();
   tasks.stop();
   service.stop();

@@ -24,6 +24,9 @@ namespace {
 
 using nlohmann::json;
 
+// Why a sandbox of a node the fleet marked lost is destroyed (issue 18).
+const std::string kMarkedLostReason = "its node was marked lost";
+
 bool same_pid_namespace(pid_t a, pid_t b) {
   struct stat sa;
   struct stat sb;
@@ -71,6 +74,8 @@ class SandboxService::Reconciler {
  public:
   explicit Reconciler(SandboxService& service) : s_(service) {}
   std::string run();
+  // destroy_unadopted for one record outside a reconcile (release_lost).
+  void destroy_one(const SandboxRecord& r, const json& rt) { destroy_unadopted(r, rt); }
 
  private:
   // `rt`: the record's runtime_json, parsed (null if absent or broken).
@@ -91,6 +96,23 @@ class SandboxService::Reconciler {
 
 std::string SandboxService::reconcile() { return Reconciler(*this).run(); }
 
+std::string SandboxService::release_lost() {
+  auto records = store_.sandboxes_to_reconcile();
+  if (!records) return "could not list this node's sandboxes: " + records.error().message;
+  int released = 0;
+  for (const SandboxRecord& r : *records) {
+    if (!r.lost_at_ms || is_final(r.state)) continue;
+    if (entry(r.id)) {
+      (void)destroy(r.id, kMarkedLostReason);
+    } else {
+      json rt = r.runtime_json ? json::parse(*r.runtime_json, nullptr, false) : json();
+      Reconciler(*this).destroy_one(r, rt);
+    }
+    ++released;
+  }
+  return std::to_string(released) + " sandboxes marked lost destroyed";
+}
+
 std::string SandboxService::Reconciler::run() {
   auto records = s_.store_.sandboxes_to_reconcile();
   std::vector<std::string> known;
@@ -98,6 +120,12 @@ std::string SandboxService::Reconciler::run() {
     for (const SandboxRecord& r : *records) {
       known.push_back(r.id);
       json rt = r.runtime_json ? json::parse(*r.runtime_json, nullptr, false) : json();
+      // Marked lost while this node was away: the fleet was told it is
+      // gone, so it is destroyed rather than served again (issue 18).
+      if (r.lost_at_ms) {
+        destroy_unadopted(r, rt);
+        continue;
+      }
       if (auto live = attach(r, rt)) {
         reattach(r, rt, std::move(live));
       } else {
@@ -105,6 +133,11 @@ std::string SandboxService::Reconciler::run() {
       }
     }
   }
+  // Sandboxes of other nodes sharing the store are known too: on a host
+  // that runs several nodes (tests), their cgroups are not orphans.
+  if (auto all = s_.store_.list(); all)
+    for (const SandboxRecord& r : *all)
+      if (r.node != s_.store_.node() && !is_final(r.state)) known.push_back(r.id);
   remove_orphan_cgroups(known);
   return "reconciled: " + std::to_string(attached_) + " re-attached, " +
          std::to_string(destroyed_) + " destroyed, " + std::to_string(orphans_) +
@@ -342,12 +375,13 @@ Status SandboxService::Reconciler::serve_network_again(SandboxEntry& e) {
 // Not re-attachable: kill whatever is left of it, by its cgroup.
 void SandboxService::Reconciler::destroy_unadopted(const SandboxRecord& r, const json& rt) {
   std::string cg_name = r.cgroup.value_or(r.id);
+  const std::string cause = r.lost_at_ms ? kMarkedLostReason : "daemon restarted";
   if (r.state != SandboxState::kFailed && r.state != SandboxState::kDestroying)
-    (void)s_.store_.transition(
-        r.id, SandboxState::kFailed,
-        "daemon restarted while it was " + std::string(sandbox_state_name(r.state)));
+    (void)s_.store_.transition(r.id, SandboxState::kFailed,
+                               cause + " while it was " + std::string(sandbox_state_name(r.state)));
   if (r.state != SandboxState::kDestroying)
-    (void)s_.store_.transition(r.id, SandboxState::kDestroying, "reconcile after restart");
+    (void)s_.store_.transition(r.id, SandboxState::kDestroying,
+                               r.lost_at_ms ? kMarkedLostReason : "reconcile after restart");
   std::vector<std::string> residue = s_.remove_unadopted(r.id, cg_name);
   if (auto slot = net_slot_of(rt); slot && s_.network_ != nullptr) {
     for (auto& left : s_.network_->detach(r.id, slot)) residue.push_back(left);

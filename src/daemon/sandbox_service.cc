@@ -192,6 +192,10 @@ ApiResult<api::SandboxInfo> SandboxService::info_of(const SandboxRecord& record,
   api::SandboxInfo info;
   info.id = record.id;
   info.state = std::string(sandbox_state_name(record.state));
+  info.node = record.node;
+  // Its node was marked lost (issue 18): until that node comes back and
+  // destroys it, nobody can reach it.
+  if (record.lost_at_ms && !is_final(record.state)) info.state = "lost";
   auto spec = api::spec_from_json(record.spec_json);
   if (spec) info.spec = *spec;
   info.created_at_ms = record.created_at_ms;

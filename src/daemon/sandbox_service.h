@@ -160,6 +160,10 @@ class SandboxService {
   std::optional<std::uint64_t> oom_kills(SandboxEntry& sandbox);
   ApiResult<std::vector<api::SandboxInfo>> list();
   ApiResult<api::SandboxInfo> destroy(std::string_view id, std::string_view reason);
+  // Destroys this node's sandboxes that the fleet marked lost (the node was
+  // cut off and another marked it lost: the callers were told they are
+  // gone; issue 18). Returns a line for the log.
+  std::string release_lost();
   ApiResult<api::SandboxInfo> extend(std::string_view id, const api::ExtendRequest& request);
   // PUT /v1/sandboxes/{id}/network: the whole new network, applied at once
   // (open connections it no longer allows are closed) and stored.

@@ -20,9 +20,8 @@ namespace corral::daemon {
 namespace {
 
 api::ApiError not_found(std::string_view id) {
-  return api::make_api_error(api::ApiErrorCode::kNotFound,
-                             "no task \"" + std::string(id) + "\"", "",
-                             "list them with GET /v1/tasks");
+  return api::make_api_error(api::ApiErrorCode::kNotFound, "no task \"" + std::string(id) + "\"",
+                             "", "list them with GET /v1/tasks");
 }
 
 // "effective" sandbox body: the task's "sandbox" with its "volumes" added.
@@ -45,13 +44,12 @@ TaskService::TaskService(TaskConfig config, SandboxService& sandboxes, StateStor
       metrics_(metrics) {
   if (config_.workers == 0) config_.workers = 1;
   for (const char* status : {"queued", "running"}) {
-    metrics_.gauge_fn(
-        "corral_tasks", "Tasks queued or running now",
-        [this, queued = std::string_view(status) == "queued"] {
-          std::lock_guard lock(mu_);
-          return static_cast<double>(queued ? queue_.size() : active_.size());
-        },
-        {{"status", status}});
+    metrics_.gauge_fn("corral_tasks", "Tasks queued or running now",
+                      [this, queued = std::string_view(status) == "queued"] {
+                        std::lock_guard lock(mu_);
+                        return static_cast<double>(queued ? queue_.size() : active_.size());
+                      },
+                      {{"status", status}});
   }
 }
 
@@ -75,8 +73,9 @@ std::string TaskService::start() {
   }
   for (unsigned i = 0; i < config_.workers; ++i) workers_.emplace_back([this] { worker_loop(); });
   pruner_ = std::thread([this] { pruner_loop(); });
-  return std::to_string(resumed) + " unfinished tasks resumed, " +
-         std::to_string(config_.workers) + " task workers";
+  claimer_ = std::thread([this] { claimer_loop(); });
+  return std::to_string(resumed) + " unfinished tasks resumed, " + std::to_string(config_.workers) +
+         " task workers";
 }
 
 void TaskService::stop() {
@@ -93,6 +92,7 @@ void TaskService::stop() {
     if (w.joinable()) w.join();
   workers_.clear();
   if (pruner_.joinable()) pruner_.join();
+  if (claimer_.joinable()) claimer_.join();
 }
 
 std::mutex& TaskService::submit_lock(std::string_view id) {
@@ -135,8 +135,7 @@ std::vector<TaskInputContent> TaskService::take_inline_contents(api::TaskRequest
   return contents;
 }
 
-ApiResult<TaskService::Submitted> TaskService::submit(const std::string& ns,
-                                                      std::string_view body,
+ApiResult<TaskService::Submitted> TaskService::submit(const std::string& ns, std::string_view body,
                                                       const api::TaskContentParts* parts) {
   auto request = api::parse_task_request(body, config_.max_body, parts);
   if (!request) return api_fail(request.error());
@@ -155,14 +154,14 @@ ApiResult<TaskService::Submitted> TaskService::submit(const std::string& ns,
     const std::string field = "inputs[" + std::to_string(i) + "].volume";
     if (volumes_ == nullptr)
       return api_fail(api::ApiErrorCode::kInvalidValue,
-                      field + ": volume inputs need the volume service, which this daemon does "
-                              "not have",
+                      field +
+                          ": volume inputs need the volume service, which this daemon does "
+                          "not have",
                       field, "push the file as \"content\" or from \"object\"");
     // Another namespace's volume is 403 now, as for a sandbox's mounts; one
     // that does not exist (yet) fails the task with input_missing when it
     // runs, like a missing object.
-    if (auto v = volumes_->get(ns, in.volume);
-        !v && v.error().code == ErrorCode::kPermissionDenied)
+    if (auto v = volumes_->get(ns, in.volume); !v && v.error().code == ErrorCode::kPermissionDenied)
       return api_fail(api::ApiErrorCode::kForbidden, field + ": " + v.error().message, field,
                       v.error().hint);
   }
@@ -188,11 +187,12 @@ ApiResult<TaskService::Submitted> TaskService::submit(const std::string& ns,
     if (stored && stored->ns != ns)
       return api_fail(api::ApiErrorCode::kConflict,
                       "task id \"" + record.id + "\" is taken; choose another id", "id");
-    std::string field = stored ? first_differing_field(stored->request_json, record.request_json)
-                               : std::string();
+    std::string field =
+        stored ? first_differing_field(stored->request_json, record.request_json) : std::string();
     // Bytes are compared by their hash; the client sent "content".
     for (std::string_view hashed : {".content_sha256", ".content_size"})
-      if (field.ends_with(hashed)) field.replace(field.size() - hashed.size(), hashed.size(), ".content");
+      if (field.ends_with(hashed))
+        field.replace(field.size() - hashed.size(), hashed.size(), ".content");
     return api_fail(api::ApiErrorCode::kConflict,
                     "task " + record.id + " exists with another request" +
                         (field.empty() ? std::string() : ": field " + field + " differs"),
@@ -262,10 +262,10 @@ ApiResult<TaskRecord> TaskService::cancel(const std::string& ns, std::string_vie
       if (!now) return api_fail(now.error());
       if (now->status != TaskStatus::kQueued) {
         if (is_finished(now->status))
-          return api_fail(api::ApiErrorCode::kConflict,
-                          "task " + now->id + " is already " +
-                              std::string(task_status_name(now->status)),
-                          "status");
+          return api_fail(
+              api::ApiErrorCode::kConflict,
+              "task " + now->id + " is already " + std::string(task_status_name(now->status)),
+              "status");
         // Running but not held by a worker: a resume after a restart is
         // queued for it; the worker that takes it sees the cancel.
         cancel_requested_.insert(now->id);
@@ -396,11 +396,11 @@ Result<TaskRecord> TaskService::apply(const TaskRecord& before, const TaskUpdate
     sandboxes_.audit_async(std::move(event));
     if (is_finished(after->status)) {
       metrics_
-          .counter("corral_tasks_total", "Tasks finished, by status and reason",
-                   {{"status", std::string(task_status_name(after->status))},
-                    {"reason", after->status == TaskStatus::kSucceeded
-                                   ? std::string()
-                                   : after->reason.value_or("")}})
+          .counter(
+              "corral_tasks_total", "Tasks finished, by status and reason",
+              {{"status", std::string(task_status_name(after->status))},
+               {"reason", after->status == TaskStatus::kSucceeded ? std::string()
+                                                                  : after->reason.value_or("")}})
           .inc();
       notify_finished();
     }
@@ -457,6 +457,32 @@ void TaskService::pruner_loop() {
     lock.lock();
     pruner_cv_.wait_for(lock, std::chrono::milliseconds(config_.prune_interval_ms),
                         [&] { return stopping_; });
+  }
+}
+
+std::size_t TaskService::claim_unheld() {
+  std::size_t room = 0;
+  {
+    std::lock_guard lock(mu_);
+    const std::size_t busy = queue_.size() + active_.size();
+    if (stopping_ || busy >= config_.workers) return 0;
+    room = config_.workers - busy;
+  }
+  auto claimed = store_.claim_queued_tasks(room);
+  if (!claimed) return 0;  // the store is down: the next round tries again
+  for (const std::string& id : *claimed) enqueue(id);
+  return claimed->size();
+}
+
+void TaskService::claimer_loop() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    pruner_cv_.wait_for(lock, std::chrono::milliseconds(config_.claim_interval_ms),
+                        [&] { return stopping_; });
+    if (stopping_) break;
+    lock.unlock();
+    (void)claim_unheld();
+    lock.lock();
   }
 }
 

@@ -135,13 +135,17 @@ class TaskService {
   struct Active {
     std::atomic<bool> cancel{false};
     std::atomic<bool> stopping{false};  // the daemon stops: leave the task for the next one
-    std::mutex mu;  // guards process
+    std::mutex mu;                      // guards process
     std::shared_ptr<ProcessEntry> process;
   };
 
   void enqueue(const std::string& id);
   void worker_loop();
   void pruner_loop();
+  void claimer_loop();
+  // Claims queued tasks no node holds, as many as idle workers can take,
+  // and queues them here. Returns how many.
+  std::size_t claim_unheld();
   void run_one(const std::string& id);
   // Store, audit and count one change; notify the waiters when it ends the task.
   Result<TaskRecord> apply(const TaskRecord& before, const TaskUpdate& update);
@@ -172,6 +176,7 @@ class TaskService {
   bool stopping_ = false;
   std::vector<std::thread> workers_;
   std::thread pruner_;
+  std::thread claimer_;
   std::condition_variable pruner_cv_;
 
   std::mutex finished_mu_;  // waiters of ?wait=
@@ -190,7 +195,7 @@ class TaskService {
   std::map<std::string, std::vector<TaskInputContent>> handoff_;
   std::size_t handoff_bytes_ = 0;
 
-  std::mutex replay_mu_;  // one replay submission at a time (task_replay.cc)
+  std::mutex replay_mu_;                     // one replay submission at a time (task_replay.cc)
   std::array<std::mutex, 64> submit_locks_;  // per-id submit guard, striped
   std::atomic<std::int64_t> queued_{0}, running_{0};
 };

@@ -195,11 +195,20 @@ Status StateStore::heartbeat() {
 
 Status StateStore::leave() {
   std::lock_guard lock(db_->mu);
-  auto st = db_->conn->prepare("UPDATE nodes SET state = 'left' WHERE id = ?1 AND state = 'live'");
-  if (!st)
-    return tl::unexpected<Error>(std::move(st).error().wrap("node " + db_->node + " leaving"));
+  sql::Connection& h = *db_->conn;
+  const std::string what = "node " + db_->node + " leaving";
+  Txn txn(h);
+  CORRAL_TRY_CTX(txn.begin(), what);
+  auto st = h.prepare("UPDATE nodes SET state = 'left' WHERE id = ?1 AND state = 'live'");
+  if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
   st->bind(1, db_->node);
-  return st->run("UPDATE nodes");
+  CORRAL_TRY_CTX(st->run("UPDATE nodes"), what);
+  // Its queued tasks are for the nodes that stay.
+  auto tasks = h.prepare("UPDATE tasks SET node = NULL WHERE node = ?1 AND status = 'queued'");
+  if (!tasks) return tl::unexpected<Error>(std::move(tasks).error().wrap(what));
+  tasks->bind(1, db_->node);
+  CORRAL_TRY_CTX(tasks->run("UPDATE tasks"), what);
+  return txn.commit();
 }
 
 Result<std::vector<NodeRecord>> StateStore::list_nodes() {

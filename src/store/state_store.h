@@ -283,7 +283,8 @@ class StateStore {
   // not live (another node marked it lost, or it left): what it owned is
   // no longer its own; the daemon reconciles and registers again.
   Status heartbeat();
-  // Marks this node left (a drained stop): no sweep marks it lost.
+  // Marks this node left (a drained stop): no sweep marks it lost; the
+  // queued tasks it held are released for other nodes to claim.
   Status leave();
   Result<std::vector<NodeRecord>> list_nodes();
   Result<NodeRecord> get_node(std::string_view id);  // kNotFound for an unknown id

@@ -537,6 +537,15 @@ Result<TaskRecord> StateStore::update_task(std::string_view id, const TaskUpdate
   const TaskStage from_stage = t.stage;
   std::int64_t now = now_ms();
 
+  // A task runs on the node that holds it, and on one node only: only that
+  // node moves it on or records its progress. Any node may cancel a task
+  // still queued (no command has started anywhere).
+  const bool cancel_queued =
+      from == TaskStatus::kQueued && update.status && *update.status == TaskStatus::kCancelled;
+  if (t.node && *t.node != db_->node && !cancel_queued)
+    return make_error(ErrorCode::kPermissionDenied,
+                      "task " + t.id + " is held by node " + *t.node + ", not " + db_->node,
+                      "only the node that claimed a task runs it and records its progress");
   if (update.status && *update.status != from) {
     TaskStatus to = *update.status;
     std::string edge =
@@ -551,14 +560,7 @@ Result<TaskRecord> StateStore::update_task(std::string_view id, const TaskUpdate
                         "task " + t.id + ": transition " + edge + " is not allowed",
                         "re-read the task: another request may have changed its status");
     }
-    // A task runs on the node that holds it, and on one node only.
-    if (to == TaskStatus::kRunning) {
-      if (t.node && *t.node != db_->node)
-        return make_error(ErrorCode::kPermissionDenied,
-                          "task " + t.id + " is held by node " + *t.node + ", not " + db_->node,
-                          "only the node that claimed a task runs it");
-      t.node = db_->node;
-    }
+    if (to == TaskStatus::kRunning) t.node = db_->node;
     t.status = to;
     if (to == TaskStatus::kRunning && !t.started_at_ms) t.started_at_ms = now;
     if (is_finished(to)) t.finished_at_ms = now;

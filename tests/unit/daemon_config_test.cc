@@ -218,7 +218,8 @@ TEST(DaemonConfig, UnknownKeysNameKeyAndLine) {
       "serve.yaml:2: serve.zzz: unknown key (hint: the keys allowed here are: listen, "
       "socket, data_dir, api_keys, capacity, request_timeout, setup_timeout, max_exec_output, "
       "max_upload, mount_roots, durability, network, secrets, audit, connections, object_store, "
-            "tasks, volumes, snapshots, diagnostics, self_check, pools, e2b)");
+      "tasks, volumes, snapshots, diagnostics, self_check, pools, e2b, state, state_url_file, "
+      "node)");
   std::string msg = config_error("serve:\n  memory_limit: 1Gi\n");
   expect_prefix(msg, "serve.yaml:2: serve.memory_limit: is a sandbox setting: put it in the top");
   EXPECT_EQ(config_error("server:\n  listen: \":1\"\n"),
@@ -262,8 +263,9 @@ TEST(DaemonConfig, WrongTypesNameKeyAndLine) {
   EXPECT_EQ(config_error("serve:\n  capacity:\n    memory:\n"),
             "serve.yaml:3: serve.capacity.memory: expected a size (512Mi, 8Gi) or auto, found "
             "no value");
-  EXPECT_EQ(config_error("serve:\n  api_keys: [a]\n"),
-            "serve.yaml:2: serve.api_keys: expected a map (sha256, files, namespaces), found a list");
+  EXPECT_EQ(
+      config_error("serve:\n  api_keys: [a]\n"),
+      "serve.yaml:2: serve.api_keys: expected a map (sha256, files, namespaces), found a list");
 }
 
 TEST(DaemonConfig, BadValuesNameKeyAndLine) {

@@ -1,0 +1,106 @@
+#include "daemon/node_service.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "daemon/metrics.h"
+#include "store/state_store.h"
+
+namespace corral::daemon {
+
+using nlohmann::json;
+
+NodeService::NodeService(NodeSettings settings, StateStore& store, MetricsRegistry& metrics,
+                         Hooks hooks)
+    : settings_(std::move(settings)), store_(store), metrics_(metrics), hooks_(std::move(hooks)) {}
+
+NodeService::~NodeService() { stop(false); }
+
+Status NodeService::start(NodeRegistration registration) {
+  registration_ = std::move(registration);
+  auto reg = store_.register_node(registration_);
+  if (!reg) return tl::unexpected<Error>(std::move(reg).error());
+  registered_ = std::move(*reg);
+  if (hooks_.audit)
+    hooks_.audit(json{{"type", "node.registered"},
+                      {"node", registered_.id},
+                      {"incarnation", registered_.incarnation},
+                      {"address", registered_.address}});
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = false;
+  }
+  thread_ = std::thread([this] { loop(); });
+  return ok();
+}
+
+void NodeService::stop(bool leave) {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (leave && !registered_.id.empty()) {
+    if (auto st = store_.leave(); !st)
+      fprintf(stderr, "corral serve: node %s: %s\n", registered_.id.c_str(),
+              st.error().message.c_str());
+  }
+}
+
+void NodeService::loop() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(settings_.heartbeat_interval_ms),
+                 [this] { return stopping_; });
+    if (stopping_) break;
+    lock.unlock();
+    tick();
+    lock.lock();
+  }
+}
+
+void NodeService::tick() {
+  auto beat = store_.heartbeat();
+  if (!beat && beat.error().code == ErrorCode::kPermissionDenied) {
+    // Marked lost while we were away (or stalled): what the sweep handed
+    // on is no longer ours. Give it up, then come back as a new incarnation.
+    metrics_.counter("corral_node_lost_total", "Times this node found itself marked lost").inc();
+    const std::string done = hooks_.on_lost ? hooks_.on_lost() : std::string();
+    fprintf(stderr, "corral serve: node %s was marked lost by the fleet: %s\n",
+            registration_.id.c_str(), done.c_str());
+    if (auto reg = store_.register_node(registration_); reg) {
+      registered_ = std::move(*reg);
+      if (hooks_.audit)
+        hooks_.audit(json{{"type", "node.registered"},
+                          {"node", registered_.id},
+                          {"incarnation", registered_.incarnation},
+                          {"after", "marked lost"},
+                          {"released", done}});
+    }
+  } else if (!beat) {
+    metrics_.counter("corral_node_heartbeat_errors_total", "Heartbeats the state store refused")
+        .inc();
+    fprintf(stderr, "corral serve: node %s: %s\n", registration_.id.c_str(),
+            beat.error().message.c_str());
+    return;  // the store is down: nobody can be judged from here
+  }
+  auto sweep = store_.sweep_lost_nodes(StateStore::now_ms(), settings_.lost_after_ms);
+  if (!sweep) return;
+  for (const std::string& node : sweep->nodes_lost) {
+    metrics_.counter("corral_nodes_marked_lost_total", "Nodes this node marked lost").inc();
+    fprintf(stderr, "corral serve: node %s marked lost (no heartbeat for %lld ms)\n", node.c_str(),
+            static_cast<long long>(settings_.lost_after_ms));
+  }
+  if (hooks_.audit && (!sweep->nodes_lost.empty() || !sweep->tasks_requeued.empty() ||
+                       !sweep->tasks_failed.empty() || sweep->sandboxes_lost > 0)) {
+    hooks_.audit(json{{"type", "node.lost"},
+                      {"by", registration_.id},
+                      {"nodes", sweep->nodes_lost},
+                      {"sandboxes_lost", sweep->sandboxes_lost},
+                      {"tasks_requeued", sweep->tasks_requeued},
+                      {"tasks_failed", sweep->tasks_failed}});
+  }
+}
+
+}  // namespace corral::daemon

@@ -1,0 +1,73 @@
+// NodeService: this daemon as a node of the fleet that shares its state
+// store (issue 18, docs/fleet.md). It registers the node, records a
+// heartbeat every serve.node.heartbeat_interval, and sweeps for nodes
+// whose heartbeats stopped (StateStore::sweep_lost_nodes: their sandboxes
+// reported lost, their tasks run elsewhere once or failed node_lost).
+//
+// When its own heartbeat is refused (another node marked it lost while it
+// was cut off or stalled), what it held is no longer its own: on_lost
+// destroys those sandboxes, and the node registers again as its next
+// incarnation. A daemon on its own SQLite file is a fleet of one: the
+// heartbeat is a cheap write and the sweep finds nobody.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <thread>
+
+#include "base/result.h"
+#include "daemon/node_settings.h"
+#include "store/node_record.h"
+
+namespace corral {
+class MetricsRegistry;
+class StateStore;
+}  // namespace corral
+
+namespace corral::daemon {
+
+class NodeService {
+ public:
+  struct Hooks {
+    // The store says this node was lost: destroy what it no longer owns.
+    // Returns a line for the log.
+    std::function<std::string()> on_lost;
+    // An audit record (node.lost, node.registered).
+    std::function<void(nlohmann::json)> audit;
+  };
+
+  NodeService(NodeSettings settings, StateStore& store, MetricsRegistry& metrics, Hooks hooks);
+  ~NodeService();
+  NodeService(const NodeService&) = delete;
+  NodeService& operator=(const NodeService&) = delete;
+
+  // Registers the node (set_node must have been called on the store) and
+  // starts the heartbeat thread. Fails when the store refuses the
+  // registration.
+  Status start(NodeRegistration registration);
+  // Stops the thread; with `leave`, marks the node left (a drained stop).
+  void stop(bool leave);
+
+  // One heartbeat and one sweep now (the thread's step; tests).
+  void tick();
+  const NodeRecord& registered() const { return registered_; }
+
+ private:
+  void loop();
+
+  NodeSettings settings_;
+  StateStore& store_;
+  MetricsRegistry& metrics_;
+  Hooks hooks_;
+  NodeRegistration registration_;
+  NodeRecord registered_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace corral::daemon

@@ -1,0 +1,181 @@
+// Daemons sharing one PostgreSQL state store as the nodes of a fleet
+// (issue 18, docs/fleet.md): each registers and heartbeats; any node
+// reads every sandbox and task; a node killed with -9 is marked lost by
+// another within lost_after, its sandboxes reported lost and its queued
+// tasks run elsewhere, once, while the task whose command had started
+// fails node_lost; the node restarted destroys what it no longer owns
+// (checked from outside: its sandbox's init is gone) and runs nothing of
+// what was handed on.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "store/state_store.h"
+#include "support/daemon_harness.h"
+#include "support/pg_cluster.h"
+#include "support/skip.h"
+#include "support/task_client.h"
+#include "support/temp_dir.h"
+
+namespace corral::testing {
+namespace {
+
+using nlohmann::json;
+
+// A node's config: the shared store, fast heartbeats, and a network plan
+// of its own (subnet, interfaces, nftables table and ports: a table's
+// input chain drops what reaches its ports from other interfaces, so two
+// daemons on one host must not share ports).
+std::string node_config(const std::string& url, const std::string& id, int slot,
+                        const std::string& extra = "") {
+  const std::string n = std::to_string(slot);
+  return "serve:\n  state: \"" + url + "\"\n  node:\n    id: " + id +
+         "\n    heartbeat_interval: 200ms\n    lost_after: 1500ms\n"
+         "  network:\n    subnet: 10.23" +
+         n + ".0.0/16\n    interface_prefix: fl" + n + "\n    firewall_table: corral_fleet" + n +
+         "\n    proxy_port: " + std::to_string(16200 + 2 * slot) +
+         "\n    dns_port: " + std::to_string(16201 + 2 * slot) + "\n" + extra;
+}
+
+// Polls `probe` every 50 ms for up to `limit`; whether it came true.
+template <typename Probe>
+bool eventually(Probe probe, std::chrono::milliseconds limit = std::chrono::seconds(20)) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (probe()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return probe();
+}
+
+json node_of(TestDaemon& d, const std::string& id) {
+  json nodes = d.request("GET", "/v1/nodes").json();
+  for (const auto& n : nodes.value("nodes", json::array()))
+    if (n.value("id", "") == id) return n;
+  return {};
+}
+
+class Fleet : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    PgCluster* cluster = PgCluster::shared(why);
+    if (cluster == nullptr) CORRAL_SKIP_OR_FAIL("no PostgreSQL cluster: " + why);
+    auto url = cluster->fresh_database();
+    ASSERT_TRUE(url) << url.error().to_string();
+    url_ = *url;
+  }
+  // The daemons' nftables tables stay after them (a restarted daemon
+  // re-attaches its sandboxes' network): removed with the test.
+  void TearDown() override {
+    for (int slot = 1; slot <= 4; ++slot)
+      (void)std::system(
+          ("nft delete table inet corral_fleet" + std::to_string(slot) + " 2>/dev/null").c_str());
+  }
+  std::string url_;
+};
+
+TEST_F(Fleet, NodesRegisterAndEveryNodeReadsEverySandbox) {
+  TestDaemon a({}, node_config(url_, "node-a", 1));
+  ASSERT_TRUE(a.ready()) << a.output();
+  TestDaemon b({}, node_config(url_, "node-b", 2));
+  ASSERT_TRUE(b.ready()) << b.output();
+  auto nodes = a.request("GET", "/v1/nodes");
+  ASSERT_EQ(nodes.status, 200) << nodes.body;
+  EXPECT_EQ(nodes.json()["self"], "node-a");
+  ASSERT_EQ(nodes.json()["nodes"].size(), 2u) << nodes.body;
+  for (const auto& n : nodes.json()["nodes"]) {
+    EXPECT_EQ(n["state"], "live") << n;
+    EXPECT_FALSE(n["address"].get<std::string>().empty()) << n;
+  }
+  const std::string id = b.create_sandbox(R"({"limits":{"memory":"64Mi"}})");
+  ASSERT_FALSE(id.empty()) << b.output();
+  auto seen = a.request("GET", "/v1/sandboxes/" + id);
+  ASSERT_EQ(seen.status, 200) << seen.body;
+  EXPECT_EQ(seen.json()["node"], "node-b");
+  EXPECT_EQ(seen.json()["state"], "ready");
+  // Heartbeats move on.
+  const std::int64_t first = node_of(a, "node-b").value("heartbeat_at_ms", 0);
+  EXPECT_TRUE(eventually([&] { return node_of(a, "node-b").value("heartbeat_at_ms", 0) > first; }));
+  // A restart of B does not make it lost: it comes back as its next
+  // incarnation and re-attaches its sandbox.
+  ASSERT_TRUE(b.kill9());
+  ASSERT_TRUE(b.restart()) << b.output();
+  EXPECT_EQ(node_of(a, "node-b").value("incarnation", 0), 2);
+  EXPECT_EQ(b.request("GET", "/v1/sandboxes/" + id).json()["state"], "ready");
+  EXPECT_EQ(b.exec(id, "echo hi")["stdout"], "hi\n");
+}
+
+TEST_F(Fleet, AKilledNodeIsLostItsQueuedTasksRunElsewhereOnceAndItCleansUpOnReturn) {
+  TempDir side("corral-fleet-side");
+  ASSERT_EQ(chmod(side.path().c_str(), 0777), 0);  // the sandboxes' users append there
+  TestDaemon a({}, node_config(url_, "node-a", 3, "  mount_roots: [\"" + side.path() + "\"]\n"));
+  ASSERT_TRUE(a.ready()) << a.output();
+  TestDaemon b({}, node_config(url_, "node-b", 4,
+                               "  mount_roots: [\"" + side.path() +
+                                   "\"]\n"
+                                   "  tasks:\n    workers: 1\n"));
+  ASSERT_TRUE(b.ready()) << b.output();
+
+  const std::string sandbox = b.create_sandbox(R"({"limits":{"memory":"64Mi"}})");
+  ASSERT_FALSE(sandbox.empty()) << b.output();
+  // B's one worker runs a long command; three more wait in B's queue.
+  auto r = b.request("POST", "/v1/tasks", counted_task("long", side.path(), "sleep 60").dump());
+  ASSERT_EQ(r.status, 202) << r.body;
+  ASSERT_FALSE(wait_command_running(b, "long", side.path()).empty())
+      << b.request("GET", "/v1/tasks/long").body << b.output();
+  for (const char* id : {"q1", "q2", "q3"}) {
+    r = b.request("POST", "/v1/tasks",
+                  counted_task(id, side.path(), "echo " + std::string(id)).dump());
+    ASSERT_EQ(r.status, 202) << r.body;
+  }
+  EXPECT_EQ(a.request("GET", "/v1/tasks/q1").json()["status"], "queued");
+  // B's init, to check from outside that it goes once B is back.
+  auto store = StateStore::open(url_);
+  ASSERT_TRUE(store) << store.error().to_string();
+  auto rec = store->get(sandbox);
+  ASSERT_TRUE(rec && rec->runtime_json);
+  const pid_t init = json::parse(*rec->runtime_json).value("init_pid", -1);
+  ASSERT_GT(init, 0);
+
+  ASSERT_TRUE(b.kill9());
+  EXPECT_TRUE(eventually([&] { return node_of(a, "node-b").value("state", "") == "lost"; }))
+      << node_of(a, "node-b") << a.output();
+  EXPECT_TRUE(eventually([&] {
+    return a.request("GET", "/v1/sandboxes/" + sandbox).json().value("state", "") == "lost";
+  }));
+  // The queued tasks ran on A, once each; the started one failed node_lost.
+  for (const char* id : {"q1", "q2", "q3"}) {
+    json t = wait_task(a, id);
+    EXPECT_EQ(t.value("status", ""), "succeeded") << t;
+    EXPECT_EQ(runs_of(side.path(), id), 1) << id;
+  }
+  json lost = wait_task(a, "long");
+  EXPECT_EQ(lost.value("status", ""), "failed") << lost;
+  EXPECT_EQ(text(lost, "reason"), "node_lost") << lost;
+  // Its sandbox still runs on the host while B is away (nobody else may
+  // touch B's cgroups); B back destroys it.
+  EXPECT_EQ(kill(init, 0), 0) << "the lost node's sandbox was killed by another node";
+  ASSERT_TRUE(b.restart()) << b.output();
+  EXPECT_EQ(node_of(a, "node-b").value("state", ""), "live");
+  EXPECT_TRUE(eventually([&] {
+    return a.request("GET", "/v1/sandboxes/" + sandbox).json().value("state", "") == "cleaned";
+  })) << a.request("GET", "/v1/sandboxes/" + sandbox).body;
+  EXPECT_TRUE(eventually([&] { return kill(init, 0) != 0 && errno == ESRCH; }))
+      << "init " << init << " of the lost sandbox still runs";
+  // Nothing handed on ran again on B.
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  for (const char* id : {"q1", "q2", "q3"}) EXPECT_EQ(runs_of(side.path(), id), 1) << id;
+  EXPECT_EQ(runs_of(side.path(), "long"), 1);
+}
+
+}  // namespace
+}  // namespace corral::testing
