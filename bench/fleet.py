@@ -1,0 +1,130 @@
+#!/usr/bin/python3
+"""Fleet benchmark (issue 18 "Must show"), run by bench/fleet.sh against one
+node on SQLite, one node on PostgreSQL and three nodes sharing PostgreSQL.
+
+1. Create -> ready, sequential: POST /v1/sandboxes (64Mi, 16Mi disk), timed to
+   its 201, then DELETE (not timed). On three nodes the creates go to each
+   node in turn. The rounds of the three setups are interleaved, so load
+   changes hit all of them alike. p50 and p99 of each, and the ratios of the
+   p50s to SQLite's.
+2. Throughput: a burst of --burst creates at once (8 client threads), then
+   their destroys; creates per second from the first request to the last
+   answer. On three nodes the burst is spread round-robin.
+Prints one JSON line ("bench":"fleet").
+"""
+
+import argparse
+import http.client
+import json
+import socket
+import threading
+import time
+
+
+class UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path):
+        super().__init__("corral")
+        self.path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(self.path)
+
+
+def call(sock, method, target, body=None):
+    c = UnixConnection(sock)
+    data = json.dumps(body).encode() if body is not None else None
+    c.request(method, target, body=data, headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    out = r.read()
+    c.close()
+    return r.status, (json.loads(out) if out else {})
+
+
+BODY = {"limits": {"memory": "64Mi", "disk": "16Mi"}}
+
+
+def create(sock):
+    t0 = time.monotonic()
+    st, info = call(sock, "POST", "/v1/sandboxes", BODY)
+    dt = time.monotonic() - t0
+    assert st == 201, (st, info)
+    return dt, info["id"]
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
+
+
+def burst(socks, n, threads=8):
+    ids, errors, lock = [], [], threading.Lock()
+    todo = list(range(n))
+
+    def worker():
+        while True:
+            with lock:
+                if not todo:
+                    return
+                i = todo.pop()
+            try:
+                _, sid = create(socks[i % len(socks)])
+                with lock:
+                    ids.append((socks[i % len(socks)], sid))
+            except AssertionError as e:
+                with lock:
+                    errors.append(str(e))
+
+    t0 = time.monotonic()
+    ts = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    took = time.monotonic() - t0
+    for sock, sid in ids:
+        call(sock, "DELETE", "/v1/sandboxes/" + sid)
+    return len(ids) / took, errors
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sqlite", required=True)
+    ap.add_argument("--pg1", required=True)
+    ap.add_argument("--pg3", required=True)
+    ap.add_argument("--rounds", type=int, default=40)
+    ap.add_argument("--burst", type=int, default=48)
+    a = ap.parse_args()
+    setups = {"sqlite_1": [a.sqlite], "postgres_1": [a.pg1], "postgres_3": a.pg3.split(",")}
+    for socks in setups.values():  # warm-up: images, host base, connections
+        for s in socks:
+            _, sid = create(s)
+            call(s, "DELETE", "/v1/sandboxes/" + sid)
+    lat = {k: [] for k in setups}
+    for r in range(a.rounds):
+        for name, socks in setups.items():
+            s = socks[r % len(socks)]
+            dt, sid = create(s)
+            lat[name].append(dt)
+            call(s, "DELETE", "/v1/sandboxes/" + sid)
+    rates = {}
+    for name, socks in setups.items():
+        rate, errors = burst(socks, a.burst)
+        rates[name] = rate
+        if errors:
+            print("  %s burst errors: %d (first: %s)" % (name, len(errors), errors[0][:200]))
+    base = pct(lat["sqlite_1"], 50)
+    out = {"bench": "fleet", "rounds": a.rounds, "burst": a.burst}
+    print("create -> ready (sequential, %d rounds; three nodes: round-robin)" % a.rounds)
+    for name in setups:
+        p50, p99 = pct(lat[name], 50), pct(lat[name], 99)
+        print("  %-11s p50 %7.1f ms  p99 %7.1f ms  p50 / sqlite_1 %.3fx   burst of %d: %6.1f creates/s"
+              " (%.3fx sqlite_1)" % (name, p50 * 1e3, p99 * 1e3, p50 / base, a.burst, rates[name],
+                                     rates[name] / rates["sqlite_1"]))
+        out[name] = {"p50_ms": round(p50 * 1e3, 2), "p99_ms": round(p99 * 1e3, 2),
+                     "ratio_p50": round(p50 / base, 3), "creates_per_s": round(rates[name], 1)}
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
