@@ -41,4 +41,7 @@ std::string quote_for_message(std::string_view text, std::size_t max = kQuotedBy
 // text that is already delimited (a parser's own message).
 std::string printable_ascii(std::string_view text, std::size_t max);
 
+// `n` bytes as lower-case hex digits (two per byte).
+std::string to_hex(const unsigned char* bytes, std::size_t n);
+
 }  // namespace corral

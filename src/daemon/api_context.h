@@ -29,6 +29,7 @@ class SandboxService;
 class TaskService;
 class SnapshotService;
 class PoolService;
+class NodeForwarder;
 
 struct ApiLimits {
   std::size_t max_json_body = 1 << 20;          // create, mkdir, ...
@@ -51,6 +52,8 @@ struct ApiContext {
   SnapshotService* snapshots = nullptr;
   // Warm pools (C4); null: /v1/pools answers 503 and "pool" finds none.
   PoolService* pools = nullptr;
+  // Calls on sandboxes of other nodes (issue 18); null: none forwarded.
+  NodeForwarder* forwarder = nullptr;
 };
 
 struct ApiRequest {

@@ -22,18 +22,6 @@ constexpr std::size_t kMaxKeyFileBytes = 1024 * 1024;
 constexpr std::string_view kKeyPrefix = "crl_";
 constexpr std::size_t kKeyRandomBytes = 32;
 
-constexpr char kHexDigits[] = "0123456789abcdef";
-
-std::string to_hex(const std::uint8_t* bytes, std::size_t n) {
-  std::string out;
-  out.reserve(n * 2);
-  for (std::size_t i = 0; i < n; ++i) {
-    out.push_back(kHexDigits[bytes[i] >> 4]);
-    out.push_back(kHexDigits[bytes[i] & 0xf]);
-  }
-  return out;
-}
-
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;

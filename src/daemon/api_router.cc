@@ -5,6 +5,7 @@
 
 #include "daemon/api_keys.h"
 #include "daemon/metrics.h"
+#include "daemon/node_forwarder.h"
 #include "daemon/sandbox_service.h"
 #include "spec/volume_ref.h"
 
@@ -124,6 +125,9 @@ std::vector<RouteInfo> ApiRouter::routes() {
 bool ApiRouter::authenticated(const http::Peer& peer, const http::RequestHead& head) const {
   // The unix socket is reachable only by root (mode 0600): no key there.
   if (peer.kind != http::Peer::kTcp) return true;
+  // A call another node of the fleet forwarded, signed with the cluster key.
+  if (ctx_.forwarder != nullptr && NodeForwarder::is_forwarded(head))
+    return ctx_.forwarder->forwarded_namespace(head).has_value();
   auto header = head.header("authorization");
   if (!header) return false;
   auto key = ApiKeys::parse_bearer(*header);
@@ -143,6 +147,12 @@ ApiResult<std::string> ApiRouter::caller_namespace(const http::Peer& peer,
     return std::string(*asked);
   }
   std::optional<std::string> ns;
+  if (ctx_.forwarder != nullptr && NodeForwarder::is_forwarded(head)) {
+    // The namespace the forwarding node authenticated, under the signature.
+    if (auto forwarded = ctx_.forwarder->forwarded_namespace(head); forwarded) return *forwarded;
+    return api_fail(api::ApiErrorCode::kUnauthorized,
+                    "the forwarded call's signature is not valid");
+  }
   if (auto header = head.header("authorization"); header) {
     if (auto key = ApiKeys::parse_bearer(*header); key) ns = keys_.namespace_of(*key);
   }
@@ -205,6 +215,11 @@ void ApiRouter::handle(const http::Peer& peer, const http::RequestHead& head,
     send_error(out, ns.error());
     return;
   }
+  // A sandbox another node runs: the call goes there (docs/fleet.md).
+  if (ctx_.forwarder != nullptr && !params.empty() && head.path.starts_with("/v1/sandboxes/") &&
+      !ctx_.sandboxes.registered(params[0]) &&
+      ctx_.forwarder->relay(head, body, out, *ns, params[0]))
+    return;
   ApiRequest r{peer, head, body, out, std::move(params), *query, std::move(*ns)};
   handler(ctx_, r);
 }

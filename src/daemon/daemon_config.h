@@ -58,6 +58,9 @@ struct DaemonConfig {
   std::string state_url_file;
   // Who this daemon is among the nodes sharing the store (serve.node).
   daemon::NodeSettings node;
+  // The key the nodes of a fleet sign forwarded calls with
+  // (serve.cluster_key_file; daemon/cluster_key.h). Empty: no forwarding.
+  std::string cluster_key_file;
   // API keys (serve.api_keys): hex SHA-256 digests and key files (relative
   // paths resolved against the config file's directory). See ApiKeys.
   std::vector<std::string> api_key_sha256;

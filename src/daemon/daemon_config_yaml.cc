@@ -42,7 +42,7 @@ constexpr std::size_t kMaxApiKeyEntries = 1024;
 constexpr std::size_t kMaxPathBytes = 4095;
 
 constexpr std::array<std::string_view, 2> kTopKeys = {"serve", "sandbox"};
-constexpr std::array<std::string_view, 26> kServeKeys = {"listen",
+constexpr std::array<std::string_view, 27> kServeKeys = {"listen",
                                                          "socket",
                                                          "data_dir",
                                                          "api_keys",
@@ -67,7 +67,7 @@ constexpr std::array<std::string_view, 26> kServeKeys = {"listen",
                                                          "e2b",
                                                          "state",
                                                          "state_url_file",
-                                                         "node"};
+                                                         "node", "cluster_key_file"};
 constexpr std::array<std::string_view, 2> kDiagnosticsKeys = {"retention", "keep_last"};
 constexpr std::array<std::string_view, 10> kTasksKeys = {
     "workers", "default_timeout", "max_timeout",        "retention",       "max_body",
@@ -284,6 +284,9 @@ class ServeApplier : private YamlReader {
       return read_into(e, "an absolute path", parse_data_dir, config_.state_url_file);
     }
     if (name == "node") return apply_node_config(*this, e, config_.node);
+    if (name == "cluster_key_file") {
+      return read_into(e, "an absolute path", parse_data_dir, config_.cluster_key_file);
+    }
     if (name == "api_keys") {
       if (e.value.IsNull()) return ok();
       CORRAL_TRY(expect_map(e, "a map (sha256, files, namespaces)"));

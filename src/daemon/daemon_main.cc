@@ -15,12 +15,14 @@
 #include "daemon/api_keys.h"
 #include "daemon/api_router.h"
 #include "daemon/audit_budget.h"
+#include "daemon/cluster_key.h"
 #include "daemon/daemon_config.h"
 #include "daemon/e2b_facade.h"
 #include "daemon/fd_budget.h"
 #include "daemon/log_redactor.h"
 #include "daemon/metered_object_store.h"
 #include "daemon/metrics.h"
+#include "daemon/node_forwarder.h"
 #include "daemon/node_service.h"
 #include "daemon/node_setup.h"
 #include "daemon/object_store_open.h"
@@ -317,6 +319,15 @@ int serve(const ServeFlags& flags) {
   context.limits.max_upload = config.max_upload_bytes;
   context.tasks = &tasks;
   context.pools = &pools;
+  // Calls on sandboxes of other nodes go there, signed (docs/fleet.md).
+  std::optional<ClusterKey> cluster_key;
+  if (!config.cluster_key_file.empty()) {
+    auto loaded = ClusterKey::load(config.cluster_key_file);
+    if (!loaded) return fail(loaded.error().message, loaded.error().hint);
+    cluster_key = std::move(*loaded);
+  }
+  NodeForwarder forwarder(*store, std::move(cluster_key), metrics);
+  context.forwarder = &forwarder;
   ApiRouter router(context, *keys);
   // The E2B-compatible facade (docs/e2b.md): its envd access tokens are
   // derived from a key of this data dir, so they survive a restart.

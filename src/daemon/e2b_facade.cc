@@ -15,6 +15,7 @@
 #include "base/fs.h"
 #include "base/json_text.h"
 #include "base/random.h"
+#include "base/strings.h"
 #include "daemon/e2b_facade_internal.h"
 #include "daemon/metrics.h"
 #include "daemon/sandbox_service.h"
@@ -36,15 +37,6 @@ std::string corral_key(std::string_view presented) {
   return std::string(presented);
 }
 
-std::string to_hex(const unsigned char* bytes, std::size_t n) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (std::size_t i = 0; i < n; ++i) {
-    out.push_back(digits[bytes[i] >> 4]);
-    out.push_back(digits[bytes[i] & 15]);
-  }
-  return out;
-}
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);

@@ -13,11 +13,14 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
+#include "daemon/cluster_key.h"
+#include "http/http_message.h"
 #include "store/state_store.h"
 #include "support/daemon_harness.h"
 #include "support/pg_cluster.h"
@@ -175,6 +178,98 @@ TEST_F(Fleet, AKilledNodeIsLostItsQueuedTasksRunElsewhereOnceAndItCleansUpOnRetu
   std::this_thread::sleep_for(std::chrono::seconds(2));
   for (const char* id : {"q1", "q2", "q3"}) EXPECT_EQ(runs_of(side.path(), id), 1) << id;
   EXPECT_EQ(runs_of(side.path(), "long"), 1);
+}
+
+// A cluster key file (0600) of 32 random bytes in hex.
+std::string write_cluster_key(const TempDir& dir, const std::string& hex) {
+  const std::string path = dir.file("cluster.key");
+  std::ofstream(path) << hex << "\n";
+  chmod(path.c_str(), 0600);
+  return path;
+}
+
+TEST_F(Fleet, CallsOnAnotherNodesSandboxAreForwardedSignedAndStreamed) {
+  TempDir keys("corral-fleet-keys");
+  const std::string key = write_cluster_key(keys, std::string(64, 'a'));
+  const std::string with_key = "  cluster_key_file: " + key + "\n";
+  TestDaemon a({}, node_config(url_, "node-a", 1, with_key));
+  ASSERT_TRUE(a.ready()) << a.output();
+  TestDaemon b({}, node_config(url_, "node-b", 2, with_key));
+  ASSERT_TRUE(b.ready()) << b.output();
+  TestDaemon c({}, node_config(url_, "node-c", 3));  // no key: cannot forward
+  ASSERT_TRUE(c.ready()) << c.output();
+  const std::string id = b.create_sandbox(R"({"limits":{"memory":"64Mi"}})");
+  ASSERT_FALSE(id.empty()) << b.output();
+  const std::string base = "/v1/sandboxes/" + id;
+
+  // Inspect: the owner's live view (usage), relayed.
+  auto info = a.request("GET", base, "", true);
+  ASSERT_EQ(info.status, 200) << info.body;
+  EXPECT_EQ(info.json()["node"], "node-b");
+  EXPECT_TRUE(info.json()["usage"].is_object()) << info.body;
+  EXPECT_EQ(http::find_header(info.headers, "x-corral-node"),
+            std::optional<std::string_view>("node-b"));
+  // Exec, waiting and streamed.
+  auto ex = a.request("POST", base + "/exec", R"({"cmd":"echo via-a; hostname"})", true);
+  ASSERT_EQ(ex.status, 200) << ex.body;
+  EXPECT_EQ(ex.json()["stdout"], "via-a\nsandbox\n") << ex.body;
+  auto st = a.request(
+      "POST", base + "/exec",
+      R"({"cmd":"for i in 1 2 3; do echo line$i; sleep 0.1; done","stream":"ndjson"})", true);
+  ASSERT_EQ(st.status, 200) << st.body;
+  EXPECT_NE(st.body.find("line1"), std::string::npos) << st.body;
+  EXPECT_NE(st.body.find("line3"), std::string::npos) << st.body;
+  EXPECT_NE(st.body.find("\"exit_code\":0"), std::string::npos) << st.body;
+  // Files: an upload through A lands in B's sandbox, and reads back through A.
+  std::string payload(300 * 1024, 'x');
+  payload += "end";
+  auto up = a.request("PUT", base + "/files?path=/workspace/f.txt", payload, true, true,
+                      {{"content-type", "application/octet-stream"}});
+  ASSERT_EQ(up.status, 201) << up.body;
+  EXPECT_EQ(b.exec(id, "wc -c < /workspace/f.txt")["stdout"],
+            std::to_string(payload.size()) + "\n");
+  auto down = a.request("GET", base + "/files?path=/workspace/f.txt", "", true);
+  ASSERT_EQ(down.status, 200);
+  EXPECT_EQ(down.body, payload);
+  // A node without the key says where the sandbox is.
+  auto refused = c.request("POST", base + "/exec", R"({"cmd":"true"})", true);
+  EXPECT_EQ(refused.status, 409) << refused.body;
+  EXPECT_NE(refused.body.find("node-b"), std::string::npos) << refused.body;
+  EXPECT_NE(refused.body.find("cluster_key_file"), std::string::npos) << refused.body;
+
+  // B refuses forged or altered forwarded calls (no key of its: 401).
+  auto forged = [&](const std::string& sig, const std::string& ns, const std::string& target) {
+    return b.request("POST", target, R"({"cmd":"echo owned"})", true, false,
+                     {{"x-corral-forwarded-by", "node-a"},
+                      {"x-corral-namespace", ns},
+                      {"x-corral-signature", sig}});
+  };
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  auto wrong_key = daemon::ClusterKey::of_bytes(std::string(32, 'b'));
+  auto right_key = daemon::ClusterKey::of_bytes(std::string(32, static_cast<char>(0xaa)));
+  const std::string target = base + "/exec";
+  EXPECT_EQ(
+      forged(wrong_key.sign("POST", target, "default", "node-a", now), "default", target).status,
+      401);
+  EXPECT_EQ(forged("garbage", "default", target).status, 401);
+  // Signed for another namespace, another path, or too long ago.
+  EXPECT_EQ(
+      forged(right_key.sign("POST", target, "team-x", "node-a", now), "default", target).status,
+      401);
+  EXPECT_EQ(
+      forged(right_key.sign("POST", base + "/files", "default", "node-a", now), "default", target)
+          .status,
+      401);
+  EXPECT_EQ(
+      forged(right_key.sign("POST", target, "default", "node-a", now - 3600), "default", target)
+          .status,
+      401);
+  // The right signature works (what node A sends).
+  auto good = forged(right_key.sign("POST", target, "default", "node-a", now), "default", target);
+  EXPECT_EQ(good.status, 200) << good.body;
+  EXPECT_EQ(b.exec(id, "true")["exit_code"], 0);
 }
 
 }  // namespace

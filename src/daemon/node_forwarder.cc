@@ -1,0 +1,141 @@
+#include "daemon/node_forwarder.h"
+
+#include <chrono>
+
+#include "api/api_error.h"
+#include "daemon/api_context.h"
+#include "daemon/metrics.h"
+#include "http/http_client.h"
+#include "store/state_store.h"
+
+namespace corral::daemon {
+
+namespace {
+
+constexpr std::string_view kForwardedBy = "x-corral-forwarded-by";
+constexpr std::string_view kSignature = "x-corral-signature";
+constexpr std::string_view kNamespace = "x-corral-namespace";
+
+std::int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Request headers the owner needs; the caller's Authorization stays here
+// (the signature stands for it), and hop-by-hop ones are the client's.
+bool passes_on(std::string_view name) {
+  return name == "content-type" || name == "accept" || name == "idempotency-key" ||
+         name == "last-event-id" || name == "range";
+}
+
+// Response headers relayed back; framing is the server's own.
+bool relays_back(std::string_view name) {
+  return name != "connection" && name != "keep-alive" && name != "transfer-encoding" &&
+         name != "content-length";
+}
+
+}  // namespace
+
+NodeForwarder::NodeForwarder(StateStore& store, std::optional<ClusterKey> key,
+                             MetricsRegistry& metrics)
+    : store_(store), key_(std::move(key)), metrics_(metrics) {}
+
+bool NodeForwarder::is_forwarded(const http::RequestHead& head) {
+  return head.header(kForwardedBy).has_value() || head.header(kSignature).has_value();
+}
+
+std::optional<std::string> NodeForwarder::forwarded_namespace(const http::RequestHead& head) const {
+  if (!key_) return std::nullopt;
+  auto from = head.header(kForwardedBy);
+  auto sig = head.header(kSignature);
+  auto ns = head.header(kNamespace);
+  if (!from || !sig || !ns || ns->empty()) return std::nullopt;
+  if (!key_->verify(*sig, head.method, head.target, *ns, *from, unix_seconds())) {
+    metrics_.counter("corral_forward_refused_total", "Forwarded requests whose signature failed")
+        .inc();
+    return std::nullopt;
+  }
+  return std::string(*ns);
+}
+
+bool NodeForwarder::relay(const http::RequestHead& head, http::BodyReader& body,
+                          http::ResponseWriter& out, const std::string& ns, const std::string& id) {
+  if (is_forwarded(head)) return false;  // forwarded once at most
+  auto record = store_.get(id);
+  if (!record || record->node == store_.node() || record->node.empty() || is_final(record->state))
+    return false;
+  const bool info_only = head.method == "GET" && head.path == "/v1/sandboxes/" + id;
+  auto node = store_.get_node(record->node);
+  const bool live = node && node->state == NodeState::kLive && !record->lost_at_ms;
+  if (!live) {
+    if (info_only) return false;  // the stored record says "lost"
+    send_error(out, api::make_api_error(
+                        api::ApiErrorCode::kConflict,
+                        "sandbox " + id + " ran on node " + record->node + ", which is not live (" +
+                            (node ? std::string(node_state_name(node->state)) : "unknown") +
+                            "): it takes no more work",
+                        "", "create a new sandbox; the node destroys it when it comes back"));
+    return true;
+  }
+  if (!key_) {
+    send_error(
+        out, api::make_api_error(api::ApiErrorCode::kConflict,
+                                 "sandbox " + id + " runs on node " + node->id + " (" +
+                                     node->address + "), and this node cannot forward calls to it",
+                                 "",
+                                 "call that node directly, or give every node the same "
+                                 "serve.cluster_key_file (docs/fleet.md)"));
+    return true;
+  }
+  auto unreachable = [&](const std::string& why) {
+    metrics_.counter("corral_forward_errors_total", "Calls that could not be forwarded").inc();
+    send_error(out, api::make_api_error(api::ApiErrorCode::kUnavailable,
+                                        "sandbox " + id + " runs on node " + node->id + " (" +
+                                            node->address + "), which cannot be reached: " + why,
+                                        "", "retry; if it persists, the node may be down"));
+    return true;
+  };
+  auto endpoint = http::Endpoint::parse("http://" + node->address);
+  if (!endpoint) return unreachable(endpoint.error().message);
+  auto client = http::Client::connect(*endpoint, std::chrono::seconds(5));
+  if (!client) return unreachable(client.error().message);
+  // A call may wait for a command as long as it runs (exec, wait, follow):
+  // the owner's own timeouts bound it, not this relay's.
+  client->set_io_timeout(std::chrono::hours(1));
+  http::Headers headers;
+  for (const auto& h : head.headers)
+    if (passes_on(h.name)) headers.push_back(h);
+  headers.push_back({std::string(kForwardedBy), store_.node()});
+  headers.push_back({std::string(kNamespace), ns});
+  headers.push_back({std::string(kSignature),
+                     key_->sign(head.method, head.target, ns, store_.node(), unix_seconds())});
+  http::BodySource source = [&body](char* buf, std::size_t cap) { return body.read(buf, cap); };
+  // The caller's framing: its length, chunked, or no body at all.
+  const std::optional<std::uint64_t> length =
+      head.chunked ? std::nullopt : std::optional<std::uint64_t>(head.content_length.value_or(0));
+  auto answer = client->send_streaming(head.method, head.target, headers, source, length);
+  if (!answer) return unreachable(answer.error().message);
+  metrics_.counter("corral_forwarded_total", "Calls forwarded to the node that runs the sandbox")
+      .inc();
+  http::Headers back;
+  for (const auto& h : answer->headers)
+    if (relays_back(h.name)) back.push_back(h);
+  back.push_back({"x-corral-node", node->id});
+  if (head.method == "HEAD") {
+    (void)out.send(answer->status, back, "");
+    return true;
+  }
+  if (!out.start(answer->status, back, answer->chunked ? std::nullopt : answer->content_length))
+    return true;
+  char buf[64 * 1024];
+  for (;;) {
+    auto n = client->read_body(buf, sizeof buf);
+    if (!n || *n == 0) break;  // a cut answer ends the relayed one short
+    if (!out.write(std::string_view(buf, *n))) break;
+  }
+  (void)out.finish();
+  return true;
+}
+
+}  // namespace corral::daemon
