@@ -10,6 +10,9 @@ node on SQLite, one node on PostgreSQL and three nodes sharing PostgreSQL.
 2. Throughput: a burst of --burst creates at once (8 client threads), then
    their destroys; creates per second from the first request to the last
    answer. On three nodes the burst is spread round-robin.
+3. Forwarded exec: on the three nodes, POST .../exec {"cmd": "true"} on a
+   sandbox of node-b, sent to node-b (local) and to node-a (forwarded to
+   node-b), interleaved; p50 of each and their ratio.
 Prints one JSON line ("bench":"fleet").
 """
 
@@ -113,6 +116,18 @@ def main():
         rates[name] = rate
         if errors:
             print("  %s burst errors: %d (first: %s)" % (name, len(errors), errors[0][:200]))
+    # Forwarded exec against a local one (node-b's sandbox; node-a relays).
+    pg3 = setups["postgres_3"]
+    node_a, node_b = pg3[0], pg3[1]
+    _, sid = create(node_b)
+    local, forwarded = [], []
+    for r in range(a.rounds * 3):
+        for sock, into in ((node_b, local), (node_a, forwarded)):
+            t0 = time.monotonic()
+            st, res = call(sock, "POST", "/v1/sandboxes/%s/exec" % sid, {"cmd": "true"})
+            into.append(time.monotonic() - t0)
+            assert st == 200 and res.get("exit_code") == 0, (st, res)
+    call(node_b, "DELETE", "/v1/sandboxes/" + sid)
     base = pct(lat["sqlite_1"], 50)
     out = {"bench": "fleet", "rounds": a.rounds, "burst": a.burst}
     print("create -> ready (sequential, %d rounds; three nodes: round-robin)" % a.rounds)
@@ -123,6 +138,12 @@ def main():
                                      rates[name] / rates["sqlite_1"]))
         out[name] = {"p50_ms": round(p50 * 1e3, 2), "p99_ms": round(p99 * 1e3, 2),
                      "ratio_p50": round(p50 / base, 3), "creates_per_s": round(rates[name], 1)}
+    fl, fw = pct(local, 50), pct(forwarded, 50)
+    print("exec round trip on node-b's sandbox (%d rounds): local p50 %.2f ms, forwarded by node-a"
+          " p50 %.2f ms: %.3fx" % (len(local), fl * 1e3, fw * 1e3, fw / fl))
+    out["exec_local_p50_ms"] = round(fl * 1e3, 3)
+    out["exec_forwarded_p50_ms"] = round(fw * 1e3, 3)
+    out["exec_forwarded_ratio"] = round(fw / fl, 3)
     print(json.dumps(out))
 
 

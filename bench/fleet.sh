@@ -4,7 +4,9 @@
 #  - one node on PostgreSQL,
 #  - three nodes sharing one PostgreSQL database (creates spread round-robin),
 # in one run: create -> ready p50/p99 (sequential) and the throughput of a
-# burst of concurrent creates. PostgreSQL is a throwaway cluster (Debian's
+# burst of concurrent creates; and on the three nodes, an exec round trip on
+# node-b's sandbox sent to node-b against the same sent to node-a (forwarded
+# to node-b over loopback TCP, signed with the cluster key). PostgreSQL is a throwaway cluster (Debian's
 # server binaries as `postgres`, a temporary directory, a free loopback
 # port, fsync off as in the tests), removed on exit with the daemons.
 # Usage: [BUILD=dir] bench/fleet.sh [--rounds N] [--burst N]   (as root)
@@ -40,18 +42,24 @@ for db in one three; do
   PGPASSWORD=$password "$pgbin/psql" -q -h 127.0.0.1 -p "$port" -U corral -d postgres -c "CREATE DATABASE $db" >/dev/null
 done
 
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$dir/cluster.key"
+chmod 600 "$dir/cluster.key"
 start() {  # name slot state
   local name=$1 slot=$2 state=$3
+  local listen
+  listen=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   mkdir -p "$dir/$name"
   cat >"$dir/$name/serve.yaml" <<YAML
 serve:
+  listen: "127.0.0.1:$listen"
   state: "$state"
+  cluster_key_file: $dir/cluster.key
   node: {id: $name}
   network: {subnet: 10.24$slot.0.0/16, interface_prefix: bf$slot, firewall_table: corral_bfleet$slot,
             proxy_port: $((16300 + 2 * slot)), dns_port: $((16301 + 2 * slot))}
 YAML
   "$BUILD/corral" serve --config "$dir/$name/serve.yaml" --data-dir "$dir/$name/data" \
-    --socket "$dir/$name/corral.sock" --no-tcp >"$dir/$name/serve.log" 2>&1 &
+    --socket "$dir/$name/corral.sock" >"$dir/$name/serve.log" 2>&1 &
   pids+=($!)
 }
 start sqlite 1 "$dir/sqlite/state.db"

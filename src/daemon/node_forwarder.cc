@@ -79,6 +79,7 @@ bool NodeForwarder::relay(const http::RequestHead& head, http::BodyReader& body,
     return true;
   }
   if (!key_) {
+    if (info_only) return false;  // the stored record, without the owner's live usage
     send_error(
         out, api::make_api_error(api::ApiErrorCode::kConflict,
                                  "sandbox " + id + " runs on node " + node->id + " (" +

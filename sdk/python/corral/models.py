@@ -78,6 +78,9 @@ class SandboxInfo:
     # The resolved policy of a live networked sandbox (address, host_address,
     # mode, template, allow, deny, gateway); None without network.
     network: Optional[dict] = None
+    # The node that runs it (a fleet: docs/fleet.md); state "lost" when
+    # that node was marked lost.
+    node: str = ""
 
     @classmethod
     def from_json(cls, doc: dict) -> "SandboxInfo":
@@ -93,6 +96,7 @@ class SandboxInfo:
             residue=list(doc.get("residue") or []),
             residue_bytes=int(doc.get("residue_bytes") or 0),
             network=doc.get("network"),
+            node=str(doc.get("node") or ""),
         )
 
 
