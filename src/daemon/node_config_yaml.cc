@@ -1,5 +1,8 @@
 #include "daemon/node_config_yaml.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <array>
 #include <cctype>
 
@@ -46,11 +49,17 @@ Result<std::string> node_address(std::string_view text) {
     if (c < '0' || c > '9')
       return make_error(ErrorCode::kInvalidArgument,
                         "the port of \"" + std::string(text) + "\" is not a number");
-  for (char c : text) {
-    if (std::isspace(static_cast<unsigned char>(c)) || c == '/' || c == '@' || c == '?' || c == '#')
-      return make_error(ErrorCode::kInvalidArgument,
-                        "\"" + std::string(text.substr(0, 80)) + "\" is not host:port");
-  }
+  // The relay connects without resolving names (the binary may be
+  // static): the host is an IP address.
+  std::string host(text.substr(0, colon));
+  if (bracketed) host = host.substr(1, host.size() - 2);
+  unsigned char buf[sizeof(struct in6_addr)];
+  if (inet_pton(AF_INET, host.c_str(), buf) != 1 && inet_pton(AF_INET6, host.c_str(), buf) != 1)
+    return make_error(
+        ErrorCode::kInvalidArgument,
+        "\"" + std::string(text.substr(0, 80)) + "\" does not start with an IP address",
+        "other nodes connect to it without resolving names: give its IP address "
+        "(a pod IP, 10.0.0.5:7070, [fd00::5]:7070)");
   return std::string(text);
 }
 

@@ -61,8 +61,24 @@ std::optional<std::string> NodeForwarder::forwarded_namespace(const http::Reques
 
 bool NodeForwarder::relay(const http::RequestHead& head, http::BodyReader& body,
                           http::ResponseWriter& out, const std::string& ns, const std::string& id) {
-  if (is_forwarded(head)) return false;  // forwarded once at most
   auto record = store_.get(id);
+  if (is_forwarded(head)) {
+    // Forwarded once at most. One that reached a node that does not run
+    // the sandbox (an address that leads back to the sender, or to another
+    // node) is refused, never handled as if it were this node's.
+    if (record && !record->node.empty() && record->node != store_.node() &&
+        !is_final(record->state)) {
+      send_error(
+          out, api::make_api_error(api::ApiErrorCode::kConflict,
+                                   "node " + store_.node() + " got a forwarded call for sandbox " +
+                                       id + ", which runs on node " + record->node,
+                                   "",
+                                   "check serve.node.address of node " + record->node +
+                                       ": it must reach that node, not another"));
+      return true;
+    }
+    return false;
+  }
   if (!record || record->node == store_.node() || record->node.empty() || is_final(record->state))
     return false;
   const bool info_only = head.method == "GET" && head.path == "/v1/sandboxes/" + id;

@@ -21,6 +21,7 @@ Status NodeService::start(NodeRegistration registration) {
   auto reg = store_.register_node(registration_);
   if (!reg) return tl::unexpected<Error>(std::move(reg).error());
   registered_ = std::move(*reg);
+  healthy_since_ = std::chrono::steady_clock::now();
   if (hooks_.audit)
     hooks_.audit(json{{"type", "node.registered"},
                       {"node", registered_.id},
@@ -78,13 +79,22 @@ void NodeService::tick() {
                           {"after", "marked lost"},
                           {"released", done}});
     }
+    healthy_since_ = std::chrono::steady_clock::now();  // back from away: judge nobody yet
+    return;
   } else if (!beat) {
     metrics_.counter("corral_node_heartbeat_errors_total", "Heartbeats the state store refused")
         .inc();
     fprintf(stderr, "corral serve: node %s: %s\n", registration_.id.c_str(),
             beat.error().message.c_str());
+    healthy_since_.reset();
     return;  // the store is down: nobody can be judged from here
   }
+  const auto now = std::chrono::steady_clock::now();
+  if (!healthy_since_) healthy_since_ = now;
+  // Right after an outage (of the store, or of this node) every other
+  // node's last heartbeat looks old: judge them only once they have had
+  // lost_after to write one again.
+  if (now - *healthy_since_ < std::chrono::milliseconds(settings_.lost_after_ms)) return;
   auto sweep = store_.sweep_lost_nodes(StateStore::now_ms(), settings_.lost_after_ms);
   if (!sweep) return;
   for (const std::string& node : sweep->nodes_lost) {

@@ -11,10 +11,12 @@
 // heartbeat is a cheap write and the sweep finds nobody.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -64,6 +66,10 @@ class NodeService {
   Hooks hooks_;
   NodeRegistration registration_;
   NodeRecord registered_;
+  // Since when this node's heartbeats have succeeded without a break: it
+  // judges others only after lost_after of that (after a store outage every
+  // node's heartbeat is old, and none of them is lost for it).
+  std::optional<std::chrono::steady_clock::time_point> healthy_since_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;

@@ -383,7 +383,11 @@ void TaskService::notify_finished() {
 }
 
 Result<TaskRecord> TaskService::apply(const TaskRecord& before, const TaskUpdate& update) {
-  auto after = store_.update_task(before.id, update);
+  // Fenced by the attempt this runner works on (issue 18: a requeue from a
+  // lost node or a resubmit moves the task on without this runner).
+  TaskUpdate fenced = update;
+  if (!fenced.attempt) fenced.attempt = before.attempt;
+  auto after = store_.update_task(before.id, fenced);
   if (!after) return after;
   if (update.status && *update.status != before.status) {
     nlohmann::json event = {{"type", "task.transition"},

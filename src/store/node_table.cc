@@ -112,12 +112,17 @@ Status adopt_rows(sql::Connection& h, const std::string& node) {
   if (!sbx) return tl::unexpected<Error>(std::move(sbx).error().wrap(what));
   sbx->bind(1, node);
   CORRAL_TRY_CTX(sbx->run("UPDATE sandboxes"), what);
-  if (sqlite) {
-    auto tasks = h.prepare("UPDATE tasks SET node = ?1 WHERE node IS NOT NULL AND node <> ?1");
-    if (!tasks) return tl::unexpected<Error>(std::move(tasks).error().wrap(what));
-    tasks->bind(1, node);
-    CORRAL_TRY_CTX(tasks->run("UPDATE tasks"), what);
-  }
+  // Tasks: on SQLite every unfinished one (those stored before nodes
+  // existed hold none); on PostgreSQL the running ones stored before nodes
+  // existed (queued ones are for any node to claim).
+  auto tasks =
+      h.prepare(sqlite ? "UPDATE tasks SET node = ?1 WHERE status IN ('queued', 'running') "
+                         "AND (node IS NULL OR node <> ?1)"
+                       : "UPDATE tasks SET node = ?1 WHERE status = 'running' AND node IS "
+                         "NULL");
+  if (!tasks) return tl::unexpected<Error>(std::move(tasks).error().wrap(what));
+  tasks->bind(1, node);
+  CORRAL_TRY_CTX(tasks->run("UPDATE tasks"), what);
   return txn.commit();
 }
 
@@ -239,6 +244,7 @@ Result<LostNodeSweep> StateStore::sweep_lost_nodes(std::int64_t now, std::int64_
   CORRAL_TRY_CTX(txn.begin(), what);
   LostNodeSweep sweep;
 
+  std::vector<std::string> candidates;
   auto silent = h.prepare(
       "SELECT id FROM nodes WHERE state = 'live' AND heartbeat_at < ?1 AND id <> ?2 ORDER BY id");
   if (!silent) return tl::unexpected<Error>(std::move(silent).error().wrap(what));
@@ -247,13 +253,18 @@ Result<LostNodeSweep> StateStore::sweep_lost_nodes(std::int64_t now, std::int64_
     auto row = silent->step("SELECT nodes");
     if (!row) return tl::unexpected<Error>(std::move(row).error().wrap(what));
     if (!*row) break;
-    sweep.nodes_lost.push_back(silent->text(0));
+    candidates.push_back(silent->text(0));
   }
-  for (const std::string& id : sweep.nodes_lost) {
-    auto mark = h.prepare("UPDATE nodes SET state = 'lost', lost_at = ?2 WHERE id = ?1");
+  for (const std::string& id : candidates) {
+    // Checked again here: a heartbeat takes no write lock and may have
+    // landed since the SELECT.
+    auto mark = h.prepare(
+        "UPDATE nodes SET state = 'lost', lost_at = ?2 "
+        "WHERE id = ?1 AND state = 'live' AND heartbeat_at < ?3");
     if (!mark) return tl::unexpected<Error>(std::move(mark).error().wrap(what));
-    mark->bind(1, id).bind(2, now);
+    mark->bind(1, id).bind(2, now).bind(3, now - lost_after_ms);
     CORRAL_TRY_CTX(mark->run("UPDATE nodes"), what);
+    if (mark->changes() == 1) sweep.nodes_lost.push_back(id);
   }
 
   // Every lost node, not only those marked now: what a sweep that failed
@@ -268,9 +279,12 @@ Result<LostNodeSweep> StateStore::sweep_lost_nodes(std::int64_t now, std::int64_
     lost.push_back(all_lost->text(0));
   }
   for (const std::string& id : lost) {
+    // Only what the node held when it was marked: a sandbox it made after
+    // (before it learnt it was lost) is not caught by a later sweep.
     auto sbx = h.prepare(
         "UPDATE sandboxes SET lost_at = ?2 "
-        "WHERE node = ?1 AND state <> 'cleaned' AND lost_at IS NULL");
+        "WHERE node = ?1 AND state <> 'cleaned' AND lost_at IS NULL "
+        "AND created_at <= (SELECT lost_at FROM nodes WHERE id = ?1)");
     if (!sbx) return tl::unexpected<Error>(std::move(sbx).error().wrap(what));
     sbx->bind(1, id).bind(2, now);
     CORRAL_TRY_CTX(sbx->run("UPDATE sandboxes"), what);

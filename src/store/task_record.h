@@ -166,6 +166,10 @@ struct TaskUpdate {
   std::optional<std::vector<TaskOutputRecord>> outputs;
   std::optional<std::string> snapshot_id;
   std::optional<std::string> snapshot_error;
+  // The attempt the caller works on: refused (kPermissionDenied) when the
+  // task has moved on to another (requeued from a lost node, or
+  // resubmitted), so a runner that fell behind writes nothing.
+  std::optional<int> attempt;
 };
 
 // The first field where two JSON documents differ, as a path

@@ -539,13 +539,23 @@ Result<TaskRecord> StateStore::update_task(std::string_view id, const TaskUpdate
 
   // A task runs on the node that holds it, and on one node only: only that
   // node moves it on or records its progress. Any node may cancel a task
-  // still queued (no command has started anywhere).
+  // still queued (no command has started anywhere); a queued task that no
+  // node holds is taken by the node that moves it to running.
   const bool cancel_queued =
       from == TaskStatus::kQueued && update.status && *update.status == TaskStatus::kCancelled;
-  if (t.node && *t.node != db_->node && !cancel_queued)
+  const bool takes_unheld = !t.node && from == TaskStatus::kQueued && update.status &&
+                            *update.status == TaskStatus::kRunning;
+  if (t.node != db_->node && !cancel_queued && !takes_unheld)
     return make_error(ErrorCode::kPermissionDenied,
-                      "task " + t.id + " is held by node " + *t.node + ", not " + db_->node,
+                      "task " + t.id + " is held by " +
+                          (t.node ? "node " + *t.node : std::string("no node")) + ", not " +
+                          db_->node,
                       "only the node that claimed a task runs it and records its progress");
+  if (update.attempt && *update.attempt != t.attempt)
+    return make_error(ErrorCode::kPermissionDenied,
+                      "task " + t.id + " is at attempt " + std::to_string(t.attempt) + ", not " +
+                          std::to_string(*update.attempt),
+                      "the attempt was superseded (its node was lost, or it was resubmitted)");
   if (update.status && *update.status != from) {
     TaskStatus to = *update.status;
     std::string edge =

@@ -266,6 +266,15 @@ TEST_F(Fleet, CallsOnAnotherNodesSandboxAreForwardedSignedAndStreamed) {
       forged(right_key.sign("POST", target, "default", "node-a", now - 3600), "default", target)
           .status,
       401);
+  // A rightly signed call that reaches a node that does not run the
+  // sandbox (an address that leads elsewhere) is refused there, not run.
+  auto astray =
+      a.request("POST", target, R"({"cmd":"echo owned"})", true, false,
+                {{"x-corral-forwarded-by", "node-c"},
+                 {"x-corral-namespace", "default"},
+                 {"x-corral-signature", right_key.sign("POST", target, "default", "node-c", now)}});
+  EXPECT_EQ(astray.status, 409) << astray.body;
+  EXPECT_NE(astray.body.find("runs on node node-b"), std::string::npos) << astray.body;
   // The right signature works (what node A sends).
   auto good = forged(right_key.sign("POST", target, "default", "node-a", now), "default", target);
   EXPECT_EQ(good.status, 200) << good.body;

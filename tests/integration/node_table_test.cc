@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <set>
@@ -133,7 +134,10 @@ TEST_P(NodeTable, ASilentNodeIsLostAndWhatItHeldIsHandedOn) {
   ASSERT_TRUE(b->register_node(reg("node-b")));
   ASSERT_TRUE(b->create_sandbox("sb-b", "{}", std::nullopt, std::nullopt));
 
-  auto sweep = b->sweep_lost_nodes(now + 120'000, 60'000);
+  // Marked at the real time (a's last heartbeat is a few ms old, the limit
+  // 1 ms), so that what a makes afterwards is newer than the mark.
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  auto sweep = b->sweep_lost_nodes(StateStore::now_ms(), 1);
   ASSERT_TRUE(sweep) << sweep.error().to_string();
   EXPECT_EQ(sweep->nodes_lost, std::vector<std::string>{"node-a"});
   EXPECT_EQ(sweep->sandboxes_lost, 1u) << "sb-a; sb-gone was cleaned already";
@@ -162,6 +166,19 @@ TEST_P(NodeTable, ASilentNodeIsLostAndWhatItHeldIsHandedOn) {
   EXPECT_TRUE(twice->tasks_requeued.empty() && twice->tasks_failed.empty());
   EXPECT_EQ(twice->sandboxes_lost, 0u);
 
+  // Its runner of "creating" fell behind: attempt 1 was superseded, and
+  // nothing it writes lands (not even the move to running a claim takes).
+  TaskUpdate stale = to(TaskStatus::kRunning, TaskStage::kExecute);
+  stale.attempt = 1;
+  auto behind = a->update_task("creating", stale);
+  ASSERT_FALSE(behind);
+  EXPECT_EQ(behind.error().code, ErrorCode::kPermissionDenied) << behind.error().to_string();
+  // A sandbox the lost node makes before it learns it is lost is not
+  // caught by a later sweep (only what it held when it was marked is).
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(a->create_sandbox("sb-late", "{}", std::nullopt, std::nullopt));
+  ASSERT_TRUE(b->sweep_lost_nodes(StateStore::now_ms(), 1));
+  EXPECT_FALSE(b->get("sb-late")->lost_at_ms.has_value());
   // The lost node learns it from its next heartbeat, and runs nothing more.
   EXPECT_EQ(a->heartbeat().error().code, ErrorCode::kPermissionDenied);
   EXPECT_TRUE(a->unfinished_tasks()->empty());
@@ -192,8 +209,10 @@ TEST_P(NodeTable, ASilentNodeIsLostAndWhatItHeldIsHandedOn) {
   ASSERT_TRUE(a->heartbeat());
   auto mine = a->sandboxes_to_reconcile();
   ASSERT_TRUE(mine);
-  ASSERT_EQ(mine->size(), 1u);
+  ASSERT_EQ(mine->size(), 2u);
+  EXPECT_EQ(mine->front().id, "sb-a");
   EXPECT_TRUE(mine->front().lost_at_ms.has_value());
+  EXPECT_FALSE(mine->back().lost_at_ms.has_value()) << mine->back().id;
 }
 
 INSTANTIATE_TEST_SUITE_P(, NodeTable, ::testing::Values(StoreKind::kSqlite, StoreKind::kPostgres),

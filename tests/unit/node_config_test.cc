@@ -65,6 +65,8 @@ TEST(NodeConfig, NodeSettingsAreReadAndCheckedTogether) {
 
   EXPECT_NE(config_error("serve:\n  node:\n    id: Node_A\n").find("serve.node.id"),
             std::string::npos);
+  EXPECT_NE(config_error("serve:\n  node:\n    address: node-b.fleet:7070\n").find("IP address"),
+            std::string::npos);
   EXPECT_NE(config_error("serve:\n  node:\n    address: 10.0.0.5\n").find("serve.node.address"),
             std::string::npos);
   EXPECT_NE(config_error("serve:\n  node:\n    address: \"h:70/x\"\n").find("serve.node.address"),
@@ -120,8 +122,8 @@ TEST(NodeConfig, TheRegistrationSaysWhereAndHowMuch) {
   EXPECT_EQ(r.pools_json, "[]");
   c.listen_host = "::1";
   EXPECT_EQ(daemon::node_registration(c, 9).address, "[::1]:9");
-  c.node.address = "n1.fleet:7070";
-  EXPECT_EQ(daemon::node_registration(c, 9).address, "n1.fleet:7070");
+  c.node.address = "10.9.9.9:7070";
+  EXPECT_EQ(daemon::node_registration(c, 9).address, "10.9.9.9:7070");
 }
 
 }  // namespace

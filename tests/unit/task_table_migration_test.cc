@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "support/temp_dir.h"
 #include "store/state_store.h"
+#include "support/temp_dir.h"
 
 namespace corral {
 namespace {
@@ -202,6 +202,53 @@ TEST(TaskTableMigration, NewerSchemaIsStillRefused) {
       << newer.error().message;
   EXPECT_EQ(one(path, "PRAGMA user_version"), newer_version);
   EXPECT_EQ(one(path, "SELECT count(*) FROM sandboxes"), "8");
+}
+
+}  // namespace
+}  // namespace corral
+
+namespace corral {
+namespace {
+
+// Schema 11 (issue 18): tasks stored before nodes existed hold no node. On
+// an SQLite file (one daemon's) the unfinished ones are the node's that
+// opens it, whatever its id, so a running one is resumed after the upgrade.
+TEST(TaskTableMigration, UnfinishedTasksOfBeforeNodesAreTheOpeningNodes) {
+  TempDir dir;
+  const std::string path = dir.file("state.db");
+  {
+    auto store = StateStore::open(path);
+    ASSERT_TRUE(store) << store.error().to_string();
+    for (const char* id : {"was-running", "was-queued", "was-done"}) {
+      TaskRecord t;
+      t.id = id;
+      t.request_json = "{}";
+      ASSERT_TRUE(store->submit_task(t));
+    }
+    TaskUpdate run;
+    run.status = TaskStatus::kRunning;
+    run.stage = TaskStage::kExecute;
+    ASSERT_TRUE(store->update_task("was-running", run));
+    ASSERT_TRUE(store->update_task("was-done", run));
+    TaskUpdate done;
+    done.status = TaskStatus::kSucceeded;
+    ASSERT_TRUE(store->update_task("was-done", done));
+  }
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "UPDATE tasks SET node = NULL", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto store = StateStore::open(path);
+  ASSERT_TRUE(store) << store.error().to_string();
+  ASSERT_TRUE(store->set_node("node-7"));
+  auto unfinished = store->unfinished_tasks();
+  ASSERT_TRUE(unfinished) << unfinished.error().to_string();
+  ASSERT_EQ(unfinished->size(), 2u);
+  for (const auto& t : *unfinished) EXPECT_EQ(t.node, std::optional<std::string>("node-7")) << t.id;
+  EXPECT_FALSE(store->get_task("was-done")->node.has_value()) << "a finished task is left as it is";
 }
 
 }  // namespace
