@@ -95,7 +95,8 @@ TEST_F(Fleet, NodesRegisterAndEveryNodeReadsEverySandbox) {
   ASSERT_EQ(nodes.status, 200) << nodes.body;
   EXPECT_EQ(nodes.json()["self"], "node-a");
   ASSERT_EQ(nodes.json()["nodes"].size(), 2u) << nodes.body;
-  for (const auto& n : nodes.json()["nodes"]) {
+  const json listed = nodes.json();  // kept: a range over a temporary's member dangles
+  for (const auto& n : listed["nodes"]) {
     EXPECT_EQ(n["state"], "live") << n;
     EXPECT_FALSE(n["address"].get<std::string>().empty()) << n;
   }
