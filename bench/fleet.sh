@@ -25,7 +25,7 @@ cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   [[ -n $pg_up ]] && runuser -u postgres -- "$pgbin/pg_ctl" -D "$dir/pg" -m immediate stop >/dev/null 2>&1 || true
-  for n in 1 2 3 4; do nft delete table inet corral_bfleet$n 2>/dev/null || true; done
+  for n in 1 2 3 4 5; do nft delete table inet corral_bfleet$n 2>/dev/null || true; done
   rm -rf "$dir"
 }
 trap cleanup EXIT
