@@ -42,16 +42,7 @@ Result<NodeRecord> read_node(const Stmt& st) {
 }
 
 Result<std::vector<NodeRecord>> read_nodes(Stmt& st, std::string_view what) {
-  std::vector<NodeRecord> out;
-  for (;;) {
-    auto row = st.step(what);
-    if (!row) return tl::unexpected<Error>(std::move(row).error());
-    if (!*row) break;
-    auto n = read_node(st);
-    if (!n) return tl::unexpected<Error>(std::move(n).error());
-    out.push_back(std::move(*n));
-  }
-  return out;
+  return store_detail::read_rows(st, what, read_node);
 }
 
 Status check_node_id(std::string_view id) {

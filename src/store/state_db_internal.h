@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/result.h"
 #include "store/sql.h"
@@ -39,6 +40,22 @@ struct StateStore::Db {
 namespace store_detail {
 
 constexpr std::size_t kMaxIdBytes = 128;
+
+// Every row `st` steps through, each read by `read_row(st)` (a Result).
+template <typename ReadRow>
+auto read_rows(sql::Stmt& st, std::string_view what, ReadRow read_row)
+    -> Result<std::vector<typename decltype(read_row(st))::value_type>> {
+  std::vector<typename decltype(read_row(st))::value_type> out;
+  for (;;) {
+    auto row = st.step(what);
+    if (!row) return tl::unexpected<Error>(std::move(row).error());
+    if (!*row) break;
+    auto r = read_row(st);
+    if (!r) return tl::unexpected<Error>(std::move(r).error());
+    out.push_back(std::move(*r));
+  }
+  return out;
+}
 
 // `text` in canonical JSON (keys sorted, no spaces), or kInvalidArgument
 // "<what> is not valid JSON" with `hint`.

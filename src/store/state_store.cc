@@ -246,16 +246,7 @@ Result<SandboxRecord> read_sandbox(const Stmt& st) {
 }
 
 Result<std::vector<SandboxRecord>> read_sandboxes(Stmt& st, std::string_view what) {
-  std::vector<SandboxRecord> out;
-  for (;;) {
-    auto row = st.step(what);
-    if (!row) return tl::unexpected<Error>(std::move(row).error());
-    if (!*row) break;
-    auto r = read_sandbox(st);
-    if (!r) return tl::unexpected<Error>(std::move(r).error());
-    out.push_back(std::move(*r));
-  }
-  return out;
+  return store_detail::read_rows(st, what, read_sandbox);
 }
 
 // See StateStore::idempotency_key_released. With the store's lock held.

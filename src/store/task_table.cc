@@ -143,16 +143,7 @@ Result<TaskRecord> read_task(const Stmt& st) {
 }
 
 Result<std::vector<TaskRecord>> read_tasks(Stmt& st, std::string_view what) {
-  std::vector<TaskRecord> out;
-  for (;;) {
-    auto row = st.step(what);
-    if (!row) return tl::unexpected<Error>(std::move(row).error());
-    if (!*row) break;
-    auto r = read_task(st);
-    if (!r) return tl::unexpected<Error>(std::move(r).error());
-    out.push_back(std::move(*r));
-  }
-  return out;
+  return store_detail::read_rows(st, what, read_task);
 }
 
 tl::unexpected<Error> no_task(std::string_view id) {
