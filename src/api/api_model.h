@@ -55,6 +55,9 @@ struct CreateSandboxRequest {
   // The warm pool the body named ("pool", read by the API handler, not by
   // parse_create_sandbox: C4, ADR 0015); its spec is the body's base.
   std::optional<std::string> pool;
+  // The placement row the stored sandbox fills (issue 18, store/placement.h):
+  // set by the daemon that placed the create, never read from a body.
+  std::optional<std::string> placement_id;
 };
 Result<CreateSandboxRequest> parse_create_sandbox(std::string_view body);
 // The same on top of `defaults` (the daemon's `sandbox:` configuration):

@@ -564,6 +564,7 @@ Json task_json(const TaskInfo& t) {
   j["exit_code"] = nullable(t.exit_code);
   j["signal"] = nullable(t.signal);
   j["sandbox_id"] = nullable(t.sandbox_id);
+  j["node"] = nullable(t.node);
   j["attempt"] = t.attempt;
   j["replay_of"] = nullable(t.replay_of);
   Json outputs = Json::array();

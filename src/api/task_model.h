@@ -149,6 +149,9 @@ struct TaskInfo {
   std::optional<int> exit_code;
   std::optional<int> signal;
   std::optional<std::string> sandbox_id;
+  // The node that holds the task (runs it, or will); null: queued for any
+  // node to claim (issue 18, docs/fleet.md).
+  std::optional<std::string> node;
   int attempt = 1;
   std::optional<std::string> replay_of;
   std::vector<TaskOutputInfo> outputs;

@@ -26,7 +26,10 @@ constexpr const char* kServeUsage =
     "  --no-tcp             serve only the unix socket\n"
     "  --socket PATH        unix socket (default /run/corral/corral.sock)\n"
     "  --data-dir DIR       state, audit log and key (default /var/lib/corral)\n"
-    "  --api-key-file FILE  accepted API keys, one per line (mode 0600)\n";
+    "  --api-key-file FILE  accepted API keys, one per line (mode 0600)\n"
+    "  --node-id ID         this node's id in a fleet (serve.node.id); a host\n"
+    "                       name is taken up to its first '.'\n"
+    "  --node-address IP:PORT  where other nodes reach this one (serve.node.address)\n";
 
 }  // namespace
 
@@ -47,6 +50,8 @@ int serve_command(int argc, char** argv) {
   value("--listen", flags.listen, "--listen needs HOST:PORT");
   value("--socket", flags.socket_path, "--socket needs a path");
   value("--data-dir", flags.data_dir, "--data-dir needs a directory");
+  value("--node-id", flags.node_id, "--node-id needs an id");
+  value("--node-address", flags.node_address, "--node-address needs IP:PORT");
   parser.option("--api-key-file",
                 [&](const std::string& v) -> Refusal {
                   flags.api_key_files.push_back(v);

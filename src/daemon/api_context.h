@@ -30,6 +30,7 @@ class TaskService;
 class SnapshotService;
 class PoolService;
 class NodeForwarder;
+class SandboxPlacer;
 
 struct ApiLimits {
   std::size_t max_json_body = 1 << 20;          // create, mkdir, ...
@@ -54,6 +55,8 @@ struct ApiContext {
   PoolService* pools = nullptr;
   // Calls on sandboxes of other nodes (issue 18); null: none forwarded.
   NodeForwarder* forwarder = nullptr;
+  // Where creates run (issue 18); null: every create runs here.
+  SandboxPlacer* placer = nullptr;
 };
 
 struct ApiRequest {

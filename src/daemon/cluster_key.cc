@@ -63,6 +63,15 @@ Result<ClusterKey> ClusterKey::load(const std::string& path) {
 
 ClusterKey ClusterKey::of_bytes(std::string bytes) { return ClusterKey(std::move(bytes)); }
 
+std::string ClusterKey::id() const {
+  static constexpr std::string_view kLabel = "corral-cluster-key-id-v1";
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), bytes_.data(), static_cast<int>(bytes_.size()),
+       reinterpret_cast<const unsigned char*>(kLabel.data()), kLabel.size(), out, &len);
+  return to_hex(out, 8);
+}
+
 std::string ClusterKey::mac(std::string_view method, std::string_view target, std::string_view ns,
                             std::string_view from_node, std::int64_t unix_seconds) const {
   std::string data = "corral-forward-v1\n";

@@ -33,6 +33,11 @@ class ClusterKey {
   // A key of these bytes (tests).
   static ClusterKey of_bytes(std::string bytes);
 
+  // Names the key without giving it away (16 hex digits of an HMAC of a
+  // fixed label): stored with the node's registration, so that nodes know
+  // which others accept their forwarded calls.
+  std::string id() const;
+
   // The X-Corral-Signature value for a request.
   std::string sign(std::string_view method, std::string_view target, std::string_view ns,
                    std::string_view from_node, std::int64_t unix_seconds) const;

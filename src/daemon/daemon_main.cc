@@ -22,7 +22,9 @@
 #include "daemon/log_redactor.h"
 #include "daemon/metered_object_store.h"
 #include "daemon/metrics.h"
+#include "daemon/node_config_yaml.h"
 #include "daemon/node_forwarder.h"
+#include "daemon/sandbox_placer.h"
 #include "daemon/node_service.h"
 #include "daemon/node_setup.h"
 #include "daemon/object_store_open.h"
@@ -65,6 +67,22 @@ Result<DaemonConfig> effective_config(const ServeFlags& flags) {
   if (!flags.socket_path.empty()) config.socket_path = flags.socket_path;
   if (!flags.data_dir.empty()) config.data_dir = flags.data_dir;
   for (const auto& f : flags.api_key_files) config.api_key_files.push_back(f);
+  if (!flags.node_id.empty()) {
+    config.node.id = default_node_id(flags.node_id);
+    if (!valid_node_id(flags.node_id.substr(0, flags.node_id.find('.'))) ||
+        config.node.id != flags.node_id.substr(0, flags.node_id.find('.')))
+      return make_error(ErrorCode::kInvalidArgument,
+                        "--node-id \"" + flags.node_id.substr(0, 80) +
+                            "\" is not a node id: 1-63 of a-z, 0-9 and '-' (a host name is "
+                            "taken up to its first '.')");
+  }
+  if (!flags.node_address.empty()) {
+    auto address = parse_node_address(flags.node_address);
+    if (!address)
+      return make_error(ErrorCode::kInvalidArgument, "--node-address: " + address.error().message,
+                        address.error().hint);
+    config.node.address = *address;
+  }
   if (auto st = resolve_capacity(config); !st) return tl::unexpected(st.error());
   return config;
 }
@@ -326,8 +344,13 @@ int serve(const ServeFlags& flags) {
     if (!loaded) return fail(loaded.error().message, loaded.error().hint);
     cluster_key = std::move(*loaded);
   }
+  const bool fleet = store->shared() && cluster_key.has_value();
+  const std::string key_id = cluster_key ? cluster_key->id() : "";
   NodeForwarder forwarder(*store, std::move(cluster_key), metrics);
   context.forwarder = &forwarder;
+  // Creates are placed across the fleet's nodes (docs/fleet.md "Placement").
+  SandboxPlacer placer(*store, forwarder, metrics, fleet);
+  context.placer = &placer;
   ApiRouter router(context, *keys);
   // The E2B-compatible facade (docs/e2b.md): its envd access tokens are
   // derived from a key of this data dir, so they survive a restart.
@@ -377,7 +400,9 @@ int serve(const ServeFlags& flags) {
   NodeService node(config.node, *store, metrics,
                    {[&service] { return service.release_lost(); },
                     [&service](nlohmann::json event) { service.audit_async(std::move(event)); }});
-  if (auto st = node.start(node_registration(config, flags.no_tcp ? 0 : server.bound_port())); !st)
+  NodeRegistration registration = node_registration(config, flags.no_tcp ? 0 : server.bound_port());
+  registration.key_id = key_id;
+  if (auto st = node.start(registration); !st)
     return fail("registering this node: " + st.error().message, st.error().hint);
   reconciled += "; node " + store->node() + " (incarnation " +
                 std::to_string(node.registered().incarnation) + ")";

@@ -15,6 +15,10 @@ struct ServeFlags {
   std::string data_dir;     // overrides the config
   std::vector<std::string> api_key_files;
   bool no_tcp = false;  // socket only
+  // serve.node.id and serve.node.address (e.g. a Kubernetes node's name
+  // and its pod's IP, which a config file cannot know).
+  std::string node_id;  // a host name is taken up to its first '.'
+  std::string node_address;
 };
 
 // Returns the process exit code.

@@ -36,7 +36,9 @@ Result<std::string> node_id(std::string_view text) {
   return std::string(text);
 }
 
-Result<std::string> node_address(std::string_view text) {
+}  // namespace
+
+Result<std::string> parse_node_address(std::string_view text) {
   // host:port, the host a name or an address ([v6] in brackets).
   const auto colon = text.rfind(':');
   const bool bracketed = !text.empty() && text.front() == '[';
@@ -53,6 +55,12 @@ Result<std::string> node_address(std::string_view text) {
   // static): the host is an IP address.
   std::string host(text.substr(0, colon));
   if (bracketed) host = host.substr(1, host.size() - 2);
+  // fd00::5:7070 would reach nobody: the relay's URL needs the brackets.
+  if (!bracketed && host.find(':') != std::string::npos)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "\"" + std::string(text.substr(0, 80)) +
+                          "\": an IPv6 address must be in brackets before its port",
+                      "for example [fd00::5]:7070 (in Kubernetes: \"[$(POD_IP)]:7070\")");
   unsigned char buf[sizeof(struct in6_addr)];
   if (inet_pton(AF_INET, host.c_str(), buf) != 1 && inet_pton(AF_INET6, host.c_str(), buf) != 1)
     return make_error(
@@ -62,8 +70,6 @@ Result<std::string> node_address(std::string_view text) {
         "(a pod IP, 10.0.0.5:7070, [fd00::5]:7070)");
   return std::string(text);
 }
-
-}  // namespace
 
 std::string default_node_id(std::string_view hostname) {
   std::string id(hostname.substr(0, hostname.find('.')));
@@ -89,7 +95,7 @@ Status apply_node_config(const YamlReader& reader, const YamlEntry& entry,
                                "lost_after)"));
   CORRAL_TRY(reader.for_each_entry(entry.value, entry.path, [&](const YamlEntry& e) -> Status {
     if (e.name == "id") return reader.read_into(e, "a node id (node-a)", node_id, out.id);
-    if (e.name == "address") return reader.read_into(e, "host:port", node_address, out.address);
+    if (e.name == "address") return reader.read_into(e, "host:port", parse_node_address, out.address);
     if (e.name == "heartbeat_interval")
       return reader.read_into(e, "a duration (2s)", interval_ms, out.heartbeat_interval_ms);
     if (e.name == "lost_after")

@@ -26,4 +26,7 @@ Result<std::string> parse_state_location(std::string_view text);
 // that is a valid node id, else "local".
 std::string default_node_id(std::string_view hostname);
 
+// serve.node.address (and --node-address): IP:port, [IPv6]:port.
+Result<std::string> parse_node_address(std::string_view text);
+
 }  // namespace corral

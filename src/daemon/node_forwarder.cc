@@ -1,6 +1,8 @@
 #include "daemon/node_forwarder.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include "api/api_error.h"
 #include "daemon/api_context.h"
@@ -105,18 +107,31 @@ bool NodeForwarder::relay(const http::RequestHead& head, http::BodyReader& body,
                                  "serve.cluster_key_file (docs/fleet.md)"));
     return true;
   }
-  auto unreachable = [&](const std::string& why) {
+  http::BodySource source = [&body](char* buf, std::size_t cap) { return body.read(buf, cap); };
+  // The caller's framing: its length, chunked, or no body at all.
+  const std::optional<std::uint64_t> length =
+      head.chunked ? std::nullopt : std::optional<std::uint64_t>(head.content_length.value_or(0));
+  auto call = open_call(*node, head, head.target, ns, source, length);
+  if (!call) {
     metrics_.counter("corral_forward_errors_total", "Calls that could not be forwarded").inc();
     send_error(out, api::make_api_error(api::ApiErrorCode::kUnavailable,
                                         "sandbox " + id + " runs on node " + node->id + " (" +
-                                            node->address + "), which cannot be reached: " + why,
+                                            node->address + "), which cannot be reached: " +
+                                            call.error().why,
                                         "", "retry; if it persists, the node may be down"));
     return true;
-  };
-  auto endpoint = http::Endpoint::parse("http://" + node->address);
-  if (!endpoint) return unreachable(endpoint.error().message);
+  }
+  relay_answer(*call, node->id, head, out);
+  return true;
+}
+
+tl::expected<NodeForwarder::Call, NodeForwarder::CallError> NodeForwarder::open_call(
+    const NodeRecord& node, const http::RequestHead& head, const std::string& target,
+    const std::string& ns, const http::BodySource& source, std::optional<std::uint64_t> length) {
+  auto endpoint = http::Endpoint::parse("http://" + node.address);
+  if (!endpoint) return tl::unexpected(CallError{endpoint.error().message, false});
   auto client = http::Client::connect(*endpoint, std::chrono::seconds(5));
-  if (!client) return unreachable(client.error().message);
+  if (!client) return tl::unexpected(CallError{client.error().message, false});
   // A call may wait for a command as long as it runs (exec, wait, follow):
   // the owner's own timeouts bound it, not this relay's.
   client->set_io_timeout(std::chrono::hours(1));
@@ -126,33 +141,68 @@ bool NodeForwarder::relay(const http::RequestHead& head, http::BodyReader& body,
   headers.push_back({std::string(kForwardedBy), store_.node()});
   headers.push_back({std::string(kNamespace), ns});
   headers.push_back({std::string(kSignature),
-                     key_->sign(head.method, head.target, ns, store_.node(), unix_seconds())});
-  http::BodySource source = [&body](char* buf, std::size_t cap) { return body.read(buf, cap); };
-  // The caller's framing: its length, chunked, or no body at all.
-  const std::optional<std::uint64_t> length =
-      head.chunked ? std::nullopt : std::optional<std::uint64_t>(head.content_length.value_or(0));
-  auto answer = client->send_streaming(head.method, head.target, headers, source, length);
-  if (!answer) return unreachable(answer.error().message);
+                     key_->sign(head.method, target, ns, store_.node(), unix_seconds())});
+  auto answer = client->send_streaming(head.method, target, headers, source, length);
+  if (!answer) return tl::unexpected(CallError{answer.error().message, true});
   metrics_.counter("corral_forwarded_total", "Calls forwarded to the node that runs the sandbox")
       .inc();
+  return Call{std::make_unique<http::Client>(std::move(*client)), std::move(*answer)};
+}
+
+void NodeForwarder::relay_answer(Call& call, const std::string& node_id,
+                                 const http::RequestHead& head, http::ResponseWriter& out) {
   http::Headers back;
-  for (const auto& h : answer->headers)
+  for (const auto& h : call.answer.headers)
     if (relays_back(h.name)) back.push_back(h);
-  back.push_back({"x-corral-node", node->id});
+  back.push_back({"x-corral-node", node_id});
   if (head.method == "HEAD") {
-    (void)out.send(answer->status, back, "");
-    return true;
+    (void)out.send(call.answer.status, back, "");
+    return;
   }
-  if (!out.start(answer->status, back, answer->chunked ? std::nullopt : answer->content_length))
-    return true;
+  if (!out.start(call.answer.status, back,
+                 call.answer.chunked ? std::nullopt : call.answer.content_length))
+    return;
   char buf[64 * 1024];
   for (;;) {
-    auto n = client->read_body(buf, sizeof buf);
+    auto n = call.client->read_body(buf, sizeof buf);
     if (!n || *n == 0) break;  // a cut answer ends the relayed one short
     if (!out.write(std::string_view(buf, *n))) break;
   }
   (void)out.finish();
-  return true;
+}
+
+NodeForwarder::CreateOutcome NodeForwarder::forward_create(const http::RequestHead& head,
+                                                           const std::string& body,
+                                                           http::ResponseWriter& out,
+                                                           const std::string& ns,
+                                                           const NodeRecord& node,
+                                                           const std::string& placement_id) {
+  if (!key_) return CreateOutcome::kNoKey;
+  const std::string target = "/v1/sandboxes?placement=" + placement_id;
+  std::size_t sent = 0;
+  http::BodySource source = [&](char* buf, std::size_t cap) -> Result<std::size_t> {
+    const std::size_t n = std::min(cap, body.size() - sent);
+    std::memcpy(buf, body.data() + sent, n);
+    sent += n;
+    return n;
+  };
+  auto call = open_call(node, head, target, ns, source, body.size());
+  if (!call) {
+    metrics_.counter("corral_forward_errors_total", "Calls that could not be forwarded").inc();
+    // Not connected: the node never saw the create, another may take it.
+    if (!call.error().sent) return CreateOutcome::kNotReached;
+    send_error(out, api::make_api_error(
+                        api::ApiErrorCode::kUnavailable,
+                        "the create was sent to node " + node.id + " (" + node.address +
+                            "), whose answer was lost: " + call.error().why,
+                        "", "list the sandboxes (or retry with the same Idempotency-Key)"));
+    return CreateOutcome::kAnswered;
+  }
+  // Full there after all (its own count is the last word): another node may
+  // have room.
+  if (call->answer.status == 429 || call->answer.status == 507) return CreateOutcome::kFull;
+  relay_answer(*call, node.id, head, out);
+  return CreateOutcome::kAnswered;
 }
 
 }  // namespace corral::daemon

@@ -11,12 +11,17 @@
 // the owner's id and address instead.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "base/result.h"
+
 #include "daemon/cluster_key.h"
 #include "http/http_message.h"
+#include "http/http_client.h"
 #include "http/http_server.h"
+#include "store/node_record.h"
 
 namespace corral {
 class MetricsRegistry;
@@ -41,7 +46,39 @@ class NodeForwarder {
   bool relay(const http::RequestHead& head, http::BodyReader& body, http::ResponseWriter& out,
              const std::string& ns, const std::string& id);
 
+  // Sends a create (its JSON `body`, read already) to `node`, which a
+  // placement chose (store/placement.h), naming the placement so that the
+  // node's stored sandbox fills it.
+  enum class CreateOutcome {
+    kAnswered,    // the node's answer (or why it was lost) is on `out`
+    kFull,        // the node refused it for capacity (429, 507): place again
+    kNotReached,  // no connection: the node never saw it, place again
+    kNoKey,       // this node has no cluster key: it cannot forward
+  };
+  CreateOutcome forward_create(const http::RequestHead& head, const std::string& body,
+                               http::ResponseWriter& out, const std::string& ns,
+                               const NodeRecord& node, const std::string& placement_id);
+  // ClusterKey::id of this node's key ("" without one).
+  std::string key_id() const { return key_ ? key_->id() : ""; }
+
  private:
+  struct Call {
+    std::unique_ptr<http::Client> client;
+    http::ResponseHead answer;
+  };
+  struct CallError {
+    std::string why;
+    bool sent = false;  // connected, and the request may have reached the node
+  };
+  // Sends the request to `node`, signed, with `head`'s passable headers.
+  tl::expected<Call, CallError> open_call(const NodeRecord& node, const http::RequestHead& head,
+                                    const std::string& target, const std::string& ns,
+                                    const http::BodySource& source,
+                                    std::optional<std::uint64_t> length);
+  // Relays the node's answer back to the caller as it comes.
+  void relay_answer(Call& call, const std::string& node_id, const http::RequestHead& head,
+                    http::ResponseWriter& out);
+
   StateStore& store_;
   std::optional<ClusterKey> key_;
   MetricsRegistry& metrics_;

@@ -2,7 +2,9 @@
 // destroy, extend, network, and the revocation of its broker tokens.
 #include "base/json_text.h"
 #include "daemon/api_context.h"
+#include "daemon/node_forwarder.h"
 #include "daemon/pool_service.h"
+#include "daemon/sandbox_placer.h"
 #include "daemon/sandbox_service.h"
 
 namespace corral::daemon {
@@ -21,7 +23,9 @@ bool fail_if_error(ApiRequest& r, const ApiResult<T>& result) {
 void handle_create_sandbox(ApiContext& ctx, ApiRequest& r) {
   auto body = read_json_body(r, ctx.limits.max_json_body);
   if (fail_if_error(r, body)) return;
-  auto request = parse_create_with_pool(ctx, *body);
+  auto split = take_placement_wish(*body);
+  if (fail_if_error(r, split)) return;
+  auto request = parse_create_with_pool(ctx, split->body);
   if (fail_if_error(r, request)) return;
   std::optional<std::string> key;
   if (auto k = r.head.header("idempotency-key"); k) {
@@ -37,9 +41,20 @@ void handle_create_sandbox(ApiContext& ctx, ApiRequest& r) {
                                                    "that prefix marks warm pools' sandboxes"));
     key = std::string(*k);
   }
-  auto created = ctx.sandboxes.create(*request, key, r.ns);
-  if (fail_if_error(r, created)) return;
-  send_json(r.out, created->created ? 201 : 200, api::to_json(created->info));
+  auto local = [&](const std::optional<std::string>& placement_id) {
+    api::CreateSandboxRequest here = *request;
+    here.placement_id = placement_id;
+    return ctx.sandboxes.create(here, key, r.ns);
+  };
+  // A create another node placed here (signed, placement in the query):
+  // created here, never placed again.
+  const bool placed_elsewhere = NodeForwarder::is_forwarded(r.head);
+  if (ctx.placer == nullptr || placed_elsewhere) {
+    auto created = local(placed_elsewhere ? r.query_value("placement") : std::nullopt);
+    if (fail_if_error(r, created)) return;
+    return send_json(r.out, created->created ? 201 : 200, api::to_json(created->info));
+  }
+  ctx.placer->create(r, *body, split->wish, *request, local);
 }
 
 void handle_list_sandboxes(ApiContext& ctx, ApiRequest& r) {

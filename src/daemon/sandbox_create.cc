@@ -37,6 +37,7 @@ class SandboxService::Creation {
         pooled_(pooled),
         spec_(request.spec),
         key_(std::move(idempotency_key)),
+        placement_id_(request.placement_id),
         ns_(std::move(ns)),
         options_(long_lived_options(service.limits_)) {}
 
@@ -92,6 +93,7 @@ class SandboxService::Creation {
   const Clock::time_point t0_ = Clock::now();
   SandboxSpec spec_;
   const std::optional<std::string> key_;
+  const std::optional<std::string> placement_id_;  // the placement the stored row fills
   const std::string ns_;
   // The volumes' sub-paths, opened and checked before anything is reserved,
   // and their binds for the factory (docs/volumes.md).
@@ -309,7 +311,7 @@ ApiResult<std::optional<SandboxService::Created>> SandboxService::Creation::answ
 // create of another daemon process on the same file) answers instead.
 ApiResult<std::optional<SandboxService::Created>> SandboxService::Creation::write_record() {
   expires_ = now_ms() + spec_.limits.max_lifetime.count();
-  auto created = s_.store_.create_sandbox(id_, spec_json_, key_, expires_);
+  auto created = s_.store_.create_sandbox(id_, spec_json_, key_, expires_, placement_id_);
   if (!created) {
     if (created.error().code == ErrorCode::kAlreadyExists)
       return api_fail(api::ApiErrorCode::kIdempotencyMismatch,

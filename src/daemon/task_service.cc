@@ -503,6 +503,7 @@ api::TaskInfo TaskService::info_of(const TaskRecord& t, bool with_request) {
   info.exit_code = t.exit_code;
   info.signal = t.signal;
   info.sandbox_id = t.sandbox_id;
+  info.node = t.node;
   info.attempt = t.attempt;
   info.replay_of = t.replay_of;
   for (std::size_t i = 0; i < t.outputs.size(); ++i) {

@@ -35,6 +35,10 @@ struct NodeRegistration {
   std::string capacity_json;  // a JSON object: {"sandboxes": N, ...}
   std::string labels_json;    // a JSON object of strings
   std::string pools_json;     // a JSON array of pool names
+  // Names the cluster key the node forwards and accepts calls with
+  // (ClusterKey::id; "": none): creates are placed only on nodes that share
+  // the placing node's key.
+  std::string key_id;
 };
 
 struct NodeRecord {
@@ -50,6 +54,7 @@ struct NodeRecord {
   std::int64_t started_at_ms = 0;  // of this incarnation
   std::int64_t heartbeat_at_ms = 0;
   std::optional<std::int64_t> lost_at_ms;
+  std::string key_id;
 };
 
 // What one sweep for lost nodes did (StateStore::sweep_lost_nodes).

@@ -19,7 +19,7 @@ using store_detail::bad_row;
 
 constexpr const char* kNodeColumns =
     "id, address, state, capacity_json, labels_json, pools_json, incarnation, started_at, "
-    "heartbeat_at, lost_at";
+    "heartbeat_at, lost_at, key_id";
 constexpr std::size_t kMaxNodeJsonBytes = 64 * 1024;
 constexpr std::size_t kMaxAddressBytes = 255;
 
@@ -38,6 +38,7 @@ Result<NodeRecord> read_node(const Stmt& st) {
   n.started_at_ms = st.int64(7);
   n.heartbeat_at_ms = st.int64(8);
   n.lost_at_ms = st.opt_int64(9);
+  n.key_id = st.text(10);
   return n;
 }
 
@@ -128,9 +129,13 @@ Status StateStore::set_node(std::string_view id) {
 
 const std::string& StateStore::node() const { return db_->node; }
 
+bool StateStore::shared() const { return db_->conn->backend() == sql::Backend::kPostgres; }
+
 Result<NodeRecord> StateStore::register_node(const NodeRegistration& reg) {
   const std::string what = "registering node " + reg.id;
   CORRAL_TRY(check_node_id(reg.id));
+  if (reg.key_id.size() > 64)
+    return make_error(ErrorCode::kInvalidArgument, what + ": the key id is longer than 64 bytes");
   if (reg.address.size() > kMaxAddressBytes)
     return make_error(ErrorCode::kInvalidArgument, what + ": the address is longer than 255 bytes");
   auto capacity = registration_json(reg.capacity_json, "capacity", Shape::kObject);
@@ -151,15 +156,16 @@ Result<NodeRecord> StateStore::register_node(const NodeRegistration& reg) {
   const std::int64_t now = now_ms();
   auto st = h.prepare(
       "INSERT INTO nodes (id, address, state, capacity_json, labels_json, pools_json, "
-      "incarnation, started_at, heartbeat_at, lost_at) "
-      "VALUES (?1, ?2, 'live', ?3, ?4, ?5, 1, ?6, ?6, NULL) "
+      "incarnation, started_at, heartbeat_at, lost_at, key_id) "
+      "VALUES (?1, ?2, 'live', ?3, ?4, ?5, 1, ?6, ?6, NULL, ?7) "
       "ON CONFLICT (id) DO UPDATE SET address = excluded.address, state = 'live', "
       "capacity_json = excluded.capacity_json, labels_json = excluded.labels_json, "
       "pools_json = excluded.pools_json, incarnation = nodes.incarnation + 1, "
-      "started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, lost_at = NULL");
+      "started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, lost_at = NULL, "
+      "key_id = excluded.key_id");
   if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
   st->bind(1, reg.id).bind(2, reg.address).bind(3, *capacity).bind(4, *labels).bind(5, *pools);
-  st->bind(6, now);
+  st->bind(6, now).bind(7, reg.key_id);
   CORRAL_TRY_CTX(st->run("INSERT INTO nodes"), what);
   auto sel = h.prepare(std::string("SELECT ") + kNodeColumns + " FROM nodes WHERE id = ?1");
   if (!sel) return tl::unexpected<Error>(std::move(sel).error().wrap(what));

@@ -216,6 +216,23 @@ CREATE INDEX sandboxes_by_node ON sandboxes(node, state);
 ALTER TABLE tasks ADD COLUMN node TEXT;
 CREATE INDEX tasks_by_node ON tasks(node, status);
 )sql",
+    // 11 -> 12: creates placed on a node and not yet stored there
+    // (store/placement.h). pool: set when sent to claim a warm sandbox.
+    // nodes.key_id: which cluster key a node forwards with (placement goes
+    // only to nodes that share the placing node's).
+    R"sql(
+CREATE TABLE placements (
+  id TEXT PRIMARY KEY NOT NULL,
+  node TEXT NOT NULL,
+  pool TEXT,
+  memory_bytes INTEGER NOT NULL CHECK (memory_bytes >= 0),
+  disk_bytes INTEGER NOT NULL CHECK (disk_bytes >= 0),
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX placements_by_node ON placements(node);
+ALTER TABLE nodes ADD COLUMN key_id TEXT NOT NULL DEFAULT '';
+)sql",
 };
 static_assert(std::size(kMigrations) == StateStore::kSchemaVersion,
               "one migration per schema version");
@@ -487,7 +504,8 @@ Result<StateStore> StateStore::open_postgres(const std::string& url) {
 
 Result<CreateResult> StateStore::create_sandbox(std::string_view id, std::string_view spec_json,
                                                 std::optional<std::string_view> idempotency_key,
-                                                std::optional<std::int64_t> expires_at_ms) {
+                                                std::optional<std::int64_t> expires_at_ms,
+                                                std::optional<std::string_view> placement) {
   CORRAL_TRY(check_id("sandbox", id));
   if (idempotency_key && (idempotency_key->empty() || idempotency_key->size() > kMaxKeyBytes)) {
     return make_error(ErrorCode::kInvalidArgument,
@@ -565,6 +583,12 @@ Result<CreateResult> StateStore::create_sandbox(std::string_view id, std::string
   if (!tr) return tl::unexpected<Error>(std::move(tr).error().wrap(what));
   tr->bind(1, id).bind(2, sandbox_state_name(SandboxState::kCreating)).bind(3, now);
   CORRAL_TRY_CTX(tr->run("INSERT INTO transitions"), what);
+  if (placement) {
+    auto done = h.prepare("DELETE FROM placements WHERE id = ?1");
+    if (!done) return tl::unexpected<Error>(std::move(done).error().wrap(what));
+    done->bind(1, *placement);
+    CORRAL_TRY_CTX(done->run("DELETE FROM placements"), what);
+  }
   CORRAL_TRY_CTX(txn.commit(), what);
 
   SandboxRecord r;

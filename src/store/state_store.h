@@ -20,6 +20,7 @@
 
 #include "base/result.h"
 #include "store/node_record.h"
+#include "store/placement.h"
 #include "store/sandbox_state.h"
 #include "store/task_record.h"
 
@@ -113,7 +114,7 @@ struct CreateResult {
 
 class StateStore {
  public:
-  static constexpr int kSchemaVersion = 11;
+  static constexpr int kSchemaVersion = 12;
 
   // What an acknowledged write survives. kPowerLoss: synchronous=FULL, every
   // commit is fsync'd before the call returns. kProcessCrash:
@@ -147,9 +148,13 @@ class StateStore {
   // new sandbox, in the same transaction (key_taken_from names the old).
   // `spec_json` must be a JSON value; it is compared and stored in
   // canonical form.
+  // `placement` (a create placed by another node, or by this one) is the
+  // placement row this sandbox fills: removed in the same transaction, so
+  // that the fleet never counts the sandbox twice nor not at all.
   Result<CreateResult> create_sandbox(std::string_view id, std::string_view spec_json,
                                       std::optional<std::string_view> idempotency_key,
-                                      std::optional<std::int64_t> expires_at_ms);
+                                      std::optional<std::int64_t> expires_at_ms,
+                                      std::optional<std::string_view> placement = std::nullopt);
 
   // Moves a sandbox to `to` if transition_allowed(current, to), in one
   // transaction with its transition row. Moving to kFailed stores `reason`
@@ -275,6 +280,8 @@ class StateStore {
   // kInvalidArgument for an id valid_node_id() refuses.
   Status set_node(std::string_view id);
   const std::string& node() const;
+  // True on PostgreSQL: other daemons may share the store (a fleet).
+  bool shared() const;
   // Registers this store's node (registration.id must be node()): a new
   // row, or the same id's next incarnation, live again with a heartbeat
   // now. Returns the record as stored.
@@ -297,6 +304,19 @@ class StateStore {
   // reason node_lost. Tasks still held by a lost node are handled by the
   // next sweep too (a sweep that died half way is finished by another).
   Result<LostNodeSweep> sweep_lost_nodes(std::int64_t now_ms, std::int64_t lost_after_ms);
+
+  // ---- Placement of creates across nodes (issue 18; placement_table.cc) ----
+
+  // Chooses the live node a new sandbox goes to (store/placement.h) and
+  // holds the choice in a placement row, in one write transaction: a node
+  // that matches the request and has room for it, the one with the most
+  // free room for its size first (this node on a tie). `share_of` reads the
+  // share of each stored sandbox. A Placement with no id when none fits
+  // (`refused` says why of each node).
+  Result<Placement> place_sandbox(const PlacementRequest& request, const ShareOfSpec& share_of);
+  // Drops a placement (its create ended, stored or not); an unknown id is
+  // not an error.
+  Status release_placement(std::string_view id);
 
   // ---- Diagnostics of destroyed sandboxes (T1; diagnostics_table.cc) ----
 

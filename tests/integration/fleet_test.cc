@@ -11,10 +11,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -38,10 +41,10 @@ using nlohmann::json;
 // input chain drops what reaches its ports from other interfaces, so two
 // daemons on one host must not share ports).
 std::string node_config(const std::string& url, const std::string& id, int slot,
-                        const std::string& extra = "") {
+                        const std::string& extra = "", const std::string& labels = "{}") {
   const std::string n = std::to_string(slot);
   return "serve:\n  state: \"" + url + "\"\n  node:\n    id: " + id +
-         "\n    heartbeat_interval: 200ms\n    lost_after: 1500ms\n"
+         "\n    labels: " + labels + "\n    heartbeat_interval: 200ms\n    lost_after: 1500ms\n"
          "  network:\n    subnet: 10.23" +
          n + ".0.0/16\n    interface_prefix: fl" + n + "\n    firewall_table: corral_fleet" + n +
          "\n    proxy_port: " + std::to_string(16200 + 2 * slot) +
@@ -65,6 +68,23 @@ json node_of(TestDaemon& d, const std::string& id) {
     if (n.value("id", "") == id) return n;
   return {};
 }
+
+// A cluster key file (0600) of 32 random bytes in hex.
+std::string write_cluster_key(const TempDir& dir, const std::string& hex) {
+  const std::string path = dir.file("cluster.key");
+  std::ofstream(path) << hex << "\n";
+  chmod(path.c_str(), 0600);
+  return path;
+}
+
+// The config lines of a node with the cluster key and room for `sandboxes`.
+std::string placed_node(const std::string& key, int sandboxes) {
+  return "  cluster_key_file: " + key + "\n  capacity:\n    max_sandboxes: " +
+         std::to_string(sandboxes) + "\n";
+}
+
+// A small sandbox: the nodes' memory and disk bounds never stand in the way.
+constexpr const char* kSmall = R"({"limits":{"memory":"64Mi","disk":"16Mi"}})";
 
 class Fleet : public ::testing::Test {
  protected:
@@ -181,13 +201,6 @@ TEST_F(Fleet, AKilledNodeIsLostItsQueuedTasksRunElsewhereOnceAndItCleansUpOnRetu
   EXPECT_EQ(runs_of(side.path(), "long"), 1);
 }
 
-// A cluster key file (0600) of 32 random bytes in hex.
-std::string write_cluster_key(const TempDir& dir, const std::string& hex) {
-  const std::string path = dir.file("cluster.key");
-  std::ofstream(path) << hex << "\n";
-  chmod(path.c_str(), 0600);
-  return path;
-}
 
 TEST_F(Fleet, CallsOnAnotherNodesSandboxAreForwardedSignedAndStreamed) {
   TempDir keys("corral-fleet-keys");
@@ -280,6 +293,159 @@ TEST_F(Fleet, CallsOnAnotherNodesSandboxAreForwardedSignedAndStreamed) {
   auto good = forged(right_key.sign("POST", target, "default", "node-a", now), "default", target);
   EXPECT_EQ(good.status, 200) << good.body;
   EXPECT_EQ(b.exec(id, "true")["exit_code"], 0);
+}
+
+// Creates sent to one node are placed across the fleet by free room for
+// each node's size, by labels and by node, and never past a node's room.
+TEST_F(Fleet, CreatesArePlacedByFreeRoomLabelsAndNodeNeverPastCapacity) {
+  TempDir keys("corral-fleet-keys");
+  const std::string key = write_cluster_key(keys, std::string(64, 'c'));
+  TestDaemon a({}, node_config(url_, "node-a", 1, placed_node(key, 2), "{zone: a}"));
+  ASSERT_TRUE(a.ready()) << a.output();
+  TestDaemon b({}, node_config(url_, "node-b", 2, placed_node(key, 4), "{zone: b}"));
+  ASSERT_TRUE(b.ready()) << b.output();
+  TestDaemon c({}, node_config(url_, "node-c", 3, placed_node(key, 6), "{zone: c}"));
+  ASSERT_TRUE(c.ready()) << c.output();
+  std::map<std::string, int> on;
+  std::vector<std::string> made;
+  auto create = [&](TestDaemon& via, const std::string& body) {
+    auto r = via.request("POST", "/v1/sandboxes", body);
+    if (r.status == 201) {
+      ++on[r.json().value("node", "")];
+      made.push_back(r.json().value("id", ""));
+    }
+    return r;
+  };
+  for (int i = 0; i < 6; ++i) {
+    auto r = create(a, kSmall);
+    ASSERT_EQ(r.status, 201) << r.body;
+    // A sandbox placed elsewhere is answered by the node that made it.
+    const std::string node = r.json().value("node", "");
+    if (node != "node-a") {
+      EXPECT_EQ(header(r, "x-corral-node"), node);
+    }
+  }
+  EXPECT_EQ(on, (std::map<std::string, int>{{"node-a", 1}, {"node-b", 2}, {"node-c", 3}}))
+      << "each node half full";
+  // Every placed sandbox runs where it says, and answers from any node.
+  for (const std::string& id : made) {
+    auto info = b.request("GET", "/v1/sandboxes/" + id);
+    ASSERT_EQ(info.status, 200) << info.body;
+    EXPECT_EQ(info.json()["state"], "ready") << info.body;
+  }
+  EXPECT_EQ(b.exec(made.back(), "echo placed")["stdout"], "placed\n");
+  // Labels and a named node.
+  auto z = create(a, R"({"limits":{"memory":"64Mi","disk":"16Mi"},"placement":{"labels":{"zone":"b"}}})");
+  ASSERT_EQ(z.status, 201) << z.body;
+  EXPECT_EQ(z.json()["node"], "node-b");
+  auto named = create(b, R"({"limits":{"memory":"64Mi","disk":"16Mi"},"placement":{"node":"node-a"}})");
+  ASSERT_EQ(named.status, 201) << named.body;
+  EXPECT_EQ(named.json()["node"], "node-a");
+  auto nowhere = a.request("POST", "/v1/sandboxes", R"({"placement":{"labels":{"zone":"mars"}}})");
+  EXPECT_EQ(nowhere.status, 400) << nowhere.body;
+  EXPECT_NE(nowhere.body.find("labels do not match (zone=mars wanted)"), std::string::npos)
+      << nowhere.body;
+  auto bad = a.request("POST", "/v1/sandboxes", R"({"placement":{"rack":"1"}})");
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_NE(bad.body.find("placement.rack"), std::string::npos) << bad.body;
+  // node-a is full (2 of 2) now: a create named to it is refused for room.
+  auto a_full = c.request("POST", "/v1/sandboxes", R"({"placement":{"node":"node-a"}})");
+  EXPECT_EQ(a_full.status, 429) << a_full.body;
+  EXPECT_NE(a_full.body.find("node-a: full (2 of 2 sandboxes)"), std::string::npos)
+      << a_full.body;
+  // The rest fills b and c exactly; then the fleet is full.
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(create(c, kSmall).status, 201);
+  EXPECT_EQ(on, (std::map<std::string, int>{{"node-a", 2}, {"node-b", 4}, {"node-c", 6}}));
+  auto full = create(b, kSmall);
+  EXPECT_EQ(full.status, 429) << full.body;
+  EXPECT_NE(full.body.find("no node of the fleet has room"), std::string::npos) << full.body;
+  // A destroyed sandbox gives its room back to the fleet.
+  auto gone = c.request("DELETE", "/v1/sandboxes/" + made.front());
+  ASSERT_EQ(gone.status, 200) << gone.body;
+  auto again = create(c, kSmall);
+  EXPECT_EQ(again.status, 201) << again.body;
+}
+
+// 100 creates at once, spread over three nodes of 10 sandboxes each:
+// exactly 30 are made, 10 on each node; the rest are refused 429.
+TEST_F(Fleet, HundredConcurrentCreatesAgainstThreeNodesNeverOverbook) {
+  TempDir keys("corral-fleet-keys");
+  const std::string key = write_cluster_key(keys, std::string(64, 'd'));
+  std::vector<std::unique_ptr<TestDaemon>> nodes;
+  for (int i = 1; i <= 3; ++i) {
+    nodes.push_back(std::make_unique<TestDaemon>(
+        std::vector<std::string>{},
+        node_config(url_, "node-" + std::to_string(i), i, placed_node(key, 10))));
+    ASSERT_TRUE(nodes.back()->ready()) << nodes.back()->output();
+  }
+  std::mutex mu;
+  std::map<int, int> statuses;
+  std::map<std::string, int> on;
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 100; ++i) {
+    threads.emplace_back([&, i] {
+      TestDaemon& via = *nodes[static_cast<std::size_t>(i % 3)];
+      ++ready;
+      while (ready < 100) std::this_thread::yield();
+      auto r = via.request("POST", "/v1/sandboxes", kSmall);
+      std::lock_guard lock(mu);
+      ++statuses[r.status];
+      if (r.status == 201) {
+        ++on[r.json().value("node", "")];
+      } else if (r.status != 429) {
+        ADD_FAILURE() << r.status << " " << r.body;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(statuses, (std::map<int, int>{{201, 30}, {429, 70}}));
+  EXPECT_EQ(on, (std::map<std::string, int>{{"node-1", 10}, {"node-2", 10}, {"node-3", 10}}));
+  // The store agrees: 10 live sandboxes on each node.
+  std::map<std::string, int> stored;
+  const json listed = nodes[0]->request("GET", "/v1/sandboxes").json();
+  for (const auto& sb : listed["sandboxes"]) ++stored[sb.value("node", "")];
+  EXPECT_EQ(stored, on) << listed;
+}
+
+// 50 tasks submitted across three nodes (each also submitted again to the
+// next node) run exactly once each, counted from the host.
+TEST_F(Fleet, FiftyTasksSubmittedToThreeNodesRunExactlyOnceEach) {
+  TempDir side("corral-fleet-side");
+  ASSERT_EQ(chmod(side.path().c_str(), 0777), 0);
+  TempDir keys("corral-fleet-keys");
+  const std::string key = write_cluster_key(keys, std::string(64, 'e'));
+  std::vector<std::unique_ptr<TestDaemon>> nodes;
+  for (int i = 1; i <= 3; ++i) {
+    nodes.push_back(std::make_unique<TestDaemon>(
+        std::vector<std::string>{},
+        node_config(url_, "node-" + std::to_string(i), i,
+                    "  cluster_key_file: " + key + "\n  mount_roots: [\"" + side.path() +
+                        "\"]\n  tasks:\n    workers: 2\n")));
+    ASSERT_TRUE(nodes.back()->ready()) << nodes.back()->output();
+  }
+  constexpr int kTasks = 50;
+  auto body = [&](int i) {
+    return counted_task("t" + std::to_string(i), side.path(), "true").dump();
+  };
+  for (int i = 0; i < kTasks; ++i) {
+    auto r = nodes[static_cast<std::size_t>(i % 3)]->request("POST", "/v1/tasks", body(i));
+    ASSERT_EQ(r.status, 202) << r.body;
+    // The same task sent again, to another node: the stored one answers.
+    auto again =
+        nodes[static_cast<std::size_t>((i + 1) % 3)]->request("POST", "/v1/tasks", body(i));
+    EXPECT_TRUE(again.status == 200 || again.status == 202) << again.status << again.body;
+  }
+  std::map<std::string, int> ran_on;
+  for (int i = 0; i < kTasks; ++i) {
+    const std::string id = "t" + std::to_string(i);
+    json t = wait_task(*nodes[static_cast<std::size_t>(i % 3)], id);
+    EXPECT_EQ(t.value("status", ""), "succeeded") << t;
+    EXPECT_EQ(t.value("attempt", 0), 1) << t;
+    EXPECT_EQ(runs_of(side.path(), id), 1) << id;
+    ++ran_on[text(t, "node")];
+  }
+  EXPECT_EQ(ran_on.size(), 3u) << "every node ran some";
 }
 
 }  // namespace

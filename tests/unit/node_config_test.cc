@@ -71,6 +71,9 @@ TEST(NodeConfig, NodeSettingsAreReadAndCheckedTogether) {
             std::string::npos);
   EXPECT_NE(config_error("serve:\n  node:\n    address: \"h:70/x\"\n").find("serve.node.address"),
             std::string::npos);
+  EXPECT_NE(config_error("serve:\n  node:\n    address: \"fd00::5:7070\"\n").find("in brackets"),
+            std::string::npos)
+      << "an IPv6 address without brackets would reach nobody";
   EXPECT_NE(config_error("serve:\n  node:\n    heartbeat_interval: 10ms\n").find("100ms"),
             std::string::npos);
   EXPECT_NE(config_error("serve:\n  node:\n    heartbeat_interval: 2s\n    lost_after: 5s\n")
