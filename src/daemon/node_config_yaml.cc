@@ -95,7 +95,8 @@ Status apply_node_config(const YamlReader& reader, const YamlEntry& entry,
                                "lost_after)"));
   CORRAL_TRY(reader.for_each_entry(entry.value, entry.path, [&](const YamlEntry& e) -> Status {
     if (e.name == "id") return reader.read_into(e, "a node id (node-a)", node_id, out.id);
-    if (e.name == "address") return reader.read_into(e, "host:port", parse_node_address, out.address);
+    if (e.name == "address")
+      return reader.read_into(e, "host:port", parse_node_address, out.address);
     if (e.name == "heartbeat_interval")
       return reader.read_into(e, "a duration (2s)", interval_ms, out.heartbeat_interval_ms);
     if (e.name == "lost_after")

@@ -116,8 +116,8 @@ bool NodeForwarder::relay(const http::RequestHead& head, http::BodyReader& body,
     metrics_.counter("corral_forward_errors_total", "Calls that could not be forwarded").inc();
     send_error(out, api::make_api_error(api::ApiErrorCode::kUnavailable,
                                         "sandbox " + id + " runs on node " + node->id + " (" +
-                                            node->address + "), which cannot be reached: " +
-                                            call.error().why,
+                                            node->address +
+                                            "), which cannot be reached: " + call.error().why,
                                         "", "retry; if it persists, the node may be down"));
     return true;
   }
@@ -171,12 +171,9 @@ void NodeForwarder::relay_answer(Call& call, const std::string& node_id,
   (void)out.finish();
 }
 
-NodeForwarder::CreateOutcome NodeForwarder::forward_create(const http::RequestHead& head,
-                                                           const std::string& body,
-                                                           http::ResponseWriter& out,
-                                                           const std::string& ns,
-                                                           const NodeRecord& node,
-                                                           const std::string& placement_id) {
+NodeForwarder::CreateOutcome NodeForwarder::forward_create(
+    const http::RequestHead& head, const std::string& body, http::ResponseWriter& out,
+    const std::string& ns, const NodeRecord& node, const std::string& placement_id) {
   if (!key_) return CreateOutcome::kNoKey;
   const std::string target = "/v1/sandboxes?placement=" + placement_id;
   std::size_t sent = 0;

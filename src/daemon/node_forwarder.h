@@ -16,10 +16,9 @@
 #include <string>
 
 #include "base/result.h"
-
 #include "daemon/cluster_key.h"
-#include "http/http_message.h"
 #include "http/http_client.h"
+#include "http/http_message.h"
 #include "http/http_server.h"
 #include "store/node_record.h"
 
@@ -72,9 +71,9 @@ class NodeForwarder {
   };
   // Sends the request to `node`, signed, with `head`'s passable headers.
   tl::expected<Call, CallError> open_call(const NodeRecord& node, const http::RequestHead& head,
-                                    const std::string& target, const std::string& ns,
-                                    const http::BodySource& source,
-                                    std::optional<std::uint64_t> length);
+                                          const std::string& target, const std::string& ns,
+                                          const http::BodySource& source,
+                                          std::optional<std::uint64_t> length);
   // Relays the node's answer back to the caller as it comes.
   void relay_answer(Call& call, const std::string& node_id, const http::RequestHead& head,
                     http::ResponseWriter& out);

@@ -34,11 +34,11 @@ void handle_create_sandbox(ApiContext& ctx, ApiRequest& r) {
                                                    "Idempotency-Key must be 1 to 200 characters",
                                                    "Idempotency-Key"));
     if (k->rfind(kPoolKeyPrefix, 0) == 0)
-      return send_error(r.out, api::make_api_error(api::ApiErrorCode::kInvalidValue,
-                                                   "Idempotency-Key may not start with \"" +
-                                                       std::string(kPoolKeyPrefix) + "\"",
-                                                   "Idempotency-Key",
-                                                   "that prefix marks warm pools' sandboxes"));
+      return send_error(
+          r.out, api::make_api_error(
+                     api::ApiErrorCode::kInvalidValue,
+                     "Idempotency-Key may not start with \"" + std::string(kPoolKeyPrefix) + "\"",
+                     "Idempotency-Key", "that prefix marks warm pools' sandboxes"));
     key = std::string(*k);
   }
   auto local = [&](const std::optional<std::string>& placement_id) {

@@ -43,8 +43,8 @@ using nlohmann::json;
 std::string node_config(const std::string& url, const std::string& id, int slot,
                         const std::string& extra = "", const std::string& labels = "{}") {
   const std::string n = std::to_string(slot);
-  return "serve:\n  state: \"" + url + "\"\n  node:\n    id: " + id +
-         "\n    labels: " + labels + "\n    heartbeat_interval: 200ms\n    lost_after: 1500ms\n"
+  return "serve:\n  state: \"" + url + "\"\n  node:\n    id: " + id + "\n    labels: " + labels +
+         "\n    heartbeat_interval: 200ms\n    lost_after: 1500ms\n"
          "  network:\n    subnet: 10.23" +
          n + ".0.0/16\n    interface_prefix: fl" + n + "\n    firewall_table: corral_fleet" + n +
          "\n    proxy_port: " + std::to_string(16200 + 2 * slot) +
@@ -79,8 +79,8 @@ std::string write_cluster_key(const TempDir& dir, const std::string& hex) {
 
 // The config lines of a node with the cluster key and room for `sandboxes`.
 std::string placed_node(const std::string& key, int sandboxes) {
-  return "  cluster_key_file: " + key + "\n  capacity:\n    max_sandboxes: " +
-         std::to_string(sandboxes) + "\n";
+  return "  cluster_key_file: " + key +
+         "\n  capacity:\n    max_sandboxes: " + std::to_string(sandboxes) + "\n";
 }
 
 // A small sandbox: the nodes' memory and disk bounds never stand in the way.
@@ -200,7 +200,6 @@ TEST_F(Fleet, AKilledNodeIsLostItsQueuedTasksRunElsewhereOnceAndItCleansUpOnRetu
   for (const char* id : {"q1", "q2", "q3"}) EXPECT_EQ(runs_of(side.path(), id), 1) << id;
   EXPECT_EQ(runs_of(side.path(), "long"), 1);
 }
-
 
 TEST_F(Fleet, CallsOnAnotherNodesSandboxAreForwardedSignedAndStreamed) {
   TempDir keys("corral-fleet-keys");
@@ -335,10 +334,12 @@ TEST_F(Fleet, CreatesArePlacedByFreeRoomLabelsAndNodeNeverPastCapacity) {
   }
   EXPECT_EQ(b.exec(made.back(), "echo placed")["stdout"], "placed\n");
   // Labels and a named node.
-  auto z = create(a, R"({"limits":{"memory":"64Mi","disk":"16Mi"},"placement":{"labels":{"zone":"b"}}})");
+  auto z = create(
+      a, R"({"limits":{"memory":"64Mi","disk":"16Mi"},"placement":{"labels":{"zone":"b"}}})");
   ASSERT_EQ(z.status, 201) << z.body;
   EXPECT_EQ(z.json()["node"], "node-b");
-  auto named = create(b, R"({"limits":{"memory":"64Mi","disk":"16Mi"},"placement":{"node":"node-a"}})");
+  auto named =
+      create(b, R"({"limits":{"memory":"64Mi","disk":"16Mi"},"placement":{"node":"node-a"}})");
   ASSERT_EQ(named.status, 201) << named.body;
   EXPECT_EQ(named.json()["node"], "node-a");
   auto nowhere = a.request("POST", "/v1/sandboxes", R"({"placement":{"labels":{"zone":"mars"}}})");
@@ -351,8 +352,7 @@ TEST_F(Fleet, CreatesArePlacedByFreeRoomLabelsAndNodeNeverPastCapacity) {
   // node-a is full (2 of 2) now: a create named to it is refused for room.
   auto a_full = c.request("POST", "/v1/sandboxes", R"({"placement":{"node":"node-a"}})");
   EXPECT_EQ(a_full.status, 429) << a_full.body;
-  EXPECT_NE(a_full.body.find("node-a: full (2 of 2 sandboxes)"), std::string::npos)
-      << a_full.body;
+  EXPECT_NE(a_full.body.find("node-a: full (2 of 2 sandboxes)"), std::string::npos) << a_full.body;
   // The rest fills b and c exactly; then the fleet is full.
   for (int i = 0; i < 4; ++i) ASSERT_EQ(create(c, kSmall).status, 201);
   EXPECT_EQ(on, (std::map<std::string, int>{{"node-a", 2}, {"node-b", 4}, {"node-c", 6}}));
