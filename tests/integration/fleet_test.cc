@@ -103,6 +103,21 @@ class Fleet : public ::testing::Test {
       (void)std::system(
           ("nft delete table inet corral_fleet" + std::to_string(slot) + " 2>/dev/null").c_str());
   }
+  // Nodes node-1 .. node-n in slots 1 .. n, each with `extra` config;
+  // fewer when one did not start (the failure is recorded).
+  std::vector<std::unique_ptr<TestDaemon>> start_nodes(int n, const std::string& extra) {
+    std::vector<std::unique_ptr<TestDaemon>> nodes;
+    for (int i = 1; i <= n; ++i) {
+      auto d = std::make_unique<TestDaemon>(
+          std::vector<std::string>{}, node_config(url_, "node-" + std::to_string(i), i, extra));
+      if (!d->ready()) {
+        ADD_FAILURE() << "node-" << i << " did not start: " << d->output();
+        break;
+      }
+      nodes.push_back(std::move(d));
+    }
+    return nodes;
+  }
   std::string url_;
 };
 
@@ -371,13 +386,8 @@ TEST_F(Fleet, CreatesArePlacedByFreeRoomLabelsAndNodeNeverPastCapacity) {
 TEST_F(Fleet, HundredConcurrentCreatesAgainstThreeNodesNeverOverbook) {
   TempDir keys("corral-fleet-keys");
   const std::string key = write_cluster_key(keys, std::string(64, 'd'));
-  std::vector<std::unique_ptr<TestDaemon>> nodes;
-  for (int i = 1; i <= 3; ++i) {
-    nodes.push_back(std::make_unique<TestDaemon>(
-        std::vector<std::string>{},
-        node_config(url_, "node-" + std::to_string(i), i, placed_node(key, 10))));
-    ASSERT_TRUE(nodes.back()->ready()) << nodes.back()->output();
-  }
+  auto nodes = start_nodes(3, placed_node(key, 10));
+  ASSERT_EQ(nodes.size(), 3u);
   std::mutex mu;
   std::map<int, int> statuses;
   std::map<std::string, int> on;
@@ -415,15 +425,9 @@ TEST_F(Fleet, FiftyTasksSubmittedToThreeNodesRunExactlyOnceEach) {
   ASSERT_EQ(chmod(side.path().c_str(), 0777), 0);
   TempDir keys("corral-fleet-keys");
   const std::string key = write_cluster_key(keys, std::string(64, 'e'));
-  std::vector<std::unique_ptr<TestDaemon>> nodes;
-  for (int i = 1; i <= 3; ++i) {
-    nodes.push_back(std::make_unique<TestDaemon>(
-        std::vector<std::string>{},
-        node_config(url_, "node-" + std::to_string(i), i,
-                    "  cluster_key_file: " + key + "\n  mount_roots: [\"" + side.path() +
-                        "\"]\n  tasks:\n    workers: 2\n")));
-    ASSERT_TRUE(nodes.back()->ready()) << nodes.back()->output();
-  }
+  auto nodes = start_nodes(3, "  cluster_key_file: " + key + "\n  mount_roots: [\"" + side.path() +
+                                  "\"]\n  tasks:\n    workers: 2\n");
+  ASSERT_EQ(nodes.size(), 3u);
   constexpr int kTasks = 50;
   auto body = [&](int i) {
     return counted_task("t" + std::to_string(i), side.path(), "true").dump();
