@@ -8,6 +8,7 @@
 #include "api/api_model.h"
 #include "base/strings.h"
 #include "api/codec_internal.h"
+#include "spec/image_ref.h"
 #include "api/json_writer.h"
 #include "spec/mount_arg.h"
 #include "spec/volume_ref.h"
@@ -55,14 +56,6 @@ Status merge_env(std::vector<std::pair<std::string, std::string>>& base,
                     std::to_string(base.size()) + ")");
   }
   return ok();
-}
-
-bool is_valid_image_name(std::string_view name) {
-  if (name.empty() || name.size() > 63) return false;
-  auto lower_digit = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (!lower_digit(name.front())) return false;
-  return std::all_of(name.begin(), name.end(),
-                     [&](char c) { return lower_digit(c) || c == '.' || c == '_' || c == '-'; });
 }
 
 Status read_limits(const Json& v, const std::string& path, Limits& l) {
@@ -210,11 +203,12 @@ Result<CreateSandboxRequest> parse_create(std::string_view body, const SandboxSp
   if (const Json* image = obj->get("image")) {
     auto name = read_string(*image, obj->at("image"), ctx);
     if (!name) return tl::unexpected<Error>(name.error());
-    if (!is_valid_image_name(*name)) {
+    if (!valid_image_ref(*name)) {
       return fail(ApiErrorCode::kInvalidValue, obj->at("image"),
                   quote_for_message(*name) +
-                      " is not an image name ([a-z0-9][a-z0-9._-]{0,62}); omit \"image\" for "
-                      "the host base");
+                      " is not an image name ([a-z0-9][a-z0-9._-]{0,62}), a digest "
+                      "(sha256:<64 hex>) or REGISTRY/REPOSITORY@sha256:<64 hex>; omit \"image\" "
+                      "for the host base");
     }
     s.image = std::move(*name);
   }

@@ -25,6 +25,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: corral image build NAME [--packages PKG[,PKG...]]\n"
     "       corral image import NAME FILE\n"
+    "       corral image pull REGISTRY/REPO@sha256:DIGEST [--name NAME] [--insecure]\n"
     "       corral image ls [--json]\n"
     "       corral image rm NAME\n"
     "\n"
@@ -37,6 +38,10 @@ constexpr const char* kUsage =
     "  import NAME FILE unpack an OCI image layout tarball (e.g. from\n"
     "                   `skopeo copy ... oci-archive:FILE:latest`); tag \"latest\" or\n"
     "                   the only tag in it is used\n"
+    "  pull REF         fetch an image pinned by its manifest digest from an OCI\n"
+    "                   registry with skopeo, verified against the digest; named\n"
+    "                   sha256-<digest> unless --name; --insecure: plain HTTP or\n"
+    "                   unverified TLS (a registry on loopback)\n"
     "  ls [--json]      list images (name, size, creation time, source)\n"
     "  rm NAME          delete an image; refused while a sandbox uses it\n"
     "\n"
@@ -166,6 +171,33 @@ int cmd_import(const std::vector<std::string>& args) {
   return report_done(store, name, "imported", start);
 }
 
+int cmd_pull(const std::vector<std::string>& args) {
+  std::vector<std::string> positional;
+  std::string name;
+  bool insecure = false;
+  FlagParser parser = subcommand_parser("unknown option for image pull: ");
+  parser.option("--name",
+                [&](const std::string& v) -> Refusal {
+                  name = v;
+                  return std::nullopt;
+                },
+                {.missing = "--name needs an image name"});
+  parser.flag({"--insecure"}, insecure);
+  parser.positional(collect(positional), /*lone_dash_is_positional=*/true);
+  if (auto status = parser.parse(views(args))) return *status;
+  if (positional.size() != 1)
+    return usage_error("image pull takes one REGISTRY/REPO@sha256:DIGEST");
+  auto ref = parse_digest_reference(positional[0]);
+  if (!ref) return usage_error(ref.error().to_string());
+  if (name.empty()) name = ImageStore::digest_image_name(ref->digest);
+  if (auto s = ImageStore::validate_name(name); !s) return usage_error(s.error().to_string());
+  ImageStore store(ImageStore::default_dir());
+  auto start = std::chrono::steady_clock::now();
+  Status s = store.pull(name, *ref, insecure, prefixed("[pull] "));
+  if (!s) return command_failure(s.error());
+  return report_done(store, name, "pulled", start);
+}
+
 int cmd_ls(const std::vector<std::string>& args) {
   bool as_json = false;
   FlagParser parser = subcommand_parser("unexpected argument for image ls: ");
@@ -177,13 +209,15 @@ int cmd_ls(const std::vector<std::string>& args) {
   if (as_json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& i : *images) {
-      arr.push_back({{"name", i.name},
-                     {"rootfs", i.rootfs},
-                     {"source", i.source},
-                     {"created", i.created},
-                     {"size_bytes", i.size_bytes},
-                     {"env", i.env},
-                     {"workdir", i.workdir}});
+      arr.push_back(
+          {{"name", i.name},
+           {"rootfs", i.rootfs},
+           {"source", i.source},
+           {"created", i.created},
+           {"size_bytes", i.size_bytes},
+           {"env", i.env},
+           {"workdir", i.workdir},
+           {"digest", i.digest.empty() ? nlohmann::json(nullptr) : nlohmann::json(i.digest)}});
     }
     std::cout << json_text(arr, 2) << "\n";
     return 0;
@@ -253,6 +287,7 @@ int image_command(int argc, char** argv) {
   }
   if (sub == "build") return cmd_build(args);
   if (sub == "import") return cmd_import(args);
+  if (sub == "pull") return cmd_pull(args);
   if (sub == "ls" || sub == "list") return cmd_ls(args);
   if (sub == "rm" || sub == "remove") return cmd_rm(args);
   return usage_error("unknown image subcommand: " + sub);

@@ -28,6 +28,7 @@
 
 #include "base/paths.h"
 #include "base/result.h"
+#include "daemon/image_settings.h"
 #include "daemon/diagnostics_config.h"
 #include "daemon/e2b_settings.h"
 #include "daemon/node_settings.h"
@@ -185,6 +186,8 @@ struct DaemonConfig {
   // Failure snapshots (serve.snapshots; D4, docs/snapshots.md): retention,
   // quota, the archiver's bounds. scratch_dir is set to data_dir at start.
   snapshot::SnapshotConfig snapshots;
+  // Images by digest (serve.images; docs/images.md "Pulling by digest").
+  daemon::ImageSettings images;
 
   // The base of every create (sandbox:); a request's fields go on top.
   SandboxSpec default_spec;

@@ -23,6 +23,7 @@
 #include "base/strings.h"
 #include "daemon/daemon_config.h"
 #include "daemon/e2b_config_yaml.h"
+#include "daemon/image_config_yaml.h"
 #include "daemon/node_config_yaml.h"
 #include "daemon/object_store_config_yaml.h"
 #include "daemon/pool_config_yaml.h"
@@ -42,7 +43,7 @@ constexpr std::size_t kMaxApiKeyEntries = 1024;
 constexpr std::size_t kMaxPathBytes = 4095;
 
 constexpr std::array<std::string_view, 2> kTopKeys = {"serve", "sandbox"};
-constexpr std::array<std::string_view, 27> kServeKeys = {"listen",
+constexpr std::array<std::string_view, 28> kServeKeys = {"listen",
                                                          "socket",
                                                          "data_dir",
                                                          "api_keys",
@@ -67,7 +68,9 @@ constexpr std::array<std::string_view, 27> kServeKeys = {"listen",
                                                          "e2b",
                                                          "state",
                                                          "state_url_file",
-                                                         "node", "cluster_key_file"};
+                                                         "node",
+                                                         "cluster_key_file",
+                                                         "images"};
 constexpr std::array<std::string_view, 2> kDiagnosticsKeys = {"retention", "keep_last"};
 constexpr std::array<std::string_view, 10> kTasksKeys = {
     "workers", "default_timeout", "max_timeout",        "retention",       "max_body",
@@ -370,6 +373,7 @@ class ServeApplier : private YamlReader {
       return apply_object_store_config(*this, e, config_.object_store);
     }
     if (name == "snapshots") return apply_snapshot_config(*this, e, config_.snapshots);
+    if (name == "images") return apply_image_config(*this, e, config_.images);
     if (name == "diagnostics") {
       if (e.value.IsNull()) return ok();
       CORRAL_TRY(expect_map(e, "a map of diagnostics settings (retention, keep_last)"));

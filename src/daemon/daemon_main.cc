@@ -111,6 +111,7 @@ ServiceLimits service_limits(const DaemonConfig& config) {
   limits.max_memory_bytes = config.max_memory_bytes;
   limits.max_disk_bytes = config.max_disk_bytes;
   limits.mount_roots = config.mount_roots;
+  limits.images = config.images;
   limits.setup_timeout = std::chrono::milliseconds(config.setup_timeout_ms);
   limits.self_check = config.self_check;
   limits.journal_queue = config.audit.queue;

@@ -106,6 +106,7 @@ class SandboxService::Creation {
   RunOptions options_;
   std::string id_;
   std::string spec_json_;
+  std::string local_image_;  // the image store's name of spec_.image ("": host base)
   std::optional<std::string> retry_of_;  // the unacknowledged create whose key this one took
   std::int64_t expires_ = 0;
   // Held from admission until register_entry() hands it to the registry;
@@ -274,11 +275,9 @@ ApiResult<void> SandboxService::Creation::resolve_secrets() {
 // The image, before anything is reserved.
 ApiResult<void> SandboxService::Creation::resolve_image() {
   if (spec_.image.empty()) return {};
-  ImageStore images(ImageStore::default_dir());
-  auto info = images.get(spec_.image);
-  if (!info)
-    return api_fail(api::ApiErrorCode::kInvalidValue, info.error().message, "image",
-                    info.error().hint);
+  auto info = s_.image_for(spec_.image);
+  if (!info) return tl::unexpected(info.error());
+  local_image_ = info->name;
   options_.base.rootfs = info->rootfs;
   options_.base.env = info->env;
   options_.base.passwd_source = info->rootfs + "/etc";
@@ -385,6 +384,7 @@ ApiResult<SandboxService::Created> SandboxService::Creation::build() {
   // File-mode secrets: the sandbox's own tmpfs, bound at /run/secrets by
   // init like any mount (the stored spec does not list it).
   SandboxSpec factory_spec = spec_;
+  factory_spec.image = local_image_;  // the store's name of a digest or reference
   if (resolved_secrets_) {
     auto m = s_.secrets_->mounts(id_, *resolved_secrets_);
     if (!m)

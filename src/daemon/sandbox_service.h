@@ -42,6 +42,7 @@
 #include "base/unique_fd.h"
 #include "daemon/api_result.h"
 #include "daemon/dry_run_record.h"
+#include "daemon/image_settings.h"
 #include "daemon/journal.h"
 #include "daemon/metrics.h"
 #include "daemon/network_service.h"
@@ -51,6 +52,7 @@
 #include "daemon/sandbox_lease.h"
 #include "daemon/sandbox_registry.h"
 #include "daemon/secret_service.h"
+#include "image/image_store.h"
 #include "jail/cgroup.h"
 #include "runtime/live_sandbox.h"
 #include "runtime/sandbox_factory.h"
@@ -79,6 +81,8 @@ struct ServiceLimits {
   std::vector<std::string> mount_roots;  // host dirs that API mounts may come from
   // The journal's bound (serve.audit.queue; docs/audit.md).
   std::size_t journal_queue = Journal::kDefaultCapacity;
+  // Images by digest (serve.images; docs/images.md "Pulling by digest").
+  ImageSettings images;
 };
 
 class SandboxService {
@@ -272,6 +276,10 @@ class SandboxService {
   void transition_later(SandboxEntry* entry, const std::string& id, SandboxState to,
                         std::string reason);
   bool audit_later(nlohmann::json event, bool droppable = false);
+  // The image a spec's "image" names on this node (sandbox_image.cc): by
+  // name, by digest, or by a registry reference pinned by digest, pulled
+  // (from an allowed registry) when the node does not have it yet.
+  ApiResult<ImageInfo> image_for(const std::string& image);
   // The steps of create() (sandbox_create.cc) and of reconcile()
   // (sandbox_reconcile.cc), each with the state its steps share.
   class Creation;
@@ -341,6 +349,7 @@ class SandboxService {
   std::thread monitor_;
   std::thread reaper_;
   std::mutex reaper_mu_;
+  std::mutex pull_mu_;  // one image pull at a time (sandbox_image.cc); nothing under it
   std::condition_variable reaper_cv_;
   // Teardowns of sandboxes whose init exited, off the monitor thread (they
   // wait on the kernel). Tracked so that stop() joins them before what they

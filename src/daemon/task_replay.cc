@@ -16,6 +16,7 @@
 #include "daemon/snapshot_service.h"
 #include "daemon/task_service.h"
 #include "image/image_store.h"
+#include "spec/image_ref.h"
 #include "snapshot/layer_unpacker.h"
 
 namespace corral::daemon {
@@ -42,6 +43,10 @@ bool corral_setup_file(std::string_view path) {
 
 json image_identity(std::string_view image) {
   if (image.empty()) return json{{"name", ""}, {"base", "host"}};
+  // Named by its manifest's digest: that is its identity.
+  if (valid_digest(image)) return json{{"name", std::string(image)}, {"digest", image}};
+  if (auto ref = parse_digest_reference(image))
+    return json{{"name", std::string(image)}, {"digest", ref->digest}};
   ImageStore images(ImageStore::default_dir());
   auto info = images.get(image);
   if (!info) return json{{"name", std::string(image)}, {"error", info.error().message}};

@@ -14,6 +14,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "base/sha256.h"
 #include "base/strings.h"
 #include "base/fs.h"
 #include "base/paths.h"
@@ -177,6 +178,10 @@ Result<ImageInfo> ImageStore::get(std::string_view name) const {
   info.created = string_member(*j, "created");
   info.env = string_list_member(*j, "env");
   info.workdir = string_member(*j, "workdir");
+  info.digest = string_member(*j, "digest");
+  struct stat lock_st {};
+  if (fstatat(ifd->get(), ".lock", &lock_st, AT_SYMLINK_NOFOLLOW) == 0)
+    info.last_used_unix = lock_st.st_mtim.tv_sec;
   const json* size = member(*j, "size_bytes");
   if (size != nullptr && size->is_number_unsigned()) info.size_bytes = size->get<std::uint64_t>();
   FileStat st;
@@ -278,6 +283,9 @@ Result<UniqueFd> ImageStore::lock_shared(std::string_view name) const {
       stat_at(dfd->get(), n.c_str(), &image_dir_st) != 0 || !image_dir_st.is_dir()) {
     return not_found();
   }
+  // The .lock's mtime is when the image was last taken: the order in which
+  // a node's cache of pulled images is evicted (evict_pulled).
+  (void)futimens(lock.get(), nullptr);
   return lock;
 }
 
@@ -379,6 +387,89 @@ Status ImageStore::build(std::string_view name, const std::vector<std::string>& 
   return ok();
 }
 
+// Steps shared by import and pull: <partial>/layout, an OCI image layout
+// (`shown` names where it came from), becomes <partial>/rootfs with
+// umoci, which checks every blob against its digest; `info` gets the env,
+// workdir, tag and manifest digest.
+static Status unpack_layout(PartialDir& partial, const std::string& shown, const RunOptions& opts,
+                            ForwardedSignals& signals, const ProgressFn& progress, ImageInfo& info,
+                            std::string& tag_out, bool& tagged_here) {
+  const std::string& file = shown;
+  const std::string what = "unpacking " + shown;
+  auto say = [&](const std::string& line) {
+    if (progress) progress(line);
+  };
+  // 3. The layout holds only directories and regular files: a symlink or
+  // device in it would make umoci read something outside the archive.
+  Status shape =
+      walk(partial.path("layout"), [&](const std::string& rel, const FileStat& st) -> Status {
+        if (st.is_dir() || st.is_reg()) return ok();
+        return make_error(ErrorCode::kInvalidArgument,
+                          "refusing " + file + ": " + quote_for_message(rel) +
+                              " is neither a file nor a directory (an OCI layout has only those)",
+                          convert_hint());
+      });
+  if (!shape) return shape;
+
+  // 4. Which tag to unpack.
+  auto layout_fd = open_dir_at(partial.fd(), "layout", partial.path("layout"));
+  if (!layout_fd) return tl::unexpected(layout_fd.error());
+  auto index = read_json_file(layout_fd->get(), "index.json", "index.json in " + file);
+  if (!index) return tl::unexpected(index.error());
+  auto chosen = choose_tag(*index, layout_fd->get(), partial.path("layout/index.json"), file,
+                           &tagged_here);
+  if (!chosen) return tl::unexpected(chosen.error());
+  const std::string tag = *chosen;
+  tag_out = tag;
+  info.digest = manifest_digest(*index, tag);
+
+  // 5. Unpack (umoci checks every blob's digest). Relative paths, run from
+  // inside the partial tree, so that no ':' in the store path can confuse
+  // umoci's LAYOUT:TAG syntax.
+  RunOptions umoci_opts = opts;
+  umoci_opts.cwd = partial.path();
+  std::vector<std::string> u_argv = {"umoci", "unpack", "--image", "layout:" + tag, "bundle"};
+  say("unpacking tag " + tag + " with umoci");
+  auto unpacked = run_tool(u_argv, progress, umoci_opts);
+  CORRAL_TRY(check_interrupted(signals, what));
+  if (!unpacked) return tl::unexpected(unpacked.error().wrap("unpacking " + file));
+  if (!unpacked->ok()) return tool_failed(u_argv, *unpacked, convert_hint());
+
+  // 6. env and workdir: from the image's own config blob (umoci checked
+  // its digest), else from the runtime config umoci generated, which adds
+  // defaults of its own (cwd "/", TERM) that are dropped here.
+  auto bundle_fd = open_dir_at(partial.fd(), "bundle", partial.path("bundle"));
+  if (!bundle_fd) return tl::unexpected(bundle_fd.error());
+  auto image_config = oci_image_config(layout_fd->get(), *index, tag);
+  if (image_config) {
+    info.env = string_list_member(*image_config, "Env");
+    info.workdir = string_member(*image_config, "WorkingDir");
+  } else {
+    auto config =
+        read_json_file(bundle_fd->get(), "config.json", partial.path("bundle/config.json"));
+    if (!config) return tl::unexpected(config.error().wrap(what));
+    if (const json* process = member(*config, "process")) {
+      for (auto& e : string_list_member(*process, "env")) {
+        if (e != "TERM=xterm") info.env.push_back(std::move(e));
+      }
+      info.workdir = string_member(*process, "cwd");
+      if (info.workdir == "/") info.workdir.clear();
+    }
+  }
+
+  // 7. Keep the rootfs, drop the rest.
+  if (renameat(bundle_fd->get(), "rootfs", partial.fd(), "rootfs") != 0) {
+    return errno_error("rename(" + partial.path("bundle/rootfs") + " -> " + partial.path("rootfs") +
+                       ")");
+  }
+  bundle_fd->reset();
+  layout_fd->reset();
+  CORRAL_TRY(remove_tree_at(partial.fd(), "bundle", partial.path("bundle")));
+  CORRAL_TRY(remove_tree_at(partial.fd(), "layout", partial.path("layout")));
+
+  return ok();
+}
+
 Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
                               const ProgressFn& progress) {
   CORRAL_TRY(validate_name(name));
@@ -447,76 +538,97 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
   if (!extracted) return tl::unexpected(extracted.error().wrap("extracting " + file));
   if (!extracted->ok()) return tool_failed(x_argv, *extracted, convert_hint());
 
-  // 3. The layout holds only directories and regular files: a symlink or
-  // device in it would make umoci read something outside the archive.
-  Status shape =
-      walk(partial.path("layout"), [&](const std::string& rel, const FileStat& st) -> Status {
-        if (st.is_dir() || st.is_reg()) return ok();
-        return make_error(ErrorCode::kInvalidArgument,
-                          "refusing " + file + ": " + quote_for_message(rel) +
-                              " is neither a file nor a directory (an OCI layout has only those)",
-                          convert_hint());
-      });
-  if (!shape) return shape;
-
-  // 4. Which tag to unpack.
-  auto layout_fd = open_dir_at(partial.fd(), "layout", partial.path("layout"));
-  if (!layout_fd) return tl::unexpected(layout_fd.error());
-  auto index = read_json_file(layout_fd->get(), "index.json", "index.json in " + file);
-  if (!index) return tl::unexpected(index.error());
   bool tagged_here = false;
-  auto chosen = choose_tag(*index, layout_fd->get(), partial.path("layout/index.json"), file,
-                           &tagged_here);
-  if (!chosen) return tl::unexpected(chosen.error());
-  const std::string tag = *chosen;
-
-  // 5. Unpack (umoci checks every blob's digest). Relative paths, run from
-  // inside the partial tree, so that no ':' in the store path can confuse
-  // umoci's LAYOUT:TAG syntax.
-  RunOptions umoci_opts = opts;
-  umoci_opts.cwd = partial.path();
-  std::vector<std::string> u_argv = {"umoci", "unpack", "--image", "layout:" + tag, "bundle"};
-  say("unpacking tag " + tag + " with umoci");
-  auto unpacked = run_tool(u_argv, progress, umoci_opts);
-  CORRAL_TRY(check_interrupted(signals, what));
-  if (!unpacked) return tl::unexpected(unpacked.error().wrap("unpacking " + file));
-  if (!unpacked->ok()) return tool_failed(u_argv, *unpacked, convert_hint());
-
-  // 6. env and workdir: from the image's own config blob (umoci checked
-  // its digest), else from the runtime config umoci generated, which adds
-  // defaults of its own (cwd "/", TERM) that are dropped here.
-  auto bundle_fd = open_dir_at(partial.fd(), "bundle", partial.path("bundle"));
-  if (!bundle_fd) return tl::unexpected(bundle_fd.error());
   ImageInfo info;
-  auto image_config = oci_image_config(layout_fd->get(), *index, tag);
-  if (image_config) {
-    info.env = string_list_member(*image_config, "Env");
-    info.workdir = string_member(*image_config, "WorkingDir");
-  } else {
-    auto config =
-        read_json_file(bundle_fd->get(), "config.json", partial.path("bundle/config.json"));
-    if (!config) return tl::unexpected(config.error().wrap(what));
-    if (const json* process = member(*config, "process")) {
-      for (auto& e : string_list_member(*process, "env")) {
-        if (e != "TERM=xterm") info.env.push_back(std::move(e));
-      }
-      info.workdir = string_member(*process, "cwd");
-      if (info.workdir == "/") info.workdir.clear();
-    }
-  }
-
-  // 7. Keep the rootfs, drop the rest.
-  if (renameat(bundle_fd->get(), "rootfs", partial.fd(), "rootfs") != 0) {
-    return errno_error("rename(" + partial.path("bundle/rootfs") + " -> " + partial.path("rootfs") +
-                       ")");
-  }
-  bundle_fd->reset();
-  layout_fd->reset();
-  CORRAL_TRY(remove_tree_at(partial.fd(), "bundle", partial.path("bundle")));
-  CORRAL_TRY(remove_tree_at(partial.fd(), "layout", partial.path("layout")));
-
+  std::string tag;
+  CORRAL_TRY(unpack_layout(partial, file, opts, signals, progress, info, tag, tagged_here));
   info.name = n;
   info.source = "oci:" + file + ":" + tag + (tagged_here ? " (untagged)" : "");
+  info.created = rfc3339_now();
+  auto size = tree_size(partial.path("rootfs"));
+  if (!size) return tl::unexpected(size.error().wrap("measuring image " + n));
+  info.size_bytes = *size;
+  CORRAL_TRY(check_interrupted(signals, what));
+  CORRAL_TRY_CTX(partial.commit(info), what);
+  return ok();
+}
+
+Status ImageStore::pull(std::string_view name, const DigestReference& ref, bool insecure,
+                        const ProgressFn& progress) {
+  CORRAL_TRY(validate_name(name));
+  std::string n(name);
+  const std::string shown = ref.text();
+  CORRAL_TRY_CTX(mkdir_p(dir_, 0755), "creating the image store");
+  auto dfd = open_dir(dir_);
+  if (!dfd) return tl::unexpected(dfd.error());
+  (void)remove_stale();
+  CORRAL_TRY(refuse_existing(dfd->get(), n));
+
+  ForwardedSignals signals;
+  const std::string what = "pull of " + shown;
+  RunOptions opts;
+  opts.signals = &signals;
+  auto say = [&](const std::string& line) {
+    if (progress) progress(line);
+  };
+  const std::string tls = std::string("--src-tls-verify=") + (insecure ? "false" : "true");
+  const std::string source = "docker://" + shown;
+
+  // 1. The manifest as the registry answers it, hashed here: the one the
+  // digest names, or nothing is written.
+  say("checking the manifest of " + shown);
+  RunOptions inspect_opts = opts;
+  inspect_opts.capture_stdout = true;
+  inspect_opts.stdout_limit = 4u << 20;
+  std::vector<std::string> i_argv = {"skopeo",
+                                     "inspect",
+                                     "--raw",
+                                     std::string("--tls-verify=") + (insecure ? "false" : "true"),
+                                     source};
+  auto inspected = run_tool(i_argv, nullptr, inspect_opts);
+  CORRAL_TRY(check_interrupted(signals, what));
+  if (!inspected) return tl::unexpected(inspected.error().wrap(what));
+  if (!inspected->ok())
+    return tool_failed(i_argv, *inspected,
+                       "check that " + ref.registry + " serves " + ref.repository +
+                           " and holds this digest (skopeo inspect " + source + ")");
+  const std::string got = "sha256:" + sha256_hex(inspected->out);
+  if (got != ref.digest)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "refusing " + shown + ": the registry's manifest hashes to " + got +
+                          ", not to the digest asked for",
+                      "the registry is broken or not to be trusted; nothing was stored");
+
+  PartialDir partial(dir_, dfd->get(), n);
+  CORRAL_TRY_CTX(partial.create(), what);
+  opts.inherit_fd = partial.lock_fd();
+
+  // 2. The blobs into an OCI layout in the private partial tree (a relative
+  // path: no ':' of the store's path can confuse skopeo's oci:PATH:TAG).
+  RunOptions copy_opts = opts;
+  copy_opts.cwd = partial.path();
+  std::vector<std::string> c_argv = {"skopeo", "copy", "--quiet", tls, source, "oci:layout:pulled"};
+  say("copying " + shown);
+  auto copied = run_tool(c_argv, progress, copy_opts);
+  CORRAL_TRY(check_interrupted(signals, what));
+  if (!copied) return tl::unexpected(copied.error().wrap(what));
+  if (!copied->ok()) return tool_failed(c_argv, *copied, "check the registry and the reference");
+
+  // 3. Unpacked by umoci, which checks the config and every layer against
+  // the manifest; the manifest skopeo stored must be the one asked for.
+  bool tagged_here = false;
+  ImageInfo info;
+  std::string tag;
+  CORRAL_TRY(unpack_layout(partial, shown, opts, signals, progress, info, tag, tagged_here));
+  if (info.digest != ref.digest)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "refusing " + shown + ": the manifest stored is " +
+                          (info.digest.empty() ? std::string("missing") : info.digest) +
+                          ", not the digest asked for",
+                      "skopeo converted the image (a Docker v2 schema 1 manifest?); push it as an "
+                      "OCI or Docker schema 2 image");
+  info.name = n;
+  info.source = "registry:" + shown;
   info.created = rfc3339_now();
   auto size = tree_size(partial.path("rootfs"));
   if (!size) return tl::unexpected(size.error().wrap("measuring image " + n));

@@ -13,12 +13,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/result.h"
 #include "base/unique_fd.h"
+#include "spec/image_ref.h"
 
 namespace corral {
 
@@ -30,6 +32,12 @@ struct ImageInfo {
   std::uint64_t size_bytes = 0;  // allocated blocks of the rootfs (hard links once)
   std::vector<std::string> env;  // from the OCI config ("K=V"), may be empty
   std::string workdir;           // from the OCI config, may be empty
+  // "sha256:<hex>" of the image's OCI manifest (imported or pulled images;
+  // "" for built ones): the name a fleet's nodes know it by.
+  std::string digest;
+  // When a sandbox last took the image (its .lock's mtime): a pulled
+  // image's place in the cache's eviction order.
+  std::int64_t last_used_unix = 0;
 };
 
 using ProgressFn = std::function<void(std::string_view line)>;
@@ -64,6 +72,25 @@ class ImageStore {
   // docker-archive is refused with a hint) unpacked with umoci; the tag
   // "latest" or the only one present is used. Same interruption rules.
   Status import_oci(std::string_view name, const std::string& tarball, const ProgressFn& progress);
+  // The image `reference` pins, from its registry, with skopeo: the
+  // manifest the registry answers must hash to the reference's digest (so
+  // must the one skopeo stores), and umoci checks every layer and the
+  // config against the manifest before anything is unpacked. `insecure`:
+  // plain HTTP or unverified TLS (a registry on loopback). Same
+  // interruption rules as build.
+  Status pull(std::string_view name, const DigestReference& reference, bool insecure,
+              const ProgressFn& progress);
+  // The image a node keeps for a digest: "sha256-" and its first 56 hex
+  // digits (an image name has at most 63 characters; get() of it checks
+  // the whole digest).
+  static std::string digest_image_name(std::string_view digest);
+  // The image whose manifest has `digest`, if this store has one.
+  Result<std::optional<ImageInfo>> find_digest(std::string_view digest) const;
+  // Removes pulled images (source "registry:...") not in use nor taken in
+  // the last minute, least recently used first, until the pulled images
+  // take at most `max_bytes`; `keep` is never removed. Returns the names
+  // removed.
+  Result<std::vector<std::string>> evict_pulled(std::uint64_t max_bytes, std::string_view keep);
 
   // Held (flock LOCK_SH on <images>/<name>/.lock) by a running sandbox
   // for as long as it uses the image; remove() fails while any is held.

@@ -180,6 +180,17 @@ Status check_layout_listing(const std::string& listing, const std::string& file,
   return ok();
 }
 
+std::string manifest_digest(const json& index, const std::string& tag) {
+  const json* manifests = member(index, "manifests");
+  if (manifests == nullptr || !manifests->is_array()) return "";
+  for (const auto& desc : *manifests) {
+    const json* ann = member(desc, "annotations");
+    if (ann != nullptr && string_member(*ann, kRefNameAnnotation) == tag)
+      return string_member(desc, "digest");
+  }
+  return "";
+}
+
 Result<std::string> choose_tag(json& index, int layout_fd, const std::string& index_shown,
                                const std::string& file, bool* tagged_here) {
   std::set<std::string> tags;

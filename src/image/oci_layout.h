@@ -34,6 +34,9 @@ Status replace_file(int dirfd, const std::string& name, const std::string& text,
                     const std::string& shown);
 // "sha256:<hex>" -> "blobs/sha256/<hex>", or "" if it is not that shape.
 std::string blob_path(const std::string& digest);
+// The digest ("sha256:<hex>") of the manifest `tag` names in `index`; ""
+// when none does.
+std::string manifest_digest(const json& index, const std::string& tag);
 // The "config" object (Env, WorkingDir, ...) of the image `tag` names in
 // the extracted layout.
 Result<json> oci_image_config(int layout_fd, const json& index, const std::string& tag);

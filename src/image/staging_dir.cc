@@ -125,6 +125,7 @@ Status PartialDir::commit(const ImageInfo& info) {
   json j = {{"name", info.name},       {"source", info.source},
             {"created", info.created}, {"size_bytes", info.size_bytes},
             {"env", info.env},         {"workdir", info.workdir}};
+  if (!info.digest.empty()) j["digest"] = info.digest;
   std::string text = json_text(j, 2) + "\n";
   CORRAL_TRY(write_file("image.json", text, 0644));
   CORRAL_TRY(write_file(".lock", "", 0644));

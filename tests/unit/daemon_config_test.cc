@@ -219,7 +219,7 @@ TEST(DaemonConfig, UnknownKeysNameKeyAndLine) {
       "socket, data_dir, api_keys, capacity, request_timeout, setup_timeout, max_exec_output, "
       "max_upload, mount_roots, durability, network, secrets, audit, connections, object_store, "
       "tasks, volumes, snapshots, diagnostics, self_check, pools, e2b, state, state_url_file, "
-      "node, cluster_key_file)");
+      "node, cluster_key_file, images)");
   std::string msg = config_error("serve:\n  memory_limit: 1Gi\n");
   expect_prefix(msg, "serve.yaml:2: serve.memory_limit: is a sandbox setting: put it in the top");
   EXPECT_EQ(config_error("server:\n  listen: \":1\"\n"),

@@ -1,0 +1,113 @@
+#include "spec/image_ref.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace corral {
+
+namespace {
+
+bool lower_hex(std::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+// One path component of a repository: [a-z0-9]+ with single '.', '_' or
+// '-' (and "__") between runs, as the distribution spec allows.
+bool valid_component(std::string_view c) {
+  if (c.empty() || c.size() > 128) return false;
+  auto alnum = [](char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9'); };
+  if (!alnum(c.front()) || !alnum(c.back())) return false;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    if (alnum(c[i])) continue;
+    if (c[i] != '.' && c[i] != '_' && c[i] != '-') return false;
+    if (!alnum(c[i - 1]) && !(c[i] == '_' && c[i - 1] == '_')) return false;
+  }
+  return true;
+}
+
+// HOST[:PORT]: a DNS name or an IPv4 address; [v6] in brackets.
+bool valid_registry(std::string_view r) {
+  if (r.empty() || r.size() > 255) return false;
+  std::string_view host = r;
+  if (r.front() == '[') {
+    auto close = r.find(']');
+    if (close == std::string_view::npos) return false;
+    for (char c : r.substr(1, close - 1))
+      if (!std::isxdigit(static_cast<unsigned char>(c)) && c != ':') return false;
+    host = {};
+    r.remove_prefix(close + 1);
+    if (r.empty()) return true;
+    if (r.front() != ':') return false;
+  } else if (auto colon = r.rfind(':'); colon != std::string_view::npos) {
+    host = r.substr(0, colon);
+    r.remove_prefix(colon);
+  } else {
+    r = {};
+  }
+  if (!r.empty()) {  // ":PORT"
+    std::string_view port = r.substr(1);
+    if (port.empty() || port.size() > 5 ||
+        !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return false;
+  }
+  for (char c : host)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+          c == '-'))
+      return false;
+  return host.empty() || (host.front() != '-' && host.front() != '.');
+}
+
+}  // namespace
+
+bool valid_digest(std::string_view text) {
+  return text.size() == 7 + 64 && text.substr(0, 7) == "sha256:" && lower_hex(text.substr(7));
+}
+
+Result<DigestReference> parse_digest_reference(std::string_view text) {
+  auto refuse = [&](const std::string& why) -> Result<DigestReference> {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "image reference \"" + std::string(text.substr(0, 200)) + "\" " + why,
+                      "name an image by its digest: REGISTRY[:PORT]/REPOSITORY@sha256:<64 hex>, "
+                      "e.g. 10.0.0.9:5000/tools@sha256:... (skopeo inspect gives the digest)");
+  };
+  const auto at = text.find('@');
+  if (at == std::string_view::npos) return refuse("has no @sha256:<digest>: a tag can move");
+  DigestReference ref;
+  ref.digest = std::string(text.substr(at + 1));
+  if (!valid_digest(ref.digest)) return refuse("does not end in @sha256: and 64 lowercase hex");
+  std::string_view name = text.substr(0, at);
+  const auto slash = name.find('/');
+  if (slash == std::string_view::npos) return refuse("names no registry (REGISTRY/REPOSITORY)");
+  ref.registry = std::string(name.substr(0, slash));
+  if (!valid_registry(ref.registry)) return refuse("has an invalid registry host or port");
+  std::string_view repo = name.substr(slash + 1);
+  if (repo.empty() || repo.size() > 255) return refuse("has an empty or too long repository");
+  for (std::string_view rest = repo; !rest.empty();) {
+    auto s = rest.find('/');
+    if (!valid_component(rest.substr(0, s))) return refuse("has an invalid repository path");
+    if (s == std::string_view::npos) break;
+    rest.remove_prefix(s + 1);
+    if (rest.empty()) return refuse("has an invalid repository path");
+  }
+  // A ':' tag before the '@' is refused with the rest: the digest alone names it.
+  ref.repository = std::string(repo);
+  return ref;
+}
+
+bool valid_image_name(std::string_view text) {
+  if (text.empty() || text.size() > 63) return false;
+  auto ok = [](char c, bool first) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+           (!first && (c == '.' || c == '_' || c == '-'));
+  };
+  for (std::size_t i = 0; i < text.size(); ++i)
+    if (!ok(text[i], i == 0)) return false;
+  return true;
+}
+
+bool valid_image_ref(std::string_view text) {
+  return valid_image_name(text) || valid_digest(text) || parse_digest_reference(text).has_value();
+}
+
+}  // namespace corral
