@@ -339,16 +339,38 @@ Status refuse_existing(int images_fd, const std::string& name) {
 
 }  // namespace
 
+// The store's directory, made if need be, once stale partial trees are
+// gone and no image `name` exists: where a build, import or pull starts.
+Result<UniqueFd> ImageStore::open_for_new_image(const std::string& name) const {
+  CORRAL_TRY_CTX(mkdir_p(dir_, 0755), "creating the image store");
+  auto dfd = open_dir(dir_);
+  if (!dfd) return tl::unexpected(dfd.error());
+  (void)remove_stale();
+  CORRAL_TRY(refuse_existing(dfd->get(), name));
+  return std::move(*dfd);
+}
+
+// The last step of a build, import or pull: `info` (name, size, creation
+// time added) stored with the tree, renamed into place.
+static Status commit_image(PartialDir& partial, ImageInfo& info, const std::string& name,
+                           const ForwardedSignals& signals, const std::string& what) {
+  info.name = name;
+  info.created = rfc3339_now();
+  auto size = tree_size(partial.path("rootfs"));
+  if (!size) return tl::unexpected(size.error().wrap("measuring image " + name));
+  info.size_bytes = *size;
+  CORRAL_TRY(check_interrupted(signals, what));
+  CORRAL_TRY_CTX(partial.commit(info), what);
+  return ok();
+}
+
 Status ImageStore::build(std::string_view name, const std::vector<std::string>& packages,
                          const ProgressFn& progress) {
   CORRAL_TRY(validate_name(name));
   for (const auto& p : packages) CORRAL_TRY(validate_package(p));
   std::string n(name);
-  CORRAL_TRY_CTX(mkdir_p(dir_, 0755), "creating the image store");
-  auto dfd = open_dir(dir_);
+  auto dfd = open_for_new_image(n);
   if (!dfd) return tl::unexpected(dfd.error());
-  (void)remove_stale();
-  CORRAL_TRY(refuse_existing(dfd->get(), n));
 
   ForwardedSignals signals;
   PartialDir partial(dir_, dfd->get(), n);
@@ -376,15 +398,8 @@ Status ImageStore::build(std::string_view name, const std::vector<std::string>& 
   }
 
   ImageInfo info;
-  info.name = n;
   info.source = std::string("mmdebstrap ") + kSuite + (include.empty() ? "" : " +" + include);
-  info.created = rfc3339_now();
-  auto size = tree_size(partial.path("rootfs"));
-  if (!size) return tl::unexpected(size.error().wrap("measuring image " + n));
-  info.size_bytes = *size;
-  CORRAL_TRY(check_interrupted(signals, "build of image " + n));
-  CORRAL_TRY_CTX(partial.commit(info), "building image " + n);
-  return ok();
+  return commit_image(partial, info, n, signals, "build of image " + n);
 }
 
 // Steps shared by import and pull: <partial>/layout, an OCI image layout
@@ -486,11 +501,8 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
   if (realpath(tarball.c_str(), real) == nullptr) return errno_error("realpath(" + tarball + ")");
   std::string file = real;
 
-  CORRAL_TRY_CTX(mkdir_p(dir_, 0755), "creating the image store");
-  auto dfd = open_dir(dir_);
+  auto dfd = open_for_new_image(n);
   if (!dfd) return tl::unexpected(dfd.error());
-  (void)remove_stale();
-  CORRAL_TRY(refuse_existing(dfd->get(), n));
 
   ForwardedSignals signals;
   std::string what = "import of image " + n;
@@ -542,15 +554,8 @@ Status ImageStore::import_oci(std::string_view name, const std::string& tarball,
   ImageInfo info;
   std::string tag;
   CORRAL_TRY(unpack_layout(partial, file, opts, signals, progress, info, tag, tagged_here));
-  info.name = n;
   info.source = "oci:" + file + ":" + tag + (tagged_here ? " (untagged)" : "");
-  info.created = rfc3339_now();
-  auto size = tree_size(partial.path("rootfs"));
-  if (!size) return tl::unexpected(size.error().wrap("measuring image " + n));
-  info.size_bytes = *size;
-  CORRAL_TRY(check_interrupted(signals, what));
-  CORRAL_TRY_CTX(partial.commit(info), what);
-  return ok();
+  return commit_image(partial, info, n, signals, what);
 }
 
 Status ImageStore::pull(std::string_view name, const DigestReference& ref, bool insecure,
@@ -558,11 +563,8 @@ Status ImageStore::pull(std::string_view name, const DigestReference& ref, bool 
   CORRAL_TRY(validate_name(name));
   std::string n(name);
   const std::string shown = ref.text();
-  CORRAL_TRY_CTX(mkdir_p(dir_, 0755), "creating the image store");
-  auto dfd = open_dir(dir_);
+  auto dfd = open_for_new_image(n);
   if (!dfd) return tl::unexpected(dfd.error());
-  (void)remove_stale();
-  CORRAL_TRY(refuse_existing(dfd->get(), n));
 
   ForwardedSignals signals;
   const std::string what = "pull of " + shown;
@@ -627,15 +629,8 @@ Status ImageStore::pull(std::string_view name, const DigestReference& ref, bool 
                           ", not the digest asked for",
                       "skopeo converted the image (a Docker v2 schema 1 manifest?); push it as an "
                       "OCI or Docker schema 2 image");
-  info.name = n;
   info.source = "registry:" + shown;
-  info.created = rfc3339_now();
-  auto size = tree_size(partial.path("rootfs"));
-  if (!size) return tl::unexpected(size.error().wrap("measuring image " + n));
-  info.size_bytes = *size;
-  CORRAL_TRY(check_interrupted(signals, what));
-  CORRAL_TRY_CTX(partial.commit(info), what);
-  return ok();
+  return commit_image(partial, info, n, signals, what);
 }
 
 }  // namespace corral

@@ -105,6 +105,7 @@ class ImageStore {
   const std::string& dir() const { return dir_; }
 
  private:
+  Result<UniqueFd> open_for_new_image(const std::string& name) const;
   std::string dir_;
 };
 

@@ -56,7 +56,9 @@ TEST(DaemonDiagnostics, OomPidsAndDiskHitsAreNamedLiveAndAfterTheDestroy) {
   TestDaemon d;
   ASSERT_TRUE(d.ready()) << d.output();
   const std::string quiet = d.create_sandbox(R"({"limits": {"memory": "64Mi", "disk": "16Mi"}})");
-  const std::string oom = d.create_sandbox(R"({"limits": {"memory": "64Mi", "disk": "16Mi"}})");
+  // 256 MiB: well above the sandbox's own init, which is ~55 MiB in the
+  // ASan build (the OOM killer takes the largest task: it must be the hog).
+  const std::string oom = d.create_sandbox(R"({"limits": {"memory": "256Mi", "disk": "16Mi"}})");
   const std::string pids =
       d.create_sandbox(R"({"limits": {"memory": "64Mi", "disk": "16Mi", "pids": 16}})");
   const std::string disk = d.create_sandbox(R"({"limits": {"memory": "64Mi", "disk": "16Mi"}})");
@@ -64,8 +66,8 @@ TEST(DaemonDiagnostics, OomPidsAndDiskHitsAreNamedLiveAndAfterTheDestroy) {
   for (const auto& id : {quiet, oom, pids, disk, fsize}) ASSERT_FALSE(id.empty()) << d.output();
 
   EXPECT_EQ(d.exec(quiet, "echo fine").value("exit_code", -1), 0);
-  // 200 MB into a shell variable in 64 MiB: the OOM killer ends the shell.
-  json r = d.exec(oom, "x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo ${#x}");
+  // 600 MB into a shell variable in 256 MiB: the OOM killer ends the shell.
+  json r = d.exec(oom, "x=$(head -c 600000000 /dev/zero | tr '\\0' a); echo ${#x}");
   EXPECT_EQ(r["signal"], SIGKILL) << r.dump();
   // More processes than the pids limit: forks are refused.
   d.exec(pids, "for i in $(seq 40); do sleep 2 & done; wait");
