@@ -21,7 +21,6 @@ Status NodeService::start(NodeRegistration registration) {
   auto reg = store_.register_node(registration_);
   if (!reg) return tl::unexpected<Error>(std::move(reg).error());
   registered_ = std::move(*reg);
-  healthy_since_ = std::chrono::steady_clock::now();
   if (hooks_.audit)
     hooks_.audit(json{{"type", "node.registered"},
                       {"node", registered_.id},
@@ -30,8 +29,10 @@ Status NodeService::start(NodeRegistration registration) {
   {
     std::lock_guard lock(mu_);
     stopping_ = false;
+    healthy_since_ = std::chrono::steady_clock::now();
   }
-  thread_ = std::thread([this] { loop(); });
+  beater_ = std::thread([this] { every_interval(&NodeService::beat); });
+  sweeper_ = std::thread([this] { every_interval(&NodeService::sweep); });
   return ok();
 }
 
@@ -41,7 +42,8 @@ void NodeService::stop(bool leave) {
     stopping_ = true;
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (beater_.joinable()) beater_.join();
+  if (sweeper_.joinable()) sweeper_.join();
   if (leave && !registered_.id.empty()) {
     if (auto st = store_.leave(); !st)
       fprintf(stderr, "corral serve: node %s: %s\n", registered_.id.c_str(),
@@ -49,52 +51,64 @@ void NodeService::stop(bool leave) {
   }
 }
 
-void NodeService::loop() {
+void NodeService::every_interval(void (NodeService::*step)()) {
   std::unique_lock lock(mu_);
   while (!stopping_) {
     cv_.wait_for(lock, std::chrono::milliseconds(settings_.heartbeat_interval_ms),
                  [this] { return stopping_; });
     if (stopping_) break;
     lock.unlock();
-    tick();
+    (this->*step)();
     lock.lock();
   }
 }
 
-void NodeService::tick() {
+void NodeService::beat() {
   auto beat = store_.heartbeat();
   if (!beat && beat.error().code == ErrorCode::kPermissionDenied) {
     // Marked lost while we were away (or stalled): what the sweep handed
     // on is no longer ours. Give it up, then come back as a new incarnation.
+    {
+      std::lock_guard lock(mu_);
+      healthy_since_.reset();  // judge nobody while giving things up
+    }
     metrics_.counter("corral_node_lost_total", "Times this node found itself marked lost").inc();
     const std::string done = hooks_.on_lost ? hooks_.on_lost() : std::string();
     fprintf(stderr, "corral serve: node %s was marked lost by the fleet: %s\n",
             registration_.id.c_str(), done.c_str());
-    if (auto reg = store_.register_node(registration_); reg) {
-      registered_ = std::move(*reg);
-      if (hooks_.audit)
-        hooks_.audit(json{{"type", "node.registered"},
-                          {"node", registered_.id},
-                          {"incarnation", registered_.incarnation},
-                          {"after", "marked lost"},
-                          {"released", done}});
+    if (auto reg = store_.register_node(registration_); reg && hooks_.audit) {
+      hooks_.audit(json{{"type", "node.registered"},
+                        {"node", reg->id},
+                        {"incarnation", reg->incarnation},
+                        {"after", "marked lost"},
+                        {"released", done}});
     }
+    std::lock_guard lock(mu_);
     healthy_since_ = std::chrono::steady_clock::now();  // back from away: judge nobody yet
     return;
-  } else if (!beat) {
+  }
+  std::lock_guard lock(mu_);
+  if (!beat) {
     metrics_.counter("corral_node_heartbeat_errors_total", "Heartbeats the state store refused")
         .inc();
     fprintf(stderr, "corral serve: node %s: %s\n", registration_.id.c_str(),
             beat.error().message.c_str());
-    healthy_since_.reset();
-    return;  // the store is down: nobody can be judged from here
+    healthy_since_.reset();  // the store is down: nobody can be judged from here
+    return;
   }
-  const auto now = std::chrono::steady_clock::now();
-  if (!healthy_since_) healthy_since_ = now;
-  // Right after an outage (of the store, or of this node) every other
-  // node's last heartbeat looks old: judge them only once they have had
-  // lost_after to write one again.
-  if (now - *healthy_since_ < std::chrono::milliseconds(settings_.lost_after_ms)) return;
+  if (!healthy_since_) healthy_since_ = std::chrono::steady_clock::now();
+}
+
+void NodeService::sweep() {
+  {
+    std::lock_guard lock(mu_);
+    // Right after an outage (of the store, or of this node) every other
+    // node's last heartbeat looks old: judge them only once they have had
+    // lost_after to write one again.
+    if (!healthy_since_ || std::chrono::steady_clock::now() - *healthy_since_ <
+                               std::chrono::milliseconds(settings_.lost_after_ms))
+      return;
+  }
   auto sweep = store_.sweep_lost_nodes(StateStore::now_ms(), settings_.lost_after_ms);
   if (!sweep) return;
   for (const std::string& node : sweep->nodes_lost) {

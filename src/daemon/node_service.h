@@ -3,6 +3,9 @@
 // heartbeat every serve.node.heartbeat_interval, and sweeps for nodes
 // whose heartbeats stopped (StateStore::sweep_lost_nodes: their sandboxes
 // reported lost, their tasks run elsewhere once or failed node_lost).
+// Heartbeat and sweep run on threads of their own: a sweep waiting on the
+// fleet's write lock never delays this node's heartbeat, which would get
+// a healthy node marked lost.
 //
 // When its own heartbeat is refused (another node marked it lost while it
 // was cut off or stalled), what it held is no longer its own: on_lost
@@ -53,27 +56,30 @@ class NodeService {
   // Stops the thread; with `leave`, marks the node left (a drained stop).
   void stop(bool leave);
 
-  // One heartbeat and one sweep now (the thread's step; tests).
-  void tick();
+  // The node as registered at start (its incarnation may grow later).
   const NodeRecord& registered() const { return registered_; }
 
  private:
-  void loop();
+  // Runs `step` every heartbeat_interval until stop().
+  void every_interval(void (NodeService::*step)());
+  void beat();
+  void sweep();
 
   NodeSettings settings_;
   StateStore& store_;
   MetricsRegistry& metrics_;
   Hooks hooks_;
   NodeRegistration registration_;
-  NodeRecord registered_;
-  // Since when this node's heartbeats have succeeded without a break: it
-  // judges others only after lost_after of that (after a store outage every
-  // node's heartbeat is old, and none of them is lost for it).
-  std::optional<std::chrono::steady_clock::time_point> healthy_since_;
+  NodeRecord registered_;  // at start; the beat thread keeps its own copy after
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
-  std::thread thread_;
+  // Since when this node's heartbeats have succeeded without a break: it
+  // judges others only after lost_after of that (after a store outage every
+  // node's heartbeat is old, and none of them is lost for it). Under mu_.
+  std::optional<std::chrono::steady_clock::time_point> healthy_since_;
+  std::thread beater_;
+  std::thread sweeper_;
 };
 
 }  // namespace corral::daemon

@@ -178,12 +178,14 @@ Result<NodeRecord> StateStore::register_node(const NodeRegistration& reg) {
 }
 
 Status StateStore::heartbeat() {
-  std::lock_guard lock(db_->mu);
+  // On PostgreSQL the heartbeat has a connection of its own: it never waits
+  // behind this node's other store calls (db_->mu), and, one statement, it
+  // takes no write lock, so it never waits behind another node's either.
+  const bool own = db_->beat_conn != nullptr;
+  std::lock_guard lock(own ? db_->beat_mu : db_->mu);
+  sql::Connection& h = own ? *db_->beat_conn : *db_->conn;
   const std::string what = "heartbeat of node " + db_->node;
-  // One statement, so no write lock: a heartbeat never waits behind a
-  // long write transaction of another node.
-  auto st =
-      db_->conn->prepare("UPDATE nodes SET heartbeat_at = ?2 WHERE id = ?1 AND state = 'live'");
+  auto st = h.prepare("UPDATE nodes SET heartbeat_at = ?2 WHERE id = ?1 AND state = 'live'");
   if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
   st->bind(1, db_->node).bind(2, now_ms());
   CORRAL_TRY_CTX(st->run("UPDATE nodes"), what);

@@ -25,13 +25,19 @@ struct StateStore::Db {
   sqlite3* handle = nullptr;  // SQLite only: the file's handle, which conn uses
   std::unique_ptr<sql::Connection> conn;  // the store's one connection (store/sql.h)
   std::mutex mu;                          // one writer connection, shared by all threads
-  WalCheckpointer checkpointer;           // SQLite only: checkpoints off the commit path
+  // PostgreSQL only: the heartbeat's own connection (StateStore::heartbeat),
+  // so that a heartbeat never queues behind this node's store traffic,
+  // which under load waits on the fleet's write lock for seconds.
+  std::unique_ptr<sql::Connection> beat_conn;
+  std::mutex beat_mu;
+  WalCheckpointer checkpointer;  // SQLite only: checkpoints off the commit path
   // SQLite only: <path>-inputs, inline input bytes beside the file. On
   // PostgreSQL they are in task_inputs.content, where every node sees them.
   std::optional<TaskInputFiles> inputs;
   std::string node = "local";  // StateStore::set_node
   ~Db() {
     checkpointer.stop();
+    beat_conn.reset();
     conn.reset();
     if (handle != nullptr) sqlite3_close_v2(handle);
   }

@@ -499,6 +499,11 @@ Result<StateStore> StateStore::open_postgres(const std::string& url) {
   db->path = (*conn)->describe();
   db->conn = std::move(*conn);
   CORRAL_TRY(migrate(*db->conn, "state store " + db->path));
+  auto beat = sql::PgConnection::open(url);
+  if (!beat)
+    return tl::unexpected<Error>(
+        std::move(beat).error().wrap("opening the state store's heartbeat connection"));
+  db->beat_conn = std::move(*beat);
   return StateStore(std::move(db));
 }
 
