@@ -9,7 +9,8 @@ node on SQLite, one node on PostgreSQL and three nodes sharing PostgreSQL.
    p50s to SQLite's.
 2. Throughput: a burst of --burst creates at once (8 client threads), then
    their destroys; creates per second from the first request to the last
-   answer. On three nodes the burst is spread round-robin.
+   answer. On three nodes the burst is sent round-robin and each create is
+   placed by the fleet (docs/fleet.md "Placement"); where they ran is printed.
 3. Forwarded exec: on the three nodes, POST .../exec {"cmd": "true"} on a
    sandbox of node-b, sent to node-b (local) and to node-a (forwarded to
    node-b), interleaved; p50 of each and their ratio.
@@ -27,11 +28,15 @@ from unix_http import call  # bench/unix_http.py
 BODY = {"limits": {"memory": "64Mi", "disk": "16Mi"}}
 
 
-def create(sock):
+def create(sock, body=None, nodes=None):
+    """Creates a sandbox through `sock`; (seconds, id). The node it was
+    placed on is counted in `nodes` (a dict) when given."""
     t0 = time.monotonic()
-    st, info = call(sock, "POST", "/v1/sandboxes", BODY)
+    st, info = call(sock, "POST", "/v1/sandboxes", body or BODY)
     dt = time.monotonic() - t0
     assert st == 201, (st, info)
+    if nodes is not None:
+        nodes[info.get("node", "")] = nodes.get(info.get("node", ""), 0) + 1
     return dt, info["id"]
 
 
@@ -40,7 +45,7 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
 
 
-def burst(socks, n, threads=8):
+def burst(socks, n, threads=8, nodes=None):
     ids, errors, lock = [], [], threading.Lock()
     todo = list(range(n))
 
@@ -51,8 +56,12 @@ def burst(socks, n, threads=8):
                     return
                 i = todo.pop()
             try:
-                _, sid = create(socks[i % len(socks)])
+                placed = {}
+                _, sid = create(socks[i % len(socks)], nodes=placed)
                 with lock:
+                    if nodes is not None:
+                        for k, v in placed.items():
+                            nodes[k] = nodes.get(k, 0) + v
                     ids.append((socks[i % len(socks)], sid))
             except AssertionError as e:
                 with lock:
@@ -90,16 +99,19 @@ def main():
             dt, sid = create(s)
             lat[name].append(dt)
             call(s, "DELETE", "/v1/sandboxes/" + sid)
-    rates = {}
+    rates, spread = {}, {}
     for name, socks in setups.items():
-        rate, errors = burst(socks, a.burst)
+        spread[name] = {}
+        rate, errors = burst(socks, a.burst, nodes=spread[name])
         rates[name] = rate
         if errors:
             print("  %s burst errors: %d (first: %s)" % (name, len(errors), errors[0][:200]))
     # Forwarded exec against a local one (node-b's sandbox; node-a relays).
     pg3 = setups["postgres_3"]
     node_a, node_b = pg3[0], pg3[1]
-    _, sid = create(node_b)
+    # Placed on node-b by name: with placement, a create sent to node-b may
+    # otherwise run elsewhere.
+    _, sid = create(node_b, dict(BODY, placement={"node": "node-b"}))
     local, forwarded = [], []
     for r in range(a.rounds * 3):
         for sock, into in ((node_b, local), (node_a, forwarded)):
@@ -117,7 +129,9 @@ def main():
               " (%.3fx sqlite_1)" % (name, p50 * 1e3, p99 * 1e3, p50 / base, a.burst, rates[name],
                                      rates[name] / rates["sqlite_1"]))
         out[name] = {"p50_ms": round(p50 * 1e3, 2), "p99_ms": round(p99 * 1e3, 2),
-                     "ratio_p50": round(p50 / base, 3), "creates_per_s": round(rates[name], 1)}
+                     "ratio_p50": round(p50 / base, 3), "creates_per_s": round(rates[name], 1),
+                     "burst_nodes": spread[name]}
+    print("  three nodes: the burst was placed %s" % json.dumps(spread["postgres_3"], sort_keys=True))
     fl, fw = pct(local, 50), pct(forwarded, 50)
     print("exec round trip on node-b's sandbox (%d rounds): local p50 %.2f ms, forwarded by node-a"
           " p50 %.2f ms: %.3fx" % (len(local), fl * 1e3, fw * 1e3, fw / fl))

@@ -1,4 +1,4 @@
-// corral image build|import|ls|rm: base images (F4). User docs:
+// corral image build|import|pull|push|ls|rm: base images (F4). User docs:
 // docs/images.md. Exit codes: 0 success, 1 failure (error and hint on
 // stderr), 2 usage error (with the usage text).
 #include <unistd.h>
@@ -26,6 +26,7 @@ constexpr const char* kUsage =
     "usage: corral image build NAME [--packages PKG[,PKG...]]\n"
     "       corral image import NAME FILE\n"
     "       corral image pull REGISTRY/REPO@sha256:DIGEST [--name NAME] [--insecure]\n"
+    "       corral image push NAME REGISTRY/REPO[:TAG] [--insecure]\n"
     "       corral image ls [--json]\n"
     "       corral image rm NAME\n"
     "\n"
@@ -42,6 +43,9 @@ constexpr const char* kUsage =
     "                   registry with skopeo, verified against the digest; named\n"
     "                   sha256-<digest> unless --name; --insecure: plain HTTP or\n"
     "                   unverified TLS (a registry on loopback)\n"
+    "  push NAME TARGET pack image NAME into one OCI layer and push it with\n"
+    "                   skopeo; prints REGISTRY/REPO@sha256:DIGEST, the reference\n"
+    "                   other nodes pull and creates name (tag default \"latest\")\n"
     "  ls [--json]      list images (name, size, creation time, source)\n"
     "  rm NAME          delete an image; refused while a sandbox uses it\n"
     "\n"
@@ -198,6 +202,27 @@ int cmd_pull(const std::vector<std::string>& args) {
   return report_done(store, name, "pulled", start);
 }
 
+int cmd_push(const std::vector<std::string>& args) {
+  std::vector<std::string> positional;
+  bool insecure = false;
+  FlagParser parser = subcommand_parser("unknown option for image push: ");
+  parser.flag({"--insecure"}, insecure);
+  parser.positional(collect(positional), /*lone_dash_is_positional=*/true);
+  if (auto status = parser.parse(views(args))) return *status;
+  if (positional.size() != 2)
+    return usage_error("image push takes an image NAME and a REGISTRY/REPO[:TAG]");
+  if (auto s = ImageStore::validate_name(positional[0]); !s)
+    return usage_error(s.error().to_string());
+  auto target = parse_push_target(positional[1]);
+  if (!target) return usage_error(target.error().to_string());
+  ImageStore store(ImageStore::default_dir());
+  auto pinned = store.push(positional[0], *target, insecure, prefixed("[push] "));
+  if (!pinned) return command_failure(pinned.error());
+  // The reference alone on stdout, for scripts; progress went to stderr.
+  std::cout << pinned->text() << "\n";
+  return 0;
+}
+
 int cmd_ls(const std::vector<std::string>& args) {
   bool as_json = false;
   FlagParser parser = subcommand_parser("unexpected argument for image ls: ");
@@ -288,6 +313,7 @@ int image_command(int argc, char** argv) {
   if (sub == "build") return cmd_build(args);
   if (sub == "import") return cmd_import(args);
   if (sub == "pull") return cmd_pull(args);
+  if (sub == "push") return cmd_push(args);
   if (sub == "ls" || sub == "list") return cmd_ls(args);
   if (sub == "rm" || sub == "remove") return cmd_rm(args);
   return usage_error("unknown image subcommand: " + sub);

@@ -31,6 +31,7 @@ class SnapshotService;
 class PoolService;
 class NodeForwarder;
 class SandboxPlacer;
+class NodeService;
 
 struct ApiLimits {
   std::size_t max_json_body = 1 << 20;          // create, mkdir, ...
@@ -57,6 +58,9 @@ struct ApiContext {
   NodeForwarder* forwarder = nullptr;
   // Where creates run (issue 18); null: every create runs here.
   SandboxPlacer* placer = nullptr;
+  // This daemon as a node (heartbeat, readiness); set before the server
+  // runs. Null: /readyz answers ready once the daemon serves.
+  const NodeService* node = nullptr;
 };
 
 struct ApiRequest {

@@ -1,11 +1,14 @@
 #include "daemon/api_router.h"
 
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <optional>
 
+#include "base/json_text.h"
 #include "daemon/api_keys.h"
 #include "daemon/metrics.h"
 #include "daemon/node_forwarder.h"
+#include "daemon/node_service.h"
 #include "daemon/sandbox_service.h"
 #include "spec/volume_ref.h"
 
@@ -117,7 +120,7 @@ bool match(std::string_view pattern, const std::vector<std::string_view>& path,
 ApiRouter::ApiRouter(ApiContext& context, const ApiKeys& keys) : ctx_(context), keys_(keys) {}
 
 std::vector<RouteInfo> ApiRouter::routes() {
-  std::vector<RouteInfo> out = {{"GET", "/healthz"}, {"GET", "/metrics"}};
+  std::vector<RouteInfo> out = {{"GET", "/healthz"}, {"GET", "/readyz"}, {"GET", "/metrics"}};
   for (const Route& r : kRoutes) out.push_back({r.method, r.pattern});
   return out;
 }
@@ -172,10 +175,17 @@ ApiResult<std::string> ApiRouter::caller_namespace(const http::Peer& peer,
 void ApiRouter::handle(const http::Peer& peer, const http::RequestHead& head,
                        http::BodyReader& body, http::ResponseWriter& out) {
   ctx_.metrics.counter("corral_http_requests_total", "HTTP requests received").inc();
-  if (head.path == "/healthz" && method_matches("GET", head.method)) {
-    send_json(
-        out, 200,
-        "{\"status\":\"ok\",\"sandboxes\":" + std::to_string(ctx_.sandboxes.live_count()) + "}");
+  // Liveness (/healthz: the daemon answers) and readiness (/readyz: send
+  // it work; 503 while its heartbeat is not written), without a key.
+  const bool healthz = head.path == "/healthz", readyz = head.path == "/readyz";
+  if ((healthz || readyz) && method_matches("GET", head.method)) {
+    NodeService::Readiness r{true, ""};
+    if (ctx_.node != nullptr) r = ctx_.node->readiness();
+    nlohmann::json j = {{"status", healthz ? "ok" : (r.ready ? "ready" : "unready")},
+                        {"ready", r.ready},
+                        {"sandboxes", ctx_.sandboxes.live_count()}};
+    if (!r.ready) j["reason"] = r.reason;
+    send_json(out, readyz && !r.ready ? 503 : 200, json_text(j));
     return;
   }
   if (!authenticated(peer, head)) {

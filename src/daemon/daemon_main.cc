@@ -405,6 +405,7 @@ int serve(const ServeFlags& flags) {
   registration.key_id = key_id;
   if (auto st = node.start(registration); !st)
     return fail("registering this node: " + st.error().message, st.error().hint);
+  context.node = &node;  // /readyz; before server.run() starts any handler
   reconciled += "; node " + store->node() + " (incarnation " +
                 std::to_string(node.registered().incarnation) + ")";
 

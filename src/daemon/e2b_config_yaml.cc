@@ -36,7 +36,7 @@ bool valid_e2b_prefix(std::string_view prefix) {
   }
   // Never over corral's own routes.
   return prefix != "/v1" && prefix.rfind("/v1/", 0) != 0 && prefix != "/healthz" &&
-         prefix != "/metrics";
+         prefix != "/readyz" && prefix != "/metrics";
 }
 
 Status apply_e2b_config(const YamlReader& reader, const YamlEntry& entry,
@@ -51,8 +51,8 @@ Status apply_e2b_config(const YamlReader& reader, const YamlEntry& entry,
       if (!valid_e2b_prefix(*text))
         return reader.fail(e.value_line, e.path,
                            "\"" + *text + "\" is not a prefix the facade can serve under",
-                           "a path of [a-z0-9._-] segments such as /e2b, not /v1, /healthz or "
-                           "/metrics, without a trailing /");
+                           "a path of [a-z0-9._-] segments such as /e2b, not /v1, /healthz, "
+                           "/readyz or /metrics, without a trailing /");
       out.prefix = std::move(*text);
       return ok();
     }

@@ -29,7 +29,8 @@ Status NodeService::start(NodeRegistration registration) {
   {
     std::lock_guard lock(mu_);
     stopping_ = false;
-    healthy_since_ = std::chrono::steady_clock::now();
+    healthy_since_ = last_beat_ = std::chrono::steady_clock::now();
+    unready_.clear();
   }
   beater_ = std::thread([this] { every_interval(&NodeService::beat); });
   sweeper_ = std::thread([this] { every_interval(&NodeService::sweep); });
@@ -71,12 +72,14 @@ void NodeService::beat() {
     {
       std::lock_guard lock(mu_);
       healthy_since_.reset();  // judge nobody while giving things up
+      unready_ = "marked lost by the fleet; giving up what it held";
     }
     metrics_.counter("corral_node_lost_total", "Times this node found itself marked lost").inc();
     const std::string done = hooks_.on_lost ? hooks_.on_lost() : std::string();
     fprintf(stderr, "corral serve: node %s was marked lost by the fleet: %s\n",
             registration_.id.c_str(), done.c_str());
-    if (auto reg = store_.register_node(registration_); reg && hooks_.audit) {
+    auto reg = store_.register_node(registration_);
+    if (reg && hooks_.audit) {
       hooks_.audit(json{{"type", "node.registered"},
                         {"node", reg->id},
                         {"incarnation", reg->incarnation},
@@ -84,7 +87,13 @@ void NodeService::beat() {
                         {"released", done}});
     }
     std::lock_guard lock(mu_);
-    healthy_since_ = std::chrono::steady_clock::now();  // back from away: judge nobody yet
+    if (!reg) {
+      unready_ = "registering again after being marked lost: " + reg.error().message;
+      return;
+    }
+    // Back from away: judge nobody yet.
+    healthy_since_ = last_beat_ = std::chrono::steady_clock::now();
+    unready_.clear();
     return;
   }
   std::lock_guard lock(mu_);
@@ -94,9 +103,27 @@ void NodeService::beat() {
     fprintf(stderr, "corral serve: node %s: %s\n", registration_.id.c_str(),
             beat.error().message.c_str());
     healthy_since_.reset();  // the store is down: nobody can be judged from here
+    unready_ = "the state store refused the heartbeat: " + beat.error().message;
     return;
   }
-  if (!healthy_since_) healthy_since_ = std::chrono::steady_clock::now();
+  last_beat_ = std::chrono::steady_clock::now();
+  if (!healthy_since_) healthy_since_ = last_beat_;
+  unready_.clear();
+}
+
+NodeService::Readiness NodeService::readiness() const {
+  std::lock_guard lock(mu_);
+  if (!unready_.empty()) return {false, unready_};
+  if (!last_beat_) return {false, "not registered"};
+  // A heartbeat that hangs (a dead database connection) refuses nothing:
+  // its age says it.
+  const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - *last_beat_);
+  if (age.count() > settings_.lost_after_ms)
+    return {false, "no heartbeat written for " + std::to_string(age.count()) +
+                       " ms (serve.node.lost_after " + std::to_string(settings_.lost_after_ms) +
+                       " ms)"};
+  return {true, ""};
 }
 
 void NodeService::sweep() {

@@ -56,6 +56,13 @@ class NodeService {
   // Stops the thread; with `leave`, marks the node left (a drained stop).
   void stop(bool leave);
 
+  // Whether this node should be sent work (GET /readyz): its last
+  // heartbeat was written, at most lost_after ago. When not, why.
+  struct Readiness {
+    bool ready = false;
+    std::string reason;
+  };
+  Readiness readiness() const;
   // The node as registered at start (its incarnation may grow later).
   const NodeRecord& registered() const { return registered_; }
 
@@ -71,13 +78,16 @@ class NodeService {
   Hooks hooks_;
   NodeRegistration registration_;
   NodeRecord registered_;  // at start; the beat thread keeps its own copy after
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
   // Since when this node's heartbeats have succeeded without a break: it
   // judges others only after lost_after of that (after a store outage every
   // node's heartbeat is old, and none of them is lost for it). Under mu_.
   std::optional<std::chrono::steady_clock::time_point> healthy_since_;
+  // The last heartbeat written, and why the last one was not (under mu_).
+  std::optional<std::chrono::steady_clock::time_point> last_beat_;
+  std::string unready_;
   std::thread beater_;
   std::thread sweeper_;
 };

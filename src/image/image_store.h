@@ -80,6 +80,14 @@ class ImageStore {
   // interruption rules as build.
   Status pull(std::string_view name, const DigestReference& reference, bool insecure,
               const ProgressFn& progress);
+  // Image `name` as a new single-layer OCI image (its rootfs, env and
+  // workdir) pushed to `target` with skopeo; answers the reference that
+  // pins it by its manifest digest, which other nodes pull. Each push makes
+  // a new digest (the layer and config carry the time of the push).
+  // `insecure` as for pull. The image stays usable, and cannot be removed,
+  // while it is pushed.
+  Result<DigestReference> push(std::string_view name, const PushTarget& target, bool insecure,
+                               const ProgressFn& progress);
   // The image a node keeps for a digest: "sha256-" and its first 56 hex
   // digits (an image name has at most 63 characters; get() of it checks
   // the whole digest).

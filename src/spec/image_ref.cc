@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
+#include <string>
 
 namespace corral {
 
@@ -58,6 +60,36 @@ bool valid_registry(std::string_view r) {
   return host.empty() || (host.front() != '-' && host.front() != '.');
 }
 
+// REGISTRY/REPOSITORY of `name` into `registry` and `repository`; what is
+// wrong with it otherwise.
+std::optional<std::string> split_repository(std::string_view name, std::string& registry,
+                                            std::string& repository) {
+  const auto slash = name.find('/');
+  if (slash == std::string_view::npos) return "names no registry (REGISTRY/REPOSITORY)";
+  registry = std::string(name.substr(0, slash));
+  if (!valid_registry(registry)) return "has an invalid registry host or port";
+  std::string_view repo = name.substr(slash + 1);
+  if (repo.empty() || repo.size() > 255) return "has an empty or too long repository";
+  for (std::string_view rest = repo; !rest.empty();) {
+    auto s = rest.find('/');
+    if (!valid_component(rest.substr(0, s))) return "has an invalid repository path";
+    if (s == std::string_view::npos) break;
+    rest.remove_prefix(s + 1);
+    if (rest.empty()) return "has an invalid repository path";
+  }
+  repository = std::string(repo);
+  return std::nullopt;
+}
+
+bool valid_tag(std::string_view t) {
+  if (t.empty() || t.size() > 128) return false;
+  auto word = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  };
+  if (!word(t.front())) return false;
+  return std::all_of(t.begin(), t.end(), [&](char c) { return word(c) || c == '.' || c == '-'; });
+}
+
 }  // namespace
 
 bool valid_digest(std::string_view text) {
@@ -76,23 +108,36 @@ Result<DigestReference> parse_digest_reference(std::string_view text) {
   DigestReference ref;
   ref.digest = std::string(text.substr(at + 1));
   if (!valid_digest(ref.digest)) return refuse("does not end in @sha256: and 64 lowercase hex");
-  std::string_view name = text.substr(0, at);
-  const auto slash = name.find('/');
-  if (slash == std::string_view::npos) return refuse("names no registry (REGISTRY/REPOSITORY)");
-  ref.registry = std::string(name.substr(0, slash));
-  if (!valid_registry(ref.registry)) return refuse("has an invalid registry host or port");
-  std::string_view repo = name.substr(slash + 1);
-  if (repo.empty() || repo.size() > 255) return refuse("has an empty or too long repository");
-  for (std::string_view rest = repo; !rest.empty();) {
-    auto s = rest.find('/');
-    if (!valid_component(rest.substr(0, s))) return refuse("has an invalid repository path");
-    if (s == std::string_view::npos) break;
-    rest.remove_prefix(s + 1);
-    if (rest.empty()) return refuse("has an invalid repository path");
-  }
   // A ':' tag before the '@' is refused with the rest: the digest alone names it.
-  ref.repository = std::string(repo);
+  if (auto why = split_repository(text.substr(0, at), ref.registry, ref.repository))
+    return refuse(*why);
   return ref;
+}
+
+Result<PushTarget> parse_push_target(std::string_view text) {
+  auto refuse = [&](const std::string& why) -> Result<PushTarget> {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "push target \"" + std::string(text.substr(0, 200)) + "\" " + why,
+                      "name where to push: REGISTRY[:PORT]/REPOSITORY[:TAG], e.g. "
+                      "10.0.0.9:5000/tools:v1 (the push answers the digest to pull it by)");
+  };
+  if (text.find('@') != std::string_view::npos)
+    return refuse("has a digest: the registry gives the digest of what is pushed");
+  PushTarget t;
+  std::string_view name = text;
+  // A tag is a ':' after the last '/' (a ':' before it is the port).
+  const auto last_slash = text.rfind('/');
+  const auto colon = text.rfind(':');
+  if (colon != std::string_view::npos && last_slash != std::string_view::npos &&
+      colon > last_slash) {
+    t.tag = std::string(text.substr(colon + 1));
+    if (!valid_tag(t.tag)) return refuse("has an invalid tag ([A-Za-z0-9_][A-Za-z0-9._-]{0,127})");
+    name = text.substr(0, colon);
+  } else {
+    t.tag = "latest";
+  }
+  if (auto why = split_repository(name, t.registry, t.repository)) return refuse(*why);
+  return t;
 }
 
 bool valid_image_name(std::string_view text) {

@@ -21,6 +21,19 @@ struct DigestReference {
   std::string text() const { return registry + "/" + repository + "@" + digest; }
 };
 Result<DigestReference> parse_digest_reference(std::string_view text);
+// Where `corral image push` puts an image: HOST[:PORT]/PATH[:TAG], the tag
+// "latest" when none is given. What the push answers is the
+// DigestReference that pins what was pushed.
+struct PushTarget {
+  std::string registry;    // HOST[:PORT]
+  std::string repository;  // PATH (a/b/c)
+  std::string tag;         // [A-Za-z0-9_][A-Za-z0-9._-]{0,127}
+  std::string text() const { return registry + "/" + repository + ":" + tag; }
+  DigestReference pinned(std::string digest) const {
+    return DigestReference{registry, repository, std::move(digest)};
+  }
+};
+Result<PushTarget> parse_push_target(std::string_view text);
 // "sha256:<hex>" alone (64 lowercase hex digits).
 bool valid_digest(std::string_view text);
 // A name of the node's image store: [a-z0-9][a-z0-9._-]{0,62}.

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -24,8 +25,10 @@
 
 #include "daemon/cluster_key.h"
 #include "http/http_message.h"
+#include "store/sql_postgres.h"
 #include "store/state_store.h"
 #include "support/daemon_harness.h"
+#include "support/loopback_registry.h"
 #include "support/pg_cluster.h"
 #include "support/skip.h"
 #include "support/task_client.h"
@@ -428,6 +431,73 @@ TEST_F(Fleet, HundredConcurrentCreatesAgainstThreeNodesNeverOverbook) {
   // must not hold up a heartbeat (each has a connection of its own).
   for (const char* id : {"node-1", "node-2", "node-3"})
     EXPECT_EQ(node_of(*nodes[0], id).value("incarnation", 0), 1) << id << " registered again";
+}
+
+// /readyz (the Kubernetes readiness probe) follows the heartbeat: while
+// the node's row in the store is locked by someone else, the heartbeat
+// cannot be written, and past lost_after the node says it is not ready
+// (503, with why) while /healthz still answers 200; once the lock goes,
+// it is ready again.
+TEST_F(Fleet, ANodeIsUnreadyWhileItsHeartbeatCannotBeWritten) {
+  TestDaemon a({}, node_config(url_, "node-a", 1));
+  ASSERT_TRUE(a.ready()) << a.output();
+  auto ready = a.request("GET", "/readyz", "", /*via_tcp=*/true, /*with_key=*/false);
+  EXPECT_EQ(ready.status, 200) << ready.body;
+  EXPECT_EQ(ready.json()["status"], "ready") << ready.body;
+  auto conn = sql::PgConnection::open(url_);
+  ASSERT_TRUE(conn) << conn.error().to_string();
+  ASSERT_TRUE((*conn)->exec("BEGIN; SELECT id FROM nodes WHERE id = 'node-a' FOR UPDATE",
+                            "locking node-a's row"));
+  HttpReply unready;
+  EXPECT_TRUE(eventually([&] {
+    unready = a.request("GET", "/readyz", "", true, false);
+    return unready.status == 503;
+  })) << unready.status
+      << " " << unready.body;
+  EXPECT_EQ(unready.json()["ready"], false) << unready.body;
+  EXPECT_NE(unready.body.find("no heartbeat written for"), std::string::npos) << unready.body;
+  auto alive = a.request("GET", "/healthz", "", true, false);
+  EXPECT_EQ(alive.status, 200) << alive.body;
+  EXPECT_EQ(alive.json()["ready"], false) << alive.body;
+  ASSERT_TRUE((*conn)->exec("ROLLBACK", "unlocking node-a's row"));
+  EXPECT_TRUE(
+      eventually([&] { return a.request("GET", "/readyz", "", true, false).status == 200; }));
+  EXPECT_EQ(node_of(a, "node-a").value("incarnation", 0), 1) << "a lone node is never marked lost";
+}
+
+// An image pushed to a registry once (issue 18 point 4) reaches the node a
+// create is placed on: node-a places a create naming it by digest on
+// node-b, node-b pulls it (verified) and runs the sandbox on it; node-a,
+// which made no sandbox, pulled nothing.
+TEST_F(Fleet, TheNodeACreateIsPlacedOnPullsItsImageByDigest) {
+  std::string why;
+  if (!registry_tools_present(why)) CORRAL_SKIP_OR_FAIL(why);
+  TempDir work("corral-fleet-registry");
+  std::filesystem::create_directories(work.path() + "/registry");
+  LoopbackRegistry registry(work.path() + "/registry");
+  ASSERT_TRUE(registry.up()) << "the registry did not start";
+  const std::string digest = registry.push_busybox(work.path(), "tiny", "placed-image");
+  ASSERT_EQ(digest.size(), 71u) << digest;
+  TempDir keys("corral-fleet-keys");
+  const std::string key = write_cluster_key(keys, std::string(64, 'f'));
+  const std::string images = "  images:\n    registries: [\"" + registry.host() +
+                             "\"]\n    insecure_registries: [\"" + registry.host() + "\"]\n";
+  TestDaemon a({}, node_config(url_, "node-a", 1, placed_node(key, 4) + images));
+  ASSERT_TRUE(a.ready()) << a.output();
+  TestDaemon b({}, node_config(url_, "node-b", 2, placed_node(key, 4) + images));
+  ASSERT_TRUE(b.ready()) << b.output();
+  const json body = {{"image", registry.ref("tiny", digest)},
+                     {"limits", {{"memory", "64Mi"}, {"disk", "16Mi"}}},
+                     {"placement", {{"node", "node-b"}}}};
+  auto r = a.request("POST", "/v1/sandboxes", body.dump());
+  ASSERT_EQ(r.status, 201) << r.body << b.output();
+  EXPECT_EQ(r.json()["node"], "node-b");
+  const std::string id = r.json().value("id", "");
+  EXPECT_EQ(a.exec(id, "cat /etc/marker")["stdout"], "placed-image");
+  const std::string kept = "/images/sha256-" + digest.substr(7, 56);
+  EXPECT_TRUE(std::filesystem::exists(b.data_dir() + kept)) << "node-b keeps what it pulled";
+  EXPECT_FALSE(std::filesystem::exists(a.data_dir() + kept)) << "node-a pulled for nothing";
+  EXPECT_EQ(b.wait_audit("image.pulled", 1).size(), 1u);
 }
 
 // 50 tasks submitted across three nodes (each also submitted again to the

@@ -5,7 +5,9 @@
 // that serves other bytes for the digest is refused and nothing is kept),
 // used by a sandbox, named by digest alone once a node has it, and evicted
 // least recently used first past serve.images.cache_max; a create may not
-// make the daemon pull from a registry the config does not list.
+// make the daemon pull from a registry the config does not list. An image
+// of one store pushed with `corral image push` is pulled into another by
+// the reference the push printed, env and workdir included.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +19,7 @@
 #include <string>
 
 #include "support/daemon_harness.h"
+#include "support/loopback_registry.h"
 #include "support/sandbox_harness.h"
 #include "support/skip.h"
 
@@ -25,75 +28,11 @@ namespace {
 
 using nlohmann::json;
 
-std::string shq(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-bool have(const std::string& tool) {
-  int st = 0;
-  host_sh("command -v " + tool + " >/dev/null 2>&1", &st);
-  return st == 0;
-}
-
-// A docker-registry serving from a temporary directory on 127.0.0.1.
-class LoopbackRegistry {
- public:
-  explicit LoopbackRegistry(const std::string& dir) : dir_(dir) {
-    for (int attempt = 0; attempt < 5 && pid_ < 0; ++attempt) {
-      port_ = 17000 + static_cast<int>(getpid() % 2000) + attempt * 7;
-      std::ofstream(dir_ + "/config.yml")
-          << "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: "
-          << dir_ << "/store\nhttp:\n  addr: 127.0.0.1:" << port_ << "\n";
-      pid_t pid = fork();
-      if (pid == 0) {
-        const std::string log = dir_ + "/registry.log";
-        freopen(log.c_str(), "w", stdout);
-        freopen(log.c_str(), "a", stderr);
-        execlp("docker-registry", "docker-registry", "serve", (dir_ + "/config.yml").c_str(),
-               nullptr);
-        _exit(127);
-      }
-      for (int i = 0; i < 100; ++i) {
-        int st = 0;
-        host_sh("curl -fsS http://" + host() + "/v2/ >/dev/null 2>&1", &st);
-        if (st == 0) {
-          pid_ = pid;
-          break;
-        }
-        usleep(50'000);
-      }
-      if (pid_ < 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, nullptr, 0);
-      }
-    }
-  }
-  ~LoopbackRegistry() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  bool up() const { return pid_ > 0; }
-  std::string host() const { return "127.0.0.1:" + std::to_string(port_); }
-  const std::string& dir() const { return dir_; }
-
- private:
-  std::string dir_;
-  int port_ = 0;
-  pid_t pid_ = -1;
-};
-
 class ImagePull : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* tool : {"docker-registry", "skopeo", "umoci", "curl"})
-      if (!have(tool))
-        CORRAL_SKIP_OR_FAIL(std::string(tool) + " is missing (scripts/install-deps installs it)");
-    if (access("/bin/busybox", X_OK) != 0)
-      CORRAL_SKIP_OR_FAIL("/bin/busybox is missing (busybox-static)");
+    std::string why;
+    if (!registry_tools_present(why)) CORRAL_SKIP_OR_FAIL(why);
     dir_ = make_temp_dir("image-pull");
     data_ = dir_ + "/data";
     std::filesystem::create_directories(data_);
@@ -110,37 +49,20 @@ class ImagePull : public ::testing::Test {
     } else {
       setenv("CORRAL_DATA_DIR", old_.c_str(), 1);
     }
-    if (!dir_.empty()) host_sh("rm -rf " + shq(dir_));
+    if (!dir_.empty()) host_sh("rm -rf " + sh_quote(dir_));
   }
 
   // Pushes a one-busybox image whose /etc/marker holds `marker` to
   // <registry>/<repo>:v; returns its manifest digest ("" on failure).
-  std::string push(const std::string& repo, const std::string& marker) {
-    const std::string d = dir_ + "/build-" + repo;
-    std::string out =
-        host_sh("( set -e; mkdir -p " + shq(d) + "; cd " + shq(d) +
-                "; umoci init --layout layout; umoci new --image layout:latest"
-                "; umoci unpack --image layout:latest bundle"
-                "; mkdir -p bundle/rootfs/bin bundle/rootfs/etc bundle/rootfs/tmp"
-                "; cp /bin/busybox bundle/rootfs/bin/busybox; ln -s busybox bundle/rootfs/bin/sh"
-                "; ln -s busybox bundle/rootfs/bin/cat; printf %s " +
-                shq(marker) +
-                " > bundle/rootfs/etc/marker"
-                "; umoci repack --image layout:latest bundle"
-                "; skopeo copy --quiet --dest-tls-verify=false oci:layout:latest docker://" +
-                registry_->host() + "/" + repo + ":v --digestfile digest ) 2>&1; cat " + shq(d) +
-                "/digest 2>/dev/null");
-    auto at = out.rfind("sha256:");
-    return at == std::string::npos ? "" : out.substr(at, 71);
+  std::string push(const std::string& repo, const std::string& marker,
+                   const std::string& env = "") {
+    return registry_->push_busybox(dir_, repo, marker, env);
   }
   std::string ref(const std::string& repo, const std::string& digest) const {
-    return registry_->host() + "/" + repo + "@" + digest;
+    return registry_->ref(repo, digest);
   }
-  // The registry's copy of blob `digest` (its filesystem storage).
   std::string stored_blob(const std::string& digest) const {
-    const std::string hex = digest.substr(7);
-    return registry_->dir() + "/store/docker/registry/v2/blobs/sha256/" + hex.substr(0, 2) + "/" +
-           hex + "/data";
+    return registry_->stored_blob(digest);
   }
   // What an image store holds (the CLI's: CORRAL_DATA_DIR; a daemon's:
   // its data_dir).
@@ -191,6 +113,55 @@ TEST_F(ImagePull, TheCliPullsByDigestVerifiesItAndASandboxRunsOnIt) {
     EXPECT_EQ(r.exit_code, 2) << hostile << ": " << r.err;
   }
   EXPECT_EQ(images_entries().size(), 1u) << "nothing but the one image was left";
+}
+
+TEST_F(ImagePull, AnImagePushedFromOneStoreIsPulledIntoAnotherByTheReferenceThePushPrints) {
+  const std::string digest = push("tiny", "carried", "GREETING=hello");
+  ASSERT_EQ(digest.size(), 71u) << digest;
+  auto mine = run_corral({"image", "pull", ref("tiny", digest), "--name", "mine", "--insecure"});
+  ASSERT_EQ(mine.exit_code, 0) << mine.err;
+  auto pushed =
+      run_corral({"image", "push", "mine", registry_->host() + "/moved:v2", "--insecure"});
+  ASSERT_EQ(pushed.exit_code, 0) << pushed.err;
+  // stdout is the reference alone, pinned by a new digest (a new layer).
+  const std::string prefix = registry_->host() + "/moved@sha256:";
+  ASSERT_EQ(pushed.out.rfind(prefix, 0), 0u) << pushed.out;
+  ASSERT_EQ(pushed.out.size(), prefix.size() + 64 + 1) << pushed.out;
+  const std::string pinned = pushed.out.substr(0, pushed.out.size() - 1);
+  EXPECT_NE(pinned.substr(pinned.size() - 71), digest);
+  // The tag names the same manifest.
+  EXPECT_EQ(host_sh("skopeo inspect --tls-verify=false --format '{{.Digest}}' docker://" +
+                    registry_->host() + "/moved:v2"),
+            pinned.substr(pinned.size() - 71) + "\n");
+  EXPECT_EQ(images_entries(), std::vector<std::string>{"mine"}) << "the push left its work behind";
+
+  // Another node's store pulls it by that reference alone; a sandbox sees
+  // the files, the env and the workdir the image had.
+  const std::string other = dir_ + "/other";
+  setenv("CORRAL_DATA_DIR", other.c_str(), 1);
+  auto pulled = run_corral({"image", "pull", pinned, "--name", "theirs", "--insecure"});
+  ASSERT_EQ(pulled.exit_code, 0) << pulled.err;
+  auto run = run_corral({"run", "--image", "theirs", "--", "/bin/sh", "-c",
+                         "cat /etc/marker; echo \" $GREETING\"; pwd"});
+  setenv("CORRAL_DATA_DIR", data_.c_str(), 1);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "carried hello\n/etc\n");
+
+  // What it refuses, and what it leaves behind then: nothing.
+  for (const std::string& target :
+       {std::string("noslash"), registry_->host() + "/UPPER:v", registry_->host() + "/x:-bad",
+        registry_->host() + "/x@sha256:" + std::string(64, 'a'), std::string("-h/x:v"),
+        registry_->host() + "/x:"}) {
+    auto r = run_corral({"image", "push", "mine", target, "--insecure"});
+    EXPECT_EQ(r.exit_code, 2) << target << ": " << r.err;
+  }
+  auto absent = run_corral({"image", "push", "absent", registry_->host() + "/x:v", "--insecure"});
+  EXPECT_EQ(absent.exit_code, 1) << absent.err;
+  EXPECT_NE(absent.err.find("absent"), std::string::npos) << absent.err;
+  auto nobody = run_corral({"image", "push", "mine", "127.0.0.1:1/x:v", "--insecure"});
+  EXPECT_EQ(nobody.exit_code, 1) << nobody.err;
+  EXPECT_NE(nobody.err.find("127.0.0.1:1"), std::string::npos) << nobody.err;
+  EXPECT_EQ(images_entries(), std::vector<std::string>{"mine"}) << "a failed push left its work";
 }
 
 TEST_F(ImagePull, BytesThatDoNotMatchTheDigestAreRefusedAndNothingIsKept) {
@@ -258,7 +229,7 @@ TEST_F(ImagePull, ACreateNamingAnImageByDigestPullsItOnceFromAListedRegistryOnly
   const std::string first_name = "sha256-" + one.substr(7, 56);
   const std::string lock = d.data_dir() + "/images/" + first_name + "/.lock";
   ASSERT_TRUE(std::filesystem::exists(lock)) << lock;
-  host_sh("touch -d '2 hours ago' " + shq(lock));
+  host_sh("touch -d '2 hours ago' " + sh_quote(lock));
   const std::string third = d.create_sandbox(json{{"image", ref("other", two)}}.dump(), &r);
   ASSERT_FALSE(third.empty()) << r.body;
   EXPECT_EQ(d.exec(third, "cat /etc/marker")["stdout"], "second");

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "daemon/daemon_config.h"
 
 namespace corral {
@@ -57,6 +60,32 @@ TEST(ImageRef, ASpecMayNameANameADigestOrAReference) {
     EXPECT_FALSE(valid_image_ref(bad)) << bad;
   EXPECT_FALSE(valid_image_name(std::string(64, 'a')));
   EXPECT_TRUE(valid_digest("sha256:" + kHex));
+}
+
+TEST(PushTarget, RegistryRepositoryAndTagAreSplitAndEachIsChecked) {
+  auto t = parse_push_target("10.0.0.9:5000/team/tools:v1.2");
+  ASSERT_TRUE(t) << t.error().to_string();
+  EXPECT_EQ(t->registry, "10.0.0.9:5000");
+  EXPECT_EQ(t->repository, "team/tools");
+  EXPECT_EQ(t->tag, "v1.2");
+  EXPECT_EQ(t->text(), "10.0.0.9:5000/team/tools:v1.2");
+  EXPECT_EQ(t->pinned("sha256:" + kHex).text(), "10.0.0.9:5000/team/tools@sha256:" + kHex);
+  // No tag: "latest"; a ':' before the last '/' is a port, not a tag.
+  auto bare = parse_push_target("reg.example:443/tools");
+  ASSERT_TRUE(bare) << bare.error().to_string();
+  EXPECT_EQ(bare->registry, "reg.example:443");
+  EXPECT_EQ(bare->tag, "latest");
+  for (const std::string& bad : std::vector<std::string>{
+           "", "tools", "tools:v1", "reg/Tools:v1", "reg/tools:", "reg/tools:-x", "reg/tools:.x",
+           "reg/tools:a b", "reg/tools@sha256:" + kHex, "-reg/tools:v", "reg:x/tools:v",
+           "reg//tools:v", "reg/tools/:v", "reg/../x:v", "reg/tools:" + std::string(129, 'a')}) {
+    auto r = parse_push_target(bad);
+    EXPECT_FALSE(r) << bad;
+    if (!r) {
+      EXPECT_NE(r.error().hint.find("REGISTRY[:PORT]/REPOSITORY[:TAG]"), std::string::npos);
+    }
+  }
+  EXPECT_TRUE(parse_push_target("reg/tools:" + std::string(128, 'a')));
 }
 
 TEST(ImageConfig, RegistriesAndTheCacheBoundAreReadAndChecked) {

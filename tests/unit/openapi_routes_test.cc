@@ -89,8 +89,8 @@ TEST(OpenApiRoutes, EveryServerRouteIsDocumentedAndNothingElse) {
 }
 
 // Every operation needs the bearer key (the global security), except
-// GET /healthz, which opts out with an empty list.
-TEST(OpenApiRoutes, BearerAuthOnEverythingButHealthz) {
+// GET /healthz and GET /readyz, which opt out with an empty list.
+TEST(OpenApiRoutes, BearerAuthOnEverythingButHealthzAndReadyz) {
   YAML::Node doc = load_openapi();
   ASSERT_TRUE(doc.IsMap());
   YAML::Node global = doc["security"];
@@ -115,7 +115,7 @@ TEST(OpenApiRoutes, BearerAuthOnEverythingButHealthz) {
       }
     }
   }
-  EXPECT_EQ(open, std::set<std::string>{"GET /healthz"});
+  EXPECT_EQ(open, (std::set<std::string>{"GET /healthz", "GET /readyz"}));
 }
 
 // The error schema's code enum is exactly the server's stable code table,

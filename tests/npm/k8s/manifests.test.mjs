@@ -225,7 +225,10 @@ function probeProblems(b) {
   return ['readinessProbe', 'livenessProbe', 'startupProbe'].flatMap((probe) => {
     const get = v.container[probe]?.httpGet;
     return problems([
-      [get?.path === '/healthz', `${probe} is not GET /healthz`],
+      // Readiness follows the node's heartbeat (/readyz); liveness and
+      // startup only that the daemon answers (/healthz).
+      [get?.path === (probe === 'readinessProbe' ? '/readyz' : '/healthz'),
+       `${probe} is not GET ${probe === 'readinessProbe' ? '/readyz' : '/healthz'}`],
       [get?.port === v.port, `${probe} is not on port ${v.port}`],
       [get?.scheme === undefined || get?.scheme === 'HTTP', `${probe} is not plain HTTP`],
     ]);
@@ -392,7 +395,7 @@ describe('the DaemonSet runs corral serve as the design needs', () => {
     assert.equal(view(real).argAfter('--node-address'), '$(POD_IP):7070');
   });
 
-  test('readiness, liveness and startup probes are GET /healthz on 7070', () => {
+  test('readiness is GET /readyz, liveness and startup GET /healthz, on 7070', () => {
     assert.deepEqual(probeProblems(real), []);
     assert.equal(container.readinessProbe.httpGet.port, 7070);
   });
@@ -516,7 +519,7 @@ describe('negative controls: broken copies are refused', () => {
   test('strict fields: a misspelt field at the pod, and deep in a probe', async () => {
     const pod = broken((_b, p) => { p.hostNetwrk = true; });
     await assert.rejects(check(pod.daemonSet), /spec\.template\.spec\.hostNetwrk: unknown field/);
-    const probe = broken((_b, _p, c) => { c.readinessProbe.httpGet.pth = '/healthz'; });
+    const probe = broken((_b, _p, c) => { c.readinessProbe.httpGet.pth = '/readyz'; });
     await assert.rejects(check(probe.daemonSet), /readinessProbe\.httpGet\.pth: unknown field/);
     const secret = structuredClone(real.secret);
     secret.stringdata = secret.stringData;
@@ -534,7 +537,7 @@ describe('negative controls: broken copies are refused', () => {
 
   test('probes and ports: another path, a port that is not serve.listen\'s', () => {
     const p = broken((_b, _p, c) => { c.readinessProbe.httpGet.path = '/health'; });
-    assert.match(probeProblems(p).join('\n'), /readinessProbe is not GET \/healthz/);
+    assert.match(probeProblems(p).join('\n'), /readinessProbe is not GET \/readyz/);
     const s = broken((b) => { b.service.spec.ports[0].targetPort = 8080; });
     assert.match(portProblems(s).join('\n'), /targetPort is not 7070/);
     const l = broken((b) => { editConfig(b, '0.0.0.0:7070', '0.0.0.0:7071'); });
