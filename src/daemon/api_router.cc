@@ -225,10 +225,14 @@ void ApiRouter::handle(const http::Peer& peer, const http::RequestHead& head,
     send_error(out, ns.error());
     return;
   }
-  // A sandbox another node runs: the call goes there (docs/fleet.md).
+  // A sandbox another node runs, or a task another node holds: the call
+  // goes there (docs/fleet.md).
   if (ctx_.forwarder != nullptr && !params.empty() && head.path.starts_with("/v1/sandboxes/") &&
       !ctx_.sandboxes.registered(params[0]) &&
       ctx_.forwarder->relay(head, body, out, *ns, params[0]))
+    return;
+  if (ctx_.forwarder != nullptr && !params.empty() && head.path.starts_with("/v1/tasks/") &&
+      ctx_.forwarder->relay_task(head, body, out, *ns, params[0]))
     return;
   ApiRequest r{peer, head, body, out, std::move(params), *query, std::move(*ns)};
   handler(ctx_, r);

@@ -207,6 +207,18 @@ int serve(const ServeFlags& flags) {
   if (!store) return fail(store.error().message, store.error().hint);
   if (auto st = store->set_node(node_id(config)); !st)
     return fail("serve.node.id: " + st.error().message, st.error().hint);
+  // Another daemon live under this node id is refused before reconcile,
+  // which would take its sandboxes for this one's (docs/fleet.md).
+  auto instance = node_instance(config);
+  if (!instance) return fail(instance.error().message, instance.error().hint);
+  {
+    NodeRegistration me;
+    me.id = node_id(config);
+    me.instance = *instance;
+    me.live_within_ms = config.node.lost_after_ms;
+    if (auto st = store->check_node_free(me); !st)
+      return fail(st.error().message, st.error().hint);
+  }
   auto audit = AuditLog::open(config.data_dir + "/audit.log");
   if (!audit) return fail(audit.error().message, audit.error().hint);
   if (!audit->repair_note().empty())  // a torn last line left by a crash (docs/operations.md)
@@ -401,7 +413,8 @@ int serve(const ServeFlags& flags) {
   NodeService node(config.node, *store, metrics,
                    {[&service] { return service.release_lost(); },
                     [&service](nlohmann::json event) { service.audit_async(std::move(event)); }});
-  NodeRegistration registration = node_registration(config, flags.no_tcp ? 0 : server.bound_port());
+  NodeRegistration registration =
+      node_registration(config, flags.no_tcp ? 0 : server.bound_port(), *instance);
   registration.key_id = key_id;
   if (auto st = node.start(registration); !st)
     return fail("registering this node: " + st.error().message, st.error().hint);

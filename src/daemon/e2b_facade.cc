@@ -14,6 +14,7 @@
 #include "api/base64.h"
 #include "base/fs.h"
 #include "base/json_text.h"
+#include "base/key_file.h"
 #include "base/random.h"
 #include "base/strings.h"
 #include "daemon/e2b_facade_internal.h"
@@ -66,36 +67,7 @@ E2bFacade::E2bFacade(ApiContext& context, const ApiKeys& keys, E2bSettings setti
       token_key_(std::move(token_key)) {}
 
 Result<std::string> E2bFacade::load_or_make_key(const std::string& path) {
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd && errno == ENOENT) {
-    std::string key(kKeyBytes, '\0');
-    fill_random(key.data(), key.size());
-    const std::string hex = to_hex(reinterpret_cast<const unsigned char*>(key.data()), key.size());
-    const std::string tmp = path + ".tmp";
-    (void)unlink(tmp.c_str());
-    UniqueFd out(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-    if (!out) return errno_error("creating " + tmp);
-    if (auto st = write_all(out.get(), hex + "\n", tmp); !st) return tl::unexpected(st.error());
-    if (fsync(out.get()) != 0) return errno_error("fsync(" + tmp + ")");
-    out.reset();
-    if (rename(tmp.c_str(), path.c_str()) != 0) return errno_error("rename to " + path);
-    fd = UniqueFd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  }
-  if (!fd) return errno_error("opening " + path);
-  struct stat st;
-  if (fstat(fd.get(), &st) != 0) return errno_error("fstat(" + path + ")");
-  if (!S_ISREG(st.st_mode) || (st.st_mode & 077) != 0 || (st.st_uid != 0 && st.st_uid != geteuid()))
-    return make_error(ErrorCode::kPermissionDenied,
-                      path + " must be a regular file of root's (or the daemon's), mode 0600",
-                      "chmod 600 " + path + ", or remove it to make a new one");
-  auto text = read_up_to(fd.get(), 256, path);
-  if (!text) return tl::unexpected(text.error());
-  std::string hex(trim(std::string_view(*text).substr(0, text->find('\n'))));
-  if (hex.size() != 2 * kKeyBytes || hex.find_first_not_of("0123456789abcdef") != std::string::npos)
-    return make_error(ErrorCode::kInvalidArgument, path + " does not hold 64 lower-case hex digits",
-                      "remove it: the daemon makes a new key (tokens already given out stop "
-                      "working)");
-  return hex;
+  return load_or_make_hex_file(path, kKeyBytes, "tokens already given out stop working");
 }
 
 Status E2bFacade::check_templates() {

@@ -107,21 +107,61 @@ bool NodeForwarder::relay(const http::RequestHead& head, http::BodyReader& body,
                                  "serve.cluster_key_file (docs/fleet.md)"));
     return true;
   }
+  forward(*node, "sandbox " + id + " runs", head, body, out, ns, /*answer_unreached=*/true);
+  return true;
+}
+
+bool NodeForwarder::relay_task(const http::RequestHead& head, http::BodyReader& body,
+                               http::ResponseWriter& out, const std::string& ns,
+                               const std::string& id) {
+  auto task = store_.get_task(id);
+  if (!task || !task->node || task->node->empty() || is_finished(task->status)) return false;
+  const std::string& holder = *task->node;
+  if (is_forwarded(head)) {
+    if (holder == store_.node()) return false;
+    send_error(
+        out, api::make_api_error(api::ApiErrorCode::kConflict,
+                                 "node " + store_.node() + " got a forwarded call for task " + id +
+                                     ", which node " + holder + " holds",
+                                 "",
+                                 "check serve.node.address of node " + holder +
+                                     ": it must reach that node, not another"));
+    return true;
+  }
+  if (holder == store_.node()) return false;
+  // A plain GET: the store has what the holder wrote, here as there.
+  const auto query = head.target.find('?');
+  const bool waits =
+      query != std::string::npos && (head.target.find("?wait=", query) == query ||
+                                     head.target.find("&wait=", query) != std::string::npos);
+  if (head.method == "GET" && head.path == "/v1/tasks/" + id && !waits) return false;
+  // A holder that is not live, cannot be reached, or no key to sign with:
+  // answered here from the store (a lost node's tasks are the sweep's).
+  auto node = store_.get_node(holder);
+  if (!key_ || !node || node->state != NodeState::kLive) return false;
+  return forward(*node, "task " + id + " is held", head, body, out, ns, /*answer_unreached=*/false);
+}
+
+bool NodeForwarder::forward(const NodeRecord& node, const std::string& what,
+                            const http::RequestHead& head, http::BodyReader& body,
+                            http::ResponseWriter& out, const std::string& ns,
+                            bool answer_unreached) {
   http::BodySource source = [&body](char* buf, std::size_t cap) { return body.read(buf, cap); };
   // The caller's framing: its length, chunked, or no body at all.
   const std::optional<std::uint64_t> length =
       head.chunked ? std::nullopt : std::optional<std::uint64_t>(head.content_length.value_or(0));
-  auto call = open_call(*node, head, head.target, ns, source, length);
+  auto call = open_call(node, head, head.target, ns, source, length);
   if (!call) {
     metrics_.counter("corral_forward_errors_total", "Calls that could not be forwarded").inc();
+    // Not even connected: nothing of the request was read or sent.
+    if (!answer_unreached && !call.error().sent) return false;
     send_error(out, api::make_api_error(api::ApiErrorCode::kUnavailable,
-                                        "sandbox " + id + " runs on node " + node->id + " (" +
-                                            node->address +
+                                        what + " on node " + node.id + " (" + node.address +
                                             "), which cannot be reached: " + call.error().why,
                                         "", "retry; if it persists, the node may be down"));
     return true;
   }
-  relay_answer(*call, node->id, head, out);
+  relay_answer(*call, node.id, head, out);
   return true;
 }
 

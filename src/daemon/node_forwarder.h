@@ -7,7 +7,7 @@
 //
 // A request is forwarded once at most (a forwarded request is always
 // handled where it lands), only to a live node, and only for a sandbox
-// that is not yet cleaned. Without a cluster key a node answers 409 with
+// that is not yet cleaned or a task not yet finished. Without a cluster key a node answers 409 with
 // the owner's id and address instead.
 #pragma once
 
@@ -44,6 +44,14 @@ class NodeForwarder {
   // (this node's, unknown, ended, or a lost one's stored record read).
   bool relay(const http::RequestHead& head, http::BodyReader& body, http::ResponseWriter& out,
              const std::string& ns, const std::string& id);
+  // The same for a request on task `id` (GET with ?wait, cancel, log,
+  // outputs): sent to the live node that holds it (claimed it to run),
+  // whose worker acts on it and whose wait wakes when it ends. A task
+  // nobody holds, held here, finished, held by a node that is not live or
+  // cannot be reached (or without a cluster key), and a plain GET (the
+  // store has what the holder wrote) are handled here: false.
+  bool relay_task(const http::RequestHead& head, http::BodyReader& body, http::ResponseWriter& out,
+                  const std::string& ns, const std::string& id);
 
   // Sends a create (its JSON `body`, read already) to `node`, which a
   // placement chose (store/placement.h), naming the placement so that the
@@ -74,6 +82,13 @@ class NodeForwarder {
                                           const std::string& target, const std::string& ns,
                                           const http::BodySource& source,
                                           std::optional<std::uint64_t> length);
+  // Sends the caller's request to `node` and relays its answer: true. When
+  // it cannot be reached, 503 saying "<what> on node N (address), which
+  // cannot be reached" (true), or, without `answer_unreached` and when not
+  // a byte of the request was sent, nothing (false: handle it here).
+  bool forward(const NodeRecord& node, const std::string& what, const http::RequestHead& head,
+               http::BodyReader& body, http::ResponseWriter& out, const std::string& ns,
+               bool answer_unreached);
   // Relays the node's answer back to the caller as it comes.
   void relay_answer(Call& call, const std::string& node_id, const http::RequestHead& head,
                     http::ResponseWriter& out);

@@ -7,6 +7,7 @@
 
 #include "base/fs.h"
 #include "base/json_text.h"
+#include "base/key_file.h"
 #include "daemon/node_config_yaml.h"
 
 namespace corral::daemon {
@@ -48,9 +49,12 @@ std::string node_id(const DaemonConfig& config) {
   return default_node_id(host);
 }
 
-NodeRegistration node_registration(const DaemonConfig& config, std::uint16_t bound_port) {
+NodeRegistration node_registration(const DaemonConfig& config, std::uint16_t bound_port,
+                                   std::string instance) {
   NodeRegistration r;
   r.id = node_id(config);
+  r.instance = std::move(instance);
+  r.live_within_ms = config.node.lost_after_ms;
   if (!config.node.address.empty()) {
     r.address = config.node.address;
   } else if (bound_port != 0) {
@@ -68,6 +72,12 @@ NodeRegistration node_registration(const DaemonConfig& config, std::uint16_t bou
   for (const auto& p : config.pools) pools.push_back(p.name);
   r.pools_json = json_text(pools);
   return r;
+}
+
+Result<std::string> node_instance(const DaemonConfig& config) {
+  return load_or_make_hex_file(config.data_dir + "/node-instance", 16,
+                               "a daemon still running with this node id on the old token is "
+                               "taken for another one until it is marked lost");
 }
 
 }  // namespace corral::daemon

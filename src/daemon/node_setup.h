@@ -19,7 +19,15 @@ Result<std::string> state_location(const DaemonConfig& config);
 std::string node_id(const DaemonConfig& config);
 
 // This node as it registers: its address (serve.node.address, or the TCP
-// listener's with `bound_port`), capacity, labels and configured pools.
-NodeRegistration node_registration(const DaemonConfig& config, std::uint16_t bound_port);
+// listener's with `bound_port`), capacity, labels and configured pools,
+// and, with `instance` (node_instance), what tells it from another daemon
+// given the same id.
+NodeRegistration node_registration(const DaemonConfig& config, std::uint16_t bound_port,
+                                   std::string instance);
+
+// The data dir's instance token (<data_dir>/node-instance, 16 random bytes
+// in hex, made on the first start): the same daemon after a restart, or
+// another one with the same node id.
+Result<std::string> node_instance(const DaemonConfig& config);
 
 }  // namespace corral::daemon

@@ -39,6 +39,15 @@ struct NodeRegistration {
   // (ClusterKey::id; "": none): creates are placed only on nodes that share
   // the placing node's key.
   std::string key_id;
+  // A random token of the daemon's data dir (<data_dir>/node-instance): a
+  // daemon restarted on the same data dir is the same node, one elsewhere
+  // with the same id is another daemon. "": not checked.
+  std::string instance;
+  // A live row of this id written by another instance whose heartbeat is
+  // younger than this (serve.node.lost_after) is another daemon that runs:
+  // the registration is refused (two daemons with one id would take each
+  // other's sandboxes for their own).
+  std::int64_t live_within_ms = 0;
 };
 
 struct NodeRecord {

@@ -120,6 +120,41 @@ Status adopt_rows(sql::Connection& h, const std::string& node) {
 
 }  // namespace store_detail
 
+namespace {
+
+// kAlreadyExists when node `reg.id` is live in the store, registered by
+// another daemon (another data dir's instance token) whose heartbeat is
+// younger than reg.live_within_ms: that daemon runs, and two daemons with
+// one id would each reconcile the other's sandboxes as their own. In the
+// registration's transaction.
+Status refuse_another_daemon(sql::Connection& h, const NodeRegistration& reg, std::int64_t now,
+                             const std::string& what) {
+  if (reg.instance.empty() || reg.live_within_ms <= 0) return ok();
+  auto st = h.prepare(
+      "SELECT address, instance, heartbeat_at FROM nodes WHERE id = ?1 AND state = 'live'");
+  if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
+  st->bind(1, reg.id);
+  auto row = st->step("SELECT nodes");
+  if (!row) return tl::unexpected<Error>(std::move(row).error().wrap(what));
+  if (!*row) return ok();
+  const std::string address = st->text(0), instance = st->text(1);
+  const std::int64_t age = now - st->int64(2);
+  // To its end (one row at most): SQLite keeps an unfinished statement open.
+  if (auto end = st->step("SELECT nodes"); !end)
+    return tl::unexpected<Error>(std::move(end).error().wrap(what));
+  if (instance.empty() || instance == reg.instance || age >= reg.live_within_ms) return ok();
+  return make_error(
+      ErrorCode::kAlreadyExists,
+      what + ": another daemon is node " + reg.id + " (address " +
+          (address.empty() ? std::string("none") : address) + ", its last heartbeat " +
+          std::to_string(age) + " ms ago, another data dir)",
+      "give each daemon its own serve.node.id (--node-id); if the other one is gone, start this "
+      "one again after serve.node.lost_after (" +
+          std::to_string(reg.live_within_ms) + " ms), when it is marked lost");
+}
+
+}  // namespace
+
 Status StateStore::set_node(std::string_view id) {
   CORRAL_TRY(check_node_id(id));
   std::lock_guard lock(db_->mu);
@@ -128,6 +163,11 @@ Status StateStore::set_node(std::string_view id) {
 }
 
 const std::string& StateStore::node() const { return db_->node; }
+
+Status StateStore::check_node_free(const NodeRegistration& reg) {
+  std::lock_guard lock(db_->mu);
+  return refuse_another_daemon(*db_->conn, reg, now_ms(), "starting node " + reg.id);
+}
 
 bool StateStore::shared() const { return db_->conn->backend() == sql::Backend::kPostgres; }
 
@@ -138,6 +178,9 @@ Result<NodeRecord> StateStore::register_node(const NodeRegistration& reg) {
     return make_error(ErrorCode::kInvalidArgument, what + ": the key id is longer than 64 bytes");
   if (reg.address.size() > kMaxAddressBytes)
     return make_error(ErrorCode::kInvalidArgument, what + ": the address is longer than 255 bytes");
+  if (reg.instance.size() > 64)
+    return make_error(ErrorCode::kInvalidArgument,
+                      what + ": the instance token is longer than 64 bytes");
   auto capacity = registration_json(reg.capacity_json, "capacity", Shape::kObject);
   if (!capacity) return tl::unexpected<Error>(std::move(capacity).error());
   auto labels = registration_json(reg.labels_json, "labels", Shape::kStringMap);
@@ -154,18 +197,19 @@ Result<NodeRecord> StateStore::register_node(const NodeRegistration& reg) {
   Txn txn(h);
   CORRAL_TRY_CTX(txn.begin(), what);
   const std::int64_t now = now_ms();
+  CORRAL_TRY(refuse_another_daemon(h, reg, now, what));
   auto st = h.prepare(
       "INSERT INTO nodes (id, address, state, capacity_json, labels_json, pools_json, "
-      "incarnation, started_at, heartbeat_at, lost_at, key_id) "
-      "VALUES (?1, ?2, 'live', ?3, ?4, ?5, 1, ?6, ?6, NULL, ?7) "
+      "incarnation, started_at, heartbeat_at, lost_at, key_id, instance) "
+      "VALUES (?1, ?2, 'live', ?3, ?4, ?5, 1, ?6, ?6, NULL, ?7, ?8) "
       "ON CONFLICT (id) DO UPDATE SET address = excluded.address, state = 'live', "
       "capacity_json = excluded.capacity_json, labels_json = excluded.labels_json, "
       "pools_json = excluded.pools_json, incarnation = nodes.incarnation + 1, "
       "started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, lost_at = NULL, "
-      "key_id = excluded.key_id");
+      "key_id = excluded.key_id, instance = excluded.instance");
   if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
   st->bind(1, reg.id).bind(2, reg.address).bind(3, *capacity).bind(4, *labels).bind(5, *pools);
-  st->bind(6, now).bind(7, reg.key_id);
+  st->bind(6, now).bind(7, reg.key_id).bind(8, reg.instance);
   CORRAL_TRY_CTX(st->run("INSERT INTO nodes"), what);
   auto sel = h.prepare(std::string("SELECT ") + kNodeColumns + " FROM nodes WHERE id = ?1");
   if (!sel) return tl::unexpected<Error>(std::move(sel).error().wrap(what));

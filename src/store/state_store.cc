@@ -233,6 +233,11 @@ CREATE TABLE placements (
 CREATE INDEX placements_by_node ON placements(node);
 ALTER TABLE nodes ADD COLUMN key_id TEXT NOT NULL DEFAULT '';
 )sql",
+    // 12 -> 13: which daemon (its data dir's instance token) registered a
+    // node id, so that a second daemon with the same id is refused.
+    R"sql(
+ALTER TABLE nodes ADD COLUMN instance TEXT NOT NULL DEFAULT '';
+)sql",
 };
 static_assert(std::size(kMigrations) == StateStore::kSchemaVersion,
               "one migration per schema version");

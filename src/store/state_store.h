@@ -114,7 +114,7 @@ struct CreateResult {
 
 class StateStore {
  public:
-  static constexpr int kSchemaVersion = 12;
+  static constexpr int kSchemaVersion = 13;
 
   // What an acknowledged write survives. kPowerLoss: synchronous=FULL, every
   // commit is fsync'd before the call returns. kProcessCrash:
@@ -284,8 +284,12 @@ class StateStore {
   bool shared() const;
   // Registers this store's node (registration.id must be node()): a new
   // row, or the same id's next incarnation, live again with a heartbeat
-  // now. Returns the record as stored.
+  // now. Returns the record as stored. kAlreadyExists when another daemon
+  // is live as this node (NodeRegistration::instance, live_within_ms).
   Result<NodeRecord> register_node(const NodeRegistration& registration);
+  // The same check alone, for a daemon before it reconciles (which would
+  // take the other daemon's sandboxes for its own).
+  Status check_node_free(const NodeRegistration& registration);
   // Records a heartbeat of this node. kPermissionDenied when the node is
   // not live (another node marked it lost, or it left): what it owned is
   // no longer its own; the daemon reconciles and registers again.

@@ -433,6 +433,26 @@ TEST_F(Fleet, HundredConcurrentCreatesAgainstThreeNodesNeverOverbook) {
     EXPECT_EQ(node_of(*nodes[0], id).value("incarnation", 0), 1) << id << " registered again";
 }
 
+// A second daemon given a live node's id (its own data dir, a copied
+// config) does not start, and touches nothing of the first one's: it is
+// refused before it reconciles, which would take node-a's sandboxes for
+// its own. node-a's sandbox still runs, checked from outside.
+TEST_F(Fleet, ASecondDaemonWithALiveNodesIdDoesNotStartAndTouchesNothing) {
+  TestDaemon a({}, node_config(url_, "node-a", 1));
+  ASSERT_TRUE(a.ready()) << a.output();
+  const std::string id = a.create_sandbox(kSmall);
+  ASSERT_FALSE(id.empty());
+  TestDaemon twin({}, node_config(url_, "node-a", 2));
+  EXPECT_FALSE(twin.ready()) << twin.output();
+  EXPECT_NE(twin.output().find("another daemon is node node-a"), std::string::npos)
+      << twin.output();
+  EXPECT_NE(twin.output().find("serve.node.id"), std::string::npos) << twin.output();
+  auto info = a.request("GET", "/v1/sandboxes/" + id);
+  EXPECT_EQ(info.json()["state"], "ready") << info.body;
+  EXPECT_EQ(a.exec(id, "echo still")["stdout"], "still\n");
+  EXPECT_EQ(node_of(a, "node-a").value("incarnation", 0), 1);
+}
+
 // /readyz (the Kubernetes readiness probe) follows the heartbeat: while
 // the node's row in the store is locked by someone else, the heartbeat
 // cannot be written, and past lost_after the node says it is not ready
@@ -498,6 +518,43 @@ TEST_F(Fleet, TheNodeACreateIsPlacedOnPullsItsImageByDigest) {
   EXPECT_TRUE(std::filesystem::exists(b.data_dir() + kept)) << "node-b keeps what it pulled";
   EXPECT_FALSE(std::filesystem::exists(a.data_dir() + kept)) << "node-a pulled for nothing";
   EXPECT_EQ(b.wait_audit("image.pulled", 1).size(), 1u);
+}
+
+// A task another node runs is acted on through any node (issue 18 point
+// 3): node-a forwards the cancel to node-b, whose worker stops the command,
+// and a ?wait on node-a (forwarded too) wakes when it ends, not at its
+// deadline.
+TEST_F(Fleet, ATaskRunningOnAnotherNodeIsCancelledAndWaitedOnThroughAnyNode) {
+  TempDir keys("corral-fleet-keys");
+  const std::string key = write_cluster_key(keys, std::string(64, 'a'));
+  TestDaemon a({}, node_config(url_, "node-a", 1, "  cluster_key_file: " + key + "\n"));
+  ASSERT_TRUE(a.ready()) << a.output();
+  TestDaemon b({}, node_config(url_, "node-b", 2, "  cluster_key_file: " + key + "\n"));
+  ASSERT_TRUE(b.ready()) << b.output();
+  auto sub = b.request("POST", "/v1/tasks", task_body("long", "sleep 120").dump());
+  ASSERT_EQ(sub.status, 202) << sub.body;
+  json seen;
+  ASSERT_TRUE(eventually([&] {
+    seen = a.request("GET", "/v1/tasks/long").json();
+    return seen.value("status", "") == "running";
+  })) << seen;
+  // Submitted to node-b, which claims it at once (node-a could too: the
+  // calls go to whichever node does not hold it).
+  const std::string holder = seen.value("node", "");
+  ASSERT_TRUE(holder == "node-a" || holder == "node-b") << seen;
+  TestDaemon& via = holder == "node-b" ? a : b;
+  auto cancel = via.request("POST", "/v1/tasks/long/cancel");
+  EXPECT_EQ(cancel.status, 202) << cancel.body;
+  EXPECT_EQ(header(cancel, "x-corral-node"), holder) << "the holder answered";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto waited = via.request("GET", "/v1/tasks/long?wait=50s");
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(waited.json()["status"], "cancelled") << waited.body;
+  EXPECT_LT(took, std::chrono::seconds(40)) << "the wait woke at its deadline, not at the end";
+  // Finished: answered by the node asked, from the store.
+  auto done = via.request("GET", "/v1/tasks/long");
+  EXPECT_EQ(done.json()["status"], "cancelled") << done.body;
+  EXPECT_EQ(header(done, "x-corral-node"), "") << "a finished task is not forwarded";
 }
 
 // 50 tasks submitted across three nodes (each also submitted again to the

@@ -3,7 +3,8 @@
 // by the node that made them; a silent node marked lost by another, its
 // sandboxes reported lost, its tasks run elsewhere once (not started) or
 // failed node_lost (started); claims that give each queued task to one
-// node. On PostgreSQL alone: three nodes claiming 60 tasks at once.
+// node; a second daemon with a live node's id refused. On PostgreSQL
+// alone: three nodes claiming 60 tasks at once.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -101,6 +102,49 @@ TEST_P(NodeTable, EachNodeReconcilesAndExpiresItsOwnSandboxesOnly) {
   ASSERT_EQ(expired->size(), 1u);
   EXPECT_EQ(expired->front().id, "sb-b");
   EXPECT_EQ(a->list()->size(), 2u);
+}
+
+// Two daemons given one node id (a copied config, two hosts of one name)
+// would each reconcile the other's sandboxes as their own: the second is
+// refused while the first is live, with what to do; the same daemon
+// restarted (its data dir's instance token) is not; once the first one's
+// heartbeat is older than lost_after, or it left, the id is free.
+TEST_P(NodeTable, AnotherDaemonWithTheSameIdIsRefusedWhileTheFirstIsLive) {
+  auto first = open("node-a");
+  auto second = open("node-a");
+  ASSERT_TRUE(first && second);
+  auto as = [](const std::string& instance, std::int64_t live_within_ms) {
+    NodeRegistration r = reg("node-a");
+    r.instance = instance;
+    r.live_within_ms = live_within_ms;
+    return r;
+  };
+  ASSERT_TRUE(first->register_node(as("aaaa", 60'000)));
+  auto refused = second->check_node_free(as("bbbb", 60'000));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kAlreadyExists);
+  EXPECT_NE(refused.error().message.find("another daemon is node node-a (address node-a.test:7070"),
+            std::string::npos)
+      << refused.error().message;
+  EXPECT_NE(refused.error().hint.find("serve.node.id"), std::string::npos) << refused.error().hint;
+  auto registered = second->register_node(as("bbbb", 60'000));
+  ASSERT_FALSE(registered);
+  EXPECT_EQ(registered.error().code, ErrorCode::kAlreadyExists);
+  EXPECT_EQ(first->get_node("node-a")->incarnation, 1) << "the refused one wrote nothing";
+  // The same data dir restarted is the same node.
+  ASSERT_TRUE(second->check_node_free(as("aaaa", 60'000)));
+  auto restarted = second->register_node(as("aaaa", 60'000));
+  ASSERT_TRUE(restarted) << restarted.error().to_string();
+  EXPECT_EQ(restarted->incarnation, 2);
+  // Its heartbeat older than lost_after: gone, the id is free.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(second->check_node_free(as("bbbb", 10)));
+  // Left (a drained stop): free at once.
+  ASSERT_TRUE(first->leave());
+  auto taken = second->register_node(as("bbbb", 60'000));
+  ASSERT_TRUE(taken) << taken.error().to_string();
+  // An old registration (no instance) is never judged.
+  ASSERT_TRUE(first->check_node_free(as("", 60'000)));
 }
 
 TEST_P(NodeTable, ASilentNodeIsLostAndWhatItHeldIsHandedOn) {

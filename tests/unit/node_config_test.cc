@@ -117,16 +117,18 @@ TEST(NodeConfig, TheRegistrationSaysWhereAndHowMuch) {
   c.listen_host = "10.1.2.3";
   c.max_sandboxes = 7;
   c.node.labels["zone"] = "z";
-  auto r = daemon::node_registration(c, 7071);
+  auto r = daemon::node_registration(c, 7071, "0123abcd");
   EXPECT_EQ(r.id, "n1");
+  EXPECT_EQ(r.instance, "0123abcd");
+  EXPECT_EQ(r.live_within_ms, c.node.lost_after_ms) << "another daemon is live within lost_after";
   EXPECT_EQ(r.address, "10.1.2.3:7071");
   EXPECT_NE(r.capacity_json.find("\"sandboxes\":7"), std::string::npos) << r.capacity_json;
   EXPECT_EQ(r.labels_json, R"({"zone":"z"})");
   EXPECT_EQ(r.pools_json, "[]");
   c.listen_host = "::1";
-  EXPECT_EQ(daemon::node_registration(c, 9).address, "[::1]:9");
+  EXPECT_EQ(daemon::node_registration(c, 9, "").address, "[::1]:9");
   c.node.address = "10.9.9.9:7070";
-  EXPECT_EQ(daemon::node_registration(c, 9).address, "10.9.9.9:7070");
+  EXPECT_EQ(daemon::node_registration(c, 9, "").address, "10.9.9.9:7070");
 }
 
 }  // namespace
