@@ -216,8 +216,7 @@ int serve(const ServeFlags& flags) {
     me.id = node_id(config);
     me.instance = *instance;
     me.live_within_ms = config.node.lost_after_ms;
-    if (auto st = store->check_node_free(me); !st)
-      return fail(st.error().message, st.error().hint);
+    if (auto st = store->check_node_free(me); !st) return fail(st.error().message, st.error().hint);
   }
   auto audit = AuditLog::open(config.data_dir + "/audit.log");
   if (!audit) return fail(audit.error().message, audit.error().hint);
