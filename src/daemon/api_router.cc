@@ -232,7 +232,7 @@ void ApiRouter::handle(const http::Peer& peer, const http::RequestHead& head,
       ctx_.forwarder->relay(head, body, out, *ns, params[0]))
     return;
   if (ctx_.forwarder != nullptr && !params.empty() && head.path.starts_with("/v1/tasks/") &&
-      ctx_.forwarder->relay_task(head, body, out, *ns, params[0]))
+      ctx_.forwarder->relay_task(head, body, out, *ns, params[0], *query))
     return;
   ApiRequest r{peer, head, body, out, std::move(params), *query, std::move(*ns)};
   handler(ctx_, r);

@@ -211,13 +211,8 @@ int serve(const ServeFlags& flags) {
   // which would take its sandboxes for this one's (docs/fleet.md).
   auto instance = node_instance(config);
   if (!instance) return fail(instance.error().message, instance.error().hint);
-  {
-    NodeRegistration me;
-    me.id = node_id(config);
-    me.instance = *instance;
-    me.live_within_ms = config.node.lost_after_ms;
-    if (auto st = store->check_node_free(me); !st) return fail(st.error().message, st.error().hint);
-  }
+  if (auto st = store->check_node_free(node_registration(config, 0, *instance)); !st)
+    return fail(st.error().message, st.error().hint);
   auto audit = AuditLog::open(config.data_dir + "/audit.log");
   if (!audit) return fail(audit.error().message, audit.error().hint);
   if (!audit->repair_note().empty())  // a torn last line left by a crash (docs/operations.md)

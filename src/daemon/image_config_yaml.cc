@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <array>
 
-#include "image/image_store.h"
+#include "spec/image_ref.h"
 #include "spec/units.h"
 
 namespace corral {
@@ -13,10 +13,8 @@ constexpr std::array<std::string_view, 3> kImageKeys = {"registries", "insecure_
                                                         "cache_max"};
 constexpr std::size_t kMaxRegistries = 64;
 
-// HOST[:PORT] as a reference names it: checked by parsing a reference to it.
 Status check_registry(std::string& registry) {
-  auto ref = parse_digest_reference(registry + "/x@sha256:" + std::string(64, '0'));
-  if (ref && ref->registry == registry) return ok();
+  if (valid_registry(registry)) return ok();
   return make_error(ErrorCode::kInvalidArgument,
                     "\"" + registry.substr(0, 200) + "\" is not HOST[:PORT]",
                     "for example registry.example:5000 or 10.0.0.9:5000");

@@ -113,7 +113,8 @@ bool NodeForwarder::relay(const http::RequestHead& head, http::BodyReader& body,
 
 bool NodeForwarder::relay_task(const http::RequestHead& head, http::BodyReader& body,
                                http::ResponseWriter& out, const std::string& ns,
-                               const std::string& id) {
+                               const std::string& id,
+                               const std::vector<std::pair<std::string, std::string>>& query) {
   auto task = store_.get_task(id);
   if (!task || !task->node || task->node->empty() || is_finished(task->status)) return false;
   const std::string& holder = *task->node;
@@ -130,10 +131,8 @@ bool NodeForwarder::relay_task(const http::RequestHead& head, http::BodyReader& 
   }
   if (holder == store_.node()) return false;
   // A plain GET: the store has what the holder wrote, here as there.
-  const auto query = head.target.find('?');
   const bool waits =
-      query != std::string::npos && (head.target.find("?wait=", query) == query ||
-                                     head.target.find("&wait=", query) != std::string::npos);
+      std::any_of(query.begin(), query.end(), [](const auto& kv) { return kv.first == "wait"; });
   if (head.method == "GET" && head.path == "/v1/tasks/" + id && !waits) return false;
   // A holder that is not live, cannot be reached, or no key to sign with:
   // answered here from the store (a lost node's tasks are the sweep's).

@@ -14,6 +14,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/result.h"
 #include "daemon/cluster_key.h"
@@ -50,8 +52,10 @@ class NodeForwarder {
   // nobody holds, held here, finished, held by a node that is not live or
   // cannot be reached (or without a cluster key), and a plain GET (the
   // store has what the holder wrote) are handled here: false.
+  // `query` is the request's, parsed.
   bool relay_task(const http::RequestHead& head, http::BodyReader& body, http::ResponseWriter& out,
-                  const std::string& ns, const std::string& id);
+                  const std::string& ns, const std::string& id,
+                  const std::vector<std::pair<std::string, std::string>>& query);
 
   // Sends a create (its JSON `body`, read already) to `node`, which a
   // placement chose (store/placement.h), naming the placement so that the

@@ -28,38 +28,6 @@ bool valid_component(std::string_view c) {
   return true;
 }
 
-// HOST[:PORT]: a DNS name or an IPv4 address; [v6] in brackets.
-bool valid_registry(std::string_view r) {
-  if (r.empty() || r.size() > 255) return false;
-  std::string_view host = r;
-  if (r.front() == '[') {
-    auto close = r.find(']');
-    if (close == std::string_view::npos) return false;
-    for (char c : r.substr(1, close - 1))
-      if (!std::isxdigit(static_cast<unsigned char>(c)) && c != ':') return false;
-    host = {};
-    r.remove_prefix(close + 1);
-    if (r.empty()) return true;
-    if (r.front() != ':') return false;
-  } else if (auto colon = r.rfind(':'); colon != std::string_view::npos) {
-    host = r.substr(0, colon);
-    r.remove_prefix(colon);
-  } else {
-    r = {};
-  }
-  if (!r.empty()) {  // ":PORT"
-    std::string_view port = r.substr(1);
-    if (port.empty() || port.size() > 5 ||
-        !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      return false;
-  }
-  for (char c : host)
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-          c == '-'))
-      return false;
-  return host.empty() || (host.front() != '-' && host.front() != '.');
-}
-
 // REGISTRY/REPOSITORY of `name` into `registry` and `repository`; what is
 // wrong with it otherwise.
 std::optional<std::string> split_repository(std::string_view name, std::string& registry,
@@ -91,6 +59,37 @@ bool valid_tag(std::string_view t) {
 }
 
 }  // namespace
+
+bool valid_registry(std::string_view r) {
+  if (r.empty() || r.size() > 255) return false;
+  std::string_view host = r;
+  if (r.front() == '[') {
+    auto close = r.find(']');
+    if (close == std::string_view::npos) return false;
+    for (char c : r.substr(1, close - 1))
+      if (!std::isxdigit(static_cast<unsigned char>(c)) && c != ':') return false;
+    host = {};
+    r.remove_prefix(close + 1);
+    if (r.empty()) return true;
+    if (r.front() != ':') return false;
+  } else if (auto colon = r.rfind(':'); colon != std::string_view::npos) {
+    host = r.substr(0, colon);
+    r.remove_prefix(colon);
+  } else {
+    r = {};
+  }
+  if (!r.empty()) {  // ":PORT"
+    std::string_view port = r.substr(1);
+    if (port.empty() || port.size() > 5 ||
+        !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return false;
+  }
+  for (char c : host)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+          c == '-'))
+      return false;
+  return host.empty() || (host.front() != '-' && host.front() != '.');
+}
 
 bool valid_digest(std::string_view text) {
   return text.size() == 7 + 64 && text.substr(0, 7) == "sha256:" && lower_hex(text.substr(7));

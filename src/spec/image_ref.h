@@ -36,6 +36,9 @@ struct PushTarget {
 Result<PushTarget> parse_push_target(std::string_view text);
 // "sha256:<hex>" alone (64 lowercase hex digits).
 bool valid_digest(std::string_view text);
+// A registry as a reference names it: HOST[:PORT] (a DNS name or an IPv4
+// address; an IPv6 one in brackets).
+bool valid_registry(std::string_view host_port);
 // A name of the node's image store: [a-z0-9][a-z0-9._-]{0,62}.
 bool valid_image_name(std::string_view text);
 // What a spec's "image" may be: a name, a digest, or a digest reference.

@@ -134,19 +134,23 @@ Status refuse_another_daemon(sql::Connection& h, const NodeRegistration& reg, st
       "SELECT address, instance, heartbeat_at FROM nodes WHERE id = ?1 AND state = 'live'");
   if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
   st->bind(1, reg.id);
-  auto row = st->step("SELECT nodes");
-  if (!row) return tl::unexpected<Error>(std::move(row).error().wrap(what));
-  if (!*row) return ok();
-  const std::string address = st->text(0), instance = st->text(1);
-  const std::int64_t age = now - st->int64(2);
-  // To its end (one row at most): SQLite keeps an unfinished statement open.
-  if (auto end = st->step("SELECT nodes"); !end)
-    return tl::unexpected<Error>(std::move(end).error().wrap(what));
-  if (instance.empty() || instance == reg.instance || age >= reg.live_within_ms) return ok();
+  struct Holder {
+    std::string address, instance;
+    std::int64_t heartbeat_at = 0;
+  };
+  auto rows = store_detail::read_rows(*st, "SELECT nodes", [](sql::Stmt& r) -> Result<Holder> {
+    return Holder{r.text(0), r.text(1), r.int64(2)};
+  });
+  if (!rows) return tl::unexpected<Error>(std::move(rows).error().wrap(what));
+  if (rows->empty()) return ok();
+  const Holder& other = rows->front();
+  const std::int64_t age = now - other.heartbeat_at;
+  if (other.instance.empty() || other.instance == reg.instance || age >= reg.live_within_ms)
+    return ok();
   return make_error(
       ErrorCode::kAlreadyExists,
       what + ": another daemon is node " + reg.id + " (address " +
-          (address.empty() ? std::string("none") : address) + ", its last heartbeat " +
+          (other.address.empty() ? std::string("none") : other.address) + ", its last heartbeat " +
           std::to_string(age) + " ms ago, another data dir)",
       "give each daemon its own serve.node.id (--node-id); if the other one is gone, start this "
       "one again after serve.node.lost_after (" +
