@@ -42,6 +42,27 @@ Result<objstore::ObjectInfo> MeteredObjectStore::put_bytes(std::string_view key,
   return counted_put(inner_->put_bytes(key, bytes, options));
 }
 
+// A pending put's failures count as a put's.
+class MeteredObjectStore::MeteredPending final : public objstore::PendingPut {
+ public:
+  MeteredPending(MeteredObjectStore& store, std::unique_ptr<objstore::PendingPut> inner)
+      : store_(store), inner_(std::move(inner)) {}
+  Result<objstore::ObjectInfo> put_fd(int fd) override {
+    return store_.counted_put(inner_->put_fd(fd));
+  }
+
+ private:
+  MeteredObjectStore& store_;
+  std::unique_ptr<objstore::PendingPut> inner_;
+};
+
+Result<std::unique_ptr<objstore::PendingPut>> MeteredObjectStore::begin_put(
+    std::string_view key, const objstore::PutOptions& options) {
+  auto inner = counted_put(inner_->begin_put(key, options));
+  if (!inner) return tl::unexpected(inner.error());
+  return std::unique_ptr<objstore::PendingPut>(new MeteredPending(*this, std::move(*inner)));
+}
+
 Result<objstore::ObjectInfo> MeteredObjectStore::get(std::string_view key,
                                                      const objstore::ObjectSink& sink) {
   bool sink_failed = false;

@@ -30,12 +30,15 @@ class MeteredObjectStore : public objstore::ObjectStore {
                                       const objstore::PutOptions& options) override;
   Result<objstore::ObjectInfo> put_bytes(std::string_view key, std::string_view bytes,
                                          const objstore::PutOptions& options) override;
+  Result<std::unique_ptr<objstore::PendingPut>> begin_put(
+      std::string_view key, const objstore::PutOptions& options) override;
   Result<objstore::ObjectInfo> get(std::string_view key, const objstore::ObjectSink& sink) override;
   Result<objstore::ObjectInfo> head(std::string_view key) override;
   Status remove(std::string_view key) override;
   Result<std::vector<objstore::ObjectInfo>> list(std::string_view prefix) override;
 
  private:
+  class MeteredPending;
   enum Op { kPut, kGet, kHead, kList, kDelete, kOps };
   void count(Op op);
   template <typename T>

@@ -102,12 +102,15 @@ void TaskService::Runner::end_stages() {
   if (active_->stopping) return;  // the next daemon resumes it
   if (active_->cancel && (!outcome_ || outcome_->reason != "timeout"))
     outcome_ = StageFailure{"cancelled", "cancelled through POST /v1/tasks/{id}/cancel"};
-  store_outcome(TaskStage::kSnapshot);
+  const bool failed = outcome_.has_value();
+  const bool snapshot = sandbox_ && req_.snapshot != "never" && (failed || req_.snapshot == "always");
+  const bool destroy = sandbox_ && !req_.keep_sandbox;
+  // A task without a snapshot to take goes on to its destroy in this write.
+  store_outcome(snapshot || !destroy ? TaskStage::kSnapshot : TaskStage::kDestroy);
   // S4: the task is over, so are its tokens (idempotent; a destroy
   // revokes them again).
   if (sandbox_) (void)s_.sandboxes_.revoke_secrets(sandbox_->id);
-  const bool failed = outcome_.has_value();
-  if (sandbox_ && req_.snapshot != "never" && (failed || req_.snapshot == "always")) {
+  if (snapshot) {
     const auto t0 = Clock::now();
     TaskUpdate u;
     if (s_.snapshots_ == nullptr) {
@@ -124,7 +127,7 @@ void TaskService::Runner::end_stages() {
     s_.observe_stage(TaskStage::kSnapshot, Clock::now() - t0);
   }
   std::string residue;
-  if (sandbox_ && !req_.keep_sandbox) {
+  if (destroy) {
     if (!stage(TaskStage::kDestroy)) return;
     const auto t0 = Clock::now();
     auto info = s_.sandboxes_.destroy(sandbox_->id, "task " + task_.id + " ended");
@@ -175,13 +178,23 @@ bool TaskService::Runner::stage(TaskStage st) {
 }
 
 bool TaskService::Runner::update(const TaskUpdate& u) {
-  auto after = s_.apply(task_, u);
+  const TaskUpdate* write = &u;
+  TaskUpdate with_unsaved;
+  if ((resolved_unsaved_ && !u.resolved_json) || (unsaved_outputs_ && !u.outputs)) {
+    with_unsaved = u;
+    if (resolved_unsaved_ && !u.resolved_json) with_unsaved.resolved_json = json_text(resolved_);
+    if (unsaved_outputs_ && !u.outputs) with_unsaved.outputs = unsaved_outputs_;
+    write = &with_unsaved;
+  }
+  auto after = s_.apply(task_, *write);
   if (!after) {
     fprintf(stderr, "corral serve: task %s: storing its state failed: %s\n", task_.id.c_str(),
             after.error().message.c_str());
     return false;
   }
   task_ = std::move(*after);
+  if (write->resolved_json) resolved_unsaved_ = false;
+  if (write->outputs) unsaved_outputs_.reset();
   return true;
 }
 

@@ -97,6 +97,9 @@ class TaskService::Runner {
 
   // ---- collect (task_stage_collect.cc) --------------------------------------
   void collect();
+  void begin_output_puts();
+  std::string output_key(std::size_t i) const;
+  objstore::PutOptions output_put_options(std::size_t i) const;
   std::optional<StageFailure> collect_outputs(std::vector<TaskOutputRecord>& records);
   void store_logs();
 
@@ -114,6 +117,14 @@ class TaskService::Runner {
   std::optional<std::uint64_t> oom_kills_before_;
   std::optional<StageFailure> outcome_;
   nlohmann::json resolved_ = nlohmann::json::object();  // TaskRecord::resolved_json
+  // What a stage learned that a restart can do without, stored with the
+  // runner's next write rather than in a write of its own: resolved_ as
+  // initialize left it, the outputs collect recorded (update()).
+  bool resolved_unsaved_ = false;
+  std::optional<std::vector<TaskOutputRecord>> unsaved_outputs_;
+  // The outputs' puts, begun while the command runs (begin_output_puts);
+  // null where none could be begun. Those not used end with the runner.
+  std::vector<std::unique_ptr<objstore::PendingPut>> pending_outputs_;
   std::string input_sha_;  // of the input push_input wrote last
   std::uint64_t input_size_ = 0;
 };

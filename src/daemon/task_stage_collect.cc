@@ -24,14 +24,14 @@ void TaskService::Runner::collect() {
     auto report = s_.sandboxes_.dry_run_report(sandbox_->id);
     resolved_["dry_run"] =
         report ? *report : nlohmann::json{{"error", report.error().message}};
-    (void)store_resolved();
+    resolved_unsaved_ = true;
   }
   if (!command_ended(outcome_)) return;  // cancelled: its output is kept, not its files
   std::vector<TaskOutputRecord> records;
   std::optional<StageFailure> failure = collect_outputs(records);
-  TaskUpdate u;
-  u.outputs = records;
-  update(u);
+  // Stored with the outcome (end_stages): a restart before then collects
+  // again, into the same keys.
+  unsaved_outputs_ = std::move(records);
   // The command's own failure stays the reason; an output's is next.
   if (!outcome_ && failure) outcome_ = std::move(failure);
   s_.observe_stage(TaskStage::kCollect, Clock::now() - t0);
@@ -84,13 +84,11 @@ std::optional<StageFailure> TaskService::Runner::collect_outputs(
       records.push_back(rec);
       continue;
     }
-    rec.object_key = attempt_prefix(task_) + "/outputs/" + std::to_string(i);
-    objstore::PutOptions options;
-    options.max_size = max;
-    // Metadata is printable ASCII: the task and the output's index (its
-    // path may be any bytes).
-    options.metadata = {{"task", task_.id}, {"output", std::to_string(i)}};
-    auto stored = s_.objects_->put_fd(rec.object_key, fd->get(), options);
+    rec.object_key = output_key(i);
+    std::unique_ptr<objstore::PendingPut> pending;
+    if (i < pending_outputs_.size()) pending = std::move(pending_outputs_[i]);
+    auto stored = pending ? pending->put_fd(fd->get())
+                          : s_.objects_->put_fd(rec.object_key, fd->get(), output_put_options(i));
     if (!stored) {
       const Error& e = stored.error();
       if (e.code == ErrorCode::kResourceExhausted && e.sys_errno == objstore::kOverMaxSize)
@@ -113,7 +111,34 @@ std::optional<StageFailure> TaskService::Runner::collect_outputs(
                                {"sha256", rec.sha256}});
     records.push_back(std::move(rec));
   }
+  pending_outputs_.clear();  // those of outputs not stored: their temp files go
   return first;
+}
+
+// Where output `i` is stored, and how.
+std::string TaskService::Runner::output_key(std::size_t i) const {
+  return attempt_prefix(task_) + "/outputs/" + std::to_string(i);
+}
+
+objstore::PutOptions TaskService::Runner::output_put_options(std::size_t i) const {
+  objstore::PutOptions options;
+  options.max_size = req_.outputs[i].max_size.value_or(s_.config_.max_output_size);
+  // Metadata is printable ASCII: the task and the output's index (its
+  // path may be any bytes).
+  options.metadata = {{"task", task_.id}, {"output", std::to_string(i)}};
+  return options;
+}
+
+// The outputs' puts begun while the command runs: the object store makes
+// their directories and temp files then, so that collect only copies and
+// hashes. One that cannot be begun is put the usual way at collect.
+void TaskService::Runner::begin_output_puts() {
+  if (s_.objects_ == nullptr) return;
+  pending_outputs_.clear();
+  for (std::size_t i = 0; i < req_.outputs.size(); ++i) {
+    auto pending = s_.objects_->begin_put(output_key(i), output_put_options(i));
+    pending_outputs_.push_back(pending ? std::move(*pending) : nullptr);
+  }
 }
 
 // The command's output, redacted and bounded, kept in the object store

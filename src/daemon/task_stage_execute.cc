@@ -67,6 +67,7 @@ bool TaskService::Runner::start_command() {
   }
   if (active_->cancel) s_.sandboxes_.kill_process(**proc, SIGKILL);
   process_ = *proc;
+  begin_output_puts();  // while the command runs
   stdin_w_ = std::move(stdin_w);
   fcntl(stdin_w_.get(), F_SETFL, fcntl(stdin_w_.get(), F_GETFL) | O_NONBLOCK);
   if (req_.stdin_data.empty()) stdin_w_.reset();

@@ -47,7 +47,9 @@ bool TaskService::Runner::initialize() {
     kept.push_back(std::move(*copy));
   }
   resolved_["inputs"] = std::move(kept);
-  if (!store_resolved()) return false;
+  // Stored with the execute stage's write, before the command starts: a
+  // restart before then runs the task from its start anyway.
+  resolved_unsaved_ = true;
   s_.observe_stage(TaskStage::kInitialize, Clock::now() - t0);
   return true;
 }

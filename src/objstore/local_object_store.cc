@@ -6,13 +6,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <cstdlib>
 #include <functional>
+#include <mutex>
+#include <thread>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "base/fs.h"
 #include "base/json_text.h"
 #include "base/random.h"
-#include "base/scope_guard.h"
 #include "base/sha256.h"
 #include "base/strings.h"
 #include "objstore/object_checks.h"
@@ -23,6 +27,7 @@ namespace {
 constexpr const char* kTmpDir = "~tmp";
 constexpr const char* kMetaSuffix = "~meta";
 constexpr std::size_t kChunk = 1024 * 1024;  // fewer syscalls: ~2x faster puts than 256 KiB
+constexpr std::size_t kDirectAlign = 4096;  // a multiple of any block size a direct write needs
 constexpr off_t kMaxMetaFile = 64 * 1024;
 // A key has at most 256 segments (512 bytes); deeper trees are not ours.
 constexpr int kMaxDepth = 260;
@@ -57,6 +62,119 @@ tl::unexpected<Error> write_error(std::string_view call, int err) {
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
+
+// Writes a put's content chunk by chunk from one aligned buffer. The first
+// chunk goes through the page cache; the chunks after it, when the file
+// system takes O_DIRECT, go around it: an object this large is written once
+// and read rarely (a download, a replay), so caching it would only evict
+// what sandboxes start from, and on a guest whose fresh page-cache pages
+// are slow to touch it halves the time of a large put (docs/performance.md
+// "Tasks"). The last, partial chunk goes through the cache again (a direct
+// write's length must be a multiple of the block size).
+class ContentWriter {
+ public:
+  explicit ContentWriter(int fd)
+      : fd_(fd), buf_(static_cast<char*>(std::aligned_alloc(kDirectAlign, kChunk))) {}
+  ~ContentWriter() { std::free(buf_); }
+  ContentWriter(const ContentWriter&) = delete;
+  ContentWriter& operator=(const ContentWriter&) = delete;
+
+  char* buffer() const { return buf_; }
+
+  // Writes the first `n` bytes of the buffer; returns 0 or an errno.
+  int write(std::size_t n) {
+    const std::string_view bytes(buf_, n);
+    const bool whole = n == kChunk;
+    const bool first = chunks_++ == 0;
+    if (whole && !first && !direct_tried_) {
+      direct_tried_ = true;
+      direct_ = set_direct(true);  // false: this file system caches it all
+    }
+    if (!whole && direct_) {
+      if (!set_direct(false)) return errno;
+      direct_ = false;
+    }
+    if (direct_) {
+      if (write_all(fd_, bytes)) return 0;
+      // Refused before anything was written (a device whose blocks are
+      // larger than the alignment, say): the rest goes through the cache.
+      if (errno != EINVAL || !set_direct(false)) return errno;
+      direct_ = false;
+    }
+    return write_all(fd_, bytes) ? 0 : errno;
+  }
+
+ private:
+  bool set_direct(bool on) {
+    int flags = fcntl(fd_, F_GETFL);
+    if (flags < 0) return false;
+    flags = on ? (flags | O_DIRECT) : (flags & ~O_DIRECT);
+    return fcntl(fd_, F_SETFL, flags) == 0;
+  }
+
+  int fd_;
+  char* buf_;
+  std::size_t chunks_ = 0;
+  bool direct_tried_ = false;
+  bool direct_ = false;
+};
+
+// Hashes a put's chunks on a helper thread, started at the second chunk,
+// while the put writes them: a large put then takes about as long as the
+// slower of hashing and writing, not their sum.
+class OverlappedHash {
+ public:
+  explicit OverlappedHash(Sha256& hasher) : hasher_(hasher) {}
+  ~OverlappedHash() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  OverlappedHash(const OverlappedHash&) = delete;
+  OverlappedHash& operator=(const OverlappedHash&) = delete;
+
+  void start(const char* data, std::size_t size) {
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    {
+      std::lock_guard lock(mu_);
+      job_ = std::string_view(data, size);
+      busy_ = true;
+    }
+    cv_.notify_all();
+  }
+  // Until the chunk last started is hashed (at once if none is).
+  void wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return !busy_; });
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return busy_ || stopping_; });
+      if (!busy_) return;
+      const std::string_view job = job_;
+      lock.unlock();
+      hasher_.update(job.data(), job.size());
+      lock.lock();
+      busy_ = false;
+      cv_.notify_all();
+    }
+  }
+
+  Sha256& hasher_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string_view job_;
+  bool busy_ = false;
+  bool stopping_ = false;
+  std::thread thread_;
+};
 
 }  // namespace
 
@@ -240,46 +358,139 @@ Result<ObjectInfo> LocalObjectStore::put_bytes(std::string_view key, std::string
       options);
 }
 
+class LocalObjectStore::Pending final : public PendingPut {
+ public:
+  Pending(LocalObjectStore& store, std::string key, PutOptions options,
+          std::optional<std::string> expected)
+      : store_(store),
+        key_(std::move(key)),
+        options_(std::move(options)),
+        expected_(std::move(expected)) {}
+  // Uncommitted: its temp files go, and the directories begin_put made if
+  // nothing else has come to live in them.
+  ~Pending() override {
+    if (committed_) return;
+    for (const std::string& name : {data_tmp_, meta_tmp_})
+      if (!name.empty()) unlinkat(store_.tmp_fd_.get(), name.c_str(), 0);
+    if (made_dirs_)
+      if (auto path = store_.open_key_path(key_, /*create=*/false); path)
+        store_.prune_empty_dirs(*path);
+  }
+
+  Result<ObjectInfo> put_fd(int fd) override {
+    if (used_)
+      return make_error(ErrorCode::kInvalidArgument,
+                        "the pending put of " + store_.shown(key_) + " was already used");
+    return store_.finish_put(*this, [fd](char* buf, std::size_t capacity) -> Result<std::size_t> {
+      for (;;) {
+        ssize_t n = ::read(fd, buf, capacity);
+        if (n >= 0) return static_cast<std::size_t>(n);
+        if (errno != EINTR) return errno_error("read(source fd)");
+      }
+    });
+  }
+
+ private:
+  friend class LocalObjectStore;
+  LocalObjectStore& store_;
+  std::string key_;
+  PutOptions options_;
+  std::optional<std::string> expected_;
+  std::string data_tmp_, meta_tmp_;  // in ~tmp
+  UniqueFd data_, meta_;
+  bool made_dirs_ = false;
+  bool used_ = false;
+  bool committed_ = false;
+};
+
+Result<std::unique_ptr<PendingPut>> LocalObjectStore::begin_put(std::string_view key,
+                                                                const PutOptions& options) {
+  auto put = start_put(key, options, /*make_dirs=*/true);
+  if (!put) return tl::unexpected(put.error());
+  return std::unique_ptr<PendingPut>(std::move(*put));
+}
+
 Result<ObjectInfo> LocalObjectStore::put_stream(std::string_view key, const ChunkSource& source,
                                                 const PutOptions& options) {
+  auto put = start_put(key, options, /*make_dirs=*/false);
+  if (!put) return tl::unexpected(put.error());
+  return finish_put(**put, source);
+}
+
+Result<std::unique_ptr<LocalObjectStore::Pending>> LocalObjectStore::start_put(
+    std::string_view key, const PutOptions& options, bool make_dirs) {
   CORRAL_TRY(check_key(key));
   auto expected = check_put_options(options);
   if (!expected) return tl::unexpected(expected.error().wrap("putting " + shown(key)));
+  auto put = std::make_unique<Pending>(*this, std::string(key), options, std::move(*expected));
+  for (auto [name, fd, what] : {std::tuple{&put->data_tmp_, &put->data_, "data"},
+                                std::tuple{&put->meta_tmp_, &put->meta_, "meta"}}) {
+    std::string tmp = random_name(what);
+    fd->reset(openat(tmp_fd_.get(), tmp.c_str(),
+                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!*fd) return write_error("create(" + root_ + "/" + kTmpDir + "/" + tmp + ")", errno);
+    *name = std::move(tmp);
+  }
+  if (make_dirs) {
+    auto path = open_key_path(key, /*create=*/true);
+    if (!path) return tl::unexpected(path.error().wrap("putting " + shown(key)));
+    put->made_dirs_ = true;
+  }
+  return put;
+}
 
+Result<ObjectInfo> LocalObjectStore::finish_put(Pending& put, const ChunkSource& source) {
+  put.used_ = true;
+  const std::string& key = put.key_;
+  const PutOptions& options = put.options_;
   // The content, hashed as it is written.
-  std::string data_tmp = random_name("data");
-  UniqueFd out(openat(tmp_fd_.get(), data_tmp.c_str(),
-                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!out) return write_error("create(" + root_ + "/" + kTmpDir + "/" + data_tmp + ")", errno);
-  ScopeGuard drop_data([&] { unlinkat(tmp_fd_.get(), data_tmp.c_str(), 0); });
   Sha256 hasher;
   std::uint64_t size = 0;
-  std::vector<char> buf(kChunk);
-  for (;;) {
-    auto n = source(buf.data(), buf.size());
-    if (!n) return tl::unexpected(n.error().wrap("putting " + shown(key)));
-    if (*n == 0) break;
-    size += *n;
+  ContentWriter writer(put.data_.get());
+  OverlappedHash overlapped(hasher);  // destroyed first: its thread stops reading the buffer
+  if (!writer.buffer())
+    return errno_error("putting " + shown(key) + ": allocating a buffer", ENOMEM);
+  for (bool end = false; !end;) {
+    // Whole chunks until the last: every write but the last starts and
+    // ends on a chunk boundary, as a write around the page cache must.
+    std::size_t got = 0;
+    while (got < kChunk) {
+      auto n = source(writer.buffer() + got, kChunk - got);
+      if (!n) return tl::unexpected(n.error().wrap("putting " + shown(key)));
+      if (*n == 0) {
+        end = true;
+        break;
+      }
+      got += *n;
+    }
+    if (got == 0) break;
+    size += got;
     if (options.max_size && size > *options.max_size) {
       return over_max_size("putting " + shown(key) + ": the content is over its limit of " +
                             std::to_string(*options.max_size) + " bytes; nothing stored");
     }
-    hasher.update(buf.data(), *n);
-    if (!write_all(out.get(), std::string_view(buf.data(), *n))) {
-      return write_error("putting " + shown(key) + ": write", errno);
-    }
+    // The first chunk is hashed here; the chunks after it on a helper
+    // thread while they are written (both only read the buffer).
+    if (size == got)
+      hasher.update(writer.buffer(), got);
+    else
+      overlapped.start(writer.buffer(), got);
+    const int err = writer.write(got);
+    overlapped.wait();
+    if (err != 0) return write_error("putting " + shown(key) + ": write", err);
   }
   std::string sha256 = Sha256::hex(hasher.final());
-  if (*expected && **expected != sha256) {
+  if (put.expected_ && *put.expected_ != sha256) {
     return make_error(ErrorCode::kInvalidArgument,
                       "putting " + shown(key) + ": the content's sha256 is " + sha256 +
-                          ", not the expected " + **expected + "; nothing stored");
+                          ", not the expected " + *put.expected_ + "; nothing stored");
   }
-  if (durable_sync(out.get()) != 0) return write_error("putting " + shown(key) + ": fsync", errno);
-  out.reset();
+  if (durable_sync(put.data_.get()) != 0)
+    return write_error("putting " + shown(key) + ": fsync", errno);
+  put.data_.reset();
 
   ObjectInfo info;
-  info.key = std::string(key);
+  info.key = key;
   info.size = size;
   info.sha256 = sha256;
   info.modified_ms = now_ms();
@@ -289,18 +500,12 @@ Result<ObjectInfo> LocalObjectStore::put_stream(std::string_view key, const Chun
                          {"sha256", info.sha256},
                          {"modified_ms", info.modified_ms},
                          {"metadata", info.metadata}};
-  std::string meta_tmp = random_name("meta");
-  UniqueFd meta_out(openat(tmp_fd_.get(), meta_tmp.c_str(),
-                           O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!meta_out) return write_error("putting " + shown(key) + ": create meta", errno);
-  ScopeGuard drop_meta([&] { unlinkat(tmp_fd_.get(), meta_tmp.c_str(), 0); });
-  if (!write_all(meta_out.get(), json_text(meta)) || durable_sync(meta_out.get()) != 0) {
+  if (!write_all(put.meta_.get(), json_text(meta)) || durable_sync(put.meta_.get()) != 0) {
     return write_error("putting " + shown(key) + ": write meta", errno);
   }
-  meta_out.reset();
-  CORRAL_TRY(commit(key, data_tmp, meta_tmp, sha256));
-  drop_data.dismiss();
-  drop_meta.dismiss();
+  put.meta_.reset();
+  CORRAL_TRY(commit(key, put.data_tmp_, put.meta_tmp_, sha256));
+  put.committed_ = true;
   return info;
 }
 

@@ -45,6 +45,9 @@ class LocalObjectStore final : public ObjectStore {
   Result<ObjectInfo> put_fd(std::string_view key, int fd, const PutOptions& options) override;
   Result<ObjectInfo> put_bytes(std::string_view key, std::string_view bytes,
                                const PutOptions& options) override;
+  // Makes the key's directories and the put's temp files now.
+  Result<std::unique_ptr<PendingPut>> begin_put(std::string_view key,
+                                                const PutOptions& options) override;
   Result<ObjectInfo> get(std::string_view key, const ObjectSink& sink) override;
   Result<ObjectInfo> head(std::string_view key) override;
   Status remove(std::string_view key) override;
@@ -65,8 +68,13 @@ class LocalObjectStore final : public ObjectStore {
   // fsync(fd) when the store is power-loss durable; 0 (done) otherwise.
   int durable_sync(int fd) const;
 
+  // A put between its temp files' creation and its commit.
+  class Pending;
   Result<ObjectInfo> put_stream(std::string_view key, const ChunkSource& source,
                                 const PutOptions& options);
+  Result<std::unique_ptr<Pending>> start_put(std::string_view key, const PutOptions& options,
+                                             bool make_dirs);
+  Result<ObjectInfo> finish_put(Pending& put, const ChunkSource& source);
   Result<KeyPath> open_key_path(std::string_view key, bool create) const;
   int leaf_dir(const KeyPath& path) const;
   Result<ObjectInfo> read_meta(int dirfd, const std::string& leaf, std::string_view key) const;

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -59,6 +60,18 @@ struct PutOptions {
 // returned by get().
 using ObjectSink = std::function<Status(std::span<const char>)>;
 
+// A put whose bytes come later (ObjectStore::begin_put). Destroyed before
+// its put_fd, or after a failed one, it stores nothing and leaves nothing
+// behind. It must not outlive its store.
+class PendingPut {
+ public:
+  virtual ~PendingPut() = default;
+  // Stores what `fd` holds from its current offset to its end, as
+  // ObjectStore::put_fd would with the key and options given to begin_put.
+  // Once: a second call is kInvalidArgument.
+  virtual Result<ObjectInfo> put_fd(int fd) = 0;
+};
+
 class ObjectStore {
  public:
   virtual ~ObjectStore() = default;
@@ -74,6 +87,13 @@ class ObjectStore {
   virtual Result<ObjectInfo> put_fd(std::string_view key, int fd, const PutOptions& options) = 0;
   virtual Result<ObjectInfo> put_bytes(std::string_view key, std::string_view bytes,
                                        const PutOptions& options) = 0;
+  // A put of `key` whose content does not exist yet (a task's output while
+  // its command runs): the back-end does now what it can without the bytes
+  // (the local store makes the key's directories and its temp files), so
+  // that the put itself is only the copy. The default does it all in the
+  // PendingPut's put_fd. A bad key or options are refused here.
+  virtual Result<std::unique_ptr<PendingPut>> begin_put(std::string_view key,
+                                                        const PutOptions& options);
   // Streams the object to `sink`; the returned info's sha256 is that of the
   // bytes delivered (and kInvalidArgument when it differs from the one
   // recorded at put: the object was corrupted at rest).

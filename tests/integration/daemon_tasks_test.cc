@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -225,7 +226,17 @@ TEST(DaemonTasks, HostileOutputsAreRefusedAndNothingOfTheHostIsStored) {
     ASSERT_EQ(t["outputs"].size(), 1u) << t.dump();
     EXPECT_FALSE(t["outputs"][0].value("present", true));
     EXPECT_EQ(d.request("GET", "/v1/tasks/" + id + "/outputs/0").status, 404);
+    // The put begun for it while the command ran left nothing: no temp
+    // file, no directory under the task's key.
+    struct stat st;
+    EXPECT_NE(stat((d.data_dir() + "/objects/tasks/" + id + "/1/outputs").c_str(), &st), 0)
+        << "the output's directory was left";
   }
+  std::size_t temps = 0;
+  for ([[maybe_unused]] const auto& e :
+       std::filesystem::directory_iterator(d.data_dir() + "/objects/~tmp"))
+    ++temps;
+  EXPECT_EQ(temps, 0u) << "a begun put's temp files were left";
   // Hostile input and output paths are refused before anything runs.
   for (const char* path : {"/workspace/../etc/passwd", "workspace/x", "/workspace//x"}) {
     json in = task_body("h-in", "true");

@@ -288,6 +288,29 @@ TEST_F(S3ObjectStoreTest, APutFromAPipeIsSpooledThenSent) {
   EXPECT_EQ(curl_get("piped").body, data);
 }
 
+// The default begin_put: nothing happens at the server until the bytes
+// come; a pending put dropped unused leaves no object.
+TEST_F(S3ObjectStoreTest, ABegunPutSendsOnlyWhenItsBytesCome) {
+  auto pending = store_->begin_put("begun/0", {});
+  ASSERT_TRUE(pending.has_value()) << pending.error().to_string();
+  EXPECT_EQ(store_->head("begun/0").error().code, ErrorCode::kNotFound);
+  std::string path = dir_ + "/begun";
+  std::ofstream(path) << "begun bytes";
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  auto put = (*pending)->put_fd(fd);
+  ::close(fd);
+  ASSERT_TRUE(put.has_value()) << put.error().to_string();
+  EXPECT_EQ(curl_get("begun/0").body, "begun bytes");
+  EXPECT_EQ((*pending)->put_fd(0).error().code, ErrorCode::kInvalidArgument);  // once
+  {
+    auto dropped = store_->begin_put("begun/1", {});
+    ASSERT_TRUE(dropped.has_value());
+  }
+  EXPECT_EQ(store_->head("begun/1").error().code, ErrorCode::kNotFound);
+  EXPECT_FALSE(store_->begin_put("../x", {}).has_value());
+}
+
 TEST_F(S3ObjectStoreTest, FactoryTakesTheCredentialsFromTheSecretStoreByName) {
   ObjectStoreConfig config;
   config.kind = ObjectStoreConfig::Kind::kS3;

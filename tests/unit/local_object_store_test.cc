@@ -157,6 +157,150 @@ TEST_F(LocalObjectStoreTest, PutFdStoresFromTheCurrentOffsetToTheEnd) {
   EXPECT_EQ(get_bytes("k"), "keep this");
 }
 
+// A put's chunks after the first are written around the page cache where
+// the file system allows it, and the last partial one through it: every
+// size around the chunk boundaries reads back whole, with its sha256,
+// whether the bytes come from a file or from a pipe in odd-sized pieces.
+TEST_F(LocalObjectStoreTest, LargePutsReadBackWholeAtEveryChunkBoundary) {
+  constexpr std::size_t kMiB = 1 << 20;
+  std::string bytes(5 * kMiB + 4096, '\0');
+  for (std::size_t i = 0; i < bytes.size(); ++i)
+    bytes[i] = static_cast<char>((i * 2654435761u) >> 13);
+  const std::size_t sizes[] = {kMiB - 1,     kMiB,         kMiB + 1,         2 * kMiB,
+                               3 * kMiB - 1, 3 * kMiB + 512, 5 * kMiB + 4096};
+  const std::string path = dir_ + "/src";
+  for (std::size_t size : sizes) {
+    SCOPED_TRACE("size " + std::to_string(size));
+    const std::string_view content(bytes.data(), size);
+    const std::string sha = sha256_hex(content);
+    {
+      std::ofstream(path, std::ios::binary | std::ios::trunc).write(content.data(), size);
+      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      ASSERT_GE(fd, 0);
+      auto put = store_->put_fd("from/file", fd, {});
+      ::close(fd);
+      ASSERT_TRUE(put.has_value()) << put.error().to_string();
+      EXPECT_EQ(put->size, size);
+      EXPECT_EQ(put->sha256, sha);
+      Result<ObjectInfo> got;
+      EXPECT_TRUE(get_bytes("from/file", &got) == content);
+      ASSERT_TRUE(got.has_value()) << got.error().to_string();
+      EXPECT_EQ(got->sha256, sha);
+    }
+    {
+      int p[2];
+      ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+      std::thread writer([&, w = p[1]] {
+        // 61 KiB and 3 bytes at a time: reads that never fill a chunk.
+        for (std::size_t off = 0; off < size;) {
+          std::size_t n = std::min<std::size_t>(size - off, off % 2 ? 3 : 61 * 1024);
+          ssize_t wrote = ::write(w, content.data() + off, n);
+          if (wrote <= 0) break;
+          off += static_cast<std::size_t>(wrote);
+        }
+        ::close(w);
+      });
+      auto put = store_->put_fd("from/pipe", p[0], {});
+      writer.join();
+      ::close(p[0]);
+      ASSERT_TRUE(put.has_value()) << put.error().to_string();
+      EXPECT_EQ(put->sha256, sha);
+      EXPECT_TRUE(get_bytes("from/pipe") == content);
+    }
+    auto bytes_put = store_->put_bytes("from/bytes", content, {});
+    ASSERT_TRUE(bytes_put.has_value()) << bytes_put.error().to_string();
+    EXPECT_EQ(bytes_put->sha256, sha);
+    EXPECT_TRUE(get_bytes("from/bytes") == content);
+  }
+  EXPECT_EQ(tmp_entries(), 0u);
+}
+
+// begin_put (a task's outputs while its command runs): the key's
+// directories and the temp files exist at once, the object only after its
+// put_fd; a pending put dropped unused takes its temp files and the
+// directories it made (while empty) with it.
+TEST_F(LocalObjectStoreTest, ABegunPutStoresOnlyWhenItsBytesComeAndADroppedOneLeavesNothing) {
+  PutOptions options;
+  options.metadata = {{"task", "t"}};
+  auto pending = store_->begin_put("tasks/t/1/outputs/0", options);
+  ASSERT_TRUE(pending.has_value()) << pending.error().to_string();
+  EXPECT_TRUE(stdfs::is_directory(root_ + "/tasks/t/1/outputs"));
+  EXPECT_EQ(tmp_entries(), 2u);  // the content's and the meta's
+  EXPECT_EQ(store_->head("tasks/t/1/outputs/0").error().code, ErrorCode::kNotFound);
+  EXPECT_TRUE(store_->list("tasks/").value().empty());
+
+  const std::string path = dir_ + "/src";
+  std::ofstream(path) << "output bytes";
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  auto put = (*pending)->put_fd(fd);
+  ASSERT_TRUE(put.has_value()) << put.error().to_string();
+  EXPECT_EQ(put->sha256, sha256_hex("output bytes"));
+  EXPECT_EQ(get_bytes("tasks/t/1/outputs/0"), "output bytes");
+  EXPECT_EQ(store_->head("tasks/t/1/outputs/0")->metadata.at("task"), "t");
+  EXPECT_EQ(tmp_entries(), 0u);
+  // Once only.
+  auto again = (*pending)->put_fd(fd);
+  ::close(fd);
+  ASSERT_FALSE(again.has_value());
+  EXPECT_EQ(again.error().code, ErrorCode::kInvalidArgument);
+  pending->reset();
+  EXPECT_EQ(get_bytes("tasks/t/1/outputs/0"), "output bytes");
+
+  // Dropped unused: nothing stored, nothing left, the store's other
+  // directories kept.
+  {
+    auto dropped = store_->begin_put("tasks/u/1/outputs/0", {});
+    ASSERT_TRUE(dropped.has_value());
+    EXPECT_TRUE(stdfs::is_directory(root_ + "/tasks/u/1/outputs"));
+  }
+  EXPECT_FALSE(stdfs::exists(root_ + "/tasks/u"));
+  EXPECT_TRUE(stdfs::is_directory(root_ + "/tasks/t/1/outputs"));
+  EXPECT_EQ(tmp_entries(), 0u);
+
+  // A failed put_fd (over its max_size) stores nothing and leaves nothing.
+  PutOptions small;
+  small.max_size = 4;
+  {
+    auto over = store_->begin_put("tasks/v/0", small);
+    ASSERT_TRUE(over.has_value());
+    int z = ::open("/dev/zero", O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(z, 0);
+    auto refused = (*over)->put_fd(z);
+    ::close(z);
+    ASSERT_FALSE(refused.has_value());
+    EXPECT_EQ(refused.error().sys_errno, kOverMaxSize);
+  }
+  EXPECT_EQ(store_->head("tasks/v/0").error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(tmp_entries(), 0u);
+
+  // Refused at once: a hostile key, bad metadata.
+  EXPECT_EQ(store_->begin_put("../x", {}).error().code, ErrorCode::kInvalidArgument);
+  PutOptions bad;
+  bad.metadata = {{"Not Valid", "x"}};
+  EXPECT_FALSE(store_->begin_put("k", bad).has_value());
+  EXPECT_EQ(tmp_entries(), 0u);
+}
+
+// The directories a begun put made may be pruned by the remove of another
+// key before its bytes come (they are empty until then): its put makes
+// them again.
+TEST_F(LocalObjectStoreTest, ABegunPutWhoseDirectoriesWerePrunedMeanwhileStillStores) {
+  auto pending = store_->begin_put("a/b/c", {});
+  ASSERT_TRUE(pending.has_value());
+  ASSERT_TRUE(store_->put_bytes("a/b/d", "other", {}).has_value());
+  ASSERT_TRUE(store_->remove("a/b/d").has_value());
+  EXPECT_FALSE(stdfs::exists(root_ + "/a"));
+  const std::string path = dir_ + "/src";
+  std::ofstream(path) << "late";
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  auto put = (*pending)->put_fd(fd);
+  ::close(fd);
+  ASSERT_TRUE(put.has_value()) << put.error().to_string();
+  EXPECT_EQ(get_bytes("a/b/c"), "late");
+}
+
 TEST_F(LocalObjectStoreTest, HostileKeysAreRefusedByEveryOperation) {
   std::vector<std::string> hostile = {
       "", ".", "..", "../x", "a/../b", "a/..", "/abs", "/etc/passwd", "a//b", "a/", "./a",

@@ -4,7 +4,9 @@
 #include "daemon/metered_object_store.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <string>
@@ -82,6 +84,34 @@ TEST(MeteredObjectStore, FailuresOfTheStoreAreCountedByOperation) {
   ASSERT_FALSE(got);
   EXPECT_EQ(errors(f.metrics, "get"), 1);
   EXPECT_EQ(errors(f.metrics, "head"), 0);
+}
+
+// A put begun early (a task's outputs) counts its failures as a put's,
+// and its refusals by the caller's own limits not at all.
+TEST(MeteredObjectStore, ABegunPutIsCountedAsAPut) {
+  Fixture f;
+  ASSERT_TRUE(f.store);
+  objstore::PutOptions small;
+  small.max_size = 2;
+  auto over = f.store->begin_put("a/over", small);
+  ASSERT_TRUE(over.has_value());
+  int zero = ::open("/dev/zero", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(zero, 0);
+  EXPECT_EQ((*over)->put_fd(zero).error().sys_errno, objstore::kOverMaxSize);
+  ::close(zero);
+  EXPECT_EQ(errors(f.metrics, "put"), 0);
+  // The source is a directory: reading it fails, and that is the put's failure.
+  auto bad = f.store->begin_put("a/dir", {});
+  ASSERT_TRUE(bad.has_value());
+  int dir = ::open(f.dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(dir, 0);
+  EXPECT_FALSE((*bad)->put_fd(dir).has_value());
+  ::close(dir);
+  EXPECT_EQ(errors(f.metrics, "put"), 1);
+  // A file where the store needs a directory: the begin itself fails.
+  std::ofstream(f.dir.file("objects/blocked")) << "x";
+  EXPECT_FALSE(f.store->begin_put("blocked/x", {}).has_value());
+  EXPECT_EQ(errors(f.metrics, "put"), 2);
 }
 
 }  // namespace
