@@ -87,6 +87,15 @@ std::string ClusterKey::mac(std::string_view method, std::string_view target, st
   return to_hex(out, len);
 }
 
+std::string ClusterKey::derive(std::string_view label) const {
+  const std::string data = "corral-derive-v1\n" + std::string(label);
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), bytes_.data(), static_cast<int>(bytes_.size()),
+       reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &len);
+  return std::string(reinterpret_cast<const char*>(out), len);
+}
+
 std::string ClusterKey::sign(std::string_view method, std::string_view target, std::string_view ns,
                              std::string_view from_node, std::int64_t unix_seconds) const {
   return std::to_string(unix_seconds) + "." + mac(method, target, ns, from_node, unix_seconds);

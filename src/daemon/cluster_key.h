@@ -38,6 +38,12 @@ class ClusterKey {
   // which others accept their forwarded calls.
   std::string id() const;
 
+  // A secret of its own for another use (32 bytes, HMAC-SHA256 of a
+  // version tag and `label` under the key), the same on every node that
+  // has the key: the E2B facade's access-token key in a fleet, so that any
+  // node checks the token of any node's sandbox.
+  std::string derive(std::string_view label) const;
+
   // The X-Corral-Signature value for a request.
   std::string sign(std::string_view method, std::string_view target, std::string_view ns,
                    std::string_view from_node, std::int64_t unix_seconds) const;

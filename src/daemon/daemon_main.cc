@@ -353,6 +353,10 @@ int serve(const ServeFlags& flags) {
   }
   const bool fleet = store->shared() && cluster_key.has_value();
   const std::string key_id = cluster_key ? cluster_key->id() : "";
+  // In a fleet the E2B access tokens are the fleet's: any node checks the
+  // token of a sandbox another node made (docs/fleet.md "E2B").
+  std::optional<std::string> fleet_token_key;
+  if (fleet) fleet_token_key = cluster_key->derive("e2b-access-token");
   NodeForwarder forwarder(*store, std::move(cluster_key), metrics);
   context.forwarder = &forwarder;
   // Creates are placed across the fleet's nodes (docs/fleet.md "Placement").
@@ -360,10 +364,13 @@ int serve(const ServeFlags& flags) {
   context.placer = &placer;
   ApiRouter router(context, *keys);
   // The E2B-compatible facade (docs/e2b.md): its envd access tokens are
-  // derived from a key of this data dir, so they survive a restart.
+  // derived from a key of this data dir (or of the fleet), so they survive
+  // a restart.
   std::optional<E2bFacade> e2b;
   if (config.e2b.enabled) {
-    auto token_key = E2bFacade::load_or_make_key(config.data_dir + "/e2b-token.key");
+    auto token_key = fleet_token_key
+                         ? Result<std::string>(*fleet_token_key)
+                         : E2bFacade::load_or_make_key(config.data_dir + "/e2b-token.key");
     if (!token_key) return fail("serve.e2b: " + token_key.error().message, token_key.error().hint);
     e2b.emplace(context, *keys, config.e2b, std::move(*token_key));
     if (auto st = e2b->check_templates(); !st) return fail(st.error().message, st.error().hint);

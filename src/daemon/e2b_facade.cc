@@ -19,6 +19,7 @@
 #include "base/strings.h"
 #include "daemon/e2b_facade_internal.h"
 #include "daemon/metrics.h"
+#include "daemon/node_forwarder.h"
 #include "daemon/sandbox_service.h"
 #include "e2b/control_messages.h"
 
@@ -115,6 +116,9 @@ bool E2bFacade::authenticated(const http::Peer& peer, const http::RequestHead& h
     auto token = head.header("x-access-token");
     return id && token && token_matches(trim(*id), trim(*token));
   }
+  // A call another node of the fleet forwarded, signed with the cluster key.
+  if (ctx_.forwarder != nullptr && NodeForwarder::is_forwarded(head))
+    return ctx_.forwarder->forwarded_namespace(head).has_value();
   if (peer.kind != http::Peer::kTcp) return true;
   auto key = head.header("x-api-key");
   return key && keys_.verify(corral_key(trim(*key)));
@@ -149,7 +153,11 @@ void E2bFacade::handle(const http::Peer& peer, const http::RequestHead& head,
     }
     if (!query)
       return send_connect_error(out, e2b::ConnectCode::kInvalidArgument, query.error().message);
-    ApiRequest r{peer, head, body, out, {std::string(trim(*id))}, *query, "default"};
+    // A sandbox another node of the fleet runs: the call goes there (the
+    // token, the fleet's, was checked here and is checked there again).
+    const std::string sandbox_id(trim(*id));
+    if (relayed_to_owner(head, body, out, sandbox_id, "default", /*envd=*/true)) return;
+    ApiRequest r{peer, head, body, out, {sandbox_id}, *query, "default"};
     EnvdCall call{*this, r, std::string(trim(*id)), method};
     // A sandbox that is gone answers 502, as E2B's proxy does (the SDK's
     // isRunning() is false on 502 only).
@@ -179,7 +187,17 @@ void E2bFacade::handle(const http::Peer& peer, const http::RequestHead& head,
   }
   // The control plane.
   std::string ns(ApiKeys::kDefaultNamespace);
-  if (peer.kind == http::Peer::kTcp) {
+  if (ctx_.forwarder != nullptr && NodeForwarder::is_forwarded(head)) {
+    // Forwarded by another node of the fleet: the namespace it
+    // authenticated, under the cluster key's signature.
+    auto forwarded = ctx_.forwarder->forwarded_namespace(head);
+    if (!forwarded) {
+      (void)out.send(401, {{"content-type", "application/json"}, {"connection", "close"}},
+                     e2b::error_json(401, "the forwarded call's signature is not valid"));
+      return;
+    }
+    ns = std::move(*forwarded);
+  } else if (peer.kind == http::Peer::kTcp) {
     auto key = head.header("x-api-key");
     std::optional<std::string> found;
     if (key) found = keys_.namespace_of(corral_key(trim(*key)));
@@ -195,9 +213,35 @@ void E2bFacade::handle(const http::Peer& peer, const http::RequestHead& head,
     ns = std::move(*found);
   }
   if (!query) return send_control_error(out, 400, query.error().message);
+  const std::vector<std::string_view> parts = split(rest.substr(1));
+  // A call on a sandbox another node of the fleet runs goes there.
+  std::string_view target_id;
+  if (parts.size() >= 2 && parts[0] == "sandboxes") target_id = parts[1];
+  else if (parts.size() >= 3 && parts[0] == "v2" && parts[1] == "sandboxes") target_id = parts[2];
+  if (!target_id.empty() &&
+      relayed_to_owner(head, body, out, std::string(target_id), ns, /*envd=*/false))
+    return;
   ApiRequest r{peer, head, body, out, {}, *query, ns};
-  ControlCall call{*this, r, split(rest.substr(1))};
+  ControlCall call{*this, r, parts};
   handle_control(call);
+}
+
+bool E2bFacade::relayed_to_owner(const http::RequestHead& head, http::BodyReader& body,
+                                 http::ResponseWriter& out, const std::string& id,
+                                 const std::string& ns, bool envd) {
+  if (ctx_.forwarder == nullptr || ctx_.sandboxes.registered(id)) return false;
+  auto owner = ctx_.forwarder->e2b_owner(head, id);
+  if (!owner) return false;
+  ctx_.metrics
+      .counter("corral_e2b_forwarded_total", "E2B calls sent on to the node that runs the sandbox",
+               {{"surface", envd ? "envd" : "control"}})
+      .inc();
+  if (ctx_.forwarder->forward_e2b(*owner, head, body, out, ns)) return true;
+  // As E2B's proxy answers for a sandbox it cannot reach.
+  (void)out.send(502, {{"content-type", "application/json"}},
+                 e2b::error_json(502, "sandbox " + id + " runs on node " + owner->id + " (" +
+                                          owner->address + "), which cannot be reached"));
+  return true;
 }
 
 // ---- shared helpers ---------------------------------------------------------

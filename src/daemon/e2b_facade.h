@@ -59,6 +59,12 @@ class E2bFacade {
   const ApiKeys& keys() const { return keys_; }
 
  private:
+  // A call on sandbox `id` that another live node of the fleet runs, sent
+  // there (docs/fleet.md "E2B"): true when answered.
+  bool relayed_to_owner(const http::RequestHead& head, http::BodyReader& body,
+                        http::ResponseWriter& out, const std::string& id, const std::string& ns,
+                        bool envd);
+
   ApiContext& ctx_;
   const ApiKeys& keys_;
   E2bSettings settings_;

@@ -1,5 +1,7 @@
 #include "daemon/node_forwarder.h"
 
+#include <strings.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -29,6 +31,18 @@ std::int64_t unix_seconds() {
 bool passes_on(std::string_view name) {
   return name == "content-type" || name == "accept" || name == "idempotency-key" ||
          name == "last-event-id" || name == "range";
+}
+
+// What an E2B call carries besides (envd's token and sandbox, Connect's
+// timeouts, an upload's encoding, the user name of a Basic credential,
+// which envd runs commands as). X-API-Key stays here: the signature stands
+// for it.
+bool e2b_passes_on(std::string_view name, std::string_view value) {
+  if (name == "authorization")
+    return value.size() >= 6 && strncasecmp(value.data(), "basic ", 6) == 0;
+  return name == "x-access-token" || name == "e2b-sandbox-id" ||
+         name == "connect-protocol-version" || name == "connect-timeout-ms" ||
+         name == "content-encoding" || name == "keepalive-ping-interval";
 }
 
 // Response headers relayed back; framing is the server's own.
@@ -166,7 +180,8 @@ bool NodeForwarder::forward(const NodeRecord& node, const std::string& what,
 
 tl::expected<NodeForwarder::Call, NodeForwarder::CallError> NodeForwarder::open_call(
     const NodeRecord& node, const http::RequestHead& head, const std::string& target,
-    const std::string& ns, const http::BodySource& source, std::optional<std::uint64_t> length) {
+    const std::string& ns, const http::BodySource& source, std::optional<std::uint64_t> length,
+    bool e2b_headers) {
   auto endpoint = http::Endpoint::parse("http://" + node.address);
   if (!endpoint) return tl::unexpected(CallError{endpoint.error().message, false});
   auto client = http::Client::connect(*endpoint, std::chrono::seconds(5));
@@ -176,7 +191,8 @@ tl::expected<NodeForwarder::Call, NodeForwarder::CallError> NodeForwarder::open_
   client->set_io_timeout(std::chrono::hours(1));
   http::Headers headers;
   for (const auto& h : head.headers)
-    if (passes_on(h.name)) headers.push_back(h);
+    if (passes_on(h.name) || (e2b_headers && e2b_passes_on(h.name, h.value)))
+      headers.push_back(h);
   headers.push_back({std::string(kForwardedBy), store_.node()});
   headers.push_back({std::string(kNamespace), ns});
   headers.push_back({std::string(kSignature),
@@ -208,6 +224,33 @@ void NodeForwarder::relay_answer(Call& call, const std::string& node_id,
     if (!out.write(std::string_view(buf, *n))) break;
   }
   (void)out.finish();
+}
+
+std::optional<NodeRecord> NodeForwarder::e2b_owner(const http::RequestHead& head,
+                                                   const std::string& id) {
+  if (!key_ || is_forwarded(head)) return std::nullopt;
+  auto record = store_.get(id);
+  if (!record || record->node.empty() || record->node == store_.node() ||
+      is_final(record->state) || record->lost_at_ms)
+    return std::nullopt;
+  auto node = store_.get_node(record->node);
+  if (!node || node->state != NodeState::kLive) return std::nullopt;
+  return std::move(*node);
+}
+
+bool NodeForwarder::forward_e2b(const NodeRecord& node, const http::RequestHead& head,
+                                http::BodyReader& body, http::ResponseWriter& out,
+                                const std::string& ns) {
+  http::BodySource source = [&body](char* buf, std::size_t cap) { return body.read(buf, cap); };
+  const std::optional<std::uint64_t> length =
+      head.chunked ? std::nullopt : std::optional<std::uint64_t>(head.content_length.value_or(0));
+  auto call = open_call(node, head, head.target, ns, source, length, /*e2b_headers=*/true);
+  if (!call) {
+    metrics_.counter("corral_forward_errors_total", "Calls that could not be forwarded").inc();
+    return false;
+  }
+  relay_answer(*call, node.id, head, out);
+  return true;
 }
 
 NodeForwarder::CreateOutcome NodeForwarder::forward_create(

@@ -69,6 +69,19 @@ class NodeForwarder {
   CreateOutcome forward_create(const http::RequestHead& head, const std::string& body,
                                http::ResponseWriter& out, const std::string& ns,
                                const NodeRecord& node, const std::string& placement_id);
+  // The E2B facade's calls (docs/fleet.md "E2B"): the live node, not this
+  // one, that runs sandbox `id`, when the call is to go there (a cluster
+  // key, a record not final, not forwarded already); nullopt otherwise.
+  std::optional<NodeRecord> e2b_owner(const http::RequestHead& head, const std::string& id);
+  // Sends an E2B call to `node`, signed for namespace `ns`, with the
+  // headers envd and the control plane read (the access token, the sandbox
+  // id, Connect's timeouts, a Basic user name; never the X-API-Key, which
+  // the signature stands for), and relays the answer as it comes. False
+  // when the node could not be reached and nothing was sent: the caller
+  // answers.
+  bool forward_e2b(const NodeRecord& node, const http::RequestHead& head, http::BodyReader& body,
+                   http::ResponseWriter& out, const std::string& ns);
+
   // ClusterKey::id of this node's key ("" without one).
   std::string key_id() const { return key_ ? key_->id() : ""; }
 
@@ -85,7 +98,8 @@ class NodeForwarder {
   tl::expected<Call, CallError> open_call(const NodeRecord& node, const http::RequestHead& head,
                                           const std::string& target, const std::string& ns,
                                           const http::BodySource& source,
-                                          std::optional<std::uint64_t> length);
+                                          std::optional<std::uint64_t> length,
+                                          bool e2b_headers = false);
   // Sends the caller's request to `node` and relays its answer: true. When
   // it cannot be reached, 503 saying "<what> on node N (address), which
   // cannot be reached" (true), or, without `answer_unreached` and when not

@@ -314,6 +314,74 @@ TEST_F(Fleet, CallsOnAnotherNodesSandboxAreForwardedSignedAndStreamed) {
 
 // Creates sent to one node are placed across the fleet by free room for
 // each node's size, by labels and by node, and never past a node's room.
+// docs/fleet.md "E2B": the E2B facade of any node reaches a sandbox that
+// another node runs. envd (a raw upload and a download, a Connect call)
+// and the control plane (get, set timeout, kill) are sent on to the owner,
+// signed; the access token is the fleet's, so node A checks it too, and a
+// wrong one is refused there, before anything is sent.
+TEST_F(Fleet, E2bCallsOnAnotherNodesSandboxGoToItsNode) {
+  TempDir keys("corral-fleet-keys");
+  const std::string key = write_cluster_key(keys, std::string(64, 'e'));
+  const std::string with_key = "  cluster_key_file: " + key + "\n";
+  TestDaemon a({}, node_config(url_, "node-a", 1, with_key));
+  ASSERT_TRUE(a.ready()) << a.output();
+  TestDaemon b({}, node_config(url_, "node-b", 2, with_key));
+  ASSERT_TRUE(b.ready()) << b.output();
+  const http::Headers json_type = {{"content-type", "application/json"}};
+  auto created = b.request("POST", "/e2b/v2/sandboxes", R"({"templateID":"base","timeout":300})",
+                           false, true, json_type);
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string id = created.json().value("sandboxID", "");
+  const std::string token = created.json().value("envdAccessToken", "");
+  ASSERT_FALSE(id.empty());
+  auto envd = [&](const std::string& type, const std::string& access) {
+    return http::Headers{{"content-type", type}, {"e2b-sandbox-id", id}, {"x-access-token", access}};
+  };
+
+  // envd through node A: the upload lands in node B's sandbox.
+  auto up = a.request("POST", "/e2b/envd/files?path=/workspace/via-a.txt", "written through a",
+                      false, true, envd("application/octet-stream", token));
+  ASSERT_EQ(up.status, 200) << up.body;
+  EXPECT_EQ(http::find_header(up.headers, "x-corral-node"),
+            std::optional<std::string_view>("node-b"));
+  auto down = a.request("GET", "/e2b/envd/files?path=/workspace/via-a.txt", "", false, true,
+                        envd("application/octet-stream", token));
+  ASSERT_EQ(down.status, 200) << down.body;
+  EXPECT_EQ(down.body, "written through a");
+  auto stat = a.request("POST", "/e2b/envd/filesystem.Filesystem/Stat",
+                        R"({"path":"/workspace/via-a.txt"})", false, true,
+                        envd("application/json", token));
+  ASSERT_EQ(stat.status, 200) << stat.body;
+  EXPECT_EQ(stat.json()["entry"].value("size", std::string()), "17") << stat.body;
+  // A wrong token is refused at node A; node B never sees the call.
+  auto wrong = a.request("POST", "/e2b/envd/filesystem.Filesystem/Stat",
+                         R"({"path":"/workspace/via-a.txt"})", false, true,
+                         envd("application/json", std::string(64, '0')));
+  EXPECT_EQ(wrong.status, 401) << wrong.body;
+  EXPECT_FALSE(http::find_header(wrong.headers, "x-corral-node").has_value());
+
+  // The control plane through node A.
+  auto info = a.request("GET", "/e2b/sandboxes/" + id);
+  ASSERT_EQ(info.status, 200) << info.body;
+  EXPECT_EQ(info.json().value("sandboxID", ""), id);
+  EXPECT_EQ(http::find_header(info.headers, "x-corral-node"),
+            std::optional<std::string_view>("node-b"));
+  auto timeout = a.request("POST", "/e2b/sandboxes/" + id + "/timeout", R"({"timeout":600})",
+                           false, true, json_type);
+  EXPECT_EQ(timeout.status, 204) << timeout.body;
+  auto connected = a.request("POST", "/e2b/sandboxes/" + id + "/connect", R"({"timeout":600})",
+                             false, true, json_type);
+  ASSERT_EQ(connected.status, 200) << connected.body;
+  EXPECT_EQ(connected.json().value("envdAccessToken", ""), token);
+  auto killed = a.request("DELETE", "/e2b/sandboxes/" + id);
+  EXPECT_EQ(killed.status, 204) << killed.body;
+  EXPECT_TRUE(eventually([&] {
+    return b.request("GET", "/v1/sandboxes/" + id).json().value("state", "") == "cleaned";
+  })) << "node B did not destroy it";
+  auto gone = a.request("GET", "/e2b/sandboxes/" + id);
+  EXPECT_EQ(gone.status, 404) << gone.body;
+}
+
 TEST_F(Fleet, CreatesArePlacedByFreeRoomLabelsAndNodeNeverPastCapacity) {
   TempDir keys("corral-fleet-keys");
   const std::string key = write_cluster_key(keys, std::string(64, 'c'));

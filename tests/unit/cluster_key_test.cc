@@ -42,6 +42,20 @@ TEST(ClusterKey, ASignatureVerifiesForExactlyWhatItSigned) {
   EXPECT_FALSE(key.verify(flipped, "POST", "/v1/sandboxes/sb-1/exec?x=1", "team", "node-a", t));
 }
 
+// derive(): the same secret on every node with the key (the fleet's E2B
+// token key), a different one per label and per key, never the key itself.
+TEST(ClusterKey, ADerivedSecretIsTheFleetsAndDiffersByLabelAndKey) {
+  const ClusterKey a = ClusterKey::of_bytes(std::string(32, 'a'));
+  const ClusterKey a_again = ClusterKey::of_bytes(std::string(32, 'a'));
+  const ClusterKey b = ClusterKey::of_bytes(std::string(32, 'b'));
+  const std::string tokens = a.derive("e2b-access-token");
+  EXPECT_EQ(tokens.size(), 32u);
+  EXPECT_EQ(tokens, a_again.derive("e2b-access-token"));
+  EXPECT_NE(tokens, a.derive("another-use"));
+  EXPECT_NE(tokens, b.derive("e2b-access-token"));
+  EXPECT_NE(tokens, std::string(32, 'a'));
+}
+
 TEST(ClusterKey, TheKeyFileMustBePrivateAndLongEnough) {
   corral::testing::TempDir dir("corral-cluster-key");
   const std::string path = dir.file("k");
