@@ -8,9 +8,12 @@
 
 #include "base/json_text.h"
 #include "daemon/e2b_facade_internal.h"
+#include "daemon/node_forwarder.h"
 #include "daemon/pool_service.h"
+#include "daemon/sandbox_placer.h"
 #include "daemon/sandbox_service.h"
 #include "e2b/control_messages.h"
+#include "store/state_store.h"
 
 namespace corral::daemon::e2b_internal {
 
@@ -161,22 +164,83 @@ void create(ControlCall& c) {
   if (!corral_body) return send_control_error(c.r.out, 400, corral_body.error().message);
   auto request = parse_create_with_pool(ctx, json_text(*corral_body));
   if (!request) return send_control_error(c.r.out, request.error());
-  auto created = ctx.sandboxes.create(*request, std::nullopt, c.r.ns);
-  if (!created) {
-    const api::ApiError& e = created.error();
-    if (e.http_status == 404 && e.message.find("no image named") != std::string::npos)
-      return send_control_error(
-          c.r.out, 400,
-          "template \"" + req->template_id +
-              "\" is not known to this corral daemon: it is neither a pool, an image "
-              "(corral image ls) nor mapped in serve.e2b.templates");
-    return send_control_error(c.r.out, e);
-  }
-  ctx.metrics.counter("corral_e2b_sandboxes_created_total", "Sandboxes created through the E2B facade")
-      .inc();
-  (void)c.r.out.send(201, {{"content-type", "application/json"}},
-                     e2b::created_json(view_of(c.facade, created->info)));
+  auto local = [&](const std::optional<std::string>& placement_id) {
+    api::CreateSandboxRequest here = *request;
+    here.placement_id = placement_id;
+    return ctx.sandboxes.create(here, std::nullopt, c.r.ns);
+  };
+  SandboxPlacer::Door door;
+  door.answer_created = [&](ApiResult<SandboxService::Created> created) {
+    if (!created) {
+      const api::ApiError& e = created.error();
+      if (e.http_status == 404 && e.message.find("no image named") != std::string::npos)
+        return send_control_error(
+            c.r.out, 400,
+            "template \"" + req->template_id +
+                "\" is not known to this corral daemon: it is neither a pool, an image "
+                "(corral image ls) nor mapped in serve.e2b.templates");
+      return send_control_error(c.r.out, e);
+    }
+    ctx.metrics
+        .counter("corral_e2b_sandboxes_created_total", "Sandboxes created through the E2B facade")
+        .inc();
+    (void)c.r.out.send(201, {{"content-type", "application/json"}},
+                       e2b::created_json(view_of(c.facade, created->info)));
+  };
+  door.answer_error = [&](const api::ApiError& e) { send_control_error(c.r.out, e); };
+  door.create_path = c.facade.settings().prefix + "/v2/sandboxes";
+  // In a fleet the create is placed like the /v1 API's (docs/fleet.md); one
+  // another node placed here (signed, the placement in the query) is made
+  // here, never placed again.
+  const bool placed_elsewhere = NodeForwarder::is_forwarded(c.r.head);
+  if (ctx.placer == nullptr || placed_elsewhere)
+    return door.answer_created(
+        local(placed_elsewhere ? c.r.query_value("placement") : std::nullopt));
+  ctx.placer->create(c.r, *body, PlacementWish{}, *request, local, door);
 }
+
+bool matches(const api::SandboxInfo& info, const std::map<std::string, std::string>& filter) {
+  for (const auto& [k, v] : filter) {
+    auto it = info.spec.metadata.find(k);
+    if (it == info.spec.metadata.end() || it->second != v) return false;
+  }
+  return true;
+}
+
+// The sandboxes of other nodes of a fleet, as the shared store has them:
+// whose namespace each is (its runtime record), whether its node is live.
+class RemoteSandboxes {
+ public:
+  explicit RemoteSandboxes(ApiContext& ctx) : ctx_(ctx) {}
+
+  bool running_for(const api::SandboxInfo& info, const std::string& ns) {
+    if (ctx_.forwarder == nullptr || info.node.empty() ||
+        info.node == ctx_.sandboxes.store().node())
+      return false;
+    if (!node_live(info.node)) return false;
+    auto record = ctx_.sandboxes.store().get(info.id);
+    if (!record || record->lost_at_ms || !record->runtime_json) return false;
+    auto rt = nlohmann::json::parse(*record->runtime_json, nullptr, false);
+    if (!rt.is_object() || rt.value("ns", std::string("default")) != ns) return false;
+    // A warm pool's sandbox is no caller's until claimed (ADR 0015).
+    const bool pooled =
+        record->idempotency_key && record->idempotency_key->rfind(kPoolKeyPrefix, 0) == 0;
+    return !pooled || rt.value("claimed", false);
+  }
+
+ private:
+  bool node_live(const std::string& id) {
+    auto known = live_.find(id);
+    if (known != live_.end()) return known->second;
+    auto node = ctx_.sandboxes.store().get_node(id);
+    const bool live = node && node->state == NodeState::kLive;
+    live_.emplace(id, live);
+    return live;
+  }
+
+  ApiContext& ctx_;
+  std::map<std::string, bool> live_;
+};
 
 void list(ControlCall& c) {
   ApiContext& ctx = c.facade.context();
@@ -212,22 +276,24 @@ void list(ControlCall& c) {
   auto all = ctx.sandboxes.list();
   if (!all) return send_control_error(c.r.out, all.error());
   std::vector<api::SandboxInfo> shown;
+  RemoteSandboxes remote(ctx);
   if (want_running) {
     for (auto& info : *all) {
       if (info.state != "ready" && info.state != "running") continue;
       auto live = ctx.sandboxes.live(info.id);
-      if (!live) continue;
+      if (!live) {
+        // Another node's, in a fleet: listed where the store says it is the
+        // caller's and running on a live node.
+        if (remote.running_for(info, c.r.ns) && matches(info, filter))
+          shown.push_back(std::move(info));
+        continue;
+      }
       {
         std::lock_guard lock((*live)->mu);
         if ((*live)->ns != c.r.ns) continue;
       }
       if (ctx.sandboxes.unclaimed_pooled(info.id)) continue;
-      bool match = true;
-      for (const auto& [k, v] : filter) {
-        auto it = info.spec.metadata.find(k);
-        if (it == info.spec.metadata.end() || it->second != v) match = false;
-      }
-      if (match) shown.push_back(std::move(info));
+      if (matches(info, filter)) shown.push_back(std::move(info));
     }
   }
   std::sort(shown.begin(), shown.end(), [](const api::SandboxInfo& a, const api::SandboxInfo& b) {

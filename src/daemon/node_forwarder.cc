@@ -255,9 +255,8 @@ bool NodeForwarder::forward_e2b(const NodeRecord& node, const http::RequestHead&
 
 NodeForwarder::CreateOutcome NodeForwarder::forward_create(
     const http::RequestHead& head, const std::string& body, http::ResponseWriter& out,
-    const std::string& ns, const NodeRecord& node, const std::string& placement_id) {
+    const std::string& ns, const NodeRecord& node, const std::string& target, std::string* lost) {
   if (!key_) return CreateOutcome::kNoKey;
-  const std::string target = "/v1/sandboxes?placement=" + placement_id;
   std::size_t sent = 0;
   http::BodySource source = [&](char* buf, std::size_t cap) -> Result<std::size_t> {
     const std::size_t n = std::min(cap, body.size() - sent);
@@ -270,12 +269,9 @@ NodeForwarder::CreateOutcome NodeForwarder::forward_create(
     metrics_.counter("corral_forward_errors_total", "Calls that could not be forwarded").inc();
     // Not connected: the node never saw the create, another may take it.
     if (!call.error().sent) return CreateOutcome::kNotReached;
-    send_error(out, api::make_api_error(
-                        api::ApiErrorCode::kUnavailable,
-                        "the create was sent to node " + node.id + " (" + node.address +
-                            "), whose answer was lost: " + call.error().why,
-                        "", "list the sandboxes (or retry with the same Idempotency-Key)"));
-    return CreateOutcome::kAnswered;
+    *lost = "the create was sent to node " + node.id + " (" + node.address +
+            "), whose answer was lost: " + call.error().why;
+    return CreateOutcome::kLost;
   }
   // Full there after all (its own count is the last word): another node may
   // have room.

@@ -57,18 +57,20 @@ class NodeForwarder {
                   const std::string& ns, const std::string& id,
                   const std::vector<std::pair<std::string, std::string>>& query);
 
-  // Sends a create (its JSON `body`, read already) to `node`, which a
-  // placement chose (store/placement.h), naming the placement so that the
-  // node's stored sandbox fills it.
+  // Sends a create (its JSON `body`, read already) to `target` on `node`
+  // (a create path with ?placement=<id>: the placement a placement chose,
+  // store/placement.h, which the node's stored sandbox fills).
   enum class CreateOutcome {
-    kAnswered,    // the node's answer (or why it was lost) is on `out`
+    kAnswered,    // the node's answer is on `out`
+    kLost,        // sent, and its answer was lost: *lost says so (the caller answers)
     kFull,        // the node refused it for capacity (429, 507): place again
     kNotReached,  // no connection: the node never saw it, place again
     kNoKey,       // this node has no cluster key: it cannot forward
   };
   CreateOutcome forward_create(const http::RequestHead& head, const std::string& body,
                                http::ResponseWriter& out, const std::string& ns,
-                               const NodeRecord& node, const std::string& placement_id);
+                               const NodeRecord& node, const std::string& target,
+                               std::string* lost);
   // The E2B facade's calls (docs/fleet.md "E2B"): the live node, not this
   // one, that runs sandbox `id`, when the call is to go there (a cluster
   // key, a record not final, not forwarded already); nullopt otherwise.

@@ -141,10 +141,11 @@ ApiResult<SandboxService::Created> SandboxService::claim_pooled(
     return api_fail(st.error());
   }
   // What a restarted daemon re-attaches with: the claim's env, network
-  // slot and namespace.
-  if (auto st = store_.set_runtime(
-          id, json_text(runtime_json(e->live->identity(), e->env, e->net_slot, nullptr, ns)));
-      !st) {
+  // slot and namespace; and that it is claimed (other nodes of a fleet
+  // read it to list it as the caller's, docs/fleet.md "E2B").
+  nlohmann::json claimed = runtime_json(e->live->identity(), e->env, e->net_slot, nullptr, ns);
+  claimed["claimed"] = true;
+  if (auto st = store_.set_runtime(id, json_text(claimed)); !st) {
     (void)destroy(id, "pool: the claim's runtime record could not be stored");
     return api_fail(st.error());
   }

@@ -88,18 +88,26 @@ SandboxPlacer::SandboxPlacer(StateStore& store, NodeForwarder& forwarder, Metric
                              bool fleet)
     : store_(store), forwarder_(forwarder), metrics_(metrics), fleet_(fleet) {}
 
-void SandboxPlacer::answer_local(ApiRequest& r, ApiResult<SandboxService::Created> created) {
-  if (!created) return send_error(r.out, created.error());
-  send_json(r.out, created->created ? 201 : 200, api::to_json(created->info));
+void SandboxPlacer::create(ApiRequest& r, const std::string& body, const PlacementWish& wish,
+                           const api::CreateSandboxRequest& request, const LocalCreate& local) {
+  Door v1;
+  v1.answer_created = [&r](ApiResult<SandboxService::Created> created) {
+    if (!created) return send_error(r.out, created.error());
+    send_json(r.out, created->created ? 201 : 200, api::to_json(created->info));
+  };
+  v1.answer_error = [&r](const api::ApiError& e) { send_error(r.out, e); };
+  v1.create_path = "/v1/sandboxes";
+  create(r, body, wish, request, local, v1);
 }
 
 void SandboxPlacer::create(ApiRequest& r, const std::string& body, const PlacementWish& wish,
-                           const api::CreateSandboxRequest& request, const LocalCreate& local) {
+                           const api::CreateSandboxRequest& request, const LocalCreate& local,
+                           const Door& door) {
   // Outside a fleet nothing is placed unless the create asks where.
-  if (!fleet_ && wish.empty()) return answer_local(r, local(std::nullopt));
+  if (!fleet_ && wish.empty()) return door.answer_created(local(std::nullopt));
   if (!fleet_ && !wish.node.empty() && wish.node != store_.node())
-    return send_error(
-        r.out, api::make_api_error(api::ApiErrorCode::kConflict,
+    return door.answer_error(
+        api::make_api_error(api::ApiErrorCode::kConflict,
                                    "placement.node is " + wish.node + ", and this node (" +
                                        store_.node() + ") cannot send creates to other nodes",
                                    "placement.node",
@@ -124,20 +132,19 @@ void SandboxPlacer::create(ApiRequest& r, const std::string& body, const Placeme
   // Each round leaves out the nodes that refused: at most one per node.
   for (;;) {
     auto placed = store_.place_sandbox(req, share_of_spec);
-    if (!placed) return send_error(r.out, api::to_api_error(placed.error()));
+    if (!placed) return door.answer_error(api::to_api_error(placed.error()));
     if (placed->id.empty()) {
       counted("none");
       const std::string why = describe_refusals(placed->refused);
       if (placed->full)
-        return send_error(r.out, api::make_api_error(
-                                     api::ApiErrorCode::kOverCapacity,
-                                     "no node of the fleet has room for this sandbox (" + why + ")",
-                                     "", "retry later, or ask for less"));
-      return send_error(
-          r.out, api::make_api_error(api::ApiErrorCode::kInvalidValue,
-                                     "no live node matches this create (" + why + ")",
-                                     wish.empty() ? "pool" : "placement",
-                                     "list the nodes, their labels and pools with GET /v1/nodes"));
+        return door.answer_error(api::make_api_error(
+            api::ApiErrorCode::kOverCapacity,
+            "no node of the fleet has room for this sandbox (" + why + ")", "",
+            "retry later, or ask for less"));
+      return door.answer_error(api::make_api_error(
+          api::ApiErrorCode::kInvalidValue, "no live node matches this create (" + why + ")",
+          wish.empty() ? "pool" : "placement",
+          "list the nodes, their labels and pools with GET /v1/nodes"));
     }
     const std::string id = placed->id;
     if (placed->node == store_.node()) {
@@ -148,27 +155,34 @@ void SandboxPlacer::create(ApiRequest& r, const std::string& body, const Placeme
         continue;
       }
       counted("local");
-      return answer_local(r, std::move(created));
+      return door.answer_created(std::move(created));
     }
     auto node = store_.get_node(placed->node);
     if (!node) {
       (void)store_.release_placement(id);
-      return send_error(r.out, api::to_api_error(node.error()));
+      return door.answer_error(api::to_api_error(node.error()));
     }
-    const auto outcome = forwarder_.forward_create(r.head, body, r.out, r.ns, *node, id);
+    std::string lost;
+    const auto outcome = forwarder_.forward_create(r.head, body, r.out, r.ns, *node,
+                                                   door.create_path + "?placement=" + id, &lost);
     (void)store_.release_placement(id);
     switch (outcome) {
       case NodeForwarder::CreateOutcome::kAnswered:
         counted("forwarded");
         return;
+      case NodeForwarder::CreateOutcome::kLost:
+        counted("forwarded");
+        return door.answer_error(api::make_api_error(
+            api::ApiErrorCode::kUnavailable, lost, "",
+            "list the sandboxes (or retry with the same Idempotency-Key)"));
       case NodeForwarder::CreateOutcome::kFull:
       case NodeForwarder::CreateOutcome::kNotReached:
         req.exclude.push_back(placed->node);
         continue;
       case NodeForwarder::CreateOutcome::kNoKey:
-        return send_error(r.out, api::make_api_error(api::ApiErrorCode::kInternal,
-                                                     "placed on node " + placed->node +
-                                                         " with no cluster key to forward with"));
+        return door.answer_error(api::make_api_error(
+            api::ApiErrorCode::kInternal,
+            "placed on node " + placed->node + " with no cluster key to forward with"));
     }
   }
 }

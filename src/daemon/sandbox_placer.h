@@ -62,13 +62,24 @@ class SandboxPlacer {
   using LocalCreate = std::function<ApiResult<SandboxService::Created>(
       const std::optional<std::string>& placement_id)>;
 
+  // The API a create came through: how it answers, and where on the
+  // chosen node a create it forwards goes (with ?placement=<id>, and the
+  // body as sent). The /v1 API's by default; the E2B facade has its own.
+  struct Door {
+    std::function<void(ApiResult<SandboxService::Created>)> answer_created;
+    std::function<void(const api::ApiError&)> answer_error;
+    std::string create_path;
+  };
+
   // Answers create `r` (its JSON body `body` as sent, the request parsed
   // from it): placed, then created here through `local` or forwarded.
   void create(ApiRequest& r, const std::string& body, const PlacementWish& wish,
               const api::CreateSandboxRequest& request, const LocalCreate& local);
+  void create(ApiRequest& r, const std::string& body, const PlacementWish& wish,
+              const api::CreateSandboxRequest& request, const LocalCreate& local,
+              const Door& door);
 
  private:
-  void answer_local(ApiRequest& r, ApiResult<SandboxService::Created> created);
 
   StateStore& store_;
   NodeForwarder& forwarder_;

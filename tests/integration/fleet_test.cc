@@ -314,26 +314,50 @@ TEST_F(Fleet, CallsOnAnotherNodesSandboxAreForwardedSignedAndStreamed) {
 
 // Creates sent to one node are placed across the fleet by free room for
 // each node's size, by labels and by node, and never past a node's room.
-// docs/fleet.md "E2B": the E2B facade of any node reaches a sandbox that
-// another node runs. envd (a raw upload and a download, a Connect call)
-// and the control plane (get, set timeout, kill) are sent on to the owner,
-// signed; the access token is the fleet's, so node A checks it too, and a
-// wrong one is refused there, before anything is sent.
-TEST_F(Fleet, E2bCallsOnAnotherNodesSandboxGoToItsNode) {
+// docs/fleet.md "E2B": the E2B facade of any node places creates like the
+// /v1 API and reaches a sandbox that another node runs. Node A has room
+// for one sandbox, node B for four: an E2B create sent to A runs on B.
+// envd (a raw upload and a download, a Connect call) and the control plane
+// (get, set timeout, connect, kill) through A are sent on to B, signed;
+// the access token is the fleet's, so A checks it too, and a wrong one is
+// refused there, before anything is sent.
+TEST_F(Fleet, E2bCreatesArePlacedAndCallsGoToTheSandboxsNode) {
   TempDir keys("corral-fleet-keys");
   const std::string key = write_cluster_key(keys, std::string(64, 'e'));
-  const std::string with_key = "  cluster_key_file: " + key + "\n";
-  TestDaemon a({}, node_config(url_, "node-a", 1, with_key));
+  TestDaemon a({}, node_config(url_, "node-a", 1, placed_node(key, 1)));
   ASSERT_TRUE(a.ready()) << a.output();
-  TestDaemon b({}, node_config(url_, "node-b", 2, with_key));
+  TestDaemon b({}, node_config(url_, "node-b", 2, placed_node(key, 4)));
   ASSERT_TRUE(b.ready()) << b.output();
+  // Node A full: its one sandbox, placed there by name.
+  auto first = a.request("POST", "/v1/sandboxes",
+                         R"({"limits":{"memory":"64Mi","disk":"16Mi"},"placement":{"node":"node-a"}})");
+  ASSERT_EQ(first.status, 201) << first.body;
   const http::Headers json_type = {{"content-type", "application/json"}};
-  auto created = b.request("POST", "/e2b/v2/sandboxes", R"({"templateID":"base","timeout":300})",
-                           false, true, json_type);
+  auto created =
+      a.request("POST", "/e2b/v2/sandboxes",
+                R"({"templateID":"base","timeout":300,"metadata":{"team":"fleet"}})", false,
+                true, json_type);
   ASSERT_EQ(created.status, 201) << created.body;
+  EXPECT_EQ(header(created, "x-corral-node"), "node-b") << "placed where there is room";
   const std::string id = created.json().value("sandboxID", "");
   const std::string token = created.json().value("envdAccessToken", "");
   ASSERT_FALSE(id.empty());
+  EXPECT_EQ(b.request("GET", "/v1/sandboxes/" + id).json().value("node", ""), "node-b");
+  // Listed by every node (the caller's, running, by metadata).
+  auto listed_ids = [&](TestDaemon& via) {
+    std::vector<std::string> ids;
+    auto l = via.request("GET", "/e2b/v2/sandboxes?metadata=team%3Dfleet");
+    EXPECT_EQ(l.status, 200) << l.body;
+    for (const auto& e : l.json()) ids.push_back(e.value("sandboxID", ""));
+    return ids;
+  };
+  EXPECT_EQ(listed_ids(a), std::vector<std::string>{id});
+  EXPECT_EQ(listed_ids(b), std::vector<std::string>{id});
+  // A bad create is refused by the node asked, in E2B's shape.
+  auto bad = a.request("POST", "/e2b/v2/sandboxes", R"({"templateID":"no-such-template"})",
+                       false, true, json_type);
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(bad.json().value("code", 0), 400) << bad.body;
   auto envd = [&](const std::string& type, const std::string& access) {
     return http::Headers{{"content-type", type}, {"e2b-sandbox-id", id}, {"x-access-token", access}};
   };
@@ -380,6 +404,7 @@ TEST_F(Fleet, E2bCallsOnAnotherNodesSandboxGoToItsNode) {
   })) << "node B did not destroy it";
   auto gone = a.request("GET", "/e2b/sandboxes/" + id);
   EXPECT_EQ(gone.status, 404) << gone.body;
+  EXPECT_TRUE(listed_ids(a).empty());
 }
 
 TEST_F(Fleet, CreatesArePlacedByFreeRoomLabelsAndNodeNeverPastCapacity) {
