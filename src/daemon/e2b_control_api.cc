@@ -8,7 +8,6 @@
 
 #include "base/json_text.h"
 #include "daemon/e2b_facade_internal.h"
-#include "daemon/node_forwarder.h"
 #include "daemon/pool_service.h"
 #include "daemon/sandbox_placer.h"
 #include "daemon/sandbox_service.h"
@@ -189,13 +188,8 @@ void create(ControlCall& c) {
   };
   door.answer_error = [&](const api::ApiError& e) { send_control_error(c.r.out, e); };
   door.create_path = c.facade.settings().prefix + "/v2/sandboxes";
-  // In a fleet the create is placed like the /v1 API's (docs/fleet.md); one
-  // another node placed here (signed, the placement in the query) is made
-  // here, never placed again.
-  const bool placed_elsewhere = NodeForwarder::is_forwarded(c.r.head);
-  if (ctx.placer == nullptr || placed_elsewhere)
-    return door.answer_created(
-        local(placed_elsewhere ? c.r.query_value("placement") : std::nullopt));
+  // In a fleet the create is placed like the /v1 API's (docs/fleet.md).
+  if (ctx.placer == nullptr) return door.answer_created(local(std::nullopt));
   ctx.placer->create(c.r, *body, PlacementWish{}, *request, local, door);
 }
 

@@ -158,7 +158,7 @@ void E2bFacade::handle(const http::Peer& peer, const http::RequestHead& head,
     const std::string sandbox_id(trim(*id));
     if (relayed_to_owner(head, body, out, sandbox_id, "default", /*envd=*/true)) return;
     ApiRequest r{peer, head, body, out, {sandbox_id}, *query, "default"};
-    EnvdCall call{*this, r, std::string(trim(*id)), method};
+    EnvdCall call{*this, r, sandbox_id, method};
     // A sandbox that is gone answers 502, as E2B's proxy does (the SDK's
     // isRunning() is false on 502 only).
     auto live = ctx_.sandboxes.live(call.sandbox_id);

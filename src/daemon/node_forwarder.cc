@@ -159,13 +159,8 @@ bool NodeForwarder::forward(const NodeRecord& node, const std::string& what,
                             const http::RequestHead& head, http::BodyReader& body,
                             http::ResponseWriter& out, const std::string& ns,
                             bool answer_unreached) {
-  http::BodySource source = [&body](char* buf, std::size_t cap) { return body.read(buf, cap); };
-  // The caller's framing: its length, chunked, or no body at all.
-  const std::optional<std::uint64_t> length =
-      head.chunked ? std::nullopt : std::optional<std::uint64_t>(head.content_length.value_or(0));
-  auto call = open_call(node, head, head.target, ns, source, length);
+  auto call = open_relay(node, head, body, ns, /*e2b_headers=*/false);
   if (!call) {
-    metrics_.counter("corral_forward_errors_total", "Calls that could not be forwarded").inc();
     // Not even connected: nothing of the request was read or sent.
     if (!answer_unreached && !call.error().sent) return false;
     send_error(out, api::make_api_error(api::ApiErrorCode::kUnavailable,
@@ -176,6 +171,19 @@ bool NodeForwarder::forward(const NodeRecord& node, const std::string& what,
   }
   relay_answer(*call, node.id, head, out);
   return true;
+}
+
+tl::expected<NodeForwarder::Call, NodeForwarder::CallError> NodeForwarder::open_relay(
+    const NodeRecord& node, const http::RequestHead& head, http::BodyReader& body,
+    const std::string& ns, bool e2b_headers) {
+  http::BodySource source = [&body](char* buf, std::size_t cap) { return body.read(buf, cap); };
+  // The caller's framing: its length, chunked, or no body at all.
+  const std::optional<std::uint64_t> length =
+      head.chunked ? std::nullopt : std::optional<std::uint64_t>(head.content_length.value_or(0));
+  auto call = open_call(node, head, head.target, ns, source, length, e2b_headers);
+  if (!call)
+    metrics_.counter("corral_forward_errors_total", "Calls that could not be forwarded").inc();
+  return call;
 }
 
 tl::expected<NodeForwarder::Call, NodeForwarder::CallError> NodeForwarder::open_call(
@@ -241,14 +249,8 @@ std::optional<NodeRecord> NodeForwarder::e2b_owner(const http::RequestHead& head
 bool NodeForwarder::forward_e2b(const NodeRecord& node, const http::RequestHead& head,
                                 http::BodyReader& body, http::ResponseWriter& out,
                                 const std::string& ns) {
-  http::BodySource source = [&body](char* buf, std::size_t cap) { return body.read(buf, cap); };
-  const std::optional<std::uint64_t> length =
-      head.chunked ? std::nullopt : std::optional<std::uint64_t>(head.content_length.value_or(0));
-  auto call = open_call(node, head, head.target, ns, source, length, /*e2b_headers=*/true);
-  if (!call) {
-    metrics_.counter("corral_forward_errors_total", "Calls that could not be forwarded").inc();
-    return false;
-  }
+  auto call = open_relay(node, head, body, ns, /*e2b_headers=*/true);
+  if (!call) return false;
   relay_answer(*call, node.id, head, out);
   return true;
 }

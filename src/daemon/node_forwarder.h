@@ -102,6 +102,11 @@ class NodeForwarder {
                                           const http::BodySource& source,
                                           std::optional<std::uint64_t> length,
                                           bool e2b_headers = false);
+  // open_call with the caller's own target, body and framing; a failure is
+  // counted (corral_forward_errors_total).
+  tl::expected<Call, CallError> open_relay(const NodeRecord& node, const http::RequestHead& head,
+                                           http::BodyReader& body, const std::string& ns,
+                                           bool e2b_headers);
   // Sends the caller's request to `node` and relays its answer: true. When
   // it cannot be reached, 503 saying "<what> on node N (address), which
   // cannot be reached" (true), or, without `answer_unreached` and when not

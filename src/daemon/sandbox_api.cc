@@ -2,7 +2,6 @@
 // destroy, extend, network, and the revocation of its broker tokens.
 #include "base/json_text.h"
 #include "daemon/api_context.h"
-#include "daemon/node_forwarder.h"
 #include "daemon/pool_service.h"
 #include "daemon/sandbox_placer.h"
 #include "daemon/sandbox_service.h"
@@ -46,11 +45,8 @@ void handle_create_sandbox(ApiContext& ctx, ApiRequest& r) {
     here.placement_id = placement_id;
     return ctx.sandboxes.create(here, key, r.ns);
   };
-  // A create another node placed here (signed, placement in the query):
-  // created here, never placed again.
-  const bool placed_elsewhere = NodeForwarder::is_forwarded(r.head);
-  if (ctx.placer == nullptr || placed_elsewhere) {
-    auto created = local(placed_elsewhere ? r.query_value("placement") : std::nullopt);
+  if (ctx.placer == nullptr) {
+    auto created = local(std::nullopt);
     if (fail_if_error(r, created)) return;
     return send_json(r.out, created->created ? 201 : 200, api::to_json(created->info));
   }

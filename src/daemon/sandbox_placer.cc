@@ -103,6 +103,10 @@ void SandboxPlacer::create(ApiRequest& r, const std::string& body, const Placeme
 void SandboxPlacer::create(ApiRequest& r, const std::string& body, const PlacementWish& wish,
                            const api::CreateSandboxRequest& request, const LocalCreate& local,
                            const Door& door) {
+  // A create another node placed here (signed, the placement in the
+  // query): made here, never placed again.
+  if (NodeForwarder::is_forwarded(r.head))
+    return door.answer_created(local(r.query_value("placement")));
   // Outside a fleet nothing is placed unless the create asks where.
   if (!fleet_ && wish.empty()) return door.answer_created(local(std::nullopt));
   if (!fleet_ && !wish.node.empty() && wish.node != store_.node())

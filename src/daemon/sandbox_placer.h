@@ -72,7 +72,9 @@ class SandboxPlacer {
   };
 
   // Answers create `r` (its JSON body `body` as sent, the request parsed
-  // from it): placed, then created here through `local` or forwarded.
+  // from it): placed, then created here through `local` or forwarded. A
+  // create another node placed here (signed, ?placement=<id>) is made here
+  // through `local`, never placed again.
   void create(ApiRequest& r, const std::string& body, const PlacementWish& wish,
               const api::CreateSandboxRequest& request, const LocalCreate& local);
   void create(ApiRequest& r, const std::string& body, const PlacementWish& wish,
@@ -80,7 +82,6 @@ class SandboxPlacer {
               const Door& door);
 
  private:
-
   StateStore& store_;
   NodeForwarder& forwarder_;
   MetricsRegistry& metrics_;

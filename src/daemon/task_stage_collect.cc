@@ -70,7 +70,8 @@ std::optional<StageFailure> TaskService::Runner::collect_outputs(
       records.push_back(rec);
       continue;
     }
-    const std::uint64_t max = o.max_size.value_or(s_.config_.max_output_size);
+    const objstore::PutOptions options = output_put_options(i);
+    const std::uint64_t max = *options.max_size;
     struct stat st;
     if (fstat(fd->get(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) > max) {
       fail_output("output_too_large", std::to_string(st.st_size) + " bytes, over its max_size of " +
@@ -88,7 +89,7 @@ std::optional<StageFailure> TaskService::Runner::collect_outputs(
     std::unique_ptr<objstore::PendingPut> pending;
     if (i < pending_outputs_.size()) pending = std::move(pending_outputs_[i]);
     auto stored = pending ? pending->put_fd(fd->get())
-                          : s_.objects_->put_fd(rec.object_key, fd->get(), output_put_options(i));
+                          : s_.objects_->put_fd(rec.object_key, fd->get(), options);
     if (!stored) {
       const Error& e = stored.error();
       if (e.code == ErrorCode::kResourceExhausted && e.sys_errno == objstore::kOverMaxSize)

@@ -63,6 +63,17 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
+// A put's content from `fd`, from its offset to its end.
+LocalObjectStore::ChunkSource read_from(int fd) {
+  return [fd](char* buf, std::size_t capacity) -> Result<std::size_t> {
+    for (;;) {
+      ssize_t n = ::read(fd, buf, capacity);
+      if (n >= 0) return static_cast<std::size_t>(n);
+      if (errno != EINTR) return errno_error("read(source fd)");
+    }
+  };
+}
+
 // Writes a put's content chunk by chunk from one aligned buffer. The first
 // chunk goes through the page cache; the chunks after it, when the file
 // system takes O_DIRECT, go around it: an object this large is written once
@@ -332,16 +343,7 @@ Result<ObjectInfo> LocalObjectStore::read_meta(int dirfd, const std::string& lea
 
 Result<ObjectInfo> LocalObjectStore::put_fd(std::string_view key, int fd,
                                             const PutOptions& options) {
-  return put_stream(
-      key,
-      [fd](char* buf, std::size_t capacity) -> Result<std::size_t> {
-        for (;;) {
-          ssize_t n = ::read(fd, buf, capacity);
-          if (n >= 0) return static_cast<std::size_t>(n);
-          if (errno != EINTR) return errno_error("read(source fd)");
-        }
-      },
-      options);
+  return put_stream(key, read_from(fd), options);
 }
 
 Result<ObjectInfo> LocalObjectStore::put_bytes(std::string_view key, std::string_view bytes,
@@ -381,13 +383,7 @@ class LocalObjectStore::Pending final : public PendingPut {
     if (used_)
       return make_error(ErrorCode::kInvalidArgument,
                         "the pending put of " + store_.shown(key_) + " was already used");
-    return store_.finish_put(*this, [fd](char* buf, std::size_t capacity) -> Result<std::size_t> {
-      for (;;) {
-        ssize_t n = ::read(fd, buf, capacity);
-        if (n >= 0) return static_cast<std::size_t>(n);
-        if (errno != EINTR) return errno_error("read(source fd)");
-      }
-    });
+    return store_.finish_put(*this, read_from(fd));
   }
 
  private:
