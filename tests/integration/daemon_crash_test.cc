@@ -50,7 +50,7 @@ TEST(DaemonCrash, ReattachedProcessCanBeSignalledAndTimesOut) {
   const bool timed_ran_on =
       trec && trec->host_pid && host_start_time(*trec->host_pid) == trec->host_start_time;
   ASSERT_TRUE(d.restart()) << d.output();
-  EXPECT_NE(d.output().find("1 re-attached"), std::string::npos) << d.output();
+  EXPECT_TRUE(d.wait_output("1 re-attached")) << d.output();
   // Who they are on the host was recorded, and they outlived the daemon.
   ASSERT_TRUE(rec && trec);
   ASSERT_TRUE(rec->host_pid && rec->host_start_time) << "host pid of " << pid << " not recorded";
@@ -127,7 +127,7 @@ TEST(DaemonCrash, ReattachedProcessWhosePidWasReusedIsLost) {
     sqlite3_close(db);
   }
   ASSERT_TRUE(d.restart()) << d.output();
-  EXPECT_NE(d.output().find("1 re-attached"), std::string::npos) << d.output();
+  EXPECT_TRUE(d.wait_output("1 re-attached")) << d.output();
   ASSERT_TRUE(recorded) << "the host pid of " << pid << " was not recorded, or it ended";
 
   // Lost: ended, with neither an exit code nor a signal.
@@ -174,7 +174,7 @@ TEST(DaemonCrash, ReattachedSandboxKeepsWorking) {
   ASSERT_TRUE(d.kill9());
   std::this_thread::sleep_for(300ms);  // the sandbox lives on without a daemon
   ASSERT_TRUE(d.restart()) << d.output();
-  EXPECT_NE(d.output().find("1 re-attached"), std::string::npos) << d.output();
+  EXPECT_TRUE(d.wait_output("1 re-attached")) << d.output();
 
   auto info = d.request("GET", "/v1/sandboxes/" + id).json();
   EXPECT_TRUE(info.value("state", "") == "ready" || info.value("state", "") == "running")

@@ -164,7 +164,7 @@ TEST(DaemonHarness, DaemonDiesWithTheTestProcess) {
 TEST(DaemonHarness, OutputHoldsWhatTheDaemonPrintedAfterStartup) {
   TestDaemon d;
   ASSERT_TRUE(d.ready()) << d.output();
-  EXPECT_NE(d.output().find("listening on"), std::string::npos);
+  EXPECT_TRUE(d.wait_output("listening on"));
   EXPECT_EQ(d.output().find("corral serve: stopped"), std::string::npos);
   d.stop();
   std::string out;

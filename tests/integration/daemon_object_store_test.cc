@@ -45,9 +45,8 @@ TEST(DaemonObjectStore, S3CredentialsMissingFromTheSecretStoreStopTheStart) {
   std::string secrets = secrets_file(dir, "s3_id=CORRALTESTACCESSKEY\n");  // no s3_key
   TestDaemon d({}, s3_config("http://127.0.0.1:9", secrets));
   EXPECT_FALSE(d.ready());
-  EXPECT_NE(d.output().find("secret_key_secret names secret s3_key, which the secret store does "
-                            "not have"),
-            std::string::npos)
+  EXPECT_TRUE(d.wait_output("secret_key_secret names secret s3_key, which the secret store does "
+                            "not have"))
       << d.output();
   std::filesystem::remove_all(dir);
 }
@@ -57,8 +56,7 @@ TEST(DaemonObjectStore, AnUnreachableS3ServiceIsAWarningOnly) {
   std::string secrets = secrets_file(dir, "s3_id=CORRALTESTACCESSKEY\ns3_key=corral-test-secret-key-0123456789\n");
   TestDaemon d({}, s3_config("http://127.0.0.1:9", secrets));  // discard port: refused
   ASSERT_TRUE(d.ready()) << d.output();
-  EXPECT_NE(d.output().find("warning: object store http://127.0.0.1:9/corral-test/daemon"),
-            std::string::npos)
+  EXPECT_TRUE(d.wait_output("warning: object store http://127.0.0.1:9/corral-test/daemon"))
       << d.output();
   std::filesystem::remove_all(dir);
 }
@@ -71,7 +69,7 @@ TEST(DaemonObjectStore, RefusedS3CredentialsStopTheStartAndGoodOnesStartIt) {
     std::string secrets = secrets_file(dir, "s3_id=CORRALTESTACCESSKEY\ns3_key=wrong-secret-value\n");
     TestDaemon d({}, s3_config((*server)->endpoint(), secrets));
     EXPECT_FALSE(d.ready());
-    EXPECT_NE(d.output().find("SignatureDoesNotMatch"), std::string::npos) << d.output();
+    EXPECT_TRUE(d.wait_output("SignatureDoesNotMatch")) << d.output();
     EXPECT_EQ(d.output().find("wrong-secret-value"), std::string::npos);
   }
   std::string secrets = secrets_file(dir, "s3_id=CORRALTESTACCESSKEY\ns3_key=corral-test-secret-key-0123456789\n");

@@ -123,7 +123,7 @@ TEST_P(EndedProcesses, StayListedWithTheirResultAndOutput) {
 
   ASSERT_TRUE(take_down(d, GetParam()));
   ASSERT_TRUE(d.restart()) << d.output();
-  ASSERT_NE(d.output().find("1 re-attached"), std::string::npos) << d.output();
+  ASSERT_TRUE(d.wait_output("1 re-attached")) << d.output();
 
   for (bool tcp : kListeners) {
     SCOPED_TRACE(tcp ? "tcp" : "unix");
@@ -369,7 +369,7 @@ TEST_P(EndedSandbox, ItsProcessesAnswerAsBeforeTheRestart) {
   }
   ASSERT_TRUE(d.restart()) << d.output();
   if (GetParam() == End::kDiedWhileDown) {
-    EXPECT_NE(d.output().find("1 destroyed"), std::string::npos) << d.output();
+    EXPECT_TRUE(d.wait_output("1 destroyed")) << d.output();
     EXPECT_EQ(d.request("GET", "/v1/sandboxes/" + id).json().value("state", ""), "cleaned");
   }
   for (bool tcp : kListeners) {

@@ -537,9 +537,9 @@ TEST_F(Fleet, ASecondDaemonWithALiveNodesIdDoesNotStartAndTouchesNothing) {
   ASSERT_FALSE(id.empty());
   TestDaemon twin({}, node_config(url_, "node-a", 2));
   EXPECT_FALSE(twin.ready()) << twin.output();
-  EXPECT_NE(twin.output().find("another daemon is node node-a"), std::string::npos)
+  EXPECT_TRUE(twin.wait_output("another daemon is node node-a"))
       << twin.output();
-  EXPECT_NE(twin.output().find("serve.node.id"), std::string::npos) << twin.output();
+  EXPECT_TRUE(twin.wait_output("serve.node.id")) << twin.output();
   auto info = a.request("GET", "/v1/sandboxes/" + id);
   EXPECT_EQ(info.json()["state"], "ready") << info.body;
   EXPECT_EQ(a.exec(id, "echo still")["stdout"], "still\n");

@@ -432,8 +432,7 @@ TEST_F(DaemonConnections, RaisesTheSoftDescriptorLimit) {
 TEST_F(DaemonConnections, LowDescriptorLimitAnswers503AndTheSocketStillAnswers) {
   auto td = daemon_with_nofile(512, 512);
   ASSERT_TRUE(td->ready()) << td->output();
-  EXPECT_NE(td->output().find("warning: the descriptor limit RLIMIT_NOFILE 512"),
-            std::string::npos)
+  EXPECT_TRUE(td->wait_output("warning: the descriptor limit RLIMIT_NOFILE 512"))
       << td->output();
   std::vector<UniqueFd> kept;
   int refused_at = -1;

@@ -152,7 +152,7 @@ out("b", transparent_http("denied.test"))
 TEST(DaemonNetwork, ABadDefaultNetworkStopsTheDaemonAtStart) {
   TestDaemon d({}, "sandbox:\n  network:\n    default: deny\n    allow_domains: [intranet]\n");
   EXPECT_FALSE(d.ready()) << "the daemon started with a network rule it cannot apply";
-  EXPECT_NE(d.output().find("\"intranet\" is a single label"), std::string::npos) << d.output();
+  EXPECT_TRUE(d.wait_output("\"intranet\" is a single label")) << d.output();
 }
 
 TEST(DaemonNetwork, RefusesWhatCannotBeGivenWithClearErrors) {
@@ -189,7 +189,7 @@ TEST(DaemonNetwork, ReattachedSandboxKeepsItsNetwork) {
   ASSERT_FALSE(id.empty());
   ASSERT_TRUE(d.kill9());
   ASSERT_TRUE(d.restart()) << d.output();
-  EXPECT_NE(d.output().find("1 re-attached"), std::string::npos) << d.output();
+  EXPECT_TRUE(d.wait_output("1 re-attached")) << d.output();
   std::string out = run_client(d, id, R"PY(
 out("a", transparent_http("allowed.test"))
 out("b", transparent_http("denied.test"))

@@ -126,6 +126,14 @@ std::string TestDaemon::output() const {
   return output_;
 }
 
+bool TestDaemon::wait_output(const std::string& text) const {
+  for (int i = 0; i < 250; ++i) {
+    if (output().find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
 std::string TestDaemon::why_no_reply(const std::string& what) {
   std::string why = "[no reply: " + what + "; the daemon ";
   int status = 0;

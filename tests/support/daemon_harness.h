@@ -41,6 +41,10 @@ class TestDaemon {
   // time by a thread of the harness, so the daemon never blocks on a full
   // pipe and tests can check its whole output.
   std::string output() const;
+  // True once the output holds `text`, waiting up to 5 s: the daemon's
+  // stdout and stderr pass through separate pipes, so a line on one may
+  // arrive after a later line on the other.
+  bool wait_output(const std::string& text) const;
   pid_t pid() const { return pid_; }
   std::uint16_t port() const { return port_; }
   const std::string& socket_path() const { return socket_; }
