@@ -9,10 +9,12 @@
 // also split (undici's diagnostics channel, which both Node's fetch and the
 // SDK's undici publish to) into time with a request in flight (the daemon,
 // loopback, the HTTP client) and time with none (the client's own work:
-// the SDK's wrappers, FormData and Blob streaming, JSON and base64).
+// the SDK's wrappers, FormData and Blob streaming, JSON and base64), and
+// the client's garbage collection in each scenario is reported too.
 import { createRequire } from 'node:module';
 import { randomBytes } from 'node:crypto';
 import dc from 'node:diagnostics_channel';
+import { PerformanceObserver } from 'node:perf_hooks';
 
 const require = createRequire(process.env.NODE_PATH + '/');
 const { Sandbox } = await import(require.resolve('e2b'));
@@ -41,6 +43,21 @@ function inRequests() {
   return ms;
 }
 
+// The client's garbage-collection pauses, since the last reset.
+const gc = { ms: 0 };
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) gc.ms += e.duration;
+}).observe({ entryTypes: ['gc'] });
+// Observers hear of a pause a turn of the event loop later: let that turn
+// pass (outside the timed part) before reading.
+async function inGc() {
+  await new Promise((resolve) => setImmediate(resolve));
+  await new Promise((resolve) => setTimeout(resolve, 1));
+  const ms = gc.ms;
+  gc.ms = 0;
+  return ms;
+}
+
 // Each step's time goes into `steps` (name -> ms).
 function stepper() {
   const steps = {};
@@ -58,6 +75,7 @@ function stepper() {
 async function viaSdk() {
   const s = stepper();
   inRequests();
+  await inGc();
   const t0 = performance.now();
   const sbx = await Sandbox.create(e2bOpts);
   s.mark('create');
@@ -73,7 +91,7 @@ async function viaSdk() {
   await sbx.kill();
   s.mark('kill');
   const total = performance.now() - t0;
-  return { total, first, steps: s.steps, requests: inRequests() };
+  return { total, first, steps: s.steps, requests: inRequests(), gc: await inGc() };
 }
 
 async function call(method, path, body, headers = {}) {
@@ -85,6 +103,7 @@ async function call(method, path, body, headers = {}) {
 async function viaCorral() {
   const s = stepper();
   inRequests();
+  await inGc();
   const t0 = performance.now();
   const created = await (await call('POST', '/v1/sandboxes', JSON.stringify({ max_lifetime: 300 }),
                                     { 'content-type': 'application/json' })).json();
@@ -103,7 +122,7 @@ async function viaCorral() {
   await call('DELETE', `/v1/sandboxes/${id}`);
   s.mark('kill');
   const total = performance.now() - t0;
-  return { total, first, steps: s.steps, requests: inRequests() };
+  return { total, first, steps: s.steps, requests: inRequests(), gc: await inGc() };
 }
 
 // The SDK's requests made by hand with fetch: the facade's own cost,
@@ -118,6 +137,7 @@ function envelope(obj) {
 async function viaProtocol() {
   const s = stepper();
   inRequests();
+  await inGc();
   const t0 = performance.now();
   const created = await (await call('POST', '/e2b/v2/sandboxes', JSON.stringify({ templateID: 'base', timeout: 300 }),
                                     { 'content-type': 'application/json', 'x-api-key': key })).json();
@@ -139,7 +159,7 @@ async function viaProtocol() {
   await call('DELETE', '/e2b/sandboxes/' + created.sandboxID, undefined, { 'x-api-key': key });
   s.mark('kill');
   const total = performance.now() - t0;
-  return { total, first, steps: s.steps, requests: inRequests() };
+  return { total, first, steps: s.steps, requests: inRequests(), gc: await inGc() };
 }
 
 const pct = (xs, p) => {
@@ -182,7 +202,8 @@ for (const step of ['create', 'run', 'write', 'read', 'kill']) {
 for (const [name, xs] of [['corral API', own], ['e2b SDK', sdk], ['E2B protocol by fetch', proto]]) {
   const req = pct(xs.map((r) => r.requests), 0.5);
   const client = pct(xs.map((r) => r.total - r.requests), 0.5);
-  console.log(`  ${name.padEnd(22)} p50: ${f(req)} ms with a request in flight, ${f(client)} ms in the client alone`);
+  const pauses = pct(xs.map((r) => r.gc), 0.5);
+  console.log(`  ${name.padEnd(22)} p50: ${f(req)} ms with a request in flight, ${f(client)} ms in the client alone, ${f(pauses)} ms in its GC`);
 }
 const inFlight = pct(sdk.map((r) => r.requests), 0.5) / pct(own.map((r) => r.requests), 0.5);
 console.log(`requests in flight, e2b SDK / corral API (p50): ${inFlight.toFixed(3)}x (daemon + loopback + HTTP client)`);

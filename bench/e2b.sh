@@ -3,6 +3,13 @@
 # Node process, against a fresh `corral serve` on a temporary data dir and a
 # loopback port. Usage: [BUILD=dir] bench/e2b.sh [--rounds N]. Needs root,
 # Node.js and tests/npm's packages (scripts/install-deps); leaves nothing.
+#
+# Node runs with --single-threaded-gc (NODE_FLAGS overrides it): the client
+# and the daemon share this host's CPUs, and V8's concurrent marking threads,
+# which the SDK's megabyte buffers set off, would otherwise take the CPU the
+# daemon needs while a request is in flight (perf: the slow kills of the SDK
+# runs had both CPUs in V8's ConcurrentMarking). Both paths run under the
+# same flag; the client's GC time stays in its scenario's figures.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(dirname "$here")
@@ -28,7 +35,7 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 [[ -n $url ]] || { cat "$dir/serve.log"; exit 1; }
-echo "== corral E2B facade benchmark: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== corral E2B facade benchmark: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), node ${NODE_FLAGS---single-threaded-gc}"
 NODE_PATH="$repo/tests/npm/node_modules" CORRAL_URL="$url" CORRAL_KEY="$(cat "$dir/data/api-key")" \
-  node "$here/e2b.mjs" "$@"
+  node ${NODE_FLAGS---single-threaded-gc} "$here/e2b.mjs" "$@"
 echo "== load after: $(cut -d' ' -f1-3 /proc/loadavg)"
