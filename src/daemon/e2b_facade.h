@@ -22,6 +22,7 @@
 #include "daemon/api_context.h"
 #include "daemon/api_keys.h"
 #include "daemon/e2b_settings.h"
+#include "daemon/envd_watcher.h"
 #include "http/http_server.h"
 
 namespace corral::daemon {
@@ -57,6 +58,8 @@ class E2bFacade {
 
   ApiContext& context() { return ctx_; }
   const ApiKeys& keys() const { return keys_; }
+  // The inotify instances the facade's watches may hold (envd_watcher.h).
+  WatchBudget& watch_budget() { return watch_budget_; }
 
  private:
   // A call on sandbox `id` that another live node of the fleet runs, sent
@@ -69,6 +72,7 @@ class E2bFacade {
   const ApiKeys& keys_;
   E2bSettings settings_;
   std::string token_key_;
+  WatchBudget watch_budget_;
 };
 
 }  // namespace corral::daemon

@@ -43,7 +43,11 @@ struct EnvdCall {
 void handle_process_service(EnvdCall& call);
 void handle_filesystem_service(EnvdCall& call);
 void handle_files(EnvdCall& call);      // envd_files_api.cc
-void handle_watch_dir(EnvdCall& call);  // envd_watch_api.cc
+// envd_watch_api.cc: WatchDir and the polling watchers.
+void handle_watch_dir(EnvdCall& call);
+void handle_create_watcher(EnvdCall& call);
+void handle_get_watcher_events(EnvdCall& call);
+void handle_remove_watcher(EnvdCall& call);
 
 // An envd file call's sandbox: leased (`transfer`: the lease holds the
 // connection, which a destroy cuts), with its confined root.

@@ -1,5 +1,6 @@
 // The facade's filesystem.Filesystem service (Stat, MakeDir, Move,
-// ListDir, Remove over Connect with JSON; WatchDir is envd_watch_api.cc,
+// ListDir, Remove over Connect with JSON; WatchDir and the polling
+// watchers are envd_watch_api.cc,
 // the /files routes envd_files_api.cc). Every path goes through the
 // sandbox's ConfinedRoot as corral's file API does (relative paths are
 // under the sandbox's workdir), corral's secret files are never served,
@@ -237,11 +238,9 @@ void handle_filesystem_service(EnvdCall& c) {
   if (m == "ListDir") return list_dir(c);
   if (m == "Remove") return remove(c);
   if (m == "WatchDir") return handle_watch_dir(c);
-  if (m == "CreateWatcher" || m == "GetWatcherEvents" || m == "RemoveWatcher")
-    return send_connect_error(c.r.out, ConnectCode::kUnimplemented,
-                              "filesystem.Filesystem/" + m +
-                                  ": the polling watchers are not supported by corral's E2B "
-                                  "facade; WatchDir streams the same events (docs/e2b.md)");
+  if (m == "CreateWatcher") return handle_create_watcher(c);
+  if (m == "GetWatcherEvents") return handle_get_watcher_events(c);
+  if (m == "RemoveWatcher") return handle_remove_watcher(c);
   send_connect_error(c.r.out, ConnectCode::kUnimplemented, "no method filesystem.Filesystem/" + m);
 }
 

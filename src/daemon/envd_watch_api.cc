@@ -1,22 +1,23 @@
-// The facade's filesystem.Filesystem/WatchDir (envd over Connect): a
-// stream of the changes in a sandbox's directory (and, recursive, in the
-// directories below it, those made later included), with keepalives.
-// The directories are opened through the sandbox's ConfinedRoot and watched
-// with inotify through /proc/self/fd, so a watch never reaches outside the
-// sandbox's root, a kernel file system or corral's secret files. Changes
-// made through the sandbox's root (its processes, the file API) are seen.
-// Names pass the sandbox's redactor. It ends at its deadline
-// (Connect-Timeout-Ms), when the client goes away, when the watched
-// directory goes, or with the sandbox.
+// The facade's directory watches (envd's filesystem.Filesystem over
+// Connect): WatchDir, a stream of the changes in a sandbox's directory
+// (and, recursive, in the directories below it, those made later
+// included), with keepalives; and the polling watchers (CreateWatcher,
+// GetWatcherEvents, RemoveWatcher), the same watch kept between calls and
+// read by the client. Changes made through the sandbox's root (its
+// processes, the file API) are seen; names pass the sandbox's redactor.
+// A stream ends at its deadline (Connect-Timeout-Ms), when the client goes
+// away, when the watched directory goes, or with the sandbox; a polling
+// watcher when it is removed or with the sandbox (its teardown drops it
+// first). Each takes a ticket of the facade's WatchBudget.
 #include <poll.h>
-#include <sys/inotify.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <deque>
-#include <map>
+#include <vector>
 
+#include "base/random.h"
+#include "base/strings.h"
 #include "daemon/e2b_facade_internal.h"
+#include "daemon/envd_watcher.h"
 #include "daemon/file_ops.h"
 #include "daemon/sandbox_service.h"
 #include "e2b/envd_messages.h"
@@ -29,104 +30,127 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using e2b::ConnectCode;
 
-// Directories one stream watches at most (each costs the kernel an
-// inotify watch of the daemon's user: fs.inotify.max_user_watches).
-constexpr std::size_t kMaxWatches = 1024;
-constexpr std::uint32_t kMask = IN_CREATE | IN_MODIFY | IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM |
-                                IN_MOVED_TO | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF |
-                                IN_ONLYDIR | IN_EXCL_UNLINK;
-
-std::string join_rel(const std::string& dir, const char* name) {
-  return dir.empty() ? std::string(name) : dir + "/" + name;
+std::string over_budget() {
+  return "too many directory watches: at most " + std::to_string(WatchBudget::kPerSandbox) +
+         " per sandbox and " + std::to_string(WatchBudget::kTotal) +
+         " in all (docs/e2b.md); stop a WatchDir stream or remove a watcher first";
 }
 
-class Watcher {
- public:
-  Watcher(const ConfinedRoot& root, std::string base, bool recursive)
-      : root_(root), base_(std::move(base)), recursive_(recursive),
-        fd_(inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) {}
-  int fd() const { return fd_.get(); }
-  bool ready() const { return static_cast<bool>(fd_); }
-
-  // Watches `rel` (relative to the base) and, recursive, what is below it.
-  Status add(const std::string& rel) {
-    std::deque<std::string> todo{rel};
-    while (!todo.empty()) {
-      const std::string dir = todo.front();
-      todo.pop_front();
-      if (dirs_.size() >= kMaxWatches)
-        return make_error(ErrorCode::kResourceExhausted,
-                          "more than " + std::to_string(kMaxWatches) + " directories to watch");
-      const std::string path = dir.empty() ? base_ : base_ + "/" + dir;
-      auto opened = root_.open_directory(path);
-      if (!opened) {
-        if (dir.empty()) return tl::unexpected(opened.error());
-        continue;  // gone meanwhile, or not to be watched (a kernel fs, a secret)
-      }
-      const std::string proc = "/proc/self/fd/" + std::to_string(opened->get());
-      const int wd = inotify_add_watch(fd_.get(), proc.c_str(), kMask);
-      if (wd < 0) {
-        if (dir.empty()) return errno_error("inotify_add_watch(" + path + ")");
-        continue;
-      }
-      dirs_[wd] = dir;
-      if (!recursive_) continue;
-      auto listing = root_.list(path, kMaxWatches);
-      if (!listing) continue;
-      for (const FileInfo& f : listing->entries)
-        if (f.type == FileType::kDirectory) todo.push_back(join_rel(dir, f.name.c_str()));
-    }
-    return ok();
-  }
-
-  // Reads what the kernel has; calls `emit(name, type)` for each change.
-  // False when the watched directory itself went away.
-  template <typename Emit>
-  bool drain(Emit&& emit) {
-    alignas(inotify_event) char buf[16 * 1024];
-    for (;;) {
-      ssize_t n = read(fd_.get(), buf, sizeof buf);
-      if (n <= 0) return true;
-      for (char* p = buf; p < buf + n;) {
-        auto* ev = reinterpret_cast<inotify_event*>(p);
-        p += sizeof(inotify_event) + ev->len;
-        auto it = dirs_.find(ev->wd);
-        if (ev->mask & IN_IGNORED) {
-          if (it != dirs_.end() && it->second.empty()) return false;
-          if (it != dirs_.end()) dirs_.erase(it);
-          continue;
-        }
-        if (it == dirs_.end()) continue;
-        if ((ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF)) && it->second.empty()) return false;
-        if (ev->len == 0) continue;  // an event of the directory itself
-        const std::string name = join_rel(it->second, ev->name);
-        const bool dir = ev->mask & IN_ISDIR;
-        if (ev->mask & IN_CREATE) emit(name, e2b::FsEventType::kCreate);
-        if (ev->mask & (IN_MODIFY | IN_CLOSE_WRITE)) emit(name, e2b::FsEventType::kWrite);
-        if (ev->mask & IN_DELETE) emit(name, e2b::FsEventType::kRemove);
-        if (ev->mask & (IN_MOVED_FROM | IN_MOVED_TO)) emit(name, e2b::FsEventType::kRename);
-        if (ev->mask & IN_ATTRIB) emit(name, e2b::FsEventType::kChmod);
-        if (recursive_ && dir && (ev->mask & (IN_CREATE | IN_MOVED_TO))) (void)add(name);
-      }
-    }
-  }
-
- private:
-  const ConfinedRoot& root_;
-  std::string base_;
-  bool recursive_;
-  UniqueFd fd_;
-  std::map<int, std::string> dirs_;  // watch descriptor -> directory, relative to the base
+// A watch's start, shared by both kinds: the request parsed, the sandbox
+// leased and its root opened, a ticket taken and the directory watched.
+// Errors are answered (as a stream's when `stream`) and give nullopt.
+struct WatchStart {
+  SandboxLease lease;
+  std::shared_ptr<SandboxEntry> sandbox;
+  std::string path;
+  bool recursive = false;
+  std::unique_ptr<WatchBudget::Ticket> ticket;
 };
+
+// The root goes into *root and the watcher, which refers to it, into
+// *watcher: the caller keeps both (a stream on its stack, a polling
+// watcher in its sandbox's entry) and closes them before it lets the
+// lease go (a teardown waits for the lease, then wipes the layer: nothing
+// may hold its files then). On failure they are closed here.
+std::optional<WatchStart> start_watch(EnvdCall& c, bool stream, std::optional<ConfinedRoot>* root,
+                                      std::unique_ptr<DirWatcher>* watcher) {
+  ApiContext& ctx = c.facade.context();
+  auto fail = [&](ConnectCode code, const std::string& message) {
+    watcher->reset();
+    root->reset();
+    if (stream) send_stream_error(c.r.out, code, message);
+    else send_connect_error(c.r.out, code, message);
+    return std::nullopt;
+  };
+  auto message = stream ? read_stream_request(c.r, ctx.limits.max_json_body)
+                        : read_unary(c.r, ctx.limits.max_json_body);
+  if (!message) return std::nullopt;
+  auto req = e2b::parse_watch_dir(*message);
+  if (!req) return fail(ConnectCode::kInvalidArgument, req.error().message);
+  WatchStart w;
+  w.recursive = req->recursive;
+  // Leased with this connection (a destroy cuts a stream off).
+  auto lease = ctx.sandboxes.lease(c.sandbox_id, c.r.out.fd());
+  if (!lease) {
+    const auto ce = connect_error_of(lease.error());
+    return fail(ce.code, ce.message);
+  }
+  w.lease = std::move(*lease);
+  w.sandbox = w.lease.sandbox();
+  if (!user_allowed(c.r, *w.sandbox)) return std::nullopt;
+  auto opened = open_sandbox_root(ctx.sandboxes, *w.sandbox);
+  if (!opened) {
+    const auto ce = connect_error_of(opened.error());
+    return fail(ce.code, ce.message);
+  }
+  root->emplace(std::move(*opened));
+  w.path = sandbox_path(*w.sandbox, req->path);
+  w.ticket = c.facade.watch_budget().take(w.sandbox->id);
+  if (!w.ticket) return fail(ConnectCode::kResourceExhausted, over_budget());
+  *watcher = std::make_unique<DirWatcher>(**root, w.path, w.recursive);
+  if (!(*watcher)->ready()) return fail(ConnectCode::kResourceExhausted, "inotify_init1 failed");
+  if (auto st = (*watcher)->add(""); !st) {
+    const api::ApiError e = file_error(st.error());
+    audit_refused(ctx.sandboxes, w.sandbox->id, "watch", w.path, e);
+    auto ce = connect_error_of(FileRedactor(ctx.sandboxes, w.sandbox->id).error(e));
+    if (st.error().code == ErrorCode::kResourceExhausted) ce.code = ConnectCode::kResourceExhausted;
+    return fail(ce.code, ce.message);
+  }
+  return w;
+}
+
+// A polling watcher, kept in its sandbox's entry between calls.
+struct PollingWatcher : SandboxEntry::HeldBetweenCalls {
+  std::mutex mu;  // one GetWatcherEvents at a time
+  std::optional<ConfinedRoot> root;
+  std::unique_ptr<DirWatcher> watcher;  // refers to *root: declared after it
+  std::unique_ptr<WatchBudget::Ticket> ticket;
+  bool dir_gone = false;
+};
+
+constexpr std::size_t kPrefixLength = 8;  // "watcher-"
+
+std::shared_ptr<PollingWatcher> find_watcher(SandboxEntry& sandbox, const std::string& id) {
+  std::lock_guard lock(sandbox.mu);
+  auto it = sandbox.held.find(id);
+  if (it == sandbox.held.end() || id.size() <= kPrefixLength) return nullptr;
+  return std::dynamic_pointer_cast<PollingWatcher>(it->second);
+}
+
+// GetWatcherEvents and RemoveWatcher: the watcher id read, the sandbox
+// leased (a short lease: a teardown waits for the call).
+struct WatcherCall {
+  SandboxLease lease;
+  std::string id;
+};
+
+std::optional<WatcherCall> watcher_call(EnvdCall& c) {
+  ApiContext& ctx = c.facade.context();
+  auto message = read_unary(c.r, ctx.limits.max_json_body);
+  if (!message) return std::nullopt;
+  auto id = e2b::parse_watcher_id(*message);
+  if (!id) {
+    send_connect_error(c.r.out, ConnectCode::kInvalidArgument, id.error().message);
+    return std::nullopt;
+  }
+  auto lease = ctx.sandboxes.lease(c.sandbox_id);
+  if (!lease) {
+    send_connect_error(c.r.out, lease.error());
+    return std::nullopt;
+  }
+  if (!user_allowed(c.r, *lease->sandbox())) return std::nullopt;
+  return WatcherCall{std::move(*lease), std::move(*id)};
+}
+
+void no_such_watcher(EnvdCall& c, const std::string& id) {
+  send_connect_error(c.r.out, ConnectCode::kNotFound,
+                     "no watcher \"" + id + "\" in this sandbox (removed, or its directory went away)");
+}
 
 }  // namespace
 
 void handle_watch_dir(EnvdCall& c) {
   ApiContext& ctx = c.facade.context();
-  auto message = read_stream_request(c.r, ctx.limits.max_json_body);
-  if (!message) return;
-  auto req = e2b::parse_watch_dir(*message);
-  if (!req) return send_stream_error(c.r.out, ConnectCode::kInvalidArgument, req.error().message);
   bool timeout_ok = true;
   const auto timeout = connect_timeout_ms(c.r, &timeout_ok);
   if (!timeout_ok)
@@ -134,25 +158,13 @@ void handle_watch_dir(EnvdCall& c) {
                              "Connect-Timeout-Ms must be a count of milliseconds");
   std::optional<Clock::time_point> deadline;
   if (timeout) deadline = Clock::now() + std::chrono::milliseconds(*timeout);
-  // Leased with this connection: a destroy cuts the stream off.
-  auto lease = ctx.sandboxes.lease(c.sandbox_id, c.r.out.fd());
-  if (!lease) return send_stream_error(c.r.out, lease.error());
-  const std::shared_ptr<SandboxEntry>& sandbox = lease->sandbox();
-  if (!user_allowed(c.r, *sandbox)) return;
-  auto root = open_sandbox_root(ctx.sandboxes, *sandbox);
-  if (!root) return send_stream_error(c.r.out, root.error());
-  const std::string path = sandbox_path(*sandbox, req->path);
-  FileRedactor redactor(ctx.sandboxes, sandbox->id);
-  Watcher watcher(*root, path, req->recursive);
-  if (!watcher.ready()) return send_stream_error(c.r.out, ConnectCode::kResourceExhausted, "inotify_init1 failed");
-  if (auto st = watcher.add(""); !st) {
-    const api::ApiError e = file_error(st.error());
-    audit_refused(ctx.sandboxes, sandbox->id, "watch", path, e);
-    auto ce = connect_error_of(redactor.error(e));
-    if (st.error().code == ErrorCode::kResourceExhausted) ce.code = ConnectCode::kResourceExhausted;
-    return send_stream_error(c.r.out, ce.code, ce.message);
-  }
-  audit_file(ctx.sandboxes, sandbox->id, "watch", path, {{"recursive", req->recursive}});
+  std::optional<WatchStart> w;  // its lease let go last
+  std::optional<ConfinedRoot> root;
+  std::unique_ptr<DirWatcher> watcher;
+  w = start_watch(c, true, &root, &watcher);
+  if (!w) return;
+  audit_file(ctx.sandboxes, w->sandbox->id, "watch", w->path, {{"recursive", w->recursive}});
+  FileRedactor redactor(ctx.sandboxes, w->sandbox->id);
   if (!c.r.out.start(200, {{"content-type", "application/connect+json"}}, std::nullopt)) return;
   auto last_sent = Clock::now();
   auto send = [&](const std::string& json) {
@@ -164,20 +176,84 @@ void handle_watch_dir(EnvdCall& c) {
   bool client_there = true;
   for (;;) {
     if (deadline && Clock::now() >= *deadline) break;
-    pollfd pfd{watcher.fd(), POLLIN, 0};
+    pollfd pfd{watcher->fd(), POLLIN, 0};
     (void)poll(&pfd, 1, 200);
-    const bool dir_alive = watcher.drain([&](const std::string& name, e2b::FsEventType type) {
+    const bool dir_alive = watcher->drain([&](const std::string& name, e2b::FsEventType type) {
       if (client_there && !send(e2b::watch_event_json(redactor.text(name), type)))
         client_there = false;
     });
     if (!client_there || c.r.out.peer_gone()) return;
     if (!dir_alive) break;
-    if (Clock::now() - last_sent >= interval &&
-        !send(e2b::watch_keepalive_json()))
-      return;
+    if (Clock::now() - last_sent >= interval && !send(e2b::watch_keepalive_json())) return;
   }
   (void)c.r.out.write(e2b::end_stream_envelope(std::nullopt));
   (void)c.r.out.finish();
+}
+
+void handle_create_watcher(EnvdCall& c) {
+  ApiContext& ctx = c.facade.context();
+  std::optional<WatchStart> w;  // its lease let go last
+  auto held = std::make_shared<PollingWatcher>();
+  w = start_watch(c, false, &held->root, &held->watcher);
+  if (!w) return;
+  held->ticket = std::move(w->ticket);
+  unsigned char bytes[16];
+  fill_random(bytes, sizeof bytes);
+  const std::string id = "watcher-" + to_hex(bytes, sizeof bytes);
+  {
+    std::lock_guard lock(w->sandbox->mu);
+    if (w->sandbox->tearing_down)
+      return send_connect_error(c.r.out, ConnectCode::kUnavailable, "the sandbox is going away");
+    w->sandbox->held[id] = held;
+  }
+  audit_file(ctx.sandboxes, w->sandbox->id, "watch", w->path,
+             {{"recursive", w->recursive}, {"watcher", id}});
+  send_connect_json(c.r.out, e2b::watcher_created_json(id));
+}
+
+void handle_get_watcher_events(EnvdCall& c) {
+  auto call = watcher_call(c);
+  if (!call) return;
+  SandboxEntry& sandbox = *call->lease.sandbox();
+  auto held = find_watcher(sandbox, call->id);
+  if (!held) return no_such_watcher(c, call->id);
+  FileRedactor redactor(c.facade.context().sandboxes, sandbox.id);
+  std::vector<e2b::FsEvent> events;
+  {
+    std::lock_guard lock(held->mu);
+    if (!held->dir_gone)
+      held->dir_gone = !held->watcher->drain([&](const std::string& name, e2b::FsEventType type) {
+        events.push_back({redactor.text(name), type});
+      });
+  }
+  // A watcher whose directory went is gone after this answer (envd ends
+  // such a watch too): its last events are still given.
+  if (held->dir_gone && events.empty()) {
+    {
+      std::lock_guard lock(sandbox.mu);
+      sandbox.held.erase(call->id);
+    }
+    return no_such_watcher(c, call->id);
+  }
+  send_connect_json(c.r.out, e2b::watcher_events_json(events));
+}
+
+void handle_remove_watcher(EnvdCall& c) {
+  auto call = watcher_call(c);
+  if (!call) return;
+  SandboxEntry& sandbox = *call->lease.sandbox();
+  if (!find_watcher(sandbox, call->id)) return no_such_watcher(c, call->id);
+  std::shared_ptr<SandboxEntry::HeldBetweenCalls> dropped;
+  {
+    std::lock_guard lock(sandbox.mu);
+    auto it = sandbox.held.find(call->id);
+    if (it != sandbox.held.end()) {
+      dropped = std::move(it->second);
+      sandbox.held.erase(it);
+    }
+  }
+  dropped.reset();  // its files closed, its ticket back
+  send_connect_json(c.r.out, "{}");
 }
 
 }  // namespace corral::daemon::e2b_internal

@@ -58,6 +58,14 @@ struct SandboxEntry {
   std::map<std::uint64_t, int> leases;
   std::uint64_t next_lease = 0;
   std::condition_variable_any leases_gone;
+  // What a client left holding files of the sandbox between its calls
+  // (the E2B facade's polling watchers), by the id it was given. Added
+  // only while not tearing_down; a teardown drops them before it drains
+  // the leases.
+  struct HeldBetweenCalls {
+    virtual ~HeldBetweenCalls() = default;
+  };
+  std::map<std::string, std::shared_ptr<HeldBetweenCalls>> held;
 
   // Guarded by teardown_mu: the attempts so far, and what the last one
   // left, which a retry redoes (only that: a network slot, once freed, may

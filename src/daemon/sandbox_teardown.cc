@@ -129,10 +129,18 @@ api::SandboxInfo SandboxService::retry_teardown(const std::shared_ptr<SandboxEnt
 }
 
 // The sandbox's host resources, those the last attempt left (all on the
-// first): the requests holding its files first, then init and its
+// first): what clients hold between calls and the requests holding its
+// files first, then init and its
 // cgroup, its layer, its network, its secrets.
 DestroyReport SandboxService::remove_from_host(const std::shared_ptr<SandboxEntry>& e,
                                                std::string_view id) {
+  {
+    std::map<std::string, std::shared_ptr<SandboxEntry::HeldBetweenCalls>> dropped;
+    {
+      std::lock_guard lock(e->mu);
+      dropped.swap(e->held);
+    }
+  }  // their files closed here (a call using one holds a lease: waited for below)
   if (std::size_t held = drain_leases(*e, kLeaseDrain); held > 0)
     metrics_.counter("corral_teardown_lease_timeouts_total",
                      "Teardowns that went on while a request still held the sandbox's files")

@@ -524,11 +524,37 @@ Result<WatchDirRequest> parse_watch_dir(std::string_view json) {
 
 std::string watch_start_json() { return R"({"start":{}})"; }
 
-std::string watch_event_json(std::string_view name, FsEventType type) {
+namespace {
+
+Json fs_event(std::string_view name, FsEventType type) {
   const char* names[] = {"EVENT_TYPE_UNSPECIFIED", "EVENT_TYPE_CREATE", "EVENT_TYPE_WRITE",
                          "EVENT_TYPE_REMOVE",      "EVENT_TYPE_RENAME", "EVENT_TYPE_CHMOD"};
-  return dump(
-      Json{{"filesystem", {{"name", std::string(name)}, {"type", names[static_cast<int>(type)]}}}});
+  return Json{{"name", std::string(name)}, {"type", names[static_cast<int>(type)]}};
+}
+
+}  // namespace
+
+std::string watch_event_json(std::string_view name, FsEventType type) {
+  return dump(Json{{"filesystem", fs_event(name, type)}});
+}
+
+Result<std::string> parse_watcher_id(std::string_view json) {
+  auto j = parse_object(json);
+  if (!j) return tl::unexpected(j.error());
+  auto id = get_string(*j, "watcherId");
+  if (!id) return tl::unexpected(id.error());
+  if (id->empty()) return bad("watcherId", "is missing or empty");
+  return std::move(*id);
+}
+
+std::string watcher_created_json(std::string_view watcher_id) {
+  return dump(Json{{"watcherId", std::string(watcher_id)}});
+}
+
+std::string watcher_events_json(const std::vector<FsEvent>& events) {
+  Json list = Json::array();
+  for (const FsEvent& e : events) list.push_back(fs_event(e.name, e.type));
+  return dump(Json{{"events", std::move(list)}});
 }
 
 std::string watch_keepalive_json() { return R"({"keepalive":{}})"; }

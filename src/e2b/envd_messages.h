@@ -173,6 +173,18 @@ std::string watch_start_json();
 std::string watch_event_json(std::string_view name, FsEventType type);
 std::string watch_keepalive_json();
 
+// The polling watchers: CreateWatcher takes what WatchDir takes and
+// answers {"watcherId"}; GetWatcherEvents and RemoveWatcher take
+// {"watcherId"}; GetWatcherEvents answers {"events": [{"name","type"}...]},
+// the changes since the last call.
+Result<std::string> parse_watcher_id(std::string_view json);
+std::string watcher_created_json(std::string_view watcher_id);
+struct FsEvent {
+  std::string name;
+  FsEventType type;
+};
+std::string watcher_events_json(const std::vector<FsEvent>& events);
+
 // RFC 3339 in UTC with milliseconds: "2026-12-01T13:40:19.945Z".
 std::string rfc3339_ms(std::int64_t unix_ms);
 

@@ -75,6 +75,7 @@ void fuzz_envd(std::string_view in) {
   if (auto r = e2b::parse_list_dir(in)) require(r->depth >= 1 && !r->path.empty());
   if (auto r = e2b::parse_move(in)) require(!r->source.empty() && !r->destination.empty());
   (void)e2b::parse_watch_dir(in);
+  if (auto r = e2b::parse_watcher_id(in)) require(!r->empty());
   (void)e2b::parse_connect_error(in);
 }
 

@@ -238,6 +238,18 @@ TEST(EnvdMessages, ListDirDepthZeroIsOne) {
   EXPECT_FALSE(parse_move(R"({"source":"a"})"));
 }
 
+TEST(EnvdMessages, PollingWatcherMessagesUseTheProtosJsonNames) {
+  EXPECT_EQ(*parse_watcher_id(R"({"watcherId":"watcher-1"})"), "watcher-1");
+  EXPECT_FALSE(parse_watcher_id(R"({})"));
+  EXPECT_FALSE(parse_watcher_id(R"({"watcherId":""})"));
+  EXPECT_FALSE(parse_watcher_id(R"({"watcherId":7})"));
+  EXPECT_FALSE(parse_watcher_id("[]"));
+  EXPECT_EQ(json::parse(watcher_created_json("watcher-1")), json::parse(R"({"watcherId":"watcher-1"})"));
+  EXPECT_EQ(json::parse(watcher_events_json({})), json::parse(R"({"events":[]})"));
+  EXPECT_EQ(json::parse(watcher_events_json({{"a/b", FsEventType::kRename}})),
+            json::parse(R"({"events":[{"name":"a/b","type":"EVENT_TYPE_RENAME"}]})"));
+}
+
 TEST(ControlMessages, CreateRequestMapsTheSdksFields) {
   auto r = parse_create_request(
       R"({"templateID":"py","metadata":{"who":"probe"},"envVars":{"STAGE":"dev"},"timeout":120,)"

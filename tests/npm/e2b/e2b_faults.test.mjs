@@ -6,7 +6,7 @@
 import { after, afterEach, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { InvalidArgumentError, Sandbox } from 'e2b';
 import { canRun, startDaemon } from './daemon.mjs';
 
@@ -125,7 +125,7 @@ describe('e2b facade faults', { skip: !run }, () => {
     assert.equal(res.status, 400);
     res = await request(envd + '/filesystem.Filesystem/Stat', { headers: headers(sbx), body: Buffer.from('{') });
     assert.equal(JSON.parse(res.body).code, 'invalid_argument');
-    for (const m of ['process.Process/Nope', 'nope.Nope/List', 'filesystem.Filesystem/CreateWatcher']) {
+    for (const m of ['process.Process/Nope', 'nope.Nope/List', 'filesystem.Filesystem/Nope']) {
       res = await request(`${envd}/${m}`, { headers: headers(sbx), body: Buffer.from('{}') });
       assert.equal(res.status, 501, m);
       assert.equal(JSON.parse(res.body).code, 'unimplemented', m);
@@ -248,6 +248,140 @@ describe('e2b facade faults', { skip: !run }, () => {
     res = await request(opts.apiUrl + '/v2/sandboxes', { method: 'GET' });
     assert.equal(res.status, 401);
     assert.equal(JSON.parse(res.body).code, 401);
+    await alive();
+  });
+
+  // The polling watchers (CreateWatcher, GetWatcherEvents, RemoveWatcher:
+  // the Python SDK's synchronous watch_dir; the JS SDK never calls them).
+  async function unary(sbx, method, body, h = headers(sbx)) {
+    const res = await request(`${envd}/filesystem.Filesystem/${method}`, { headers: h, body: Buffer.from(JSON.stringify(body)) });
+    return { status: res.status, json: JSON.parse(res.body.toString() || '{}') };
+  }
+  async function metric(name) {
+    const res = await request(daemon.url + '/metrics', { method: 'GET', headers: { authorization: 'Bearer ' + daemon.apiKey } });
+    let sum = 0;
+    for (const line of res.body.toString().split('\n'))
+      if (line.startsWith(name + ' ') || line.startsWith(name + '{')) sum += Number(line.split(' ').pop());
+    return sum;
+  }
+
+  test('polling watchers: the changes since the last call, removal, scope and errors', async () => {
+    const sbx = await create();
+    await sbx.files.makeDir('/tmp/pw');
+    let r = await unary(sbx, 'CreateWatcher', { path: '/tmp/pw', recursive: true });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    const id = r.json.watcherId;
+    assert.match(id, /^watcher-[0-9a-f]{32}$/);
+    r = await unary(sbx, 'GetWatcherEvents', { watcherId: id });
+    assert.deepEqual(r.json, { events: [] });
+    await sbx.files.write('/tmp/pw/a.txt', 'x');
+    await sbx.commands.run('mkdir /tmp/pw/sub');
+    r = await unary(sbx, 'GetWatcherEvents', { watcherId: id });  // the new directory is watched from here
+    const first = r.json.events.map((e) => `${e.type}:${e.name}`);
+    for (const want of ['EVENT_TYPE_CREATE:a.txt', 'EVENT_TYPE_WRITE:a.txt', 'EVENT_TYPE_CREATE:sub'])
+      assert.ok(first.includes(want), `${want} in ${first.join(' ')}`);
+    await sbx.commands.run('echo y > /tmp/pw/sub/b.txt; rm /tmp/pw/a.txt; mv /tmp/pw/sub/b.txt /tmp/pw/c.txt');
+    r = await unary(sbx, 'GetWatcherEvents', { watcherId: id });
+    const second = r.json.events.map((e) => `${e.type}:${e.name}`);
+    for (const want of ['EVENT_TYPE_CREATE:sub/b.txt', 'EVENT_TYPE_REMOVE:a.txt', 'EVENT_TYPE_RENAME:sub/b.txt',
+                        'EVENT_TYPE_RENAME:c.txt'])
+      assert.ok(second.includes(want), `${want} in ${second.join(' ')}`);
+    assert.ok(!second.includes('EVENT_TYPE_CREATE:a.txt'), 'events already given are not given again');
+    // Another sandbox cannot read or remove it, even knowing its id.
+    const other = await create();
+    r = await unary(other, 'GetWatcherEvents', { watcherId: id });
+    assert.equal(r.status, 404);
+    assert.equal(r.json.code, 'not_found');
+    r = await unary(other, 'RemoveWatcher', { watcherId: id });
+    assert.equal(r.status, 404);
+    r = await unary(sbx, 'RemoveWatcher', { watcherId: id });
+    assert.equal(r.status, 200);
+    for (const m of ['GetWatcherEvents', 'RemoveWatcher']) {
+      r = await unary(sbx, m, { watcherId: id });
+      assert.equal(r.status, 404, m);
+    }
+    // Bad requests: a missing directory, a kernel file system, no id, a wrong type.
+    r = await unary(sbx, 'CreateWatcher', { path: '/tmp/nowhere' });
+    assert.equal(r.json.code, 'not_found');
+    r = await unary(sbx, 'CreateWatcher', { path: '/proc' });
+    assert.notEqual(r.status, 200);
+    r = await unary(sbx, 'GetWatcherEvents', {});
+    assert.equal(r.json.code, 'invalid_argument');
+    r = await unary(sbx, 'GetWatcherEvents', { watcherId: 7 });
+    assert.equal(r.json.code, 'invalid_argument');
+    // A watcher whose directory goes gives its last events, then is gone.
+    await sbx.files.makeDir('/tmp/gone');
+    r = await unary(sbx, 'CreateWatcher', { path: '/tmp/gone' });
+    const goneId = r.json.watcherId;
+    await sbx.commands.run('touch /tmp/gone/f; rm -r /tmp/gone');
+    r = await unary(sbx, 'GetWatcherEvents', { watcherId: goneId });
+    assert.ok(r.json.events.some((e) => e.name === 'f'), JSON.stringify(r.json));
+    r = await unary(sbx, 'GetWatcherEvents', { watcherId: goneId });
+    assert.equal(r.status, 404);
+    await alive();
+  });
+
+  // The daemon's open inotify instances (the facade's watches hold one each).
+  function inotifyFds() {
+    let n = 0;
+    for (const fd of readdirSync(`/proc/${daemon.pid}/fd`)) {
+      try {
+        if (readlinkSync(`/proc/${daemon.pid}/fd/${fd}`) === 'anon_inode:inotify') ++n;
+      } catch {}  // closed meanwhile
+    }
+    return n;
+  }
+
+  test('watches are bounded per sandbox; a kill with watchers left is prompt and leaves nothing', async () => {
+    const before = inotifyFds();
+    const sbx = await create();
+    const ids = [];
+    for (let i = 0; i < 8; ++i) {
+      const r = await unary(sbx, 'CreateWatcher', { path: '/tmp' });
+      assert.equal(r.status, 200, `watcher ${i}: ${JSON.stringify(r.json)}`);
+      ids.push(r.json.watcherId);
+    }
+    let r = await unary(sbx, 'CreateWatcher', { path: '/tmp' });
+    assert.equal(r.json.code, 'resource_exhausted');
+    assert.match(r.json.message, /at most 8 per sandbox/);
+    // A stream takes from the same share.
+    const res = await request(envd + '/filesystem.Filesystem/WatchDir', {
+      headers: headers(sbx, 'application/connect+json'), body: envelope(0, JSON.stringify({ path: '/tmp' })),
+    });
+    assert.equal(envelopes(res.body).pop().json.error.code, 'resource_exhausted');
+    // Another sandbox has its own share.
+    const other = await create();
+    r = await unary(other, 'CreateWatcher', { path: '/tmp' });
+    assert.equal(r.status, 200);
+    // Removing one gives its place back.
+    assert.equal((await unary(sbx, 'RemoveWatcher', { watcherId: ids.pop() })).status, 200);
+    assert.equal((await unary(sbx, 'CreateWatcher', { path: '/tmp' })).status, 200);
+    // The watchers hold the sandbox's directories open: the kill drops
+    // them first, so it neither waits for them nor leaves anything.
+    await sbx.files.write('/tmp/data.bin', Buffer.alloc(1 << 20, 7));
+    const residue = await metric('corral_destroy_residue_items_total');
+    const waits = await metric('corral_teardown_lease_timeouts_total');
+    const t0 = Date.now();
+    await Sandbox.kill(sbx.sandboxId, opts);
+    assert.ok(Date.now() - t0 < 3000, `kill took ${Date.now() - t0} ms`);
+    assert.equal(await metric('corral_destroy_residue_items_total'), residue);
+    assert.equal(await metric('corral_teardown_lease_timeouts_total'), waits);
+    const audit = readFileSync(daemon.dataDir + '/audit.log', 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    const destroyed = audit.filter((a) => a.type === 'sandbox.destroy' && a.sandbox === sbx.sandboxId);
+    assert.equal(destroyed.at(-1).outcome, 'cleaned');
+    // Its watchers are closed (the other sandbox's one is still open).
+    assert.equal(inotifyFds(), before + 1);
+    // Its tickets are back: 47 more fit (the other sandbox holds one), in
+    // six sandboxes, and then the total of 48 is reached.
+    let last;
+    for (let n = 0; n < 47; ++n) {
+      if (n % 8 === 0) last = await create();
+      r = await unary(last, 'CreateWatcher', { path: '/tmp' });
+      assert.equal(r.status, 200, `watcher ${n}: ${JSON.stringify(r.json)}`);
+    }
+    r = await unary(last, 'CreateWatcher', { path: '/tmp' });
+    assert.equal(r.json.code, 'resource_exhausted');
+    assert.match(r.json.message, /48 in all/);
     await alive();
   });
 
