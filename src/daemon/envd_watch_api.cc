@@ -58,8 +58,10 @@ std::optional<WatchStart> start_watch(EnvdCall& c, bool stream, std::optional<Co
   auto fail = [&](ConnectCode code, const std::string& message) {
     watcher->reset();
     root->reset();
-    if (stream) send_stream_error(c.r.out, code, message);
-    else send_connect_error(c.r.out, code, message);
+    if (stream)
+      send_stream_error(c.r.out, code, message);
+    else
+      send_connect_error(c.r.out, code, message);
     return std::nullopt;
   };
   auto message = stream ? read_stream_request(c.r, ctx.limits.max_json_body)
@@ -143,8 +145,9 @@ std::optional<WatcherCall> watcher_call(EnvdCall& c) {
 }
 
 void no_such_watcher(EnvdCall& c, const std::string& id) {
-  send_connect_error(c.r.out, ConnectCode::kNotFound,
-                     "no watcher \"" + id + "\" in this sandbox (removed, or its directory went away)");
+  send_connect_error(
+      c.r.out, ConnectCode::kNotFound,
+      "no watcher \"" + id + "\" in this sandbox (removed, or its directory went away)");
 }
 
 }  // namespace

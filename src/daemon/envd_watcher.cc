@@ -20,7 +20,9 @@ std::string join_rel(const std::string& dir, const char* name) {
 }  // namespace
 
 DirWatcher::DirWatcher(const ConfinedRoot& root, std::string base, bool recursive)
-    : root_(root), base_(std::move(base)), recursive_(recursive),
+    : root_(root),
+      base_(std::move(base)),
+      recursive_(recursive),
       fd_(inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) {}
 
 Status DirWatcher::add(const std::string& rel) {
