@@ -207,11 +207,12 @@ int serve(const ServeFlags& flags) {
   if (!store) return fail(store.error().message, store.error().hint);
   if (auto st = store->set_node(node_id(config)); !st)
     return fail("serve.node.id: " + st.error().message, st.error().hint);
-  // Another daemon live under this node id is refused before reconcile,
-  // which would take its sandboxes for this one's (docs/fleet.md).
+  // Another daemon live (or starting) under this node id is refused before
+  // reconcile, which would take its sandboxes for this one's; the id is
+  // claimed until this one registers (docs/fleet.md).
   auto instance = node_instance(config);
   if (!instance) return fail(instance.error().message, instance.error().hint);
-  if (auto st = store->check_node_free(node_registration(config, 0, *instance)); !st)
+  if (auto st = store->claim_node(node_registration(config, 0, *instance)); !st)
     return fail(st.error().message, st.error().hint);
   auto audit = AuditLog::open(config.data_dir + "/audit.log");
   if (!audit) return fail(audit.error().message, audit.error().hint);

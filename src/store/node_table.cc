@@ -157,6 +157,56 @@ Status refuse_another_daemon(sql::Connection& h, const NodeRegistration& reg, st
           std::to_string(reg.live_within_ms) + " ms), when it is marked lost");
 }
 
+// The claim on node `reg.id` for this daemon (reg.instance), in the
+// caller's transaction: taken when there is none, when it is this daemon's
+// own, or when it is older than reg.live_within_ms (its daemon died before
+// it registered). One upsert: on PostgreSQL a second daemon's waits for the
+// first's transaction and then finds its claim; on SQLite the write lock
+// orders them. kAlreadyExists when another daemon holds it.
+Status take_claim(sql::Connection& h, const NodeRegistration& reg, std::int64_t now,
+                  const std::string& what) {
+  if (reg.instance.empty() || reg.live_within_ms <= 0) return ok();
+  auto st = h.prepare(
+      "INSERT INTO node_claims (id, instance, claimed_at) VALUES (?1, ?2, ?3) "
+      "ON CONFLICT (id) DO UPDATE SET instance = excluded.instance, "
+      "claimed_at = excluded.claimed_at "
+      "WHERE node_claims.instance = excluded.instance OR node_claims.claimed_at < ?4");
+  if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
+  st->bind(1, reg.id).bind(2, reg.instance).bind(3, now).bind(4, now - reg.live_within_ms);
+  CORRAL_TRY_CTX(st->run("INSERT INTO node_claims"), what);
+  if (st->changes() == 1) return ok();
+  auto held = h.prepare("SELECT claimed_at FROM node_claims WHERE id = ?1");
+  if (!held) return tl::unexpected<Error>(std::move(held).error().wrap(what));
+  held->bind(1, reg.id);
+  auto row = held->step("SELECT node_claims");
+  if (!row) return tl::unexpected<Error>(std::move(row).error().wrap(what));
+  const std::int64_t age = *row ? now - held->int64(0) : 0;
+  return make_error(
+      ErrorCode::kAlreadyExists,
+      what + ": another daemon is starting as node " + reg.id + " (it claimed the id " +
+          std::to_string(age) + " ms ago, from another data dir)",
+      "give each daemon its own serve.node.id (--node-id); if the other one is gone, start this "
+      "one again after serve.node.lost_after (" +
+          std::to_string(reg.live_within_ms) + " ms)");
+}
+
+// Whether this daemon's claim still stands when it registers: another
+// daemon may have taken it over while this one reconciled for longer than
+// live_within_ms. In the registration's transaction.
+Status claim_still_ours(sql::Connection& h, const NodeRegistration& reg, const std::string& what) {
+  if (reg.instance.empty() || reg.live_within_ms <= 0) return ok();
+  auto st = h.prepare("SELECT instance FROM node_claims WHERE id = ?1");
+  if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
+  st->bind(1, reg.id);
+  auto row = st->step("SELECT node_claims");
+  if (!row) return tl::unexpected<Error>(std::move(row).error().wrap(what));
+  if (!*row || st->text(0) == reg.instance) return ok();
+  return make_error(ErrorCode::kAlreadyExists,
+                    what + ": another daemon claimed node " + reg.id +
+                        " while this one was starting (another data dir)",
+                    "give each daemon its own serve.node.id (--node-id)");
+}
+
 }  // namespace
 
 Status StateStore::set_node(std::string_view id) {
@@ -168,9 +218,16 @@ Status StateStore::set_node(std::string_view id) {
 
 const std::string& StateStore::node() const { return db_->node; }
 
-Status StateStore::check_node_free(const NodeRegistration& reg) {
+Status StateStore::claim_node(const NodeRegistration& reg) {
+  const std::string what = "starting node " + reg.id;
   std::lock_guard lock(db_->mu);
-  return refuse_another_daemon(*db_->conn, reg, now_ms(), "starting node " + reg.id);
+  sql::Connection& h = *db_->conn;
+  Txn txn(h);
+  CORRAL_TRY_CTX(txn.begin(), what);
+  const std::int64_t now = now_ms();
+  CORRAL_TRY(refuse_another_daemon(h, reg, now, what));
+  CORRAL_TRY(take_claim(h, reg, now, what));
+  return txn.commit();
 }
 
 bool StateStore::shared() const { return db_->conn->backend() == sql::Backend::kPostgres; }
@@ -202,6 +259,7 @@ Result<NodeRecord> StateStore::register_node(const NodeRegistration& reg) {
   CORRAL_TRY_CTX(txn.begin(), what);
   const std::int64_t now = now_ms();
   CORRAL_TRY(refuse_another_daemon(h, reg, now, what));
+  CORRAL_TRY(claim_still_ours(h, reg, what));
   auto st = h.prepare(
       "INSERT INTO nodes (id, address, state, capacity_json, labels_json, pools_json, "
       "incarnation, started_at, heartbeat_at, lost_at, key_id, instance) "
@@ -255,6 +313,11 @@ Status StateStore::leave() {
   if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
   st->bind(1, db_->node);
   CORRAL_TRY_CTX(st->run("UPDATE nodes"), what);
+  // Its id is free at once for a daemon of another data dir.
+  auto claim = h.prepare("DELETE FROM node_claims WHERE id = ?1");
+  if (!claim) return tl::unexpected<Error>(std::move(claim).error().wrap(what));
+  claim->bind(1, db_->node);
+  CORRAL_TRY_CTX(claim->run("DELETE FROM node_claims"), what);
   // Its queued tasks are for the nodes that stay.
   auto tasks = h.prepare("UPDATE tasks SET node = NULL WHERE node = ?1 AND status = 'queued'");
   if (!tasks) return tl::unexpected<Error>(std::move(tasks).error().wrap(what));

@@ -238,6 +238,16 @@ ALTER TABLE nodes ADD COLUMN key_id TEXT NOT NULL DEFAULT '';
     R"sql(
 ALTER TABLE nodes ADD COLUMN instance TEXT NOT NULL DEFAULT '';
 )sql",
+    // 13 -> 14: a daemon's claim on its node id from before it reconciles
+    // until it registers (StateStore::claim_node): two daemons started at
+    // once with one id cannot both pass the check.
+    R"sql(
+CREATE TABLE node_claims (
+  id TEXT PRIMARY KEY NOT NULL,
+  instance TEXT NOT NULL,
+  claimed_at INTEGER NOT NULL
+) STRICT;
+)sql",
 };
 static_assert(std::size(kMigrations) == StateStore::kSchemaVersion,
               "one migration per schema version");

@@ -114,7 +114,7 @@ struct CreateResult {
 
 class StateStore {
  public:
-  static constexpr int kSchemaVersion = 13;
+  static constexpr int kSchemaVersion = 14;
 
   // What an acknowledged write survives. kPowerLoss: synchronous=FULL, every
   // commit is fsync'd before the call returns. kProcessCrash:
@@ -287,9 +287,14 @@ class StateStore {
   // now. Returns the record as stored. kAlreadyExists when another daemon
   // is live as this node (NodeRegistration::instance, live_within_ms).
   Result<NodeRecord> register_node(const NodeRegistration& registration);
-  // The same check alone, for a daemon before it reconciles (which would
-  // take the other daemon's sandboxes for its own).
-  Status check_node_free(const NodeRegistration& registration);
+  // For a daemon before it reconciles (which would take another daemon's
+  // sandboxes for its own): the same check, and a claim on the id in the
+  // same transaction (node_claims: this instance, now), which a second
+  // daemon's claim is refused by until this one registers or its claim is
+  // older than live_within_ms. One statement decides between daemons that
+  // claim at once, on both backends. register_node refuses to register a
+  // daemon whose claim another has taken over since; leave() drops it.
+  Status claim_node(const NodeRegistration& registration);
   // Records a heartbeat of this node. kPermissionDenied when the node is
   // not live (another node marked it lost, or it left): what it owned is
   // no longer its own; the daemon reconciles and registers again.

@@ -120,7 +120,7 @@ TEST_P(NodeTable, AnotherDaemonWithTheSameIdIsRefusedWhileTheFirstIsLive) {
     return r;
   };
   ASSERT_TRUE(first->register_node(as("aaaa", 60'000)));
-  auto refused = second->check_node_free(as("bbbb", 60'000));
+  auto refused = second->claim_node(as("bbbb", 60'000));
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, ErrorCode::kAlreadyExists);
   EXPECT_NE(refused.error().message.find("another daemon is node node-a (address node-a.test:7070"),
@@ -132,19 +132,92 @@ TEST_P(NodeTable, AnotherDaemonWithTheSameIdIsRefusedWhileTheFirstIsLive) {
   EXPECT_EQ(registered.error().code, ErrorCode::kAlreadyExists);
   EXPECT_EQ(first->get_node("node-a")->incarnation, 1) << "the refused one wrote nothing";
   // The same data dir restarted is the same node.
-  ASSERT_TRUE(second->check_node_free(as("aaaa", 60'000)));
+  ASSERT_TRUE(second->claim_node(as("aaaa", 60'000)));
   auto restarted = second->register_node(as("aaaa", 60'000));
   ASSERT_TRUE(restarted) << restarted.error().to_string();
   EXPECT_EQ(restarted->incarnation, 2);
   // Its heartbeat older than lost_after: gone, the id is free.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ASSERT_TRUE(second->check_node_free(as("bbbb", 10)));
+  ASSERT_TRUE(second->claim_node(as("bbbb", 10)));
   // Left (a drained stop): free at once.
   ASSERT_TRUE(first->leave());
   auto taken = second->register_node(as("bbbb", 60'000));
   ASSERT_TRUE(taken) << taken.error().to_string();
   // An old registration (no instance) is never judged.
-  ASSERT_TRUE(first->check_node_free(as("", 60'000)));
+  ASSERT_TRUE(first->claim_node(as("", 60'000)));
+}
+
+// Eight daemons with one node id start at once (issue 18: each would
+// reconcile the others' sandboxes as its own): exactly one claims the id,
+// the others are refused before they reconcile, and none of them can
+// register. A claim whose daemon outlives live_within_ms before it
+// registers can be taken over, and then that daemon cannot register.
+TEST_P(NodeTable, DaemonsStartingAtOnceWithOneIdOnlyOneClaimsIt) {
+  constexpr int kDaemons = 8;
+  std::vector<std::unique_ptr<StateStore>> daemons;
+  for (int i = 0; i < kDaemons; ++i) {
+    auto s = open("node-a");
+    ASSERT_TRUE(s);
+    daemons.push_back(std::move(s));
+  }
+  auto as = [](int i, std::int64_t live_within_ms) {
+    NodeRegistration r = reg("node-a");
+    r.instance = "instance-" + std::to_string(i);
+    r.live_within_ms = live_within_ms;
+    return r;
+  };
+  std::vector<Status> claimed(kDaemons, ok());
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kDaemons; ++i)
+    threads.emplace_back([&, i] {
+      ++ready;
+      while (ready < kDaemons) std::this_thread::yield();  // all claim together
+      claimed[static_cast<std::size_t>(i)] =
+          daemons[static_cast<std::size_t>(i)]->claim_node(as(i, 60'000));
+    });
+  for (auto& t : threads) t.join();
+  int winner = -1;
+  for (int i = 0; i < kDaemons; ++i) {
+    const Status& st = claimed[static_cast<std::size_t>(i)];
+    if (st) {
+      EXPECT_EQ(winner, -1) << "daemons " << winner << " and " << i << " both claimed node-a";
+      winner = i;
+      continue;
+    }
+    EXPECT_EQ(st.error().code, ErrorCode::kAlreadyExists) << st.error().to_string();
+    EXPECT_NE(st.error().message.find("another daemon is starting as node node-a"),
+              std::string::npos)
+        << st.error().message;
+  }
+  ASSERT_NE(winner, -1) << "no daemon claimed node-a";
+  for (int i = 0; i < kDaemons; ++i) {
+    if (i == winner) continue;
+    auto refused = daemons[static_cast<std::size_t>(i)]->register_node(as(i, 60'000));
+    ASSERT_FALSE(refused) << "daemon " << i << " registered while " << winner << " holds the id";
+    EXPECT_EQ(refused.error().code, ErrorCode::kAlreadyExists);
+  }
+  auto registered = daemons[static_cast<std::size_t>(winner)]->register_node(as(winner, 60'000));
+  ASSERT_TRUE(registered) << registered.error().to_string();
+  EXPECT_EQ(registered->incarnation, 1);
+  // A left node's id is free at once, its claim with it.
+  ASSERT_TRUE(daemons[static_cast<std::size_t>(winner)]->leave());
+  const int next = (winner + 1) % kDaemons;
+  ASSERT_TRUE(daemons[static_cast<std::size_t>(next)]->claim_node(as(next, 60'000)));
+  // Its claim stale before it registers (a reconcile longer than
+  // live_within_ms): another daemon takes the id over, and the first can
+  // no longer register.
+  ASSERT_TRUE(daemons[static_cast<std::size_t>(next)]->claim_node(as(next, 10)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  const int other = (winner + 2) % kDaemons;
+  ASSERT_TRUE(daemons[static_cast<std::size_t>(other)]->claim_node(as(other, 10)));
+  auto late = daemons[static_cast<std::size_t>(next)]->register_node(as(next, 10));
+  ASSERT_FALSE(late);
+  EXPECT_NE(late.error().message.find("another daemon claimed node node-a while this one was "
+                                      "starting"),
+            std::string::npos)
+      << late.error().message;
+  ASSERT_TRUE(daemons[static_cast<std::size_t>(other)]->register_node(as(other, 10)));
 }
 
 TEST_P(NodeTable, ASilentNodeIsLostAndWhatItHeldIsHandedOn) {
