@@ -53,6 +53,9 @@ bool relays_back(std::string_view name) {
 
 }  // namespace
 
+NodeForwarder::InFlight::InFlight(Gauge& gauge) : gauge_(gauge) { gauge_.inc(); }
+NodeForwarder::InFlight::~InFlight() { gauge_.dec(); }
+
 NodeForwarder::NodeForwarder(StateStore& store, std::optional<ClusterKey> key,
                              MetricsRegistry& metrics)
     : store_(store), key_(std::move(key)), metrics_(metrics) {}
@@ -159,7 +162,7 @@ bool NodeForwarder::forward(const NodeRecord& node, const std::string& what,
                             const http::RequestHead& head, http::BodyReader& body,
                             http::ResponseWriter& out, const std::string& ns,
                             bool answer_unreached) {
-  auto call = open_relay(node, head, body, ns, /*e2b_headers=*/false);
+  auto call = open_relay(node, head, body, ns, out, /*e2b_headers=*/false);
   if (!call) {
     // Not even connected: nothing of the request was read or sent.
     if (!answer_unreached && !call.error().sent) return false;
@@ -175,12 +178,12 @@ bool NodeForwarder::forward(const NodeRecord& node, const std::string& what,
 
 tl::expected<NodeForwarder::Call, NodeForwarder::CallError> NodeForwarder::open_relay(
     const NodeRecord& node, const http::RequestHead& head, http::BodyReader& body,
-    const std::string& ns, bool e2b_headers) {
+    const std::string& ns, http::ResponseWriter& out, bool e2b_headers) {
   http::BodySource source = [&body](char* buf, std::size_t cap) { return body.read(buf, cap); };
   // The caller's framing: its length, chunked, or no body at all.
   const std::optional<std::uint64_t> length =
       head.chunked ? std::nullopt : std::optional<std::uint64_t>(head.content_length.value_or(0));
-  auto call = open_call(node, head, head.target, ns, source, length, e2b_headers);
+  auto call = open_call(node, head, head.target, ns, source, length, out, e2b_headers);
   if (!call)
     metrics_.counter("corral_forward_errors_total", "Calls that could not be forwarded").inc();
   return call;
@@ -189,7 +192,7 @@ tl::expected<NodeForwarder::Call, NodeForwarder::CallError> NodeForwarder::open_
 tl::expected<NodeForwarder::Call, NodeForwarder::CallError> NodeForwarder::open_call(
     const NodeRecord& node, const http::RequestHead& head, const std::string& target,
     const std::string& ns, const http::BodySource& source, std::optional<std::uint64_t> length,
-    bool e2b_headers) {
+    http::ResponseWriter& out, bool e2b_headers) {
   auto endpoint = http::Endpoint::parse("http://" + node.address);
   if (!endpoint) return tl::unexpected(CallError{endpoint.error().message, false});
   auto client = http::Client::connect(*endpoint, std::chrono::seconds(5));
@@ -197,6 +200,9 @@ tl::expected<NodeForwarder::Call, NodeForwarder::CallError> NodeForwarder::open_
   // A call may wait for a command as long as it runs (exec, wait, follow):
   // the owner's own timeouts bound it, not this relay's.
   client->set_io_timeout(std::chrono::hours(1));
+  client->end_when_gone(out.fd());
+  auto in_flight = std::make_unique<InFlight>(
+      metrics_.gauge("corral_forwarded_in_flight", "Calls being relayed to another node now"));
   http::Headers headers;
   for (const auto& h : head.headers)
     if (passes_on(h.name) || (e2b_headers && e2b_passes_on(h.name, h.value)))
@@ -209,7 +215,8 @@ tl::expected<NodeForwarder::Call, NodeForwarder::CallError> NodeForwarder::open_
   if (!answer) return tl::unexpected(CallError{answer.error().message, true});
   metrics_.counter("corral_forwarded_total", "Calls forwarded to the node that runs the sandbox")
       .inc();
-  return Call{std::make_unique<http::Client>(std::move(*client)), std::move(*answer)};
+  return Call{std::make_unique<http::Client>(std::move(*client)), std::move(*answer),
+              std::move(in_flight)};
 }
 
 void NodeForwarder::relay_answer(Call& call, const std::string& node_id,
@@ -249,7 +256,7 @@ std::optional<NodeRecord> NodeForwarder::e2b_owner(const http::RequestHead& head
 bool NodeForwarder::forward_e2b(const NodeRecord& node, const http::RequestHead& head,
                                 http::BodyReader& body, http::ResponseWriter& out,
                                 const std::string& ns) {
-  auto call = open_relay(node, head, body, ns, /*e2b_headers=*/true);
+  auto call = open_relay(node, head, body, ns, out, /*e2b_headers=*/true);
   if (!call) return false;
   relay_answer(*call, node.id, head, out);
   return true;
@@ -266,7 +273,7 @@ NodeForwarder::CreateOutcome NodeForwarder::forward_create(
     sent += n;
     return n;
   };
-  auto call = open_call(node, head, target, ns, source, body.size());
+  auto call = open_call(node, head, target, ns, source, body.size(), out);
   if (!call) {
     metrics_.counter("corral_forward_errors_total", "Calls that could not be forwarded").inc();
     // Not connected: the node never saw the create, another may take it.

@@ -25,6 +25,7 @@
 #include "store/node_record.h"
 
 namespace corral {
+class Gauge;
 class MetricsRegistry;
 class StateStore;
 }  // namespace corral
@@ -88,25 +89,41 @@ class NodeForwarder {
   std::string key_id() const { return key_ ? key_->id() : ""; }
 
  private:
+  // Counted in corral_forwarded_in_flight from before it is sent until
+  // its answer is relayed (or not).
+  class InFlight {
+   public:
+    explicit InFlight(Gauge& gauge);
+    ~InFlight();
+    InFlight(const InFlight&) = delete;
+    InFlight& operator=(const InFlight&) = delete;
+
+   private:
+    Gauge& gauge_;
+  };
   struct Call {
     std::unique_ptr<http::Client> client;
     http::ResponseHead answer;
+    std::unique_ptr<InFlight> in_flight;
   };
   struct CallError {
     std::string why;
     bool sent = false;  // connected, and the request may have reached the node
   };
   // Sends the request to `node`, signed, with `head`'s passable headers.
+  // The call ends, and its connection to the node closes, as soon as the
+  // caller (`out`'s connection) goes away, however long the node's answer
+  // would take.
   tl::expected<Call, CallError> open_call(const NodeRecord& node, const http::RequestHead& head,
                                           const std::string& target, const std::string& ns,
                                           const http::BodySource& source,
                                           std::optional<std::uint64_t> length,
-                                          bool e2b_headers = false);
+                                          http::ResponseWriter& out, bool e2b_headers = false);
   // open_call with the caller's own target, body and framing; a failure is
   // counted (corral_forward_errors_total).
   tl::expected<Call, CallError> open_relay(const NodeRecord& node, const http::RequestHead& head,
                                            http::BodyReader& body, const std::string& ns,
-                                           bool e2b_headers);
+                                           http::ResponseWriter& out, bool e2b_headers);
   // Sends the caller's request to `node` and relays its answer: true. When
   // it cannot be reached, 503 saying "<what> on node N (address), which
   // cannot be reached" (true), or, without `answer_unreached` and when not

@@ -161,6 +161,7 @@ struct Client::Impl {
   Endpoint endpoint;
   milliseconds connect_timeout{0};
   milliseconds io_timeout{0};
+  int hangup_fd = -1;
   UniqueFd fd;
   std::unique_ptr<char[]> buf{new char[kReadBufferBytes]};
   std::size_t begin = 0;
@@ -177,7 +178,9 @@ struct Client::Impl {
   // whatever framing fields it has (RFC 9112 6.3).
   bool head_request = false;
 
-  io::Timeouts timeouts() const { return io::Timeouts{io_timeout, io::Clock::time_point::max()}; }
+  io::Timeouts timeouts() const {
+    return io::Timeouts{io_timeout, io::Clock::time_point::max(), hangup_fd};
+  }
   std::string_view buffered() const { return std::string_view(buf.get() + begin, end - begin); }
   void consume(std::size_t n) {
     begin += n;
@@ -463,6 +466,8 @@ Result<Client> Client::connect(const Endpoint& endpoint, std::chrono::millisecon
 }
 
 void Client::set_io_timeout(std::chrono::milliseconds timeout) { impl_->io_timeout = timeout; }
+
+void Client::end_when_gone(int fd) { impl_->hangup_fd = fd; }
 
 Result<ResponseHead> Client::send(std::string_view method, std::string_view target,
                                   const Headers& headers, std::string_view body) {

@@ -61,6 +61,9 @@ class Client {
 
   // Timeout of each blocking read/write (0: none, for long streams).
   void set_io_timeout(std::chrono::milliseconds timeout);
+  // Ends every blocking read or write with an error once the peer of
+  // socket `fd` closes (a relay whose own client went away; -1: never).
+  void end_when_gone(int fd);
 
  private:
   struct Impl;

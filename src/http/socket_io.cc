@@ -26,9 +26,11 @@ int poll_timeout(const Timeouts& t) {
 
 Status wait(int fd, short events, const Timeouts& t) {
   while (true) {
-    struct pollfd p = {fd, events, 0};
+    struct pollfd p[2] = {{fd, events, 0}, {t.hangup_fd, POLLRDHUP, 0}};
     int timeout = poll_timeout(t);
-    int r = ::poll(&p, 1, timeout);
+    int r = ::poll(p, t.hangup_fd >= 0 ? 2 : 1, timeout);
+    if (r > 0 && t.hangup_fd >= 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0)
+      return make_error(ErrorCode::kUnavailable, "the client this call was made for went away");
     if (r > 0) return ok();  // ready, or an error/hangup the next call reports
     if (r == 0) return make_error(ErrorCode::kTimeout, "peer stalled (no progress in time)");
     if (errno != EINTR) return errno_error("poll");

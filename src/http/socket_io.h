@@ -19,10 +19,14 @@ using Clock = std::chrono::steady_clock;
 struct Timeouts {
   std::chrono::milliseconds stall{0};
   Clock::time_point deadline = Clock::time_point::max();
+  // Another socket whose peer closing ends a wait with kUnavailable (a relay
+  // watching the client it relays for; -1: none). Only its hangup counts,
+  // never data it has to read.
+  int hangup_fd = -1;
 };
 
 // Waits until fd is ready for `events` (POLLIN/POLLOUT). kTimeout when the
-// limits pass first.
+// limits pass first, kUnavailable when t.hangup_fd's peer closes first.
 Status wait(int fd, short events, const Timeouts& t);
 
 // Receives up to cap bytes, waiting for at least one; 0 at end of stream.

@@ -7,7 +7,9 @@
 // (checked from outside: its sandbox's init is gone) and runs nothing of
 // what was handed on.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,9 +22,11 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <thread>
 
+#include "base/unique_fd.h"
 #include "daemon/cluster_key.h"
 #include "http/http_message.h"
 #include "store/sql_postgres.h"
@@ -312,6 +316,61 @@ TEST_F(Fleet, CallsOnAnotherNodesSandboxAreForwardedSignedAndStreamed) {
   EXPECT_EQ(b.exec(id, "true")["exit_code"], 0);
 }
 
+// A node's gauge from its /metrics (-1 when it is not there).
+double gauge(TestDaemon& d, const std::string& name) {
+  auto m = d.request("GET", "/metrics", "", true);
+  std::istringstream lines(m.body);
+  std::string line;
+  while (std::getline(lines, line))
+    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
+  return -1;
+}
+
+// A call relayed to the sandbox's node ends as soon as its caller goes
+// away, however long the node's answer would take: a client that opens
+// long calls through one node and leaves holds nothing there (nor on the
+// owner, whose end of the relay closes too).
+TEST_F(Fleet, ARelayedCallEndsWhenItsCallerGoesAway) {
+  TempDir keys("corral-fleet-keys");
+  const std::string with_key =
+      "  cluster_key_file: " + write_cluster_key(keys, std::string(64, 'c')) + "\n";
+  TestDaemon a({}, node_config(url_, "node-a", 1, with_key));
+  ASSERT_TRUE(a.ready()) << a.output();
+  TestDaemon b({}, node_config(url_, "node-b", 2, with_key));
+  ASSERT_TRUE(b.ready()) << b.output();
+  const std::string id = b.create_sandbox(kSmall);
+  ASSERT_FALSE(id.empty()) << b.output();
+  // Waiting for the answer's head (an exec answers when its command ends),
+  // and in the middle of a streamed answer.
+  for (const std::string body :
+       {R"({"cmd":"sleep 60"})", R"({"cmd":"echo started; sleep 60","stream":"ndjson"})"}) {
+    UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(a.port());
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd.get(), reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+    const std::string request = "POST /v1/sandboxes/" + id +
+                                "/exec HTTP/1.1\r\nHost: corral\r\nAuthorization: Bearer " +
+                                a.api_key() +
+                                "\r\nContent-Type: application/json\r\n"
+                                "Content-Length: " +
+                                std::to_string(body.size()) + "\r\n\r\n" + body;
+    ASSERT_EQ(send(fd.get(), request.data(), request.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(request.size()));
+    ASSERT_TRUE(eventually([&] { return gauge(a, "corral_forwarded_in_flight") == 1; }))
+        << "the call is not being relayed: " << body;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // well into the wait
+    fd.reset();                                                   // the caller goes away
+    EXPECT_TRUE(eventually([&] { return gauge(a, "corral_forwarded_in_flight") == 0; },
+                           std::chrono::seconds(5)))
+        << "the relay still waits for node-b after its caller left: " << body;
+  }
+  // Node A still relays.
+  auto ex = a.request("POST", "/v1/sandboxes/" + id + "/exec", R"({"cmd":"echo still"})", true);
+  EXPECT_EQ(ex.json()["stdout"], "still\n") << ex.body;
+}
+
 // Creates sent to one node are placed across the fleet by free room for
 // each node's size, by labels and by node, and never past a node's room.
 // docs/fleet.md "E2B": the E2B facade of any node places creates like the
@@ -329,14 +388,14 @@ TEST_F(Fleet, E2bCreatesArePlacedAndCallsGoToTheSandboxsNode) {
   TestDaemon b({}, node_config(url_, "node-b", 2, placed_node(key, 4)));
   ASSERT_TRUE(b.ready()) << b.output();
   // Node A full: its one sandbox, placed there by name.
-  auto first = a.request("POST", "/v1/sandboxes",
-                         R"({"limits":{"memory":"64Mi","disk":"16Mi"},"placement":{"node":"node-a"}})");
+  auto first =
+      a.request("POST", "/v1/sandboxes",
+                R"({"limits":{"memory":"64Mi","disk":"16Mi"},"placement":{"node":"node-a"}})");
   ASSERT_EQ(first.status, 201) << first.body;
   const http::Headers json_type = {{"content-type", "application/json"}};
-  auto created =
-      a.request("POST", "/e2b/v2/sandboxes",
-                R"({"templateID":"base","timeout":300,"metadata":{"team":"fleet"}})", false,
-                true, json_type);
+  auto created = a.request("POST", "/e2b/v2/sandboxes",
+                           R"({"templateID":"base","timeout":300,"metadata":{"team":"fleet"}})",
+                           false, true, json_type);
   ASSERT_EQ(created.status, 201) << created.body;
   EXPECT_EQ(header(created, "x-corral-node"), "node-b") << "placed where there is room";
   const std::string id = created.json().value("sandboxID", "");
@@ -354,12 +413,13 @@ TEST_F(Fleet, E2bCreatesArePlacedAndCallsGoToTheSandboxsNode) {
   EXPECT_EQ(listed_ids(a), std::vector<std::string>{id});
   EXPECT_EQ(listed_ids(b), std::vector<std::string>{id});
   // A bad create is refused by the node asked, in E2B's shape.
-  auto bad = a.request("POST", "/e2b/v2/sandboxes", R"({"templateID":"no-such-template"})",
-                       false, true, json_type);
+  auto bad = a.request("POST", "/e2b/v2/sandboxes", R"({"templateID":"no-such-template"})", false,
+                       true, json_type);
   EXPECT_EQ(bad.status, 400) << bad.body;
   EXPECT_EQ(bad.json().value("code", 0), 400) << bad.body;
   auto envd = [&](const std::string& type, const std::string& access) {
-    return http::Headers{{"content-type", type}, {"e2b-sandbox-id", id}, {"x-access-token", access}};
+    return http::Headers{
+        {"content-type", type}, {"e2b-sandbox-id", id}, {"x-access-token", access}};
   };
 
   // envd through node A: the upload lands in node B's sandbox.
@@ -372,9 +432,9 @@ TEST_F(Fleet, E2bCreatesArePlacedAndCallsGoToTheSandboxsNode) {
                         envd("application/octet-stream", token));
   ASSERT_EQ(down.status, 200) << down.body;
   EXPECT_EQ(down.body, "written through a");
-  auto stat = a.request("POST", "/e2b/envd/filesystem.Filesystem/Stat",
-                        R"({"path":"/workspace/via-a.txt"})", false, true,
-                        envd("application/json", token));
+  auto stat =
+      a.request("POST", "/e2b/envd/filesystem.Filesystem/Stat",
+                R"({"path":"/workspace/via-a.txt"})", false, true, envd("application/json", token));
   ASSERT_EQ(stat.status, 200) << stat.body;
   EXPECT_EQ(stat.json()["entry"].value("size", std::string()), "17") << stat.body;
   // A wrong token is refused at node A; node B never sees the call.
@@ -390,8 +450,8 @@ TEST_F(Fleet, E2bCreatesArePlacedAndCallsGoToTheSandboxsNode) {
   EXPECT_EQ(info.json().value("sandboxID", ""), id);
   EXPECT_EQ(http::find_header(info.headers, "x-corral-node"),
             std::optional<std::string_view>("node-b"));
-  auto timeout = a.request("POST", "/e2b/sandboxes/" + id + "/timeout", R"({"timeout":600})",
-                           false, true, json_type);
+  auto timeout = a.request("POST", "/e2b/sandboxes/" + id + "/timeout", R"({"timeout":600})", false,
+                           true, json_type);
   EXPECT_EQ(timeout.status, 204) << timeout.body;
   auto connected = a.request("POST", "/e2b/sandboxes/" + id + "/connect", R"({"timeout":600})",
                              false, true, json_type);
@@ -537,8 +597,7 @@ TEST_F(Fleet, ASecondDaemonWithALiveNodesIdDoesNotStartAndTouchesNothing) {
   ASSERT_FALSE(id.empty());
   TestDaemon twin({}, node_config(url_, "node-a", 2));
   EXPECT_FALSE(twin.ready()) << twin.output();
-  EXPECT_TRUE(twin.wait_output("another daemon is node node-a"))
-      << twin.output();
+  EXPECT_TRUE(twin.wait_output("another daemon is node node-a")) << twin.output();
   EXPECT_TRUE(twin.wait_output("serve.node.id")) << twin.output();
   auto info = a.request("GET", "/v1/sandboxes/" + id);
   EXPECT_EQ(info.json()["state"], "ready") << info.body;
