@@ -53,14 +53,23 @@ Result<DigestReference> ImageStore::push(std::string_view name, const PushTarget
   say("packing " + n + " into one layer");
   CORRAL_TRY(run({"umoci", "init", "--layout", "layout"}, "check that umoci works"));
   CORRAL_TRY(run({"umoci", "new", "--image", "layout:latest"}, "check that umoci works"));
-  CORRAL_TRY(run({"umoci", "insert", "--image", "layout:latest", info->rootfs, "/"},
+  // The image's own time (when it was imported or built) stands for the
+  // push's in the config and the history: the same image pushed again
+  // gives the same digest (umoci writes the layer's entries in a fixed
+  // order, with the rootfs's own times).
+  const std::string created = info->created.empty() ? "1970-01-01T00:00:00Z" : info->created;
+  CORRAL_TRY(run({"umoci", "insert", "--image", "layout:latest", "--history.created=" + created,
+                  info->rootfs, "/"},
                  "check that " + info->rootfs + " is readable"));
-  if (!info->env.empty() || !info->workdir.empty()) {
-    std::vector<std::string> config = {"umoci", "config", "--image", "layout:latest"};
-    for (const std::string& e : info->env) config.push_back("--config.env=" + e);
-    if (!info->workdir.empty()) config.push_back("--config.workingdir=" + info->workdir);
-    CORRAL_TRY(run(config, "check the image's env and workdir (image.json)"));
-  }
+  std::vector<std::string> config = {"umoci",
+                                     "config",
+                                     "--image",
+                                     "layout:latest",
+                                     "--created=" + created,
+                                     "--history.created=" + created};
+  for (const std::string& e : info->env) config.push_back("--config.env=" + e);
+  if (!info->workdir.empty()) config.push_back("--config.workingdir=" + info->workdir);
+  CORRAL_TRY(run(config, "check the image's env and workdir (image.json)"));
   say("pushing to " + target.text());
   CORRAL_TRY(run({"skopeo", "copy", "--quiet",
                   std::string("--dest-tls-verify=") + (insecure ? "false" : "true"), "--digestfile",

@@ -134,6 +134,10 @@ TEST_F(ImagePull, AnImagePushedFromOneStoreIsPulledIntoAnotherByTheReferenceTheP
                     registry_->host() + "/moved:v2"),
             pinned.substr(pinned.size() - 71) + "\n");
   EXPECT_EQ(images_entries(), std::vector<std::string>{"mine"}) << "the push left its work behind";
+  // The same image pushed again, under another tag: the same digest.
+  auto again = run_corral({"image", "push", "mine", registry_->host() + "/moved:v3", "--insecure"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out, pushed.out) << "a second push of one image made another digest";
 
   // Another node's store pulls it by that reference alone; a sandbox sees
   // the files, the env and the workdir the image had.
