@@ -40,8 +40,7 @@ std::string over_budget() {
 // leased and its root opened, a ticket taken and the directory watched.
 // Errors are answered (as a stream's when `stream`) and give nullopt.
 struct WatchStart {
-  SandboxLease lease;
-  std::shared_ptr<SandboxEntry> sandbox;
+  SandboxLease lease;  // lease.sandbox(): the sandbox watched
   std::string path;
   bool recursive = false;
   std::unique_ptr<WatchBudget::Ticket> ticket;
@@ -78,23 +77,23 @@ std::optional<WatchStart> start_watch(EnvdCall& c, bool stream, std::optional<Co
     return fail(ce.code, ce.message);
   }
   w.lease = std::move(*lease);
-  w.sandbox = w.lease.sandbox();
-  if (!user_allowed(c.r, *w.sandbox)) return std::nullopt;
-  auto opened = open_sandbox_root(ctx.sandboxes, *w.sandbox);
+  const SandboxEntry& sandbox = *w.lease.sandbox();
+  if (!user_allowed(c.r, sandbox)) return std::nullopt;
+  auto opened = open_sandbox_root(ctx.sandboxes, sandbox);
   if (!opened) {
     const auto ce = connect_error_of(opened.error());
     return fail(ce.code, ce.message);
   }
   root->emplace(std::move(*opened));
-  w.path = sandbox_path(*w.sandbox, req->path);
-  w.ticket = c.facade.watch_budget().take(w.sandbox->id);
+  w.path = sandbox_path(sandbox, req->path);
+  w.ticket = c.facade.watch_budget().take(sandbox.id);
   if (!w.ticket) return fail(ConnectCode::kResourceExhausted, over_budget());
   *watcher = std::make_unique<DirWatcher>(**root, w.path, w.recursive);
   if (!(*watcher)->ready()) return fail(ConnectCode::kResourceExhausted, "inotify_init1 failed");
   if (auto st = (*watcher)->add(""); !st) {
     const api::ApiError e = file_error(st.error());
-    audit_refused(ctx.sandboxes, w.sandbox->id, "watch", w.path, e);
-    auto ce = connect_error_of(FileRedactor(ctx.sandboxes, w.sandbox->id).error(e));
+    audit_refused(ctx.sandboxes, sandbox.id, "watch", w.path, e);
+    auto ce = connect_error_of(FileRedactor(ctx.sandboxes, sandbox.id).error(e));
     if (st.error().code == ErrorCode::kResourceExhausted) ce.code = ConnectCode::kResourceExhausted;
     return fail(ce.code, ce.message);
   }
@@ -110,12 +109,10 @@ struct PollingWatcher : SandboxEntry::HeldBetweenCalls {
   bool dir_gone = false;
 };
 
-constexpr std::size_t kPrefixLength = 8;  // "watcher-"
-
 std::shared_ptr<PollingWatcher> find_watcher(SandboxEntry& sandbox, const std::string& id) {
   std::lock_guard lock(sandbox.mu);
   auto it = sandbox.held.find(id);
-  if (it == sandbox.held.end() || id.size() <= kPrefixLength) return nullptr;
+  if (it == sandbox.held.end()) return nullptr;
   return std::dynamic_pointer_cast<PollingWatcher>(it->second);
 }
 
@@ -166,8 +163,9 @@ void handle_watch_dir(EnvdCall& c) {
   std::unique_ptr<DirWatcher> watcher;
   w = start_watch(c, true, &root, &watcher);
   if (!w) return;
-  audit_file(ctx.sandboxes, w->sandbox->id, "watch", w->path, {{"recursive", w->recursive}});
-  FileRedactor redactor(ctx.sandboxes, w->sandbox->id);
+  const std::string& sandbox_id = w->lease.sandbox()->id;
+  audit_file(ctx.sandboxes, sandbox_id, "watch", w->path, {{"recursive", w->recursive}});
+  FileRedactor redactor(ctx.sandboxes, sandbox_id);
   if (!c.r.out.start(200, {{"content-type", "application/connect+json"}}, std::nullopt)) return;
   auto last_sent = Clock::now();
   auto send = [&](const std::string& json) {
@@ -203,13 +201,14 @@ void handle_create_watcher(EnvdCall& c) {
   unsigned char bytes[16];
   fill_random(bytes, sizeof bytes);
   const std::string id = "watcher-" + to_hex(bytes, sizeof bytes);
+  SandboxEntry& sandbox = *w->lease.sandbox();
   {
-    std::lock_guard lock(w->sandbox->mu);
-    if (w->sandbox->tearing_down)
+    std::lock_guard lock(sandbox.mu);
+    if (sandbox.tearing_down)
       return send_connect_error(c.r.out, ConnectCode::kUnavailable, "the sandbox is going away");
-    w->sandbox->held[id] = held;
+    sandbox.held[id] = held;
   }
-  audit_file(ctx.sandboxes, w->sandbox->id, "watch", w->path,
+  audit_file(ctx.sandboxes, sandbox.id, "watch", w->path,
              {{"recursive", w->recursive}, {"watcher", id}});
   send_connect_json(c.r.out, e2b::watcher_created_json(id));
 }
@@ -245,17 +244,15 @@ void handle_remove_watcher(EnvdCall& c) {
   auto call = watcher_call(c);
   if (!call) return;
   SandboxEntry& sandbox = *call->lease.sandbox();
-  if (!find_watcher(sandbox, call->id)) return no_such_watcher(c, call->id);
   std::shared_ptr<SandboxEntry::HeldBetweenCalls> dropped;
   {
     std::lock_guard lock(sandbox.mu);
     auto it = sandbox.held.find(call->id);
-    if (it != sandbox.held.end()) {
-      dropped = std::move(it->second);
-      sandbox.held.erase(it);
-    }
+    if (it == sandbox.held.end()) return no_such_watcher(c, call->id);
+    dropped = std::move(it->second);
+    sandbox.held.erase(it);
   }
-  dropped.reset();  // its files closed, its ticket back
+  dropped.reset();  // its files closed, its ticket back (outside the lock)
   send_connect_json(c.r.out, "{}");
 }
 

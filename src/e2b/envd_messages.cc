@@ -48,6 +48,14 @@ Result<std::string> get_string(const Json& obj, std::string_view name,
   return v->get<std::string>();
 }
 
+// A string member that must be there and not empty.
+Result<std::string> get_required_string(const Json& obj, std::string_view name) {
+  auto v = get_string(obj, name);
+  if (!v) return tl::unexpected(v.error());
+  if (v->empty()) return bad(name, "is missing or empty");
+  return v;
+}
+
 Result<std::optional<std::string>> get_optional_string(const Json& obj, std::string_view name) {
   const Json* v = member(obj, name);
   if (v == nullptr) return std::optional<std::string>();
@@ -473,19 +481,15 @@ std::string go_file_mode_string(mode_t mode) {
 Result<std::string> parse_path_request(std::string_view json) {
   auto j = parse_object(json);
   if (!j) return tl::unexpected(j.error());
-  auto path = get_string(*j, "path");
-  if (!path) return tl::unexpected(path.error());
-  if (path->empty()) return bad("path", "is missing or empty");
-  return std::move(*path);
+  return get_required_string(*j, "path");
 }
 
 Result<ListDirRequest> parse_list_dir(std::string_view json) {
   auto j = parse_object(json);
   if (!j) return tl::unexpected(j.error());
   ListDirRequest r;
-  auto path = get_string(*j, "path");
+  auto path = get_required_string(*j, "path");
   if (!path) return tl::unexpected(path.error());
-  if (path->empty()) return bad("path", "is missing or empty");
   r.path = std::move(*path);
   auto depth = get_u32(*j, "depth");
   if (!depth) return tl::unexpected(depth.error());
@@ -512,9 +516,8 @@ Result<WatchDirRequest> parse_watch_dir(std::string_view json) {
   auto j = parse_object(json);
   if (!j) return tl::unexpected(j.error());
   WatchDirRequest r;
-  auto path = get_string(*j, "path");
+  auto path = get_required_string(*j, "path");
   if (!path) return tl::unexpected(path.error());
-  if (path->empty()) return bad("path", "is missing or empty");
   r.path = std::move(*path);
   auto rec = get_bool(*j, "recursive");
   if (!rec) return tl::unexpected(rec.error());
@@ -541,10 +544,7 @@ std::string watch_event_json(std::string_view name, FsEventType type) {
 Result<std::string> parse_watcher_id(std::string_view json) {
   auto j = parse_object(json);
   if (!j) return tl::unexpected(j.error());
-  auto id = get_string(*j, "watcherId");
-  if (!id) return tl::unexpected(id.error());
-  if (id->empty()) return bad("watcherId", "is missing or empty");
-  return std::move(*id);
+  return get_required_string(*j, "watcherId");
 }
 
 std::string watcher_created_json(std::string_view watcher_id) {
