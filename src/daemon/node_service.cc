@@ -136,7 +136,7 @@ void NodeService::sweep() {
                                std::chrono::milliseconds(settings_.lost_after_ms))
       return;
   }
-  auto sweep = store_.sweep_lost_nodes(StateStore::now_ms(), settings_.lost_after_ms);
+  auto sweep = store_.sweep_lost_nodes(settings_.lost_after_ms);
   if (!sweep) return;
   for (const std::string& node : sweep->nodes_lost) {
     metrics_.counter("corral_nodes_marked_lost_total", "Nodes this node marked lost").inc();

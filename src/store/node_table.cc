@@ -224,9 +224,10 @@ Status StateStore::claim_node(const NodeRegistration& reg) {
   sql::Connection& h = *db_->conn;
   Txn txn(h);
   CORRAL_TRY_CTX(txn.begin(), what);
-  const std::int64_t now = now_ms();
-  CORRAL_TRY(refuse_another_daemon(h, reg, now, what));
-  CORRAL_TRY(take_claim(h, reg, now, what));
+  auto now = store_detail::fleet_now_ms(h);
+  if (!now) return tl::unexpected<Error>(std::move(now).error().wrap(what));
+  CORRAL_TRY(refuse_another_daemon(h, reg, *now, what));
+  CORRAL_TRY(take_claim(h, reg, *now, what));
   return txn.commit();
 }
 
@@ -257,8 +258,9 @@ Result<NodeRecord> StateStore::register_node(const NodeRegistration& reg) {
   sql::Connection& h = *db_->conn;
   Txn txn(h);
   CORRAL_TRY_CTX(txn.begin(), what);
-  const std::int64_t now = now_ms();
-  CORRAL_TRY(refuse_another_daemon(h, reg, now, what));
+  auto now = store_detail::fleet_now_ms(h);
+  if (!now) return tl::unexpected<Error>(std::move(now).error().wrap(what));
+  CORRAL_TRY(refuse_another_daemon(h, reg, *now, what));
   CORRAL_TRY(claim_still_ours(h, reg, what));
   auto st = h.prepare(
       "INSERT INTO nodes (id, address, state, capacity_json, labels_json, pools_json, "
@@ -271,7 +273,7 @@ Result<NodeRecord> StateStore::register_node(const NodeRegistration& reg) {
       "key_id = excluded.key_id, instance = excluded.instance");
   if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
   st->bind(1, reg.id).bind(2, reg.address).bind(3, *capacity).bind(4, *labels).bind(5, *pools);
-  st->bind(6, now).bind(7, reg.key_id).bind(8, reg.instance);
+  st->bind(6, *now).bind(7, reg.key_id).bind(8, reg.instance);
   CORRAL_TRY_CTX(st->run("INSERT INTO nodes"), what);
   auto sel = h.prepare(std::string("SELECT ") + kNodeColumns + " FROM nodes WHERE id = ?1");
   if (!sel) return tl::unexpected<Error>(std::move(sel).error().wrap(what));
@@ -291,9 +293,11 @@ Status StateStore::heartbeat() {
   std::lock_guard lock(own ? db_->beat_mu : db_->mu);
   sql::Connection& h = own ? *db_->beat_conn : *db_->conn;
   const std::string what = "heartbeat of node " + db_->node;
+  auto now = store_detail::fleet_now_ms(h);
+  if (!now) return tl::unexpected<Error>(std::move(now).error().wrap(what));
   auto st = h.prepare("UPDATE nodes SET heartbeat_at = ?2 WHERE id = ?1 AND state = 'live'");
   if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
-  st->bind(1, db_->node).bind(2, now_ms());
+  st->bind(1, db_->node).bind(2, *now);
   CORRAL_TRY_CTX(st->run("UPDATE nodes"), what);
   if (st->changes() == 1) return ok();
   return make_error(ErrorCode::kPermissionDenied,
@@ -346,13 +350,26 @@ Result<NodeRecord> StateStore::get_node(std::string_view id) {
   return std::move(rows->front());
 }
 
-Result<LostNodeSweep> StateStore::sweep_lost_nodes(std::int64_t now, std::int64_t lost_after_ms) {
+Result<LostNodeSweep> StateStore::sweep_lost_nodes(std::int64_t lost_after_ms) {
+  return sweep_lost_nodes(std::nullopt, lost_after_ms);
+}
+
+Result<LostNodeSweep> StateStore::sweep_lost_nodes(std::optional<std::int64_t> at,
+                                                   std::int64_t lost_after_ms) {
   std::lock_guard lock(db_->mu);
   sql::Connection& h = *db_->conn;
   const std::string what = "sweeping for lost nodes";
   Txn txn(h);
   CORRAL_TRY_CTX(txn.begin(), what);
   LostNodeSweep sweep;
+  std::int64_t now = 0;
+  if (at) {
+    now = *at;
+  } else {
+    auto clock = store_detail::fleet_now_ms(h);
+    if (!clock) return tl::unexpected<Error>(std::move(clock).error().wrap(what));
+    now = *clock;
+  }
 
   std::vector<std::string> candidates;
   auto silent = h.prepare(

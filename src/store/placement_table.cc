@@ -122,7 +122,10 @@ Result<Placement> StateStore::place_sandbox(const PlacementRequest& req,
   sql::Connection& h = *db_->conn;
   Txn txn(h);
   CORRAL_TRY_CTX(txn.begin(), what);
-  const std::int64_t now = now_ms();
+  // Other nodes drop expired placements by this time: the fleet's clock.
+  auto clock = store_detail::fleet_now_ms(h);
+  if (!clock) return tl::unexpected<Error>(std::move(clock).error().wrap(what));
+  const std::int64_t now = *clock;
 
   std::map<std::string, NodeLoad> loads;
   {

@@ -33,4 +33,17 @@ tl::unexpected<Error> bad_row(std::string_view table, std::string_view column,
                     "the database was written by another program or a newer corral");
 }
 
+Result<std::int64_t> fleet_now_ms(sql::Connection& h) {
+  if (h.backend() != sql::Backend::kPostgres) return StateStore::now_ms();
+  // clock_timestamp(), not now(): the time of this statement, not of the
+  // transaction's start (a sweep or placement may have waited for a lock).
+  const std::string what = "reading the database's clock";
+  auto st = h.prepare("SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)");
+  if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
+  auto row = st->step("SELECT clock_timestamp()");
+  if (!row) return tl::unexpected<Error>(std::move(row).error().wrap(what));
+  if (!*row) return make_error(ErrorCode::kInternal, what + ": no row");
+  return st->int64(0);
+}
+
 }  // namespace corral::store_detail

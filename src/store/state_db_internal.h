@@ -80,6 +80,14 @@ tl::unexpected<Error> bad_row(std::string_view table, std::string_view column,
 // before nodes existed. With the store's lock held (or before it is shared).
 Status adopt_rows(sql::Connection& h, const std::string& node);
 
+// The time, in ms since the epoch, that everything nodes compare across
+// the fleet is stamped with (heartbeats, claims, lost_at, placements'
+// expiry, sandboxes' created_at): the database server's clock on
+// PostgreSQL, so that nodes whose clocks disagree still agree on how old a
+// heartbeat is; this host's on SQLite (one host). One round trip on
+// PostgreSQL.
+Result<std::int64_t> fleet_now_ms(sql::Connection& h);
+
 // Handles the tasks node `node` (marked lost) still holds, as
 // StateStore::sweep_lost_nodes describes; adds their ids to `sweep`. With
 // the store's lock held, in a write transaction (task_table.cc).

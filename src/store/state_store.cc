@@ -573,7 +573,11 @@ Result<CreateResult> StateStore::create_sandbox(std::string_view id, std::string
     }
   }
 
-  std::int64_t now = now_ms();
+  // created_at is compared with lost_at, which another node stamps: the
+  // fleet's clock.
+  auto clock = store_detail::fleet_now_ms(h);
+  if (!clock) return tl::unexpected<Error>(std::move(clock).error().wrap(what));
+  const std::int64_t now = *clock;
   auto ins = h.prepare(
       "INSERT INTO sandboxes (id, state, spec_json, idempotency_key, "
       "created_at, updated_at, expires_at, node) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)");

@@ -312,7 +312,14 @@ class StateStore {
   // attempt with no node; those whose command had started fail with
   // reason node_lost. Tasks still held by a lost node are handled by the
   // next sweep too (a sweep that died half way is finished by another).
-  Result<LostNodeSweep> sweep_lost_nodes(std::int64_t now_ms, std::int64_t lost_after_ms);
+  // Ages are measured on the fleet's clock: the database server's on
+  // PostgreSQL, which stamps heartbeats too, so a node whose clock runs
+  // ahead or behind neither marks the others lost early nor escapes late.
+  Result<LostNodeSweep> sweep_lost_nodes(std::int64_t lost_after_ms);
+  // The same as at time `at` of the fleet's clock (tests: a sweep in the
+  // future).
+  Result<LostNodeSweep> sweep_lost_nodes(std::optional<std::int64_t> at,
+                                         std::int64_t lost_after_ms);
 
   // ---- Placement of creates across nodes (issue 18; placement_table.cc) ----
 

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -635,6 +636,56 @@ TEST_F(Fleet, ANodeIsUnreadyWhileItsHeartbeatCannotBeWritten) {
   EXPECT_TRUE(
       eventually([&] { return a.request("GET", "/readyz", "", true, false).status == 200; }));
   EXPECT_EQ(node_of(a, "node-a").value("incarnation", 0), 1) << "a lone node is never marked lost";
+}
+
+// Nodes whose clocks disagree (issue 18 point 2): node-b runs under
+// libfaketime 40 s ahead of the host, as on a host whose NTP is broken.
+// Heartbeats and sweeps are timed on the database's clock, so node-b
+// marks node-a lost neither at once (node-a's heartbeats would look 40 s
+// old by node-b's clock) nor does node-a take 40 s longer than lost_after
+// to find node-b gone (node-b's would look 40 s young by node-a's).
+TEST_F(Fleet, NodesWhoseClocksDisagreeStillAgreeWhoIsLost) {
+  const std::string faketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+  if (access(faketime.c_str(), R_OK) != 0)
+    CORRAL_SKIP_OR_FAIL("no " + faketime + " (Debian's libfaketime, scripts/install-deps)");
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  TestDaemon a({}, node_config(url_, "node-a", 1));
+  ASSERT_TRUE(a.ready()) << a.output();
+  const std::string id = a.create_sandbox(kSmall);
+  ASSERT_FALSE(id.empty()) << a.output();
+  TestDaemon b(
+      {}, node_config(url_, "node-b", 2),
+      {"LD_PRELOAD=" + faketime, "FAKETIME=+40s",
+       // Wall time only, as a host with a wrong clock has.
+       "FAKETIME_DONT_FAKE_MONOTONIC=1",
+       // ASan wants its runtime first; libfaketime comes first here.
+       std::string("ASAN_OPTIONS=") + (asan != nullptr ? asan : "") + ":verify_asan_link_order=0"});
+  ASSERT_TRUE(b.ready()) << b.output();
+  // node-b's clock is ahead: its audit record of its start says so.
+  auto registered = b.audit_records("node.registered");
+  ASSERT_FALSE(registered.empty()) << b.output();
+  const auto real = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  struct tm tm {};
+  ASSERT_NE(strptime(registered.back().value("time", "").c_str(), "%Y-%m-%dT%H:%M:%S", &tm),
+            nullptr)
+      << registered.back();
+  EXPECT_GE(timegm(&tm) - real, 30) << "node-b's clock is not ahead: " << registered.back();
+
+  // Several times lost_after (1.5 s) with both sweeping: nobody is lost.
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  EXPECT_EQ(node_of(b, "node-a").value("state", ""), "live") << node_of(b, "node-a");
+  EXPECT_EQ(node_of(a, "node-b").value("state", ""), "live") << node_of(a, "node-b");
+  EXPECT_EQ(b.request("GET", "/v1/sandboxes/" + id).json().value("state", ""), "ready");
+  EXPECT_EQ(a.exec(id, "echo still")["stdout"], "still\n");
+
+  // node-b gone: node-a finds it lost within lost_after and a few sweeps,
+  // not 40 s later.
+  ASSERT_TRUE(b.kill9());
+  const auto killed = std::chrono::steady_clock::now();
+  EXPECT_TRUE(eventually([&] { return node_of(a, "node-b").value("state", "") == "lost"; },
+                         std::chrono::seconds(15)))
+      << node_of(a, "node-b") << a.output();
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, std::chrono::seconds(15));
 }
 
 // An image pushed to a registry once (issue 18 point 4) reaches the node a

@@ -24,8 +24,10 @@ nlohmann::json HttpReply::json() const {
   return j.is_discarded() ? nlohmann::json::object() : j;
 }
 
-TestDaemon::TestDaemon(std::vector<std::string> extra_args, std::string config_yaml)
+TestDaemon::TestDaemon(std::vector<std::string> extra_args, std::string config_yaml,
+                       std::vector<std::string> extra_env)
     : args_(std::move(extra_args)) {
+  env_ = std::move(extra_env);
   dir_ = make_temp_dir("daemon");
   data_dir_ = dir_ + "/data";
   socket_ = dir_ + "/corral.sock";
@@ -51,6 +53,17 @@ bool TestDaemon::launch() {
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
+  // This process's environment now, with env_'s names replaced.
+  auto name_of = [](std::string_view e) { return e.substr(0, e.find('=')); };
+  std::vector<std::string> env = env_;
+  for (char** e = environ; *e != nullptr; ++e) {
+    bool replaced = false;
+    for (const auto& x : env_) replaced = replaced || name_of(x) == name_of(*e);
+    if (!replaced) env.emplace_back(*e);
+  }
+  std::vector<char*> cenv;
+  for (auto& e : env) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
   const pid_t parent = getpid();
   pid_ = fork();
   if (pid_ == 0) {
@@ -64,7 +77,7 @@ bool TestDaemon::launch() {
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);
     dup2(pipefd[1], 1);
     dup2(pipefd[1], 2);
-    execv(cargv[0], cargv.data());
+    execve(cargv[0], cargv.data(), cenv.data());
     _exit(127);
   }
   if (pid_ < 0) {

@@ -30,8 +30,10 @@ struct HttpReply {
 class TestDaemon {
  public:
   // Starts `corral serve` with `extra_args`; `config_yaml` (if any) is
-  // written to a file and passed with --config.
-  explicit TestDaemon(std::vector<std::string> extra_args = {}, std::string config_yaml = {});
+  // written to a file and passed with --config; `extra_env` ("NAME=value")
+  // is added to the environment it inherits (a restart keeps it).
+  explicit TestDaemon(std::vector<std::string> extra_args = {}, std::string config_yaml = {},
+                      std::vector<std::string> extra_env = {});
   ~TestDaemon();
   TestDaemon(const TestDaemon&) = delete;
   TestDaemon& operator=(const TestDaemon&) = delete;
@@ -84,6 +86,7 @@ class TestDaemon {
   void stop_drain();
   std::string why_no_reply(const std::string& what);
   std::vector<std::string> args_;
+  std::vector<std::string> env_;  // added to the environment (extra_env)
   std::string dir_, data_dir_, socket_, config_path_;
   mutable std::mutex output_mu_;
   std::string output_;
