@@ -122,6 +122,16 @@ Status adopt_rows(sql::Connection& h, const std::string& node) {
 
 namespace {
 
+// The way out when two daemons want one node id; with `waiting`, also
+// when the first one may start again (the other's mark goes stale).
+std::string own_id_hint(const NodeRegistration* waiting) {
+  std::string hint = "give each daemon its own serve.node.id (--node-id)";
+  if (waiting != nullptr)
+    hint += "; if the other one is gone, start this one again after serve.node.lost_after (" +
+            std::to_string(waiting->live_within_ms) + " ms), when it is marked lost";
+  return hint;
+}
+
 // kAlreadyExists when node `reg.id` is live in the store, registered by
 // another daemon (another data dir's instance token) whose heartbeat is
 // younger than reg.live_within_ms: that daemon runs, and two daemons with
@@ -147,14 +157,12 @@ Status refuse_another_daemon(sql::Connection& h, const NodeRegistration& reg, st
   const std::int64_t age = now - other.heartbeat_at;
   if (other.instance.empty() || other.instance == reg.instance || age >= reg.live_within_ms)
     return ok();
-  return make_error(
-      ErrorCode::kAlreadyExists,
-      what + ": another daemon is node " + reg.id + " (address " +
-          (other.address.empty() ? std::string("none") : other.address) + ", its last heartbeat " +
-          std::to_string(age) + " ms ago, another data dir)",
-      "give each daemon its own serve.node.id (--node-id); if the other one is gone, start this "
-      "one again after serve.node.lost_after (" +
-          std::to_string(reg.live_within_ms) + " ms), when it is marked lost");
+  return make_error(ErrorCode::kAlreadyExists,
+                    what + ": another daemon is node " + reg.id + " (address " +
+                        (other.address.empty() ? std::string("none") : other.address) +
+                        ", its last heartbeat " + std::to_string(age) +
+                        " ms ago, another data dir)",
+                    own_id_hint(&reg));
 }
 
 // The claim on node `reg.id` for this daemon (reg.instance), in the
@@ -181,13 +189,11 @@ Status take_claim(sql::Connection& h, const NodeRegistration& reg, std::int64_t 
   auto row = held->step("SELECT node_claims");
   if (!row) return tl::unexpected<Error>(std::move(row).error().wrap(what));
   const std::int64_t age = *row ? now - held->int64(0) : 0;
-  return make_error(
-      ErrorCode::kAlreadyExists,
-      what + ": another daemon is starting as node " + reg.id + " (it claimed the id " +
-          std::to_string(age) + " ms ago, from another data dir)",
-      "give each daemon its own serve.node.id (--node-id); if the other one is gone, start this "
-      "one again after serve.node.lost_after (" +
-          std::to_string(reg.live_within_ms) + " ms)");
+  return make_error(ErrorCode::kAlreadyExists,
+                    what + ": another daemon is starting as node " + reg.id +
+                        " (it claimed the id " + std::to_string(age) +
+                        " ms ago, from another data dir)",
+                    own_id_hint(&reg));
 }
 
 // Whether this daemon's claim still stands when it registers: another
@@ -204,7 +210,7 @@ Status claim_still_ours(sql::Connection& h, const NodeRegistration& reg, const s
   return make_error(ErrorCode::kAlreadyExists,
                     what + ": another daemon claimed node " + reg.id +
                         " while this one was starting (another data dir)",
-                    "give each daemon its own serve.node.id (--node-id)");
+                    own_id_hint(nullptr));
 }
 
 }  // namespace

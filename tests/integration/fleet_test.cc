@@ -96,14 +96,7 @@ constexpr const char* kSmall = R"({"limits":{"memory":"64Mi","disk":"16Mi"}})";
 
 class Fleet : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string why;
-    PgCluster* cluster = PgCluster::shared(why);
-    if (cluster == nullptr) CORRAL_SKIP_OR_FAIL("no PostgreSQL cluster: " + why);
-    auto url = cluster->fresh_database();
-    ASSERT_TRUE(url) << url.error().to_string();
-    url_ = *url;
-  }
+  void SetUp() override { CORRAL_FRESH_PG_DATABASE(url_); }
   // The daemons' nftables tables stay after them (a restarted daemon
   // re-attaches its sandboxes' network): removed with the test.
   void TearDown() override {

@@ -338,14 +338,11 @@ INSTANTIATE_TEST_SUITE_P(, NodeTable, ::testing::Values(StoreKind::kSqlite, Stor
 // Three nodes claim 60 queued tasks at once, five claims of up to 4 at a
 // time each: every task goes to exactly one node.
 TEST(NodeTableOnPostgres, ConcurrentClaimsGiveEachTaskToOneNode) {
-  std::string why;
-  PgCluster* cluster = PgCluster::shared(why);
-  if (cluster == nullptr) CORRAL_SKIP_OR_FAIL("no PostgreSQL cluster: " + why);
-  auto url = cluster->fresh_database();
-  ASSERT_TRUE(url) << url.error().to_string();
+  std::string url;
+  CORRAL_FRESH_PG_DATABASE(url);
   std::vector<std::unique_ptr<StateStore>> nodes;
   for (const char* id : {"gone", "n1", "n2", "n3"}) {
-    auto s = StateStore::open(*url);
+    auto s = StateStore::open(url);
     ASSERT_TRUE(s) << s.error().to_string();
     ASSERT_TRUE(s->set_node(id));
     ASSERT_TRUE(s->register_node(NodeRegistration{id, "", "{}", "{}", "[]"}));

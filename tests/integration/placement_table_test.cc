@@ -222,15 +222,12 @@ INSTANTIATE_TEST_SUITE_P(, Placement, ::testing::Values(StoreKind::kSqlite, Stor
 // Three nodes of 5 slots each place 60 creates at once, two threads per
 // node: exactly 15 are placed, 5 on each node, none twice.
 TEST(PlacementOnPostgres, ConcurrentPlacementsNeverPromiseASlotTwice) {
-  std::string why;
-  PgCluster* cluster = PgCluster::shared(why);
-  if (cluster == nullptr) CORRAL_SKIP_OR_FAIL("no PostgreSQL cluster: " + why);
-  auto url = cluster->fresh_database();
-  ASSERT_TRUE(url) << url.error().to_string();
+  std::string url;
+  CORRAL_FRESH_PG_DATABASE(url);
   std::vector<std::unique_ptr<StateStore>> nodes;
   for (const char* id : {"n1", "n2", "n3"}) {
     for (int twice = 0; twice < 2; ++twice) {  // one connection per thread
-      auto s = StateStore::open(*url);
+      auto s = StateStore::open(url);
       ASSERT_TRUE(s) << s.error().to_string();
       ASSERT_TRUE(s->set_node(id));
       ASSERT_TRUE(s->register_node(NodeRegistration{id, "", R"({"sandboxes":5})", "{}", "[]"}));

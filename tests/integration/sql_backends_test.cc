@@ -59,12 +59,7 @@ class SqlBackends : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
     if (GetParam() == Backend::kPostgres) {
-      std::string why;
-      PgCluster* cluster = PgCluster::shared(why);
-      if (cluster == nullptr) CORRAL_SKIP_OR_FAIL("no PostgreSQL cluster: " + why);
-      auto url = cluster->fresh_database();
-      ASSERT_TRUE(url) << url.error().to_string();
-      url_ = *url;
+      CORRAL_FRESH_PG_DATABASE(url_);
     } else {
       file_ = std::make_unique<SqliteFile>();
     }

@@ -54,3 +54,18 @@ class PgCluster {
 };
 
 }  // namespace corral::testing
+
+// In a test body or SetUp: `url` (a std::string) gets a fresh database of
+// the shared cluster; the test skips (fails under CORRAL_MUST_WORK=1) when
+// no cluster can start. Includes support/skip.h's macro: gtest's too.
+#define CORRAL_FRESH_PG_DATABASE(url)                                  \
+  do {                                                                 \
+    std::string no_cluster_why;                                        \
+    ::corral::testing::PgCluster* shared_cluster =                     \
+        ::corral::testing::PgCluster::shared(no_cluster_why);          \
+    if (shared_cluster == nullptr)                                     \
+      CORRAL_SKIP_OR_FAIL("no PostgreSQL cluster: " + no_cluster_why); \
+    auto fresh_url = shared_cluster->fresh_database();                 \
+    ASSERT_TRUE(fresh_url) << fresh_url.error().to_string();           \
+    (url) = *fresh_url;                                                \
+  } while (0)

@@ -28,12 +28,7 @@ class StoreBackendTest : public ::testing::TestWithParam<StoreKind> {
  protected:
   void SetUp() override {
     if (GetParam() == StoreKind::kPostgres) {
-      std::string why;
-      PgCluster* cluster = PgCluster::shared(why);
-      if (cluster == nullptr) CORRAL_SKIP_OR_FAIL("no PostgreSQL cluster: " + why);
-      auto url = cluster->fresh_database();
-      ASSERT_TRUE(url) << url.error().to_string();
-      target_ = *url;
+      CORRAL_FRESH_PG_DATABASE(target_);
     } else {
       char tmpl[] = "/tmp/corral-store-XXXXXX";
       dir_ = ::mkdtemp(tmpl);
