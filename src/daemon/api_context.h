@@ -150,6 +150,8 @@ void handle_create_pool(ApiContext& ctx, ApiRequest& r);
 void handle_delete_pool(ApiContext& ctx, ApiRequest& r);
 // The nodes sharing the state store (node_api.cc; issue 18).
 void handle_list_nodes(ApiContext& ctx, ApiRequest& r);
+void handle_cordon_node(ApiContext& ctx, ApiRequest& r);
+void handle_uncordon_node(ApiContext& ctx, ApiRequest& r);
 // A create body with its optional "pool": read over that pool's spec, or
 // over the daemon's defaults.
 ApiResult<api::CreateSandboxRequest> parse_create_with_pool(ApiContext& ctx,

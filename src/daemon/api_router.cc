@@ -74,6 +74,8 @@ const Route kRoutes[] = {
     {"DELETE", "/v1/pools/{name}", handle_delete_pool},
     // The fleet (issue 18).
     {"GET", "/v1/nodes", handle_list_nodes},
+    {"POST", "/v1/nodes/{id}/cordon", handle_cordon_node},
+    {"POST", "/v1/nodes/{id}/uncordon", handle_uncordon_node},
 };
 
 // The segments of an absolute path, or nothing when one is empty: "//", a

@@ -31,6 +31,7 @@ Status NodeService::start(NodeRegistration registration) {
     stopping_ = false;
     healthy_since_ = last_beat_ = std::chrono::steady_clock::now();
     unready_.clear();
+    cordoned_ = registered_.cordoned;  // a cordon outlives a restart
   }
   beater_ = std::thread([this] { every_interval(&NodeService::beat); });
   sweeper_ = std::thread([this] { every_interval(&NodeService::sweep); });
@@ -109,6 +110,7 @@ void NodeService::beat() {
   last_beat_ = std::chrono::steady_clock::now();
   if (!healthy_since_) healthy_since_ = last_beat_;
   unready_.clear();
+  cordoned_ = beat->cordoned;
 }
 
 NodeService::Readiness NodeService::readiness() const {
@@ -123,6 +125,11 @@ NodeService::Readiness NodeService::readiness() const {
     return {false, "no heartbeat written for " + std::to_string(age.count()) +
                        " ms (serve.node.lost_after " + std::to_string(settings_.lost_after_ms) +
                        " ms)"};
+  // A load balancer that follows /readyz sends clients elsewhere; other
+  // nodes still reach it by address for the sandboxes it runs.
+  if (cordoned_)
+    return {false, "cordoned: it takes no new sandboxes or tasks (POST /v1/nodes/" +
+                       registration_.id + "/uncordon lifts it)"};
   return {true, ""};
 }
 

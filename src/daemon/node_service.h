@@ -57,7 +57,8 @@ class NodeService {
   void stop(bool leave);
 
   // Whether this node should be sent work (GET /readyz): its last
-  // heartbeat was written, at most lost_after ago. When not, why.
+  // heartbeat was written, at most lost_after ago, and it is not cordoned.
+  // When not, why.
   struct Readiness {
     bool ready = false;
     std::string reason;
@@ -88,6 +89,7 @@ class NodeService {
   // The last heartbeat written, and why the last one was not (under mu_).
   std::optional<std::chrono::steady_clock::time_point> last_beat_;
   std::string unready_;
+  bool cordoned_ = false;  // as the last heartbeat read it
   std::thread beater_;
   std::thread sweeper_;
 };

@@ -57,6 +57,7 @@ class SandboxPlacer {
   // `fleet`: creates may be placed on other nodes (a shared store and a
   // cluster key to forward with).
   SandboxPlacer(StateStore& store, NodeForwarder& forwarder, MetricsRegistry& metrics, bool fleet);
+  bool fleet() const { return fleet_; }
 
   // Creates here, with the placement id the store's row is to fill (if any).
   using LocalCreate = std::function<ApiResult<SandboxService::Created>(

@@ -64,6 +64,12 @@ struct NodeRecord {
   std::int64_t heartbeat_at_ms = 0;
   std::optional<std::int64_t> lost_at_ms;
   std::string key_id;
+  bool cordoned = false;  // StateStore::set_node_cordoned
+};
+
+// What a heartbeat learns of its own node (StateStore::heartbeat).
+struct NodeBeat {
+  bool cordoned = false;  // the fleet's operator keeps new work off it
 };
 
 // What one sweep for lost nodes did (StateStore::sweep_lost_nodes).

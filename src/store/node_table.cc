@@ -19,7 +19,7 @@ using store_detail::bad_row;
 
 constexpr const char* kNodeColumns =
     "id, address, state, capacity_json, labels_json, pools_json, incarnation, started_at, "
-    "heartbeat_at, lost_at, key_id";
+    "heartbeat_at, lost_at, key_id, cordoned";
 constexpr std::size_t kMaxNodeJsonBytes = 64 * 1024;
 constexpr std::size_t kMaxAddressBytes = 255;
 
@@ -39,6 +39,7 @@ Result<NodeRecord> read_node(const Stmt& st) {
   n.heartbeat_at_ms = st.int64(8);
   n.lost_at_ms = st.opt_int64(9);
   n.key_id = st.text(10);
+  n.cordoned = st.int64(11) != 0;
   return n;
 }
 
@@ -116,6 +117,13 @@ Status adopt_rows(sql::Connection& h, const std::string& node) {
   tasks->bind(1, node);
   CORRAL_TRY_CTX(tasks->run("UPDATE tasks"), what);
   return txn.commit();
+}
+
+Result<std::vector<NodeRecord>> live_nodes(sql::Connection& h) {
+  auto st = h.prepare(std::string("SELECT ") + kNodeColumns +
+                      " FROM nodes WHERE state = 'live' ORDER BY id");
+  if (!st) return tl::unexpected<Error>(std::move(st).error());
+  return read_nodes(*st, "SELECT nodes");
 }
 
 }  // namespace store_detail
@@ -291,7 +299,7 @@ Result<NodeRecord> StateStore::register_node(const NodeRegistration& reg) {
   return std::move(rows->front());
 }
 
-Status StateStore::heartbeat() {
+Result<NodeBeat> StateStore::heartbeat() {
   // On PostgreSQL the heartbeat has a connection of its own: it never waits
   // behind this node's other store calls (db_->mu), and, one statement, it
   // takes no write lock, so it never waits behind another node's either.
@@ -305,7 +313,14 @@ Status StateStore::heartbeat() {
   if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
   st->bind(1, db_->node).bind(2, *now);
   CORRAL_TRY_CTX(st->run("UPDATE nodes"), what);
-  if (st->changes() == 1) return ok();
+  if (st->changes() == 1) {
+    auto sel = h.prepare("SELECT cordoned FROM nodes WHERE id = ?1");
+    if (!sel) return tl::unexpected<Error>(std::move(sel).error().wrap(what));
+    sel->bind(1, db_->node);
+    auto row = sel->step("SELECT nodes");
+    if (!row) return tl::unexpected<Error>(std::move(row).error().wrap(what));
+    return NodeBeat{*row && sel->int64(0) != 0};
+  }
   return make_error(ErrorCode::kPermissionDenied,
                     what +
                         ": the node is not live in the store (marked lost, left, or never "
@@ -353,6 +368,30 @@ Result<NodeRecord> StateStore::get_node(std::string_view id) {
   if (rows->empty())
     return make_error(ErrorCode::kNotFound, "node '" + std::string(id) + "' is not registered",
                       "list the nodes with GET /v1/nodes");
+  return std::move(rows->front());
+}
+
+Result<NodeRecord> StateStore::set_node_cordoned(std::string_view id, bool cordoned) {
+  const std::string what = std::string(cordoned ? "cordoning" : "uncordoning") + " node " +
+                           std::string(id.substr(0, 80));
+  CORRAL_TRY(check_node_id(id));
+  std::lock_guard lock(db_->mu);
+  sql::Connection& h = *db_->conn;
+  Txn txn(h);
+  CORRAL_TRY_CTX(txn.begin(), what);
+  auto st = h.prepare("UPDATE nodes SET cordoned = ?2 WHERE id = ?1");
+  if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
+  st->bind(1, id).bind(2, std::int64_t{cordoned ? 1 : 0});
+  CORRAL_TRY_CTX(st->run("UPDATE nodes"), what);
+  auto sel = h.prepare(std::string("SELECT ") + kNodeColumns + " FROM nodes WHERE id = ?1");
+  if (!sel) return tl::unexpected<Error>(std::move(sel).error().wrap(what));
+  sel->bind(1, id);
+  auto rows = read_nodes(*sel, "SELECT nodes");
+  if (!rows) return tl::unexpected<Error>(std::move(rows).error().wrap(what));
+  if (rows->empty())
+    return make_error(ErrorCode::kNotFound, "node '" + std::string(id) + "' is not registered",
+                      "list the nodes with GET /v1/nodes");
+  CORRAL_TRY_CTX(txn.commit(), what);
   return std::move(rows->front());
 }
 

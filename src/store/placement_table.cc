@@ -35,6 +35,7 @@ struct NodeLoad {
   std::uint64_t memory = 0;
   std::uint64_t disk = 0;
   std::uint64_t warm = 0;  // unclaimed sandboxes of the request's pool, less placements on them
+  bool cordoned = false;
 };
 
 std::uint64_t json_u64(const nlohmann::json& j, const char* key) {
@@ -48,6 +49,7 @@ NodeLoad load_of(const NodeRecord& n) {
   l.id = n.id;
   l.address = n.address;
   l.key_id = n.key_id;
+  l.cordoned = n.cordoned;
   auto cap = nlohmann::json::parse(n.capacity_json, nullptr, false);
   if (cap.is_object()) {
     l.max_sandboxes = json_u64(cap, "sandboxes");
@@ -129,23 +131,9 @@ Result<Placement> StateStore::place_sandbox(const PlacementRequest& req,
 
   std::map<std::string, NodeLoad> loads;
   {
-    auto st = h.prepare(
-        "SELECT id, address, capacity_json, labels_json, pools_json, key_id FROM nodes "
-        "WHERE state = 'live' ORDER BY id");
-    if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
-    for (;;) {
-      auto row = st->step("SELECT nodes");
-      if (!row) return tl::unexpected<Error>(std::move(row).error().wrap(what));
-      if (!*row) break;
-      NodeRecord n;
-      n.id = st->text(0);
-      n.address = st->text(1);
-      n.capacity_json = st->text(2);
-      n.labels_json = st->text(3);
-      n.pools_json = st->text(4);
-      n.key_id = st->text(5);
-      loads.emplace(n.id, load_of(n));
-    }
+    auto live = store_detail::live_nodes(h);
+    if (!live) return tl::unexpected<Error>(std::move(live).error().wrap(what));
+    for (const NodeRecord& n : *live) loads.emplace(n.id, load_of(n));
   }
   // What each holds: sandboxes not cleaned (a failed or destroying one
   // holds its share until its teardown ends), not marked lost.
@@ -210,6 +198,10 @@ Result<Placement> StateStore::place_sandbox(const PlacementRequest& req,
       why = "has another cluster key, or none: cannot take a create from " + db_->node;
     } else if (std::find(req.exclude.begin(), req.exclude.end(), id) != req.exclude.end()) {
       why = "refused this create";
+      any_matched = true;
+    } else if (l.cordoned) {
+      // Matched, but takes nothing new until uncordoned: "no room", retry.
+      why = "cordoned";
       any_matched = true;
     } else {
       why = refusal(l, req);

@@ -88,6 +88,9 @@ Status adopt_rows(sql::Connection& h, const std::string& node);
 // PostgreSQL.
 Result<std::int64_t> fleet_now_ms(sql::Connection& h);
 
+// The live nodes, by id (node_table.cc).
+Result<std::vector<NodeRecord>> live_nodes(sql::Connection& h);
+
 // Handles the tasks node `node` (marked lost) still holds, as
 // StateStore::sweep_lost_nodes describes; adds their ids to `sweep`. With
 // the store's lock held, in a write transaction (task_table.cc).

@@ -248,6 +248,11 @@ CREATE TABLE node_claims (
   claimed_at INTEGER NOT NULL
 ) STRICT;
 )sql",
+    // 14 -> 15: a cordoned node (StateStore::set_node_cordoned) is placed
+    // no creates and claims no queued tasks; it keeps what it runs.
+    R"sql(
+ALTER TABLE nodes ADD COLUMN cordoned INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 static_assert(std::size(kMigrations) == StateStore::kSchemaVersion,
               "one migration per schema version");

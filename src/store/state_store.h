@@ -114,7 +114,7 @@ struct CreateResult {
 
 class StateStore {
  public:
-  static constexpr int kSchemaVersion = 14;
+  static constexpr int kSchemaVersion = 15;
 
   // What an acknowledged write survives. kPowerLoss: synchronous=FULL, every
   // commit is fsync'd before the call returns. kProcessCrash:
@@ -295,10 +295,16 @@ class StateStore {
   // claim at once, on both backends. register_node refuses to register a
   // daemon whose claim another has taken over since; leave() drops it.
   Status claim_node(const NodeRegistration& registration);
-  // Records a heartbeat of this node. kPermissionDenied when the node is
-  // not live (another node marked it lost, or it left): what it owned is
-  // no longer its own; the daemon reconciles and registers again.
-  Status heartbeat();
+  // Cordons node `id` (or lifts it): a cordoned node is placed no creates
+  // and claims no queued tasks, while what it runs keeps running and its
+  // calls are still served; it stays cordoned across restarts until lifted.
+  // Returns the record; kNotFound for an unknown id.
+  Result<NodeRecord> set_node_cordoned(std::string_view id, bool cordoned);
+  // Records a heartbeat of this node, and reads whether it is cordoned.
+  // kPermissionDenied when the node is not live (another node marked it
+  // lost, or it left): what it owned is no longer its own; the daemon
+  // reconciles and registers again.
+  Result<NodeBeat> heartbeat();
   // Marks this node left (a drained stop): no sweep marks it lost; the
   // queued tasks it held are released for other nodes to claim.
   Status leave();

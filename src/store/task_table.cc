@@ -605,6 +605,13 @@ Result<std::vector<std::string>> StateStore::claim_queued_tasks(std::size_t limi
   const std::string what = "claiming queued tasks for node " + db_->node;
   Txn txn(h);
   CORRAL_TRY_CTX(txn.begin(), what);
+  // A cordoned node takes no new work.
+  auto cordon = h.prepare("SELECT cordoned FROM nodes WHERE id = ?1");
+  if (!cordon) return tl::unexpected<Error>(std::move(cordon).error().wrap(what));
+  cordon->bind(1, db_->node);
+  auto own = cordon->step("SELECT nodes");
+  if (!own) return tl::unexpected<Error>(std::move(own).error().wrap(what));
+  if (*own && cordon->int64(0) != 0) return std::vector<std::string>{};
   // SKIP LOCKED: rows another node's claim holds are passed over rather
   // than waited for (the write lock already orders claims; this keeps a
   // claim from queueing behind a slow one should that lock ever narrow).

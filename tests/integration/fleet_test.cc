@@ -531,6 +531,83 @@ TEST_F(Fleet, CreatesArePlacedByFreeRoomLabelsAndNodeNeverPastCapacity) {
   EXPECT_EQ(again.status, 201) << again.body;
 }
 
+// A cordon (docs/fleet.md "Taking a node out of service"): node-b,
+// cordoned through node-a, is placed no creates, named or not, and says it
+// is not ready (a load balancer sends clients elsewhere), while its
+// sandbox keeps running and answers through any node; the cordon outlives
+// node-b's restart, is audited, and lifting it brings node-b back. Only
+// the default namespace may cordon; a lone daemon refuses, as does an
+// unknown node.
+TEST_F(Fleet, ACordonedNodeTakesNoNewSandboxesUntilUncordoned) {
+  TempDir keys("corral-fleet-keys");
+  const std::string key = write_cluster_key(keys, std::string(64, 'e'));
+  TestDaemon a({}, node_config(url_, "node-a", 1, placed_node(key, 8)));
+  ASSERT_TRUE(a.ready()) << a.output();
+  TestDaemon b({}, node_config(url_, "node-b", 2, placed_node(key, 8)));
+  ASSERT_TRUE(b.ready()) << b.output();
+  auto kept =
+      b.request("POST", "/v1/sandboxes",
+                R"({"limits":{"memory":"64Mi","disk":"16Mi"},"placement":{"node":"node-b"}})");
+  ASSERT_EQ(kept.status, 201) << kept.body;
+  const std::string kept_id = kept.json().value("id", "");
+
+  auto cordon = a.request("POST", "/v1/nodes/node-b/cordon");
+  ASSERT_EQ(cordon.status, 200) << cordon.body;
+  EXPECT_EQ(cordon.json()["cordoned"], true) << cordon.body;
+  EXPECT_EQ(node_of(b, "node-b").value("cordoned", false), true);
+  ASSERT_FALSE(a.wait_audit("node.cordoned", 1).empty());
+  EXPECT_EQ(a.audit_records("node.cordoned").back().value("node", ""), "node-b");
+  // Creates through either node go to node-a, though node-b is emptier.
+  for (TestDaemon* via : {&a, &b, &b}) {
+    auto r = via->request("POST", "/v1/sandboxes", kSmall);
+    ASSERT_EQ(r.status, 201) << r.body;
+    EXPECT_EQ(r.json()["node"], "node-a") << r.body;
+  }
+  auto named =
+      a.request("POST", "/v1/sandboxes",
+                R"({"limits":{"memory":"64Mi","disk":"16Mi"},"placement":{"node":"node-b"}})");
+  EXPECT_EQ(named.status, 429) << named.body;
+  EXPECT_NE(named.body.find("node-b: cordoned"), std::string::npos) << named.body;
+  // node-b learns of it at its next heartbeat and says it is not ready.
+  HttpReply unready;
+  EXPECT_TRUE(eventually([&] {
+    unready = b.request("GET", "/readyz", "", /*via_tcp=*/true, /*with_key=*/false);
+    return unready.status == 503;
+  })) << unready.status
+      << " " << unready.body;
+  EXPECT_NE(unready.body.find("cordoned"), std::string::npos) << unready.body;
+  EXPECT_EQ(b.request("GET", "/healthz", "", true, false).status, 200);
+  // What node-b runs keeps running and answers through node-a.
+  EXPECT_EQ(a.exec(kept_id, "echo kept")["stdout"], "kept\n");
+  // Still cordoned after a restart, from its first answer.
+  ASSERT_EQ(b.stop(), 0) << b.output();
+  ASSERT_TRUE(b.restart()) << b.output();
+  EXPECT_EQ(b.request("GET", "/readyz", "", true, false).status, 503);
+  EXPECT_EQ(node_of(a, "node-b").value("cordoned", false), true);
+
+  auto lifted = b.request("POST", "/v1/nodes/node-b/uncordon");
+  ASSERT_EQ(lifted.status, 200) << lifted.body;
+  EXPECT_EQ(lifted.json()["cordoned"], false) << lifted.body;
+  EXPECT_TRUE(
+      eventually([&] { return b.request("GET", "/readyz", "", true, false).status == 200; }));
+  auto back =
+      a.request("POST", "/v1/sandboxes",
+                R"({"limits":{"memory":"64Mi","disk":"16Mi"},"placement":{"node":"node-b"}})");
+  EXPECT_EQ(back.status, 201) << back.body;
+  EXPECT_EQ(back.json()["node"], "node-b") << back.body;
+
+  auto unknown = a.request("POST", "/v1/nodes/node-z/cordon");
+  EXPECT_EQ(unknown.status, 404) << unknown.body;
+  auto bad = a.request("POST", "/v1/nodes/Node_B/cordon");
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  // A lone daemon (its own SQLite file) has nobody to hand work to.
+  TestDaemon lone;
+  ASSERT_TRUE(lone.ready()) << lone.output();
+  auto alone = lone.request("POST", "/v1/nodes/local/cordon");
+  EXPECT_EQ(alone.status, 409) << alone.body;
+  EXPECT_NE(alone.body.find("not in a fleet"), std::string::npos) << alone.body;
+}
+
 // 100 creates at once, spread over three nodes of 10 sandboxes each:
 // exactly 30 are made, 10 on each node; the rest are refused 429.
 TEST_F(Fleet, HundredConcurrentCreatesAgainstThreeNodesNeverOverbook) {

@@ -4,7 +4,8 @@
 // sandboxes reported lost, its tasks run elsewhere once (not started) or
 // failed node_lost (started); claims that give each queued task to one
 // node; a second daemon with a live node's id refused. On PostgreSQL
-// alone: three nodes claiming 60 tasks at once.
+// alone: three nodes claiming 60 tasks at once, and a cordoned node that
+// claims none.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -397,6 +398,79 @@ TEST(NodeTableOnPostgres, ConcurrentClaimsGiveEachTaskToOneNode) {
     EXPECT_EQ(nodes[1]->get_task(id)->node, std::optional<std::string>(by.front()));
   }
   EXPECT_GE(claimers.size(), 2u) << "the claims were spread over the nodes";
+}
+
+// A cordon (StateStore::set_node_cordoned, docs/fleet.md): the cordoned
+// node's claims take none of the queued tasks no node holds, another
+// node's take them all; its heartbeat reads the cordon, its next
+// incarnation keeps it, and lifting it lets it claim again. An unknown or
+// malformed id is refused. PostgreSQL only: on SQLite (a fleet of one)
+// the one node adopts every task, and a cordon is refused.
+TEST(NodeTableOnPostgres, ACordonedNodeClaimsNoQueuedTasks) {
+  std::string url;
+  CORRAL_FRESH_PG_DATABASE(url);
+  auto open = [&](const std::string& node) -> std::unique_ptr<StateStore> {
+    auto s = StateStore::open(url);
+    if (!s || !s->set_node(node)) return nullptr;
+    return std::make_unique<StateStore>(std::move(*s));
+  };
+  auto reg = [](const std::string& id) { return NodeRegistration{id, "", "{}", "{}", "[]"}; };
+  auto task = [](const std::string& id) {
+    TaskRecord t;
+    t.id = id;
+    t.request_json = R"({"command":["true"]})";
+    return t;
+  };
+  auto gone = open("gone");
+  ASSERT_NE(gone, nullptr);
+  ASSERT_TRUE(gone->register_node(reg("gone")));
+  for (const char* id : {"t1", "t2", "t3"}) ASSERT_TRUE(gone->submit_task(task(id)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  auto a = open("node-a");
+  ASSERT_TRUE(a && a->register_node(reg("node-a")));
+  auto sweep = a->sweep_lost_nodes(StateStore::now_ms(), 1);
+  ASSERT_TRUE(sweep) << sweep.error().to_string();
+  ASSERT_EQ(sweep->tasks_requeued.size(), 3u) << "gone's tasks are for any node to claim";
+  auto b = open("node-b");
+  ASSERT_TRUE(b && b->register_node(reg("node-b")));
+
+  auto cordoned = a->set_node_cordoned("node-b", true);
+  ASSERT_TRUE(cordoned) << cordoned.error().to_string();
+  EXPECT_TRUE(cordoned->cordoned);
+  EXPECT_TRUE(a->get_node("node-b")->cordoned);
+  EXPECT_FALSE(a->get_node("node-a")->cordoned);
+  auto beat = b->heartbeat();
+  ASSERT_TRUE(beat) << beat.error().to_string();
+  EXPECT_TRUE(beat->cordoned) << "node-b's heartbeat reads its cordon";
+  EXPECT_FALSE(a->heartbeat()->cordoned);
+  auto none = b->claim_queued_tasks(10);
+  ASSERT_TRUE(none) << none.error().to_string();
+  EXPECT_TRUE(none->empty()) << "a cordoned node claims nothing";
+  // Restarted (a new incarnation), still cordoned.
+  auto again = b->register_node(reg("node-b"));
+  ASSERT_TRUE(again) << again.error().to_string();
+  EXPECT_EQ(again->incarnation, 2);
+  EXPECT_TRUE(again->cordoned);
+  EXPECT_TRUE(b->claim_queued_tasks(10)->empty());
+  auto all = a->claim_queued_tasks(10);
+  ASSERT_TRUE(all);
+  EXPECT_EQ(all->size(), 3u) << "the node that is not cordoned takes them";
+
+  ASSERT_TRUE(gone->register_node(reg("gone")));  // a new task to claim
+  ASSERT_TRUE(gone->submit_task(task("t4")));
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(b->heartbeat());
+  ASSERT_TRUE(a->heartbeat());
+  ASSERT_TRUE(a->sweep_lost_nodes(StateStore::now_ms(), 1));
+  auto lifted = a->set_node_cordoned("node-b", false);
+  ASSERT_TRUE(lifted);
+  EXPECT_FALSE(lifted->cordoned);
+  EXPECT_FALSE(b->heartbeat()->cordoned);
+  EXPECT_EQ(b->claim_queued_tasks(10).value_or(std::vector<std::string>{}),
+            std::vector<std::string>{"t4"});
+
+  EXPECT_EQ(a->set_node_cordoned("node-z", true).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(a->set_node_cordoned("Node_B", true).error().code, ErrorCode::kInvalidArgument);
 }
 
 }  // namespace
