@@ -22,6 +22,7 @@
 #include "daemon/log_redactor.h"
 #include "daemon/metered_object_store.h"
 #include "daemon/metrics.h"
+#include "daemon/node_claim_keeper.h"
 #include "daemon/node_config_yaml.h"
 #include "daemon/node_forwarder.h"
 #include "daemon/node_service.h"
@@ -214,6 +215,9 @@ int serve(const ServeFlags& flags) {
   if (!instance) return fail(instance.error().message, instance.error().hint);
   if (auto st = store->claim_node(node_registration(config, 0, *instance)); !st)
     return fail(st.error().message, st.error().hint);
+  // Renewed until this node registers, however long its reconcile takes.
+  NodeClaimKeeper claim_keeper(*store, node_registration(config, 0, *instance),
+                               std::chrono::milliseconds(config.node.heartbeat_interval_ms));
   auto audit = AuditLog::open(config.data_dir + "/audit.log");
   if (!audit) return fail(audit.error().message, audit.error().hint);
   if (!audit->repair_note().empty())  // a torn last line left by a crash (docs/operations.md)
@@ -418,6 +422,7 @@ int serve(const ServeFlags& flags) {
   NodeRegistration registration =
       node_registration(config, flags.no_tcp ? 0 : server.bound_port(), *instance);
   registration.key_id = key_id;
+  claim_keeper.stop();  // the registration checks the claim is still ours
   if (auto st = node.start(registration); !st)
     return fail("registering this node: " + st.error().message, st.error().hint);
   context.node = &node;  // /readyz; before server.run() starts any handler

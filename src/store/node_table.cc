@@ -245,6 +245,27 @@ Status StateStore::claim_node(const NodeRegistration& reg) {
   return txn.commit();
 }
 
+Status StateStore::renew_claim(const NodeRegistration& reg) {
+  const std::string what = "renewing the claim on node " + reg.id;
+  if (reg.instance.empty() || reg.live_within_ms <= 0) return ok();
+  // The heartbeat's connection on PostgreSQL: never behind the reconcile's
+  // statements on the other one.
+  const bool own = db_->beat_conn != nullptr;
+  std::lock_guard lock(own ? db_->beat_mu : db_->mu);
+  sql::Connection& h = own ? *db_->beat_conn : *db_->conn;
+  auto now = store_detail::fleet_now_ms(h);
+  if (!now) return tl::unexpected<Error>(std::move(now).error().wrap(what));
+  auto st = h.prepare("UPDATE node_claims SET claimed_at = ?3 WHERE id = ?1 AND instance = ?2");
+  if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
+  st->bind(1, reg.id).bind(2, reg.instance).bind(3, *now);
+  CORRAL_TRY_CTX(st->run("UPDATE node_claims"), what);
+  if (st->changes() == 1) return ok();
+  return make_error(ErrorCode::kAlreadyExists,
+                    what + ": another daemon claimed node " + reg.id +
+                        " while this one was starting (another data dir)",
+                    own_id_hint(nullptr));
+}
+
 bool StateStore::shared() const { return db_->conn->backend() == sql::Backend::kPostgres; }
 
 Result<NodeRecord> StateStore::register_node(const NodeRegistration& reg) {

@@ -295,6 +295,10 @@ class StateStore {
   // claim at once, on both backends. register_node refuses to register a
   // daemon whose claim another has taken over since; leave() drops it.
   Status claim_node(const NodeRegistration& registration);
+  // Keeps this daemon's claim fresh while it reconciles (a reconcile longer
+  // than live_within_ms would otherwise let another daemon take the id).
+  // kAlreadyExists when the claim is no longer this daemon's.
+  Status renew_claim(const NodeRegistration& registration);
   // Cordons node `id` (or lifts it): a cordoned node is placed no creates
   // and claims no queued tasks, while what it runs keeps running and its
   // calls are still served; it stays cordoned across restarts until lifted.

@@ -148,6 +148,46 @@ TEST_P(NodeTable, AnotherDaemonWithTheSameIdIsRefusedWhileTheFirstIsLive) {
   ASSERT_TRUE(first->claim_node(as("", 60'000)));
 }
 
+// A daemon that reconciles for longer than live_within_ms keeps its
+// claim by renewing it (StateStore::renew_claim, daemon/node_claim_keeper):
+// a second daemon with the id is refused while the renewals come, takes
+// the id once they stop for live_within_ms, and the first one's next
+// renewal then says the claim is no longer its own.
+TEST_P(NodeTable, ARenewedClaimOutlivesALongReconcile) {
+  auto first = open("node-a");
+  auto second = open("node-a");
+  ASSERT_TRUE(first && second);
+  auto as = [](const std::string& instance) {
+    NodeRegistration r = reg("node-a");
+    r.instance = instance;
+    r.live_within_ms = 1'000;
+    return r;
+  };
+  ASSERT_TRUE(first->claim_node(as("aaaa")));
+  // 1.8 s of "reconcile", renewed every 300 ms: never 1 s without one.
+  for (int i = 0; i < 6; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    auto renewed = first->renew_claim(as("aaaa"));
+    ASSERT_TRUE(renewed) << renewed.error().to_string();
+  }
+  auto refused = second->claim_node(as("bbbb"));
+  ASSERT_FALSE(refused) << "the renewed claim was taken over";
+  EXPECT_EQ(refused.error().code, ErrorCode::kAlreadyExists);
+  // The first daemon registers: its claim held.
+  ASSERT_TRUE(first->register_node(as("aaaa")));
+  ASSERT_TRUE(first->leave());
+  // Renewals that stop: after live_within_ms the id is another's, and a
+  // late renewal says so.
+  ASSERT_TRUE(first->claim_node(as("aaaa")));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1'200));
+  ASSERT_TRUE(second->claim_node(as("bbbb")));
+  auto late = first->renew_claim(as("aaaa"));
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error().code, ErrorCode::kAlreadyExists);
+  EXPECT_NE(late.error().message.find("another daemon claimed node node-a"), std::string::npos)
+      << late.error().message;
+}
+
 // Eight daemons with one node id start at once (issue 18: each would
 // reconcile the others' sandboxes as its own): exactly one claims the id,
 // the others are refused before they reconcile, and none of them can

@@ -485,7 +485,10 @@ TEST(StateStoreTest, MigratesFromSchema2) {
   ASSERT_EQ(raw_sql(path, "PRAGMA user_version"), "2");
   StateStore store = open_or_die(path);
   EXPECT_EQ(*store.pragma("user_version"), std::to_string(StateStore::kSchemaVersion));
-  EXPECT_EQ(StateStore::kSchemaVersion, 14);  // 14: node_claims
+  EXPECT_EQ(StateStore::kSchemaVersion, 15);  // 15: nodes.cordoned
+  EXPECT_EQ(
+      raw_sql(path, "SELECT COUNT(*) FROM pragma_table_info('nodes') WHERE name = 'cordoned'"),
+      "1");
   // The old rows are all there; the process has no host pid, start time or
   // deadline (its daemon did not record them).
   auto sb = store.get("sb-old");
