@@ -37,6 +37,7 @@
 #include "support/pg_cluster.h"
 #include "support/skip.h"
 #include "support/task_client.h"
+#include "support/team_b.h"
 #include "support/temp_dir.h"
 
 namespace corral::testing {
@@ -541,7 +542,11 @@ TEST_F(Fleet, CreatesArePlacedByFreeRoomLabelsAndNodeNeverPastCapacity) {
 TEST_F(Fleet, ACordonedNodeTakesNoNewSandboxesUntilUncordoned) {
   TempDir keys("corral-fleet-keys");
   const std::string key = write_cluster_key(keys, std::string(64, 'e'));
-  TestDaemon a({}, node_config(url_, "node-a", 1, placed_node(key, 8)));
+  TestDaemon a({}, node_config(url_, "node-a", 1,
+                               placed_node(key, 8) +
+                                   "  api_keys:\n    namespaces:\n      - name: team-b\n"
+                                   "        sha256: [" +
+                                   sha256_hex(kTeamBKey) + "]\n"));
   ASSERT_TRUE(a.ready()) << a.output();
   TestDaemon b({}, node_config(url_, "node-b", 2, placed_node(key, 8)));
   ASSERT_TRUE(b.ready()) << b.output();
@@ -551,6 +556,12 @@ TEST_F(Fleet, ACordonedNodeTakesNoNewSandboxesUntilUncordoned) {
   ASSERT_EQ(kept.status, 201) << kept.body;
   const std::string kept_id = kept.json().value("id", "");
 
+  // Only the operator (the default namespace) cordons.
+  auto team =
+      a.request("POST", "/v1/nodes/node-b/cordon", "", /*via_tcp=*/true,
+                /*with_key=*/false, {{"authorization", std::string("Bearer ") + kTeamBKey}});
+  EXPECT_EQ(team.status, 403) << team.body;
+  EXPECT_EQ(node_of(a, "node-b").value("cordoned", true), false);
   auto cordon = a.request("POST", "/v1/nodes/node-b/cordon");
   ASSERT_EQ(cordon.status, 200) << cordon.body;
   EXPECT_EQ(cordon.json()["cordoned"], true) << cordon.body;
