@@ -131,12 +131,13 @@ Result<std::vector<NodeRecord>> live_nodes(sql::Connection& h) {
 namespace {
 
 // The way out when two daemons want one node id; with `waiting`, also
-// when the first one may start again (the other's mark goes stale).
+// when this one may start (the other one's heartbeat or claim is stale).
 std::string own_id_hint(const NodeRegistration* waiting) {
   std::string hint = "give each daemon its own serve.node.id (--node-id)";
   if (waiting != nullptr)
     hint += "; if the other one is gone, start this one again after serve.node.lost_after (" +
-            std::to_string(waiting->live_within_ms) + " ms), when it is marked lost";
+            std::to_string(waiting->live_within_ms) +
+            " ms), once its heartbeat or claim is that old";
   return hint;
 }
 
