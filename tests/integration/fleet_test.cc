@@ -60,6 +60,19 @@ std::string node_config(const std::string& url, const std::string& id, int slot,
          "\n    dns_port: " + std::to_string(16201 + 2 * slot) + "\n" + extra;
 }
 
+// Whether this build (and so the corral it tests) runs under ASan.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+
 // Polls `probe` every 50 ms for up to `limit`; whether it came true.
 template <typename Probe>
 bool eventually(Probe probe, std::chrono::milliseconds limit = std::chrono::seconds(20)) {
@@ -726,21 +739,21 @@ TEST_F(Fleet, ANodeIsUnreadyWhileItsHeartbeatCannotBeWritten) {
 // old by node-b's clock) nor does node-a take 40 s longer than lost_after
 // to find node-b gone (node-b's would look 40 s young by node-a's).
 TEST_F(Fleet, NodesWhoseClocksDisagreeStillAgreeWhoIsLost) {
+  if (kAddressSanitizer)
+    GTEST_SKIP() << "libfaketime cannot be preloaded into the ASan build (its clock_gettime "
+                    "recurses into ASan's start-up and the daemon hangs); the plain build runs "
+                    "this test";
   const std::string faketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
   if (access(faketime.c_str(), R_OK) != 0)
     CORRAL_SKIP_OR_FAIL("no " + faketime + " (Debian's libfaketime, scripts/install-deps)");
-  const char* asan = std::getenv("ASAN_OPTIONS");
   TestDaemon a({}, node_config(url_, "node-a", 1));
   ASSERT_TRUE(a.ready()) << a.output();
   const std::string id = a.create_sandbox(kSmall);
   ASSERT_FALSE(id.empty()) << a.output();
-  TestDaemon b(
-      {}, node_config(url_, "node-b", 2),
-      {"LD_PRELOAD=" + faketime, "FAKETIME=+40s",
-       // Wall time only, as a host with a wrong clock has.
-       "FAKETIME_DONT_FAKE_MONOTONIC=1",
-       // ASan wants its runtime first; libfaketime comes first here.
-       std::string("ASAN_OPTIONS=") + (asan != nullptr ? asan : "") + ":verify_asan_link_order=0"});
+  TestDaemon b({}, node_config(url_, "node-b", 2),
+               {"LD_PRELOAD=" + faketime, "FAKETIME=+40s",
+                // Wall time only, as a host with a wrong clock has.
+                "FAKETIME_DONT_FAKE_MONOTONIC=1"});
   ASSERT_TRUE(b.ready()) << b.output();
   // node-b's clock is ahead: its audit record of its start says so.
   auto registered = b.audit_records("node.registered");
