@@ -199,14 +199,12 @@ Result<Placement> StateStore::place_sandbox(const PlacementRequest& req,
     } else if (std::find(req.exclude.begin(), req.exclude.end(), id) != req.exclude.end()) {
       why = "refused this create";
       any_matched = true;
-    } else if (l.cordoned) {
-      // Matched, but takes nothing new until uncordoned: "no room", retry.
-      why = "cordoned";
-      any_matched = true;
     } else {
       why = refusal(l, req);
       if (why.empty() || why.rfind("full", 0) == 0 || why.rfind("not enough", 0) == 0)
         any_matched = true;
+      // Would take it, but takes nothing new until uncordoned: as if full.
+      if (why.empty() && l.cordoned) why = "cordoned";
     }
     if (!why.empty()) {
       out.refused.push_back({id, why});

@@ -592,6 +592,9 @@ TEST_F(Fleet, ACordonedNodeTakesNoNewSandboxesUntilUncordoned) {
                 R"({"limits":{"memory":"64Mi","disk":"16Mi"},"placement":{"node":"node-b"}})");
   EXPECT_EQ(named.status, 429) << named.body;
   EXPECT_NE(named.body.find("node-b: cordoned"), std::string::npos) << named.body;
+  // A create no node matches is still 400, not "no room" for the cordon.
+  auto nowhere = a.request("POST", "/v1/sandboxes", R"({"placement":{"labels":{"zone":"mars"}}})");
+  EXPECT_EQ(nowhere.status, 400) << nowhere.body;
   // node-b learns of it at its next heartbeat and says it is not ready.
   HttpReply unready;
   EXPECT_TRUE(eventually([&] {
