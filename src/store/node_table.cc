@@ -141,6 +141,27 @@ std::string own_id_hint(const NodeRegistration* waiting) {
   return hint;
 }
 
+// Node `id`'s row; kNotFound (with what to do) when there is none.
+Result<NodeRecord> node_by_id(sql::Connection& h, std::string_view id) {
+  auto st = h.prepare(std::string("SELECT ") + kNodeColumns + " FROM nodes WHERE id = ?1");
+  if (!st) return tl::unexpected<Error>(std::move(st).error());
+  st->bind(1, id);
+  auto rows = read_nodes(*st, "reading node " + std::string(id));
+  if (!rows) return tl::unexpected<Error>(std::move(rows).error());
+  if (rows->empty())
+    return make_error(ErrorCode::kNotFound, "node '" + std::string(id) + "' is not registered",
+                      "list the nodes with GET /v1/nodes");
+  return std::move(rows->front());
+}
+
+// This daemon's claim on `reg.id` went to another daemon while it started.
+tl::unexpected<Error> claim_taken(const NodeRegistration& reg, const std::string& what) {
+  return make_error(ErrorCode::kAlreadyExists,
+                    what + ": another daemon claimed node " + reg.id +
+                        " while this one was starting (another data dir)",
+                    own_id_hint(nullptr));
+}
+
 // kAlreadyExists when node `reg.id` is live in the store, registered by
 // another daemon (another data dir's instance token) whose heartbeat is
 // younger than reg.live_within_ms: that daemon runs, and two daemons with
@@ -216,10 +237,7 @@ Status claim_still_ours(sql::Connection& h, const NodeRegistration& reg, const s
   auto row = st->step("SELECT node_claims");
   if (!row) return tl::unexpected<Error>(std::move(row).error().wrap(what));
   if (!*row || st->text(0) == reg.instance) return ok();
-  return make_error(ErrorCode::kAlreadyExists,
-                    what + ": another daemon claimed node " + reg.id +
-                        " while this one was starting (another data dir)",
-                    own_id_hint(nullptr));
+  return claim_taken(reg, what);
 }
 
 }  // namespace
@@ -261,10 +279,7 @@ Status StateStore::renew_claim(const NodeRegistration& reg) {
   st->bind(1, reg.id).bind(2, reg.instance).bind(3, *now);
   CORRAL_TRY_CTX(st->run("UPDATE node_claims"), what);
   if (st->changes() == 1) return ok();
-  return make_error(ErrorCode::kAlreadyExists,
-                    what + ": another daemon claimed node " + reg.id +
-                        " while this one was starting (another data dir)",
-                    own_id_hint(nullptr));
+  return claim_taken(reg, what);
 }
 
 bool StateStore::shared() const { return db_->conn->backend() == sql::Backend::kPostgres; }
@@ -323,25 +338,27 @@ Result<NodeRecord> StateStore::register_node(const NodeRegistration& reg) {
 
 Result<NodeBeat> StateStore::heartbeat() {
   // On PostgreSQL the heartbeat has a connection of its own: it never waits
-  // behind this node's other store calls (db_->mu), and, one statement, it
-  // takes no write lock, so it never waits behind another node's either.
+  // behind this node's other store calls (db_->mu), and, one write
+  // statement outside a transaction, it takes no write lock, so it never
+  // waits behind another node's either.
   const bool own = db_->beat_conn != nullptr;
   std::lock_guard lock(own ? db_->beat_mu : db_->mu);
   sql::Connection& h = own ? *db_->beat_conn : *db_->conn;
   const std::string what = "heartbeat of node " + db_->node;
   auto now = store_detail::fleet_now_ms(h);
   if (!now) return tl::unexpected<Error>(std::move(now).error().wrap(what));
-  auto st = h.prepare("UPDATE nodes SET heartbeat_at = ?2 WHERE id = ?1 AND state = 'live'");
+  // The one write also reads the cordon: no second round trip.
+  auto st = h.prepare(
+      "UPDATE nodes SET heartbeat_at = ?2 WHERE id = ?1 AND state = 'live' RETURNING cordoned");
   if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
   st->bind(1, db_->node).bind(2, *now);
-  CORRAL_TRY_CTX(st->run("UPDATE nodes"), what);
-  if (st->changes() == 1) {
-    auto sel = h.prepare("SELECT cordoned FROM nodes WHERE id = ?1");
-    if (!sel) return tl::unexpected<Error>(std::move(sel).error().wrap(what));
-    sel->bind(1, db_->node);
-    auto row = sel->step("SELECT nodes");
-    if (!row) return tl::unexpected<Error>(std::move(row).error().wrap(what));
-    return NodeBeat{*row && sel->int64(0) != 0};
+  auto row = st->step("UPDATE nodes");
+  if (!row) return tl::unexpected<Error>(std::move(row).error().wrap(what));
+  if (*row) {
+    const NodeBeat beat{st->int64(0) != 0};
+    auto end = st->step("UPDATE nodes");
+    if (!end) return tl::unexpected<Error>(std::move(end).error().wrap(what));
+    return beat;
   }
   return make_error(ErrorCode::kPermissionDenied,
                     what +
@@ -382,15 +399,7 @@ Result<std::vector<NodeRecord>> StateStore::list_nodes() {
 
 Result<NodeRecord> StateStore::get_node(std::string_view id) {
   std::lock_guard lock(db_->mu);
-  auto st = db_->conn->prepare(std::string("SELECT ") + kNodeColumns + " FROM nodes WHERE id = ?1");
-  if (!st) return tl::unexpected<Error>(std::move(st).error());
-  st->bind(1, id);
-  auto rows = read_nodes(*st, "reading node " + std::string(id));
-  if (!rows) return tl::unexpected<Error>(std::move(rows).error());
-  if (rows->empty())
-    return make_error(ErrorCode::kNotFound, "node '" + std::string(id) + "' is not registered",
-                      "list the nodes with GET /v1/nodes");
-  return std::move(rows->front());
+  return node_by_id(*db_->conn, id);
 }
 
 Result<NodeRecord> StateStore::set_node_cordoned(std::string_view id, bool cordoned) {
@@ -405,16 +414,10 @@ Result<NodeRecord> StateStore::set_node_cordoned(std::string_view id, bool cordo
   if (!st) return tl::unexpected<Error>(std::move(st).error().wrap(what));
   st->bind(1, id).bind(2, std::int64_t{cordoned ? 1 : 0});
   CORRAL_TRY_CTX(st->run("UPDATE nodes"), what);
-  auto sel = h.prepare(std::string("SELECT ") + kNodeColumns + " FROM nodes WHERE id = ?1");
-  if (!sel) return tl::unexpected<Error>(std::move(sel).error().wrap(what));
-  sel->bind(1, id);
-  auto rows = read_nodes(*sel, "SELECT nodes");
-  if (!rows) return tl::unexpected<Error>(std::move(rows).error().wrap(what));
-  if (rows->empty())
-    return make_error(ErrorCode::kNotFound, "node '" + std::string(id) + "' is not registered",
-                      "list the nodes with GET /v1/nodes");
+  auto node = node_by_id(h, id);
+  if (!node) return node;  // kNotFound says which node, and what to do
   CORRAL_TRY_CTX(txn.commit(), what);
-  return std::move(rows->front());
+  return node;
 }
 
 Result<LostNodeSweep> StateStore::sweep_lost_nodes(std::int64_t lost_after_ms) {

@@ -605,23 +605,18 @@ Result<std::vector<std::string>> StateStore::claim_queued_tasks(std::size_t limi
   const std::string what = "claiming queued tasks for node " + db_->node;
   Txn txn(h);
   CORRAL_TRY_CTX(txn.begin(), what);
-  // A cordoned node takes no new work.
-  auto cordon = h.prepare("SELECT cordoned FROM nodes WHERE id = ?1");
-  if (!cordon) return tl::unexpected<Error>(std::move(cordon).error().wrap(what));
-  cordon->bind(1, db_->node);
-  auto own = cordon->step("SELECT nodes");
-  if (!own) return tl::unexpected<Error>(std::move(own).error().wrap(what));
-  if (*own && cordon->int64(0) != 0) return std::vector<std::string>{};
   // SKIP LOCKED: rows another node's claim holds are passed over rather
   // than waited for (the write lock already orders claims; this keeps a
   // claim from queueing behind a slow one should that lock ever narrow).
   std::string sql =
       "SELECT id FROM tasks WHERE status = 'queued' AND node IS NULL "
+      // A cordoned node takes no new work.
+      "AND NOT EXISTS (SELECT 1 FROM nodes WHERE id = ?2 AND cordoned <> 0) "
       "ORDER BY created_at, id LIMIT ?1";
   if (h.backend() == sql::Backend::kPostgres) sql += " FOR UPDATE SKIP LOCKED";
   auto sel = h.prepare(sql);
   if (!sel) return tl::unexpected<Error>(std::move(sel).error().wrap(what));
-  sel->bind(1, static_cast<std::int64_t>(limit));
+  sel->bind(1, static_cast<std::int64_t>(limit)).bind(2, db_->node);
   std::vector<std::string> ids;
   for (;;) {
     auto row = sel->step("SELECT tasks");
